@@ -1,0 +1,301 @@
+//! The HTTP front end: one MCP path per upstream (POST, GET, DELETE), health
+//! endpoints, origin checks, bounded bodies, and graceful shutdown.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN};
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::respond::{self, Body};
+use super::{Gateway, legacy, modern};
+use crate::protocol::errors::{ErrorOrigin, http_status};
+use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
+use crate::protocol::jsonrpc::{Frame, FrameError};
+use crate::protocol::{Era, ErrorCode, ErrorObject, Message, Revision};
+use crate::translate::{Classification, HeaderField, RoutingHeaders, classify};
+
+/// The HTTP front end bound to one listener.
+pub struct HttpFrontend {
+    gateway: Arc<Gateway>,
+    /// Origins a browser may send: the listener's own and the configured ones.
+    allowed_origins: Vec<String>,
+}
+
+impl HttpFrontend {
+    /// A front end for `gateway`, listening at `local` (its real, bound address).
+    pub fn new(gateway: Arc<Gateway>, local: SocketAddr) -> Arc<HttpFrontend> {
+        let mut allowed_origins = own_origins(local);
+        allowed_origins.extend(gateway.config.listen.allowed_origins.iter().cloned());
+        Arc::new(HttpFrontend { gateway, allowed_origins })
+    }
+
+    /// Accepts connections until `shutdown` resolves, then lets in-flight
+    /// requests finish for up to `drain` before returning.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>, drain: Duration) {
+        let graceful = GracefulShutdown::new();
+        let connections = Arc::new(Semaphore::new(self.gateway.config.listen.max_connections));
+        let builder = auto::Builder::new(TokioExecutor::new());
+        tokio::pin!(shutdown);
+        loop {
+            let permit = tokio::select! {
+                permit = connections.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
+                () = &mut shutdown => break,
+            };
+            let (stream, peer) = tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok(accepted) => accepted,
+                    Err(error) => {
+                        tracing::warn!(error = %error, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                },
+                () = &mut shutdown => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let frontend = self.clone();
+            let service = service_fn(move |request| {
+                let frontend = frontend.clone();
+                async move { Ok::<_, Infallible>(frontend.handle(request).await) }
+            });
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
+            let connection = graceful.watch(connection);
+            tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::debug!(%peer, error = %error, "connection ended with an error");
+                }
+                drop(permit);
+            });
+        }
+        drop(listener);
+        if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+            tracing::warn!("requests still in flight at the shutdown deadline");
+        }
+    }
+
+    /// Answers one HTTP request.
+    pub async fn handle(&self, request: http::Request<Incoming>) -> http::Response<Body> {
+        let path = request.uri().path();
+        match path {
+            "/healthz" => return respond::plain(StatusCode::OK, "ok"),
+            "/readyz" => return self.readiness(),
+            _ => {}
+        }
+        let Some(upstream) = self.gateway.router.route(path).cloned() else {
+            return respond::plain(StatusCode::NOT_FOUND, "no MCP endpoint at this path");
+        };
+        if !self.origin_allowed(request.headers()) {
+            return respond::rpc_error(StatusCode::FORBIDDEN, None, ErrorObject::new(ErrorCode::INVALID_REQUEST, "Forbidden: Origin not allowed"));
+        }
+        let session_id = header_text(request.headers(), MCP_SESSION_ID).map(str::to_owned);
+        match *request.method() {
+            Method::POST => self.post(request, &upstream, session_id.as_deref()).await,
+            Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id.as_deref()) => method_not_allowed(),
+            Method::GET if !accepts(request.headers(), "text/event-stream") => {
+                respond::plain(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: GET needs Accept: text/event-stream")
+            }
+            Method::GET => legacy::open_stream(&self.gateway, session_id.as_deref().unwrap_or_default()),
+            Method::DELETE => legacy::end_session(&self.gateway, session_id.as_deref().unwrap_or_default()),
+            _ => method_not_allowed(),
+        }
+    }
+
+    async fn post(&self, request: http::Request<Incoming>, upstream: &Arc<crate::upstream::Upstream>, session_id: Option<&str>) -> http::Response<Body> {
+        let headers = request.headers();
+        if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
+            return respond::rpc_error(
+                StatusCode::NOT_ACCEPTABLE,
+                None,
+                ErrorObject::new(ErrorCode::INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"),
+            );
+        }
+        if !content_type_is_json(headers) {
+            return respond::rpc_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                None,
+                ErrorObject::new(ErrorCode::INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"),
+            );
+        }
+        let limit = self.gateway.config.listen.max_body_bytes;
+        let declared = header_text(headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|len| len > limit) {
+            return too_large(limit);
+        }
+        let (parts, body) = request.into_parts();
+        let bytes = match Limited::new(body, limit).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => return too_large(limit),
+            Err(error) => return respond::plain(StatusCode::BAD_REQUEST, &format!("could not read the body: {error}")),
+        };
+        let message = match Frame::parse(&bytes) {
+            Ok(Frame::Single(message)) => message,
+            Ok(Frame::Batch(_)) => {
+                let error = FrameError::Invalid { id: None, reason: "JSON-RPC batches are not supported by this revision" };
+                return rejection(error.to_response());
+            }
+            Err(error) => return rejection(error.to_response()),
+        };
+        let routing = routing_headers(&parts.headers);
+        let verdict = match &message {
+            Message::Request(r) => classify::classify(&r.method, r.params.as_ref(), true, routing),
+            Message::Notification(n) => classify::classify(&n.method, n.params.as_ref(), false, routing),
+            Message::Response(_) => Classification::Legacy,
+        };
+        match (verdict, message) {
+            (Classification::Legacy, message) => legacy::serve(&self.gateway, upstream, message, session_id).await,
+            (Classification::Modern(modern), Message::Request(request)) => modern::serve(&self.gateway, upstream, request, modern).await,
+            (Classification::ModernNotification, _) | (Classification::Modern(_), _) => respond::empty(StatusCode::ACCEPTED),
+            (Classification::Rejected(error), message) => {
+                let id = match message {
+                    Message::Request(r) => Some(r.id),
+                    _ => None,
+                };
+                let status = StatusCode::from_u16(http_status(error.code, ErrorOrigin::Gateway)).unwrap_or(StatusCode::BAD_REQUEST);
+                respond::rpc_error(status, id, error)
+            }
+        }
+    }
+
+    fn readiness(&self) -> http::Response<Body> {
+        let ready = self.gateway.router.upstreams().all(|u| u.has_live_session());
+        if ready {
+            respond::plain(StatusCode::OK, "ready")
+        } else {
+            respond::plain(StatusCode::SERVICE_UNAVAILABLE, "waiting for upstreams")
+        }
+    }
+
+    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let mut origins = headers.get_all(ORIGIN).iter();
+        match (origins.next(), origins.next()) {
+            (None, _) => true,
+            (Some(origin), None) => origin
+                .to_str()
+                .is_ok_and(|o| self.allowed_origins.iter().any(|a| a.eq_ignore_ascii_case(o.trim_end_matches('/')))),
+            (Some(_), Some(_)) => false,
+        }
+    }
+}
+
+/// The origins a page served by this listener itself would send.
+fn own_origins(local: SocketAddr) -> Vec<String> {
+    let port = local.port();
+    let ip = local.ip();
+    if ip.is_loopback() || ip.is_unspecified() {
+        vec![format!("http://localhost:{port}"), format!("http://127.0.0.1:{port}"), format!("http://[::1]:{port}")]
+    } else {
+        vec![format!("http://{local}")]
+    }
+}
+
+fn rejection(response: crate::protocol::Response) -> http::Response<Body> {
+    let status = match &response.outcome {
+        crate::protocol::jsonrpc::Outcome::Error(e) => http_status(e.code, ErrorOrigin::Gateway),
+        crate::protocol::jsonrpc::Outcome::Result(_) => 200,
+    };
+    respond::json(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), &response.into_message())
+}
+
+fn too_large(limit: usize) -> http::Response<Body> {
+    respond::rpc_error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        None,
+        ErrorObject::new(ErrorCode::INVALID_REQUEST, format!("Payload Too Large: the body exceeds {limit} bytes")),
+    )
+}
+
+fn method_not_allowed() -> http::Response<Body> {
+    let mut response = respond::plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+    response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
+    response
+}
+
+/// GET and DELETE belong to legacy sessions; a modern client (or no session) gets 405.
+fn is_modern_or_sessionless(headers: &HeaderMap, session_id: Option<&str>) -> bool {
+    let modern_header = header_text(headers, MCP_PROTOCOL_VERSION).is_some_and(|v| Revision::parse(v).is_none_or(|r| r.era() == Era::Modern));
+    modern_header || session_id.is_none()
+}
+
+fn routing_headers(headers: &HeaderMap) -> RoutingHeaders<'_> {
+    RoutingHeaders::Http {
+        protocol_version: header_field(headers, MCP_PROTOCOL_VERSION),
+        method: header_field(headers, MCP_METHOD),
+        name: header_field(headers, MCP_NAME),
+    }
+}
+
+fn header_field<'a>(headers: &'a HeaderMap, name: &str) -> HeaderField<'a> {
+    let mut values = headers.get_all(name).iter();
+    match (values.next(), values.next()) {
+        (None, _) => HeaderField::Absent,
+        (Some(value), None) => value.to_str().map_or(HeaderField::Malformed, HeaderField::One),
+        (Some(_), Some(_)) => HeaderField::Malformed,
+    }
+}
+
+fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Whether `Accept` admits `wanted` (exactly, by `type/*`, or by `*/*`).
+fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
+    let wanted_type = wanted.split('/').next().unwrap_or("");
+    headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|item| {
+        let media = item.split(';').next().unwrap_or("").trim();
+        media.eq_ignore_ascii_case(wanted) || media == "*/*" || media.strip_suffix("/*").is_some_and(|t| t.eq_ignore_ascii_case(wanted_type))
+    })
+}
+
+fn content_type_is_json(headers: &HeaderMap) -> bool {
+    header_text(headers, CONTENT_TYPE.as_str())
+        .map(|v| v.split(';').next().unwrap_or("").trim())
+        .is_some_and(|media| media.eq_ignore_ascii_case("application/json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.append(*k, HeaderValue::from_static(v));
+        }
+        map
+    }
+
+    #[test]
+    fn accept_matching() {
+        let both = headers(&[("accept", "application/json, text/event-stream")]);
+        assert!(accepts(&both, "application/json") && accepts(&both, "text/event-stream"));
+        assert!(accepts(&headers(&[("accept", "*/*")]), "text/event-stream"));
+        assert!(accepts(&headers(&[("accept", "application/*;q=0.9, text/*")]), "text/event-stream"));
+        assert!(!accepts(&headers(&[("accept", "application/json")]), "text/event-stream"));
+        assert!(!accepts(&HeaderMap::new(), "application/json"));
+    }
+
+    #[test]
+    fn own_origins_for_loopback_and_public_binds() {
+        assert!(own_origins("127.0.0.1:8080".parse().unwrap()).contains(&"http://localhost:8080".to_owned()));
+        assert_eq!(own_origins("10.0.0.5:9000".parse().unwrap()), vec!["http://10.0.0.5:9000".to_owned()]);
+    }
+
+    #[test]
+    fn repeated_headers_are_malformed() {
+        let map = headers(&[("mcp-method", "a"), ("mcp-method", "b")]);
+        assert_eq!(header_field(&map, MCP_METHOD), HeaderField::Malformed);
+        assert_eq!(header_field(&map, MCP_NAME), HeaderField::Absent);
+    }
+}

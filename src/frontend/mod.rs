@@ -1,0 +1,79 @@
+//! I/O toward clients: the HTTP front end, the legacy client sessions eragate
+//! mints, and the shaping of answers as JSON or SSE.
+//!
+//! Nothing here knows which transport an upstream uses; era decisions are
+//! delegated to [`crate::translate`].
+
+pub mod http;
+mod legacy;
+mod modern;
+pub mod respond;
+pub mod sessions;
+
+use std::sync::Arc;
+
+use crate::config::Config;
+use crate::router::Router;
+use crate::upstream::Upstream;
+use crate::upstream::transport::stdio::ChildSupervisor;
+use sessions::SessionStore;
+
+/// Everything a request handler needs, shared by every connection.
+pub struct Gateway {
+    /// The loaded configuration.
+    pub config: Arc<Config>,
+    /// Upstreams by path.
+    pub router: Router,
+    /// Legacy client sessions.
+    pub sessions: SessionStore,
+    /// Every stdio child, for shutdown.
+    pub supervisor: ChildSupervisor,
+}
+
+impl Gateway {
+    /// Builds the gateway for `config`. Nothing is started yet.
+    pub fn new(config: Config) -> Arc<Gateway> {
+        let supervisor = ChildSupervisor::default();
+        let upstreams = config
+            .upstreams
+            .iter()
+            .map(|u| Upstream::new(u.clone(), supervisor.clone()))
+            .collect();
+        let sessions = SessionStore::new(config.sessions.clone());
+        Arc::new(Gateway { config: Arc::new(config), router: Router::new(upstreams), sessions, supervisor })
+    }
+
+    /// Warms every upstream in the background: spares started, the first session initialized.
+    pub fn warm(&self) {
+        for upstream in self.router.upstreams() {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                if let Err(error) = upstream.warm().await {
+                    tracing::warn!(upstream = %upstream.name(), error = %error, "could not warm upstream");
+                }
+            });
+        }
+    }
+
+    /// Ends idle legacy sessions every `every` for as long as the gateway lives.
+    pub fn spawn_session_reaper(self: &Arc<Self>, every: std::time::Duration) {
+        let gateway = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            loop {
+                ticker.tick().await;
+                let Some(gateway) = gateway.upgrade() else { return };
+                gateway.sessions.expire_idle();
+            }
+        });
+    }
+
+    /// Ends every session and stops every child within `deadline`.
+    pub async fn shutdown(&self, deadline: std::time::Duration) {
+        self.sessions.close_all();
+        for upstream in self.router.upstreams() {
+            upstream.close_all();
+        }
+        self.supervisor.shutdown(deadline).await;
+    }
+}

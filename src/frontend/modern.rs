@@ -1,0 +1,183 @@
+//! Serving a 2026-07-28 request: `server/discover` from a warm session's
+//! handshake, everything else on a pooled upstream session.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{Map, Value, json};
+
+use super::Gateway;
+use super::respond::{self, AnswerTiming, Body, ClientSide, ModernSide};
+use crate::protocol::capabilities::{self, ListenSupport};
+use crate::protocol::envelope::SUBSCRIPTION_ID;
+use crate::protocol::{Id, Message, ModernMethod, Notification, Request, Response, Revision};
+use crate::translate::{ModernRequest, discover, down};
+use crate::upstream::session::OnDrop;
+use crate::upstream::{PartitionKey, Upstream, UpstreamError, UpstreamSession};
+
+/// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
+const LISTEN_SUPPORT: ListenSupport = ListenSupport::ListChangedOnly;
+
+/// Answers one validated modern request.
+pub async fn serve(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> http::Response<Body> {
+    match modern.method {
+        ModernMethod::Discover => discover(upstream, request.id).await,
+        ModernMethod::SubscriptionsListen => listen(gateway, upstream, request, modern).await,
+        _ => forward(gateway, upstream, request, modern).await,
+    }
+}
+
+/// `server/discover`, also answered for a legacy-shaped probe without `_meta`.
+pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> http::Response<Body> {
+    match upstream.initialize_result().await {
+        Ok(initialize) => {
+            let result = discover::discover_result(&initialize, upstream.cache_policy(), LISTEN_SUPPORT);
+            respond::json(StatusCode::OK, &Response::result(id, result).into_message())
+        }
+        Err(error) => respond::upstream_failure(Some(id), &error),
+    }
+}
+
+async fn forward(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> http::Response<Body> {
+    let _permit = match upstream.admit() {
+        Ok(permit) => permit,
+        Err(error) => return respond::upstream_failure(Some(request.id), &error),
+    };
+    let params = request.params.map(down::modern_params_for_legacy);
+    let mut retried = false;
+    loop {
+        let session = match pooled_session(upstream, &modern).await {
+            Ok(session) => session,
+            Err(error) => return respond::upstream_failure(Some(request.id), &error),
+        };
+        let call = match session.call(&request.method, params.clone(), request.id.clone(), OnDrop::CancelUpstream).await {
+            Ok(call) => call,
+            Err(error) if !retried => {
+                // The pooled session died between lookup and send (a crashed child): one fresh try.
+                tracing::debug!(upstream = %upstream.name(), error = %error, "pooled session unusable; reopening");
+                upstream.discard(&session);
+                retried = true;
+                continue;
+            }
+            Err(error) => return respond::upstream_failure(Some(request.id), &error),
+        };
+        let side = ClientSide::Modern(ModernSide {
+            method: modern.method,
+            log_level: modern.envelope.log_level,
+            server_info: session.server_info(),
+            cache: upstream.cache_policy(),
+        });
+        return respond::answer(call, side, request.id, timing(gateway, upstream)).await;
+    }
+}
+
+/// A warm pooled session for the request's principal and capability profile.
+async fn pooled_session(upstream: &Arc<Upstream>, modern: &ModernRequest) -> Result<Arc<UpstreamSession>, UpstreamError> {
+    let revision = Revision::LATEST_LEGACY;
+    let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
+    let key = PartitionKey::new("", &capabilities);
+    let params = down::initialize_for_envelope(&modern.envelope, revision, &crate::upstream::pool::gateway_client_info());
+    upstream.pooled(key, params).await
+}
+
+/// `subscriptions/listen` on a legacy upstream: acknowledge what the upstream
+/// can notify, then relay its list changes tagged with the listen id.
+async fn listen(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> http::Response<Body> {
+    let session = match pooled_session(upstream, &modern).await {
+        Ok(session) => session,
+        Err(error) => return respond::upstream_failure(Some(request.id), &error),
+    };
+    let capabilities = session.initialize_result().and_then(|r| r.get("capabilities").cloned()).unwrap_or_default();
+    let wanted = request.params.as_ref().and_then(|p| p.get("notifications")).cloned().unwrap_or(json!({}));
+    let honoured = honoured_filter(&wanted, &capabilities);
+    let listen_id = request.id.to_value();
+    let (tx, response) = respond::sse();
+    let ack = notification_with_subscription("notifications/subscriptions/acknowledged", json!({"notifications": honoured.clone()}), &listen_id);
+    let _ = tx.try_send(respond::sse_frame(&ack));
+    let mut unsolicited = session.subscribe();
+    let keep_alive = gateway.config.listen.sse_keep_alive.0;
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + keep_alive, keep_alive);
+        loop {
+            tokio::select! {
+                message = unsolicited.recv() => match message {
+                    Ok(Message::Notification(n)) if wants(&honoured, &n.method) => {
+                        let tagged = notification_with_subscription(&n.method, n.params.unwrap_or(json!({})), &listen_id);
+                        if tx.send(respond::sse_frame(&tagged)).await.is_err() { return; }
+                    }
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        // The upstream session ended: close the listen gracefully.
+                        let mut meta = Map::new();
+                        meta.insert(SUBSCRIPTION_ID.into(), listen_id.clone());
+                        let done = Response::result(request.id.clone(), json!({"resultType": "complete", "_meta": meta}));
+                        let _ = tx.send(respond::sse_frame(&done.into_message())).await;
+                        return;
+                    }
+                },
+                _ = ticker.tick() => {
+                    if tx.send(Bytes::from_static(crate::protocol::sse::KEEP_ALIVE)).await.is_err() { return; }
+                }
+                () = tx.closed() => return,
+            }
+        }
+    });
+    response
+}
+
+/// The subset of a listen filter that a legacy upstream's capabilities can honour.
+fn honoured_filter(wanted: &Value, capabilities: &Value) -> Value {
+    let mut honoured = Map::new();
+    for (flag, kind) in [("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources")] {
+        let asked = wanted.get(flag).and_then(Value::as_bool) == Some(true);
+        let offered = capabilities.get(kind).and_then(|c| c.get("listChanged")).and_then(Value::as_bool) == Some(true);
+        if asked && offered {
+            honoured.insert(flag.into(), Value::Bool(true));
+        }
+    }
+    Value::Object(honoured)
+}
+
+fn wants(honoured: &Value, method: &str) -> bool {
+    let flag = match method {
+        "notifications/tools/list_changed" => "toolsListChanged",
+        "notifications/prompts/list_changed" => "promptsListChanged",
+        "notifications/resources/list_changed" => "resourcesListChanged",
+        _ => return false,
+    };
+    honoured.get(flag).and_then(Value::as_bool) == Some(true)
+}
+
+fn notification_with_subscription(method: &str, mut params: Value, listen_id: &Value) -> Message {
+    if let Some(object) = params.as_object_mut() {
+        let meta = object.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(SUBSCRIPTION_ID.into(), listen_id.clone());
+        }
+    }
+    Message::Notification(Notification { method: method.into(), params: Some(params) })
+}
+
+/// Timing for answers from `upstream`.
+pub fn timing(gateway: &Gateway, upstream: &Upstream) -> AnswerTiming {
+    AnswerTiming {
+        stream_after: gateway.config.listen.stream_after.0,
+        keep_alive: gateway.config.listen.sse_keep_alive.0,
+        timeout: upstream.config().request_timeout.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_honours_only_what_the_upstream_offers() {
+        let wanted = json!({"toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": ["x://a"]});
+        let capabilities = json!({"tools": {"listChanged": true}, "prompts": {}});
+        assert_eq!(honoured_filter(&wanted, &capabilities), json!({"toolsListChanged": true}));
+        assert!(wants(&json!({"toolsListChanged": true}), "notifications/tools/list_changed"));
+        assert!(!wants(&json!({"toolsListChanged": true}), "notifications/prompts/list_changed"));
+    }
+}

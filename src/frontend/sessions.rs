@@ -1,0 +1,253 @@
+//! Legacy client sessions minted by eragate: what each client negotiated, its
+//! dedicated upstream session, and the server→client requests relayed to it.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use dashmap::DashMap;
+use rand::Rng;
+use tokio::sync::{broadcast, mpsc};
+use tokio::task::AbortHandle;
+
+use crate::config::SessionsConfig;
+use crate::protocol::{Id, Message, Request, Response, Revision};
+use crate::upstream::session::refuse_server_request;
+use crate::upstream::{Upstream, UpstreamSession};
+
+/// One legacy client's session.
+pub struct ClientSession {
+    /// The `Mcp-Session-Id` given to the client.
+    pub id: String,
+    /// The revision negotiated with the client.
+    pub revision: Revision,
+    /// The upstream this session is bound to.
+    pub upstream: Arc<Upstream>,
+    /// The upstream session serving only this client.
+    pub upstream_session: Arc<UpstreamSession>,
+    last_seen: Mutex<Instant>,
+    next_outbound: AtomicU64,
+    /// Server→client requests relayed to the client: the id eragate gave it → the
+    /// upstream's own id. A std mutex, never held across `.await`.
+    outbound: Mutex<HashMap<Id, Id>>,
+    /// Client request ids in flight → upstream ids, for `notifications/cancelled`.
+    in_flight: Mutex<HashMap<Id, u64>>,
+    /// The client's open GET stream, if any.
+    stream: Mutex<Option<mpsc::Sender<Message>>>,
+    forwarder: Mutex<Option<AbortHandle>>,
+}
+
+/// Bound of the messages queued toward one GET stream.
+pub const STREAM_QUEUE: usize = 64;
+
+/// Every live legacy client session.
+pub struct SessionStore {
+    sessions: DashMap<String, Arc<ClientSession>>,
+    config: SessionsConfig,
+}
+
+/// Why a GET stream could not be attached.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AttachError {
+    /// The session already has one; the spec allows no duplicate delivery.
+    AlreadyOpen,
+}
+
+impl SessionStore {
+    /// An empty store.
+    pub fn new(config: SessionsConfig) -> SessionStore {
+        SessionStore { sessions: DashMap::new(), config }
+    }
+
+    /// Registers a session for a freshly initialized upstream session.
+    pub fn create(&self, revision: Revision, upstream: Arc<Upstream>, upstream_session: Arc<UpstreamSession>) -> Arc<ClientSession> {
+        self.make_room();
+        let id = format!("{:032x}", rand::rng().random::<u128>());
+        let session = Arc::new(ClientSession {
+            id: id.clone(),
+            revision,
+            upstream,
+            upstream_session,
+            last_seen: Mutex::new(Instant::now()),
+            next_outbound: AtomicU64::new(1),
+            outbound: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            stream: Mutex::new(None),
+            forwarder: Mutex::new(None),
+        });
+        let forwarder = tokio::spawn(forward_unsolicited(Arc::downgrade(&session), session.upstream_session.subscribe()));
+        *lock(&session.forwarder) = Some(forwarder.abort_handle());
+        self.sessions.insert(id, session.clone());
+        session
+    }
+
+    /// A live session by id; a dead upstream session ends it (the client re-initializes).
+    pub fn find(&self, id: &str) -> Option<Arc<ClientSession>> {
+        let session = self.sessions.get(id)?.clone();
+        let idle = lock(&session.last_seen).elapsed();
+        if session.upstream_session.is_closed() || idle > self.config.idle_timeout.0 {
+            self.remove(id);
+            return None;
+        }
+        *lock(&session.last_seen) = Instant::now();
+        Some(session)
+    }
+
+    /// Ends a session; `false` when it did not exist.
+    pub fn remove(&self, id: &str) -> bool {
+        match self.sessions.remove(id) {
+            Some((_, session)) => {
+                session.end();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Ends every session idle past the timeout.
+    pub fn expire_idle(&self) {
+        let timeout = self.config.idle_timeout.0;
+        let expired: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|s| lock(&s.last_seen).elapsed() > timeout || s.upstream_session.is_closed())
+            .map(|s| s.id.clone())
+            .collect();
+        for id in expired {
+            self.remove(&id);
+        }
+    }
+
+    /// Ends every session (shutdown).
+    pub fn close_all(&self) {
+        let ids: Vec<String> = self.sessions.iter().map(|s| s.id.clone()).collect();
+        for id in ids {
+            self.remove(&id);
+        }
+    }
+
+    /// Live sessions.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    fn make_room(&self) {
+        while self.sessions.len() >= self.config.max_sessions {
+            let oldest = self
+                .sessions
+                .iter()
+                .min_by_key(|s| *lock(&s.last_seen))
+                .map(|s| s.id.clone());
+            match oldest {
+                Some(id) => {
+                    tracing::info!(session = %id, "session limit reached; ending the least recently used session");
+                    self.remove(&id);
+                }
+                None => return,
+            }
+        }
+    }
+}
+
+impl ClientSession {
+    /// Relays a server→client request to this client under a fresh id.
+    pub fn relay_request(&self, mut request: Request) -> Message {
+        let relayed = Id::from_value(&serde_json::Value::from(format!(
+            "eragate-{}",
+            self.next_outbound.fetch_add(1, Ordering::Relaxed)
+        )))
+        .unwrap_or_else(|| Id::number(0));
+        lock(&self.outbound).insert(relayed.clone(), request.id.clone());
+        request.id = relayed;
+        Message::Request(request)
+    }
+
+    /// Takes the upstream's id for a client's response to a relayed request.
+    pub fn take_relayed(&self, relayed: &Id) -> Option<Id> {
+        lock(&self.outbound).remove(relayed)
+    }
+
+    /// Remembers a client request in flight.
+    pub fn track(&self, client_id: Id, upstream_id: u64) {
+        lock(&self.in_flight).insert(client_id, upstream_id);
+    }
+
+    /// Forgets a finished client request.
+    pub fn untrack(&self, client_id: &Id) {
+        lock(&self.in_flight).remove(client_id);
+    }
+
+    /// The upstream id of a client request in flight.
+    pub fn upstream_id_of(&self, client_id: &Id) -> Option<u64> {
+        lock(&self.in_flight).get(client_id).copied()
+    }
+
+    /// Attaches the client's GET stream.
+    pub fn attach_stream(&self) -> Result<mpsc::Receiver<Message>, AttachError> {
+        let mut slot = lock(&self.stream);
+        if slot.as_ref().is_some_and(|s| !s.is_closed()) {
+            return Err(AttachError::AlreadyOpen);
+        }
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        *slot = Some(tx);
+        Ok(rx)
+    }
+
+    fn stream(&self) -> Option<mpsc::Sender<Message>> {
+        lock(&self.stream).as_ref().filter(|s| !s.is_closed()).cloned()
+    }
+
+    fn end(&self) {
+        if let Some(handle) = lock(&self.forwarder).take() {
+            handle.abort();
+        }
+        *lock(&self.stream) = None;
+        self.upstream_session.close("client session ended");
+    }
+}
+
+/// Relays what the dedicated upstream session sends outside any request to the
+/// client's GET stream; without one, requests are refused and notifications dropped.
+async fn forward_unsolicited(session: Weak<ClientSession>, mut unsolicited: broadcast::Receiver<Message>) {
+    loop {
+        let message = match unsolicited.recv().await {
+            Ok(message) => message,
+            Err(broadcast::error::RecvError::Lagged(skipped)) => {
+                tracing::debug!(skipped, "client too slow for upstream notifications");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(session) = session.upgrade() else { return };
+        let stream = session.stream();
+        match (message, stream) {
+            (Message::Request(request), Some(stream)) => {
+                let relayed = session.relay_request(request.clone());
+                if stream.try_send(relayed).is_err() {
+                    refuse(&session, &request).await;
+                }
+            }
+            (Message::Request(request), None) => refuse(&session, &request).await,
+            (other, Some(stream)) => {
+                let _ = stream.try_send(other);
+            }
+            (_, None) => {}
+        }
+    }
+}
+
+async fn refuse(session: &ClientSession, request: &Request) {
+    let response: Response = refuse_server_request(request);
+    let _ = session.upstream_session.respond(response).await;
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Poisoning only means a panic elsewhere mid-update; the data is still consistent for our uses.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}

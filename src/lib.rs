@@ -1,0 +1,52 @@
+//! eragate: a transparent, protocol-translating reverse proxy for the Model
+//! Context Protocol, serving clients of every revision in front of upstream
+//! servers of any era.
+//!
+//! # Layout
+//!
+//! The modules follow one request on its way through the gateway:
+//!
+//! | stage | what happens | module |
+//! |---|---|---|
+//! | listen | HTTP/1.1 and h2 on one MCP path per upstream | [`frontend::http`] |
+//! | frame | one bounded JSON-RPC message | [`protocol::jsonrpc`], [`protocol::sse`] |
+//! | classify | era, revision, envelope, headers | [`translate::classify`] |
+//! | route | which upstream serves the path | [`router`] |
+//! | down | client era → upstream era | [`translate::down`] |
+//! | session | a warm, initialized upstream session | [`upstream::pool`], [`upstream::session`] |
+//! | send | stdio or Streamable HTTP | [`upstream::transport`] |
+//! | up | results and errors back to the client's era | [`translate::up`], [`translate::discover`] |
+//! | respond | `application/json`, or an SSE stream scoped to the request | [`frontend::respond`] |
+//!
+//! [`protocol`] and [`translate`] are pure: no tokio, no hyper, no I/O.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod frontend;
+pub mod protocol;
+pub mod router;
+pub mod translate;
+pub mod upstream;
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Runs the gateway for `config` until `shutdown` resolves, then drains
+/// in-flight requests for up to `grace` and stops every upstream child.
+pub async fn run(config: config::Config, shutdown: impl Future<Output = ()>, grace: Duration) -> Result<(), std::io::Error> {
+    let listener = tokio::net::TcpListener::bind(config.listen.address).await?;
+    let local = listener.local_addr()?;
+    let gateway = frontend::Gateway::new(config);
+    gateway.warm();
+    gateway.spawn_session_reaper(Duration::from_secs(30));
+    for upstream in gateway.router.upstreams() {
+        tracing::info!(address = %local, path = %upstream.config().path, upstream = %upstream.name(), "serving MCP");
+    }
+    let frontend = frontend::http::HttpFrontend::new(gateway.clone(), local);
+    frontend.serve(listener, shutdown, grace).await;
+    gateway.shutdown(grace).await;
+    tracing::info!("stopped");
+    Ok(())
+}

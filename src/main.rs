@@ -1,0 +1,143 @@
+//! The `eragate` command: parse the command line, load configuration, run the gateway.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use eragate::config::{Config, ConfigError, HttpConfig, StdioConfig, UpstreamConfig};
+
+#[derive(Parser)]
+#[command(name = "eragate", version, about = "A protocol-translating reverse proxy for the Model Context Protocol")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve MCP in front of an upstream server.
+    Run(RunArgs),
+    /// Validate a configuration file and explain every mistake.
+    CheckConfig {
+        /// The TOML file.
+        file: PathBuf,
+    },
+    /// Print the version.
+    Version,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// A TOML configuration file; the other flags override its listener and add an upstream.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on (default 127.0.0.1:8080).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// A stdio upstream: one string, split into program and arguments as a shell would.
+    #[arg(long, conflicts_with = "http")]
+    stdio: Option<String>,
+    /// A Streamable HTTP upstream URL.
+    #[arg(long)]
+    http: Option<String>,
+    /// How long shutdown waits for in-flight requests.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("eragate {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Command::CheckConfig { file } => match Config::load(&file) {
+            Ok(config) => {
+                println!("{}: ok ({} upstream(s))", file.display(), config.upstreams.len());
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                report(&file.display().to_string(), &error);
+                ExitCode::from(2)
+            }
+        },
+        Command::Run(args) => {
+            init_tracing();
+            match run(args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("eragate: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn report(source: &str, error: &ConfigError) {
+    eprintln!("{source}: {} problem(s)", error.issues.len());
+    for issue in &error.issues {
+        eprintln!("  {issue}");
+    }
+}
+
+fn run(args: RunArgs) -> anyhow::Result<()> {
+    let config = build_config(&args).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let listen = config.listen.address;
+    runtime
+        .block_on(eragate::run(config, shutdown_signal(), args.shutdown_grace))
+        .with_context(|| format!("serving on {listen}"))
+}
+
+fn build_config(args: &RunArgs) -> Result<Config, ConfigError> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    if let Some(listen) = args.listen {
+        config.listen.address = listen;
+    }
+    let command_line_upstream = match (&args.stdio, &args.http) {
+        (Some(line), _) => {
+            let command = shell_words::split(line).map_err(|e| ConfigError {
+                issues: vec![eragate::config::ConfigIssue { path: "--stdio".into(), message: e.to_string() }],
+            })?;
+            Some(UpstreamConfig::with_transport("stdio", Some(StdioConfig::from_command(command)), None))
+        }
+        (None, Some(url)) => {
+            let url = url.parse().map_err(|e: http::uri::InvalidUri| ConfigError {
+                issues: vec![eragate::config::ConfigIssue { path: "--http".into(), message: e.to_string() }],
+            })?;
+            Some(UpstreamConfig::with_transport("http", None, Some(HttpConfig { url })))
+        }
+        (None, None) => None,
+    };
+    if let Some(upstream) = command_line_upstream {
+        // The command line's upstream replaces whatever the file served at the same path.
+        config.upstreams.retain(|u| u.path != upstream.path);
+        config.upstreams.push(upstream);
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ERAGATE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        // Without signal handlers, run until killed.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+}

@@ -1,0 +1,148 @@
+//! Capability objects across revisions: what a legacy server's capabilities mean
+//! to a 2026-07-28 client, and what a modern client's mean to a legacy server.
+//!
+//! Unknown members (`experimental`, vendor keys) pass through; only members a
+//! revision does not define are removed.
+
+use serde_json::{Map, Value};
+
+use super::revision::Revision;
+
+/// What eragate itself can deliver on the modern side for a legacy upstream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenSupport {
+    /// `subscriptions/listen` is fully bridged: `listChanged` and `subscribe` stay as the upstream says.
+    Bridged,
+    /// List changes are bridged, per-resource subscriptions are not: `subscribe` is cleared.
+    ListChangedOnly,
+    /// Not bridged: clear `listChanged` and `subscribe` so clients do not wait for them.
+    Unavailable,
+}
+
+/// A legacy `InitializeResult.capabilities` as 2026-07-28 `ServerCapabilities`.
+///
+/// `tasks` has no core meaning in 2026-07-28 and is dropped.
+pub fn server_legacy_to_modern(capabilities: &Value, listen: ListenSupport) -> Value {
+    let mut out = capabilities.as_object().cloned().unwrap_or_default();
+    out.remove("tasks");
+    let cleared: &[(&str, &[&str])] = match listen {
+        ListenSupport::Bridged => &[],
+        ListenSupport::ListChangedOnly => &[("resources", &["subscribe"])],
+        ListenSupport::Unavailable => &[
+            ("tools", &["listChanged"]),
+            ("prompts", &["listChanged"]),
+            ("resources", &["listChanged", "subscribe"]),
+        ],
+    };
+    {
+        for (kind, flags) in cleared {
+            if let Some(Value::Object(object)) = out.get_mut(*kind) {
+                for flag in flags.iter() {
+                    object.remove(*flag);
+                }
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// A 2026-07-28 `clientCapabilities` as the capabilities a legacy `initialize`
+/// of `revision` may declare.
+pub fn client_modern_to_legacy(capabilities: &Value, revision: Revision) -> Value {
+    let source = capabilities.as_object().cloned().unwrap_or_default();
+    let mut out = Map::new();
+    for (key, value) in source {
+        match key.as_str() {
+            // Roots exist in every legacy revision; never claim listChanged we cannot relay.
+            "roots" => {
+                out.insert(key, Value::Object(Map::new()));
+            }
+            "sampling" => {
+                let sampling = if revision >= Revision::V2025_11_25 {
+                    value
+                } else {
+                    Value::Object(Map::new())
+                };
+                out.insert(key, sampling);
+            }
+            "elicitation" if revision >= Revision::V2025_11_25 => {
+                out.insert(key, value);
+            }
+            "elicitation" if revision == Revision::V2025_06_18 => {
+                out.insert(key, Value::Object(Map::new()));
+            }
+            "elicitation" | "extensions" | "tasks" => {}
+            _ => {
+                out.insert(key, value);
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// Trims a modern `clientInfo` to the members `revision` defines.
+pub fn client_info_for(info: &Value, revision: Revision) -> Value {
+    let Some(object) = info.as_object() else {
+        return info.clone();
+    };
+    let allowed: &[&str] = match revision {
+        Revision::V2024_11_05 | Revision::V2025_03_26 => &["name", "version"],
+        Revision::V2025_06_18 => &["name", "version", "title"],
+        _ => return info.clone(),
+    };
+    Value::Object(
+        object
+            .iter()
+            .filter(|(k, _)| allowed.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn server_capabilities_for_modern_clients() {
+        let legacy = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true},
+            "prompts": {}, "logging": {}, "completions": {}, "tasks": {"list": {}}, "experimental": {"x": {}}});
+        assert_eq!(
+            server_legacy_to_modern(&legacy, ListenSupport::Bridged),
+            json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true},
+                "prompts": {}, "logging": {}, "completions": {}, "experimental": {"x": {}}})
+        );
+        assert_eq!(
+            server_legacy_to_modern(&legacy, ListenSupport::ListChangedOnly)["resources"],
+            json!({"listChanged": true})
+        );
+        assert_eq!(
+            server_legacy_to_modern(&legacy, ListenSupport::Unavailable),
+            json!({"tools": {}, "resources": {}, "prompts": {}, "logging": {}, "completions": {}, "experimental": {"x": {}}})
+        );
+    }
+
+    #[test]
+    fn client_capabilities_per_revision() {
+        let modern = json!({"roots": {}, "sampling": {"context": {}, "tools": {}},
+            "elicitation": {"form": {}, "url": {}}, "extensions": {"a/b": {}}, "experimental": {"e": 1}});
+        let table = [
+            (Revision::V2025_11_25, json!({"roots": {}, "sampling": {"context": {}, "tools": {}}, "elicitation": {"form": {}, "url": {}}, "experimental": {"e": 1}})),
+            (Revision::V2025_06_18, json!({"roots": {}, "sampling": {}, "elicitation": {}, "experimental": {"e": 1}})),
+            (Revision::V2025_03_26, json!({"roots": {}, "sampling": {}, "experimental": {"e": 1}})),
+            (Revision::V2024_11_05, json!({"roots": {}, "sampling": {}, "experimental": {"e": 1}})),
+        ];
+        for (revision, expected) in table {
+            assert_eq!(client_modern_to_legacy(&modern, revision), expected, "{revision}");
+        }
+    }
+
+    #[test]
+    fn client_info_is_trimmed_for_old_revisions() {
+        let info = json!({"name": "c", "version": "1", "title": "C", "icons": []});
+        assert_eq!(client_info_for(&info, Revision::V2024_11_05), json!({"name": "c", "version": "1"}));
+        assert_eq!(client_info_for(&info, Revision::V2025_06_18), json!({"name": "c", "version": "1", "title": "C"}));
+        assert_eq!(client_info_for(&info, Revision::V2025_11_25), info);
+    }
+}

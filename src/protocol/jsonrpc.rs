@@ -1,0 +1,385 @@
+//! JSON-RPC 2.0 messages as MCP uses them: one request, notification or response
+//! per frame (a batch only where a revision allows it).
+//!
+//! Only the envelope (`id`, `method`, `result`/`error`) is interpreted; `params`
+//! and `result` stay `serde_json::Value`s so fields eragate does not own pass
+//! through untouched, unknown ones included.
+
+use serde_json::{Map, Value};
+
+use super::errors::{ErrorCode, ErrorObject};
+
+/// A request id: a string or a number, kept exactly as the peer sent it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Id(IdRepr);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum IdRepr {
+    Number(serde_json::Number),
+    String(String),
+}
+
+impl Id {
+    /// A numeric id, as eragate mints toward upstreams.
+    pub fn number(n: u64) -> Id {
+        Id(IdRepr::Number(n.into()))
+    }
+
+    /// Reads an id from JSON; `null`, objects, arrays and booleans are not ids.
+    pub fn from_value(value: &Value) -> Option<Id> {
+        match value {
+            Value::Number(n) => Some(Id(IdRepr::Number(n.clone()))),
+            Value::String(s) => Some(Id(IdRepr::String(s.clone()))),
+            _ => None,
+        }
+    }
+
+    /// The JSON form.
+    pub fn to_value(&self) -> Value {
+        match &self.0 {
+            IdRepr::Number(n) => Value::Number(n.clone()),
+            IdRepr::String(s) => Value::String(s.clone()),
+        }
+    }
+
+    /// The id as a `u64` when it is one (eragate's own upstream ids always are).
+    pub fn as_u64(&self) -> Option<u64> {
+        match &self.0 {
+            IdRepr::Number(n) => n.as_u64(),
+            IdRepr::String(_) => None,
+        }
+    }
+}
+
+/// A JSON-RPC request: it expects exactly one response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    /// The caller's id.
+    pub id: Id,
+    /// The method name.
+    pub method: String,
+    /// Raw params; MCP always uses an object, JSON-RPC also allows an array.
+    pub params: Option<Value>,
+}
+
+/// A JSON-RPC notification: no id, no response.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notification {
+    /// The method name.
+    pub method: String,
+    /// Raw params.
+    pub params: Option<Value>,
+}
+
+/// A JSON-RPC response: a result or an error for one id.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Response {
+    /// The id of the request answered; `None` only for errors about unreadable requests.
+    pub id: Option<Id>,
+    /// What the request produced.
+    pub outcome: Outcome,
+}
+
+/// The two ways a request ends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// The `result` member, raw.
+    Result(Value),
+    /// The `error` member.
+    Error(ErrorObject),
+}
+
+/// Any single JSON-RPC message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    /// Expects a response.
+    Request(Request),
+    /// Fire and forget.
+    Notification(Notification),
+    /// Answers a request.
+    Response(Response),
+}
+
+/// One frame of input: a single message or (2025-03-26 only) a batch.
+#[derive(Debug)]
+pub enum Frame {
+    /// One message.
+    Single(Message),
+    /// A JSON array of messages, each parsed on its own.
+    Batch(Vec<Result<Message, FrameError>>),
+}
+
+/// Why a frame could not become a message. Maps to -32700 or -32600.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FrameError {
+    /// Not JSON at all.
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// JSON, but not a JSON-RPC 2.0 message; the id is kept when one was readable.
+    #[error("invalid request: {reason}")]
+    Invalid {
+        /// The id of the offending message, when it had a usable one.
+        id: Option<Id>,
+        /// What was wrong, for the error message.
+        reason: &'static str,
+    },
+}
+
+impl FrameError {
+    /// The JSON-RPC error answering this frame.
+    pub fn to_response(&self) -> Response {
+        let (id, code) = match self {
+            FrameError::Parse(_) => (None, ErrorCode::PARSE_ERROR),
+            FrameError::Invalid { id, .. } => (id.clone(), ErrorCode::INVALID_REQUEST),
+        };
+        Response::error(id, ErrorObject::new(code, self.to_string()))
+    }
+}
+
+impl Frame {
+    /// Parses one frame from bytes.
+    pub fn parse(bytes: &[u8]) -> Result<Frame, FrameError> {
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
+        match value {
+            Value::Array(items) if items.is_empty() => Err(FrameError::Invalid {
+                id: None,
+                reason: "empty batch",
+            }),
+            Value::Array(items) => Ok(Frame::Batch(
+                items.into_iter().map(Message::from_value).collect(),
+            )),
+            other => Message::from_value(other).map(Frame::Single),
+        }
+    }
+}
+
+impl Message {
+    /// Parses one message from bytes (no batches).
+    pub fn parse(bytes: &[u8]) -> Result<Message, FrameError> {
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
+        Message::from_value(value)
+    }
+
+    /// Interprets a JSON value as a message.
+    pub fn from_value(value: Value) -> Result<Message, FrameError> {
+        let Value::Object(mut object) = value else {
+            return Err(invalid(None, "a JSON-RPC message must be an object"));
+        };
+        let raw_id = object.remove("id");
+        let id = match &raw_id {
+            None => None,
+            Some(v) => match Id::from_value(v) {
+                Some(id) => Some(id),
+                None if v.is_null() => None,
+                None => return Err(invalid(None, "id must be a string or a number")),
+            },
+        };
+        if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(invalid(id, "jsonrpc must be \"2.0\""));
+        }
+        let params = object.remove("params");
+        if matches!(&params, Some(p) if !p.is_object() && !p.is_array()) {
+            return Err(invalid(id, "params must be an object or an array"));
+        }
+        if let Some(method) = object.remove("method") {
+            let Value::String(method) = method else {
+                return Err(invalid(id, "method must be a string"));
+            };
+            return Ok(match (id, raw_id) {
+                (Some(id), _) => Message::Request(Request { id, method, params }),
+                // `"id": null` on a request is not a notification; refuse it.
+                (None, Some(_)) => return Err(invalid(None, "request id must not be null")),
+                (None, None) => Message::Notification(Notification { method, params }),
+            });
+        }
+        match (object.remove("result"), object.remove("error")) {
+            (Some(result), None) => match id {
+                Some(id) => Ok(Message::Response(Response::result(id, result))),
+                None => Err(invalid(None, "a result needs an id")),
+            },
+            (None, Some(error)) => {
+                let error = ErrorObject::from_value(error)
+                    .ok_or_else(|| invalid(id.clone(), "malformed error object"))?;
+                Ok(Message::Response(Response {
+                    id,
+                    outcome: Outcome::Error(error),
+                }))
+            }
+            _ => Err(invalid(id, "not a request, notification or response")),
+        }
+    }
+
+    /// The JSON form.
+    pub fn to_value(&self) -> Value {
+        let mut object = Map::with_capacity(4);
+        object.insert("jsonrpc".into(), Value::from("2.0"));
+        match self {
+            Message::Request(r) => {
+                object.insert("id".into(), r.id.to_value());
+                object.insert("method".into(), Value::from(r.method.as_str()));
+                if let Some(params) = &r.params {
+                    object.insert("params".into(), params.clone());
+                }
+            }
+            Message::Notification(n) => {
+                object.insert("method".into(), Value::from(n.method.as_str()));
+                if let Some(params) = &n.params {
+                    object.insert("params".into(), params.clone());
+                }
+            }
+            Message::Response(r) => {
+                object.insert("id".into(), r.id.as_ref().map_or(Value::Null, Id::to_value));
+                match &r.outcome {
+                    Outcome::Result(v) => object.insert("result".into(), v.clone()),
+                    Outcome::Error(e) => object.insert("error".into(), e.to_value()),
+                };
+            }
+        }
+        Value::Object(object)
+    }
+
+    /// Serialises to one line of JSON (no embedded newline, as stdio framing needs).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // Serialising a `Value` cannot fail: its keys are strings.
+        serde_json::to_vec(&self.to_value()).unwrap_or_default()
+    }
+
+    /// The method, for requests and notifications.
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request(r) => Some(&r.method),
+            Message::Notification(n) => Some(&n.method),
+            Message::Response(_) => None,
+        }
+    }
+}
+
+impl Request {
+    /// `params` as an object, when it is one.
+    pub fn params_object(&self) -> Option<&Map<String, Value>> {
+        self.params.as_ref().and_then(Value::as_object)
+    }
+
+    /// `params._meta` as an object, when present.
+    pub fn meta(&self) -> Option<&Map<String, Value>> {
+        self.params_object()?.get("_meta")?.as_object()
+    }
+
+    /// A string member of `params`.
+    pub fn param_str(&self, key: &str) -> Option<&str> {
+        self.params_object()?.get(key)?.as_str()
+    }
+}
+
+impl Response {
+    /// A successful response.
+    pub fn result(id: Id, result: Value) -> Response {
+        Response {
+            id: Some(id),
+            outcome: Outcome::Result(result),
+        }
+    }
+
+    /// An error response.
+    pub fn error(id: Option<Id>, error: ErrorObject) -> Response {
+        Response {
+            id,
+            outcome: Outcome::Error(error),
+        }
+    }
+
+    /// Wraps this response as a message.
+    pub fn into_message(self) -> Message {
+        Message::Response(self)
+    }
+}
+
+fn invalid(id: Option<Id>, reason: &'static str) -> FrameError {
+    FrameError::Invalid { id, reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn classifies_every_message_kind() {
+        let cases = [
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#, "request"),
+            (r#"{"jsonrpc":"2.0","id":"a","method":"x","params":{}}"#, "request"),
+            (r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, "notification"),
+            (r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, "response"),
+            (r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#, "response"),
+        ];
+        for (text, kind) in cases {
+            let message = Message::parse(text.as_bytes()).unwrap();
+            let got = match message {
+                Message::Request(_) => "request",
+                Message::Notification(_) => "notification",
+                Message::Response(_) => "response",
+            };
+            assert_eq!(got, kind, "{text}");
+        }
+    }
+
+    #[test]
+    fn rejects_with_the_right_code() {
+        let cases = [
+            ("{", ErrorCode::PARSE_ERROR),
+            ("", ErrorCode::PARSE_ERROR),
+            ("42", ErrorCode::INVALID_REQUEST),
+            (r#"{"id":1,"method":"x"}"#, ErrorCode::INVALID_REQUEST),
+            (r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#, ErrorCode::INVALID_REQUEST),
+            (r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#, ErrorCode::INVALID_REQUEST),
+            (r#"{"jsonrpc":"2.0","id":1,"method":7}"#, ErrorCode::INVALID_REQUEST),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#, ErrorCode::INVALID_REQUEST),
+            (r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, ErrorCode::INVALID_REQUEST),
+            (r#"{"jsonrpc":"2.0","id":1}"#, ErrorCode::INVALID_REQUEST),
+            ("[]", ErrorCode::INVALID_REQUEST),
+        ];
+        for (text, code) in cases {
+            let error = Frame::parse(text.as_bytes()).unwrap_err();
+            match error.to_response().outcome {
+                Outcome::Error(e) => assert_eq!(e.code, code, "{text}"),
+                Outcome::Result(_) => panic!("{text}"),
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_request_keeps_its_id() {
+        let error = Frame::parse(br#"{"jsonrpc":"1.0","id":9,"method":"x"}"#).unwrap_err();
+        assert_eq!(error.to_response().id, Some(Id::number(9)));
+    }
+
+    #[test]
+    fn unknown_fields_in_params_survive_a_round_trip() {
+        let text = json!({"jsonrpc":"2.0","id":"x-1","method":"tools/call",
+            "params":{"name":"t","arguments":{"a":[1,2]},"vendor/extra":{"k":true}}});
+        let message = Message::from_value(text.clone()).unwrap();
+        assert_eq!(message.to_value(), text);
+    }
+
+    #[test]
+    fn every_prefix_of_a_message_is_an_error_not_a_panic() {
+        let text = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#;
+        for end in 0..text.len() {
+            assert!(Message::parse(&text[..end]).is_err());
+        }
+    }
+
+    #[test]
+    fn batches_parse_each_member() {
+        let frame = Frame::parse(br#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"bad":1}]"#).unwrap();
+        match frame {
+            Frame::Batch(items) => {
+                assert!(items[0].is_ok());
+                assert!(items[1].is_err());
+            }
+            Frame::Single(_) => panic!("expected a batch"),
+        }
+    }
+}

@@ -1,0 +1,158 @@
+//! The method vocabulary of 2026-07-28, and what each method implies for
+//! routing headers, caching and multi round-trip input.
+
+/// A request method a 2026-07-28 client may send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ModernMethod {
+    /// `server/discover`
+    Discover,
+    /// `tools/list`
+    ToolsList,
+    /// `tools/call`
+    ToolsCall,
+    /// `prompts/list`
+    PromptsList,
+    /// `prompts/get`
+    PromptsGet,
+    /// `resources/list`
+    ResourcesList,
+    /// `resources/templates/list`
+    ResourceTemplatesList,
+    /// `resources/read`
+    ResourcesRead,
+    /// `completion/complete`
+    CompletionComplete,
+    /// `subscriptions/listen`
+    SubscriptionsListen,
+}
+
+/// How a method name looks to a 2026-07-28 endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MethodClass {
+    /// Defined by 2026-07-28.
+    Modern(ModernMethod),
+    /// Existed in a handshake revision and was removed (`initialize`, `ping`, …).
+    Removed,
+    /// Never defined.
+    Unknown,
+}
+
+impl ModernMethod {
+    /// Every modern method.
+    pub const ALL: [ModernMethod; 10] = [
+        ModernMethod::Discover,
+        ModernMethod::ToolsList,
+        ModernMethod::ToolsCall,
+        ModernMethod::PromptsList,
+        ModernMethod::PromptsGet,
+        ModernMethod::ResourcesList,
+        ModernMethod::ResourceTemplatesList,
+        ModernMethod::ResourcesRead,
+        ModernMethod::CompletionComplete,
+        ModernMethod::SubscriptionsListen,
+    ];
+
+    /// Classifies a method name.
+    pub fn classify(name: &str) -> MethodClass {
+        if let Some(method) = ModernMethod::ALL.iter().find(|m| m.as_str() == name) {
+            return MethodClass::Modern(*method);
+        }
+        const REMOVED: [&str; 8] = [
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "sampling/createMessage",
+            "elicitation/create",
+            "roots/list",
+        ];
+        if REMOVED.contains(&name) || name.starts_with("tasks/") {
+            MethodClass::Removed
+        } else {
+            MethodClass::Unknown
+        }
+    }
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModernMethod::Discover => "server/discover",
+            ModernMethod::ToolsList => "tools/list",
+            ModernMethod::ToolsCall => "tools/call",
+            ModernMethod::PromptsList => "prompts/list",
+            ModernMethod::PromptsGet => "prompts/get",
+            ModernMethod::ResourcesList => "resources/list",
+            ModernMethod::ResourceTemplatesList => "resources/templates/list",
+            ModernMethod::ResourcesRead => "resources/read",
+            ModernMethod::CompletionComplete => "completion/complete",
+            ModernMethod::SubscriptionsListen => "subscriptions/listen",
+        }
+    }
+
+    /// The `params` member that `Mcp-Name` must mirror, for the three methods that have one.
+    pub fn name_param(self) -> Option<&'static str> {
+        match self {
+            ModernMethod::ToolsCall | ModernMethod::PromptsGet => Some("name"),
+            ModernMethod::ResourcesRead => Some("uri"),
+            _ => None,
+        }
+    }
+
+    /// Whether a complete result must carry `ttlMs` and `cacheScope`.
+    pub fn is_cacheable(self) -> bool {
+        matches!(
+            self,
+            ModernMethod::Discover
+                | ModernMethod::ToolsList
+                | ModernMethod::PromptsList
+                | ModernMethod::ResourcesList
+                | ModernMethod::ResourceTemplatesList
+                | ModernMethod::ResourcesRead
+        )
+    }
+
+    /// Whether the method may answer `input_required` (multi round-trip requests).
+    pub fn allows_input_required(self) -> bool {
+        matches!(
+            self,
+            ModernMethod::ToolsCall | ModernMethod::PromptsGet | ModernMethod::ResourcesRead
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classification_table() {
+        let cases = [
+            ("server/discover", MethodClass::Modern(ModernMethod::Discover)),
+            ("tools/call", MethodClass::Modern(ModernMethod::ToolsCall)),
+            ("resources/templates/list", MethodClass::Modern(ModernMethod::ResourceTemplatesList)),
+            ("subscriptions/listen", MethodClass::Modern(ModernMethod::SubscriptionsListen)),
+            ("initialize", MethodClass::Removed),
+            ("ping", MethodClass::Removed),
+            ("logging/setLevel", MethodClass::Removed),
+            ("resources/subscribe", MethodClass::Removed),
+            ("tasks/result", MethodClass::Removed),
+            ("widgets/list", MethodClass::Unknown),
+            ("", MethodClass::Unknown),
+        ];
+        for (name, class) in cases {
+            assert_eq!(ModernMethod::classify(name), class, "{name}");
+        }
+        for method in ModernMethod::ALL {
+            assert_eq!(ModernMethod::classify(method.as_str()), MethodClass::Modern(method));
+        }
+    }
+
+    #[test]
+    fn the_six_cacheable_results() {
+        let cacheable: Vec<_> = ModernMethod::ALL.iter().filter(|m| m.is_cacheable()).collect();
+        assert_eq!(cacheable.len(), 6);
+        assert!(!ModernMethod::ToolsCall.is_cacheable());
+        assert!(!ModernMethod::CompletionComplete.is_cacheable());
+    }
+}

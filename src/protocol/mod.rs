@@ -1,0 +1,19 @@
+//! The pure MCP vocabulary: JSON-RPC framing, revisions and eras, the modern
+//! `_meta` envelope, routing headers, error codes and capability mapping.
+//!
+//! Nothing here performs I/O or knows about tokio or hyper, so every rule can be
+//! tested from a table and fuzzed alone.
+
+pub mod capabilities;
+pub mod envelope;
+pub mod errors;
+pub mod headers;
+pub mod jsonrpc;
+pub mod method;
+pub mod revision;
+pub mod sse;
+
+pub use errors::{ErrorCode, ErrorObject};
+pub use jsonrpc::{Id, Message, Notification, Request, Response};
+pub use method::ModernMethod;
+pub use revision::{Era, Revision};

@@ -1,0 +1,89 @@
+//! Requests on their way down, from a client's era to the upstream's.
+
+use serde_json::{Map, Value};
+
+use crate::protocol::capabilities;
+use crate::protocol::envelope::{self, Envelope};
+use crate::protocol::Revision;
+
+/// Members of a modern retry that a legacy upstream must never see.
+const MRTR_MEMBERS: [&str; 2] = ["inputResponses", "requestState"];
+
+/// Params of a 2026-07-28 request as a legacy upstream receives them: the
+/// `io.modelcontextprotocol/*` keys and multi round-trip members removed,
+/// everything else (arguments, `progressToken`, trace keys, vendor keys) kept.
+pub fn modern_params_for_legacy(mut params: Value) -> Value {
+    envelope::strip_reserved(&mut params);
+    if let Some(object) = params.as_object_mut() {
+        for member in MRTR_MEMBERS {
+            object.remove(member);
+        }
+    }
+    params
+}
+
+/// The `initialize` params eragate sends to open a pooled upstream session for
+/// modern clients with this envelope.
+pub fn initialize_for_envelope(envelope: &Envelope, revision: Revision, gateway_info: &Value) -> Value {
+    let client_info = envelope
+        .client_info
+        .as_ref()
+        .map_or_else(|| gateway_info.clone(), |info| capabilities::client_info_for(info, revision));
+    initialize_params(
+        revision,
+        capabilities::client_modern_to_legacy(&envelope.client_capabilities, revision),
+        client_info,
+    )
+}
+
+/// `initialize` params.
+pub fn initialize_params(revision: Revision, capabilities: Value, client_info: Value) -> Value {
+    let mut params = Map::new();
+    params.insert("protocolVersion".into(), Value::from(revision.as_str()));
+    params.insert("capabilities".into(), capabilities);
+    params.insert("clientInfo".into(), client_info);
+    Value::Object(params)
+}
+
+/// A legacy client's own `initialize` params, with the version eragate negotiated.
+pub fn legacy_initialize_for_upstream(client_params: Option<&Value>, negotiated: Revision) -> Value {
+    let mut params = client_params
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    params.insert("protocolVersion".into(), Value::from(negotiated.as_str()));
+    params.entry("capabilities").or_insert_with(|| Value::Object(Map::new()));
+    params
+        .entry("clientInfo")
+        .or_insert_with(|| serde_json::json!({"name": "unknown-client", "version": "0"}));
+    Value::Object(params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reserved_and_mrtr_members_never_reach_a_legacy_upstream() {
+        let params = json!({
+            "name": "echo", "arguments": {"text": "hi"},
+            "inputResponses": {"k": {}}, "requestState": "s",
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {},
+                      "progressToken": 7, "traceparent": "00-1", "tracestate": "a=b"}
+        });
+        assert_eq!(modern_params_for_legacy(params), json!({
+            "name": "echo", "arguments": {"text": "hi"},
+            "_meta": {"progressToken": 7, "traceparent": "00-1", "tracestate": "a=b"}
+        }));
+    }
+
+    #[test]
+    fn legacy_initialize_takes_the_negotiated_version() {
+        let client = json!({"protocolVersion": "2024-10-07", "capabilities": {"roots": {"listChanged": true}}, "clientInfo": {"name": "ts", "version": "1"}});
+        let params = legacy_initialize_for_upstream(Some(&client), Revision::V2024_11_05);
+        assert_eq!(params["protocolVersion"], "2024-11-05");
+        assert_eq!(params["capabilities"], json!({"roots": {"listChanged": true}}));
+    }
+}

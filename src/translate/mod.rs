@@ -1,0 +1,12 @@
+//! Era translation as pure functions: a message and the facts of a session in,
+//! the message to send out. All "which era is this, what does that era expect"
+//! decisions live here, never in the HTTP or transport code.
+
+pub mod cache;
+pub mod classify;
+pub mod discover;
+pub mod down;
+pub mod up;
+
+pub use cache::{CachePolicy, CacheScope};
+pub use classify::{Classification, HeaderField, ModernRequest, RoutingHeaders};

@@ -1,0 +1,481 @@
+//! One live, initialized upstream session: request id rewriting, the pending
+//! table, and routing of everything the upstream sends back.
+//!
+//! Every request sent upstream gets a fresh numeric id from this session's
+//! counter (and its `progressToken`, if any, becomes that same number), so
+//! concurrent requests from many clients never collide. The response goes to
+//! its caller through a oneshot that cannot be lost; notifications and
+//! server→client requests tied to a request go through a small bounded queue.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use super::UpstreamError;
+use super::transport::Link;
+use crate::protocol::jsonrpc::Outcome;
+use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
+
+/// What a caller receives while its request is in flight, besides the response.
+#[derive(Debug)]
+pub enum CallEvent {
+    /// A notification tied to the request (progress with the caller's own token, log messages).
+    Notification(Notification),
+    /// A server→client request made while serving this request.
+    ServerRequest(Request),
+}
+
+/// Who answers server→client requests that are tied to no request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnsolicitedRequests {
+    /// A pooled session has no single client to ask: eragate answers itself.
+    AnswerLocally,
+    /// A dedicated session forwards them to its client via [`UpstreamSession::subscribe`].
+    Forward,
+}
+
+/// Bound of the per-request event queue; progress beyond it is dropped, never the response.
+const CALL_EVENT_QUEUE: usize = 64;
+/// Bound of the unsolicited broadcast; slow listeners lose the oldest messages.
+const UNSOLICITED_QUEUE: usize = 256;
+
+/// One initialized session with an upstream.
+pub struct UpstreamSession {
+    upstream: Arc<str>,
+    link: Link,
+    next_id: AtomicU64,
+    /// A std mutex: held only to insert or remove an entry, never across `.await`.
+    pending: Mutex<HashMap<u64, Pending>>,
+    closed: AtomicBool,
+    initialize_result: OnceLock<Arc<Value>>,
+    revision: OnceLock<Revision>,
+    unsolicited: broadcast::Sender<Message>,
+    unsolicited_requests: UnsolicitedRequests,
+}
+
+struct Pending {
+    respond: oneshot::Sender<Result<Response, UpstreamError>>,
+    events: mpsc::Sender<CallEvent>,
+    original_id: Id,
+    original_progress_token: Option<Value>,
+}
+
+/// A request in flight. Await [`Call::response`]; drain [`Call::next_event`]
+/// meanwhile. Dropping an unfinished call cancels it upstream when the call
+/// was made with [`OnDrop::CancelUpstream`].
+#[must_use = "a call is cancelled or orphaned when dropped"]
+pub struct Call {
+    session: Arc<UpstreamSession>,
+    upstream_id: u64,
+    response: Option<oneshot::Receiver<Result<Response, UpstreamError>>>,
+    events: mpsc::Receiver<CallEvent>,
+    on_drop: OnDrop,
+}
+
+/// What dropping an unfinished call means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnDrop {
+    /// 2026-07-28 semantics: a closed stream is cancellation.
+    CancelUpstream,
+    /// Legacy semantics: a disconnect is not cancellation; let the request finish.
+    Detach,
+}
+
+impl UpstreamSession {
+    /// A session over `link`, not yet initialized.
+    pub(crate) fn new(upstream: Arc<str>, link: Link, unsolicited_requests: UnsolicitedRequests) -> Arc<UpstreamSession> {
+        let (unsolicited, _) = broadcast::channel(UNSOLICITED_QUEUE);
+        Arc::new(UpstreamSession {
+            upstream,
+            link,
+            next_id: AtomicU64::new(1),
+            pending: Mutex::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            initialize_result: OnceLock::new(),
+            revision: OnceLock::new(),
+            unsolicited,
+            unsolicited_requests,
+        })
+    }
+
+    /// Runs the handshake: `initialize`, then `notifications/initialized`.
+    pub async fn initialize(self: &Arc<Self>, params: Value) -> Result<Arc<Value>, UpstreamError> {
+        let call = self.call("initialize", Some(params), Id::number(0), OnDrop::Detach).await?;
+        let response = call.response().await?;
+        let result = match response.outcome {
+            Outcome::Result(result) => result,
+            Outcome::Error(error) => {
+                return Err(self.protocol_error(format!("initialize failed: {} ({})", error.message, error.code.0)));
+            }
+        };
+        let revision = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .and_then(Revision::parse)
+            .ok_or_else(|| self.protocol_error(format!("initialize answered an unknown protocolVersion: {}", result.get("protocolVersion").unwrap_or(&Value::Null))))?;
+        let _ = self.revision.set(revision);
+        self.link.on_initialized(revision);
+        let result = Arc::new(result);
+        let _ = self.initialize_result.set(result.clone());
+        self.notify("notifications/initialized", None).await?;
+        self.link.open_event_stream(self);
+        Ok(result)
+    }
+
+    /// Sends a request with a fresh upstream id.
+    pub async fn call(
+        self: &Arc<Self>,
+        method: &str,
+        mut params: Option<Value>,
+        original_id: Id,
+        on_drop: OnDrop,
+    ) -> Result<Call, UpstreamError> {
+        if self.is_closed() {
+            return Err(self.closed_error("session already closed"));
+        }
+        let upstream_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let original_progress_token = rewrite_progress_token(&mut params, upstream_id);
+        let (respond, response) = oneshot::channel();
+        let (events_tx, events) = mpsc::channel(CALL_EVENT_QUEUE);
+        let pending = Pending { respond, events: events_tx, original_id, original_progress_token };
+        self.lock_pending().insert(upstream_id, pending);
+        let message = Message::Request(Request { id: Id::number(upstream_id), method: method.to_owned(), params });
+        let call = Call { session: self.clone(), upstream_id, response: Some(response), events, on_drop };
+        self.link.send_request(self, upstream_id, message).await?;
+        Ok(call)
+    }
+
+    /// Sends a notification.
+    pub async fn notify(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<(), UpstreamError> {
+        let message = Message::Notification(Notification { method: method.to_owned(), params });
+        self.link.send_other(self, message).await
+    }
+
+    /// Answers a server→client request.
+    pub async fn respond(self: &Arc<Self>, response: Response) -> Result<(), UpstreamError> {
+        self.link.send_other(self, Message::Response(response)).await
+    }
+
+    /// Receives messages tied to no request (list changes, log messages, and,
+    /// for dedicated sessions, server→client requests).
+    pub fn subscribe(&self) -> broadcast::Receiver<Message> {
+        self.unsolicited.subscribe()
+    }
+
+    /// The upstream's `InitializeResult`, once the handshake is done.
+    pub fn initialize_result(&self) -> Option<&Arc<Value>> {
+        self.initialize_result.get()
+    }
+
+    /// The revision the upstream agreed to.
+    pub fn revision(&self) -> Option<Revision> {
+        self.revision.get().copied()
+    }
+
+    /// `serverInfo` from the handshake, for decorating modern results.
+    pub fn server_info(&self) -> Value {
+        self.initialize_result
+            .get()
+            .and_then(|r| r.get("serverInfo").cloned())
+            .unwrap_or_else(|| json!({"name": &*self.upstream, "version": "unknown"}))
+    }
+
+    /// Requests awaiting their response.
+    pub fn in_flight(&self) -> usize {
+        self.lock_pending().len()
+    }
+
+    /// Whether the session can no longer carry requests.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// The upstream's configured name.
+    pub fn upstream_name(&self) -> &str {
+        &self.upstream
+    }
+
+    /// Ends the session: fails what is pending and releases the transport
+    /// (a stdio child is stopped; an HTTP session is deleted).
+    pub fn close(self: &Arc<Self>, reason: &str) {
+        self.mark_closed(reason);
+        self.link.shutdown(self);
+    }
+
+    /// Marks the session dead and fails every pending request with `reason`.
+    pub(crate) fn mark_closed(&self, reason: &str) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::debug!(upstream = %self.upstream, reason, "upstream session closed");
+        let drained: Vec<Pending> = self.lock_pending().drain().map(|(_, p)| p).collect();
+        for pending in drained {
+            let _ = pending.respond.send(Err(self.closed_error(reason)));
+        }
+    }
+
+    /// Fails one pending request (a transport-level failure of that request only).
+    pub(crate) fn fail(&self, upstream_id: u64, error: UpstreamError) {
+        if let Some(pending) = self.lock_pending().remove(&upstream_id) {
+            let _ = pending.respond.send(Err(error));
+        }
+    }
+
+    /// Whether a request is still awaiting its response.
+    pub(crate) fn is_pending(&self, upstream_id: u64) -> bool {
+        self.lock_pending().contains_key(&upstream_id)
+    }
+
+    /// Routes one message from the upstream. `related` names the request whose
+    /// response stream carried it (HTTP); stdio has no such hint.
+    pub(crate) fn handle_inbound(self: &Arc<Self>, message: Message, related: Option<u64>) {
+        match message {
+            Message::Response(response) => self.handle_response(response),
+            Message::Notification(notification) => self.handle_notification(notification, related),
+            Message::Request(request) => self.handle_server_request(request, related),
+        }
+    }
+
+    fn handle_response(&self, mut response: Response) {
+        let Some(upstream_id) = response.id.as_ref().and_then(Id::as_u64) else {
+            tracing::warn!(upstream = %self.upstream, "response with an id eragate never sent; dropped");
+            return;
+        };
+        let Some(pending) = self.lock_pending().remove(&upstream_id) else {
+            tracing::debug!(upstream = %self.upstream, upstream_id, "response for a finished or cancelled request; dropped");
+            return;
+        };
+        response.id = Some(pending.original_id);
+        let _ = pending.respond.send(Ok(response));
+    }
+
+    fn handle_notification(&self, mut notification: Notification, related: Option<u64>) {
+        if notification.method == "notifications/progress" {
+            let token = notification.params.as_ref().and_then(|p| p.get("progressToken")).and_then(Value::as_u64);
+            let pending = self.lock_pending();
+            let Some(entry) = token.and_then(|t| pending.get(&t)) else {
+                return; // progress for nothing in flight: nobody asked
+            };
+            if let (Some(original), Some(params)) = (&entry.original_progress_token, notification.params.as_mut().and_then(Value::as_object_mut)) {
+                params.insert("progressToken".into(), original.clone());
+            }
+            let _ = entry.events.try_send(CallEvent::Notification(notification));
+            return;
+        }
+        if is_session_wide(&notification.method) {
+            // About a server→client request the upstream gave up on, or about the
+            // server's lists: never about the request that happens to be in flight.
+            let _ = self.unsolicited.send(Message::Notification(notification));
+            return;
+        }
+        let target = self.related_or_sole(related);
+        let pending = self.lock_pending();
+        match target.and_then(|id| pending.get(&id)) {
+            Some(entry) => {
+                let _ = entry.events.try_send(CallEvent::Notification(notification));
+            }
+            None => {
+                drop(pending);
+                let _ = self.unsolicited.send(Message::Notification(notification));
+            }
+        }
+    }
+
+    fn handle_server_request(self: &Arc<Self>, request: Request, related: Option<u64>) {
+        if request.method == "ping" {
+            self.answer_locally(Response::result(request.id, json!({})));
+            return;
+        }
+        let target = self.related_or_sole(related);
+        let undelivered = {
+            let pending = self.lock_pending();
+            match target.and_then(|id| pending.get(&id)) {
+                Some(entry) => match entry.events.try_send(CallEvent::ServerRequest(request)) {
+                    Ok(()) => None,
+                    Err(e) => match e.into_inner() {
+                        CallEvent::ServerRequest(r) => Some(r),
+                        CallEvent::Notification(_) => None,
+                    },
+                },
+                None => Some(request),
+            }
+        };
+        let Some(request) = undelivered else { return };
+        if self.unsolicited_requests == UnsolicitedRequests::Forward && self.unsolicited.receiver_count() > 0 {
+            let _ = self.unsolicited.send(Message::Request(request));
+            return;
+        }
+        self.answer_locally(refuse_server_request(&request));
+    }
+
+    fn answer_locally(self: &Arc<Self>, response: Response) {
+        let session = self.clone();
+        tokio::spawn(async move {
+            if let Err(error) = session.respond(response).await {
+                tracing::debug!(error = %error, "could not answer a server→client request");
+            }
+        });
+    }
+
+    /// On stdio nothing says which request a notification belongs to; when only
+    /// one request is in flight it can only be that one.
+    fn related_or_sole(&self, related: Option<u64>) -> Option<u64> {
+        related.or_else(|| {
+            let pending = self.lock_pending();
+            if pending.len() == 1 { pending.keys().next().copied() } else { None }
+        })
+    }
+
+    fn lock_pending(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Pending>> {
+        // A poisoned lock only means another thread panicked mid-insert; the map is still usable.
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn closed_error(&self, reason: &str) -> UpstreamError {
+        UpstreamError::Closed { upstream: self.upstream.to_string(), reason: reason.to_owned() }
+    }
+
+    pub(crate) fn protocol_error(&self, reason: String) -> UpstreamError {
+        UpstreamError::Protocol { upstream: self.upstream.to_string(), reason }
+    }
+}
+
+fn is_session_wide(method: &str) -> bool {
+    method == "notifications/cancelled" || method == "notifications/resources/updated" || method.ends_with("/list_changed")
+}
+
+/// The answer eragate gives for a server→client request no client can take:
+/// `decline` for elicitation (a valid user choice), an error for the rest.
+pub fn refuse_server_request(request: &Request) -> Response {
+    if request.method == "elicitation/create" {
+        return Response::result(request.id.clone(), json!({"action": "decline"}));
+    }
+    Response::error(
+        Some(request.id.clone()),
+        ErrorObject::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("{} cannot be relayed to this client", request.method),
+        ),
+    )
+}
+
+/// Replaces `params._meta.progressToken` with the upstream id, returning the original.
+fn rewrite_progress_token(params: &mut Option<Value>, upstream_id: u64) -> Option<Value> {
+    let meta = params.as_mut()?.as_object_mut()?.get_mut("_meta")?.as_object_mut()?;
+    let original = meta.get("progressToken")?.clone();
+    meta.insert("progressToken".into(), Value::from(upstream_id));
+    Some(original)
+}
+
+impl Call {
+    /// The upstream's answer, with the caller's id restored.
+    pub async fn response(mut self) -> Result<Response, UpstreamError> {
+        let receiver = self.response.take();
+        match receiver {
+            Some(receiver) => receiver
+                .await
+                .unwrap_or_else(|_| Err(self.session.closed_error("session dropped"))),
+            None => Err(self.session.closed_error("response already taken")),
+        }
+    }
+
+    /// The next event, or the response once it is here. `None` never happens
+    /// before the response: the session always settles a pending call.
+    pub async fn next(&mut self) -> CallStep {
+        let Some(receiver) = self.response.as_mut() else {
+            return CallStep::Done(Err(self.session.closed_error("response already taken")));
+        };
+        tokio::select! {
+            biased;
+            Some(event) = self.events.recv() => CallStep::Event(event),
+            result = receiver => {
+                self.response = None;
+                CallStep::Done(result.unwrap_or_else(|_| Err(self.session.closed_error("session dropped"))))
+            }
+        }
+    }
+
+    /// Gives up on the request: it is failed locally and the upstream gets
+    /// `notifications/cancelled`, whatever the call's drop policy.
+    pub fn cancel(mut self, reason: &str) {
+        self.on_drop = OnDrop::CancelUpstream;
+        tracing::debug!(upstream = %self.session.upstream_name(), upstream_id = self.upstream_id, reason, "cancelling upstream request");
+    }
+
+    /// The session this call runs on (to answer server→client requests).
+    pub fn session(&self) -> &Arc<UpstreamSession> {
+        &self.session
+    }
+
+    /// The id the upstream knows this request by.
+    pub fn upstream_id(&self) -> u64 {
+        self.upstream_id
+    }
+}
+
+/// One step of a call in flight.
+#[derive(Debug)]
+pub enum CallStep {
+    /// Something arrived for the request.
+    Event(CallEvent),
+    /// The request ended.
+    Done(Result<Response, UpstreamError>),
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        if self.response.is_none() || !self.session.is_pending(self.upstream_id) {
+            return;
+        }
+        if self.on_drop == OnDrop::Detach {
+            return;
+        }
+        self.session.fail(self.upstream_id, self.session.closed_error("cancelled"));
+        let session = self.session.clone();
+        let upstream_id = self.upstream_id;
+        let mut params = Map::new();
+        params.insert("requestId".into(), Value::from(upstream_id));
+        params.insert("reason".into(), Value::from("client closed the request"));
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                session.link_cancel(upstream_id);
+                let _ = session.notify("notifications/cancelled", Some(Value::Object(params))).await;
+            });
+        }
+    }
+}
+
+impl UpstreamSession {
+    fn link_cancel(&self, upstream_id: u64) {
+        self.link.cancel_request(upstream_id);
+    }
+
+    pub(crate) fn link(&self) -> &Link {
+        &self.link
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_tokens_become_the_upstream_id() {
+        let mut params = Some(json!({"_meta": {"progressToken": "client-7"}, "name": "x"}));
+        assert_eq!(rewrite_progress_token(&mut params, 42), Some(json!("client-7")));
+        assert_eq!(params, Some(json!({"_meta": {"progressToken": 42}, "name": "x"})));
+        let mut none = Some(json!({"name": "x"}));
+        assert_eq!(rewrite_progress_token(&mut none, 1), None);
+    }
+
+    #[test]
+    fn refusals_decline_elicitation_and_error_the_rest() {
+        let elicit = Request { id: Id::number(3), method: "elicitation/create".into(), params: None };
+        assert_eq!(refuse_server_request(&elicit).outcome, Outcome::Result(json!({"action": "decline"})));
+        let sample = Request { id: Id::number(4), method: "sampling/createMessage".into(), params: None };
+        assert!(matches!(refuse_server_request(&sample).outcome, Outcome::Error(e) if e.code == ErrorCode::METHOD_NOT_FOUND));
+    }
+}

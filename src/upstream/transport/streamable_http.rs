@@ -1,0 +1,256 @@
+//! Streamable HTTP upstreams: each request is a POST whose answer is JSON or an
+//! SSE stream scoped to it; the GET stream carries what belongs to no request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderValue, Method, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use tokio::task::AbortHandle;
+
+use crate::protocol::headers::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
+use crate::protocol::jsonrpc::Frame;
+use crate::protocol::sse::SseParser;
+use crate::protocol::{Message, Revision};
+use crate::upstream::UpstreamError;
+use crate::upstream::session::UpstreamSession;
+
+/// Largest JSON body or SSE event accepted from an upstream.
+const MAX_UPSTREAM_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// The HTTP client shared by every session of one upstream (connection pooling).
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// A client with sensible pooling for one upstream.
+pub fn client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(connector)
+}
+
+/// One session on a Streamable HTTP endpoint.
+pub struct HttpLink {
+    client: HttpClient,
+    url: Uri,
+    upstream: Arc<str>,
+    /// Set from the `initialize` response; std locks, never held across `.await`.
+    session_id: RwLock<Option<HeaderValue>>,
+    protocol_version: RwLock<Option<HeaderValue>>,
+    in_flight: Mutex<HashMap<u64, AbortHandle>>,
+}
+
+impl HttpLink {
+    /// A link that has not initialized yet.
+    pub fn new(client: HttpClient, url: Uri, upstream: Arc<str>) -> HttpLink {
+        HttpLink {
+            client,
+            url,
+            upstream,
+            session_id: RwLock::new(None),
+            protocol_version: RwLock::new(None),
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) fn set_protocol_version(&self, revision: Revision) {
+        *self.protocol_version.write().unwrap_or_else(|e| e.into_inner()) = Some(HeaderValue::from_static(revision.as_str()));
+    }
+
+    pub(crate) fn send_request(&self, session: &Arc<UpstreamSession>, upstream_id: u64, message: Message) {
+        let request = self.post(&message);
+        let client = self.client.clone();
+        let session_weak = Arc::downgrade(session);
+        let task = tokio::spawn(async move {
+            let outcome = match request {
+                Ok(request) => client.request(request).await.map_err(|e| e.to_string()),
+                Err(e) => Err(e),
+            };
+            let Some(session) = session_weak.upgrade() else { return };
+            match outcome {
+                Ok(response) => read_response(&session, upstream_id, response).await,
+                Err(reason) => session.fail(upstream_id, unavailable(&session, reason)),
+            }
+            if let super::Link::Http(link) = session_link(&session) {
+                link.forget(upstream_id);
+            }
+        });
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(upstream_id, task.abort_handle());
+    }
+
+    pub(crate) async fn send_other(&self, session: &Arc<UpstreamSession>, message: Message) -> Result<(), UpstreamError> {
+        let request = self.post(&message).map_err(|reason| unavailable(session, reason))?;
+        let response = self.client.request(request).await.map_err(|e| unavailable(session, e.to_string()))?;
+        let status = response.status();
+        // Drain whatever body there is so the connection can be reused.
+        let _ = Limited::new(response.into_body(), 1 << 20).collect().await;
+        if status == StatusCode::NOT_FOUND && self.has_session() {
+            session.mark_closed("the upstream ended the session (404)");
+            return Err(UpstreamError::SessionExpired { upstream: self.upstream.to_string() });
+        }
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(unavailable(session, format!("HTTP {status} for a notification")))
+        }
+    }
+
+    pub(crate) fn open_event_stream(&self, session: &Arc<UpstreamSession>) {
+        if !self.has_session() {
+            return; // a stateless server has no stream to open
+        }
+        let Ok(request) = self.builder(Method::GET).header(ACCEPT, "text/event-stream").body(Full::new(Bytes::new())) else {
+            return;
+        };
+        let client = self.client.clone();
+        let session = Arc::downgrade(session);
+        tokio::spawn(async move {
+            let Ok(response) = client.request(request).await else { return };
+            let is_sse = content_type(&response).starts_with("text/event-stream");
+            if response.status() != StatusCode::OK || !is_sse {
+                return; // 405: the server offers no GET stream
+            }
+            let _ = read_sse(&session, None, response.into_body()).await;
+        });
+    }
+
+    pub(crate) fn abort(&self, upstream_id: u64) {
+        if let Some(handle) = self.forget(upstream_id) {
+            handle.abort();
+        }
+    }
+
+    pub(crate) fn delete_session(&self, _session: &Arc<UpstreamSession>) {
+        for (_, handle) in self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+            handle.abort();
+        }
+        if !self.has_session() {
+            return;
+        }
+        let Ok(request) = self.builder(Method::DELETE).body(Full::new(Bytes::new())) else { return };
+        let client = self.client.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), client.request(request)).await;
+        });
+    }
+
+    fn forget(&self, upstream_id: u64) -> Option<AbortHandle> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&upstream_id)
+    }
+
+    fn has_session(&self) -> bool {
+        self.session_id.read().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
+    fn post(&self, message: &Message) -> Result<http::Request<Full<Bytes>>, String> {
+        self.builder(Method::POST)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .body(Full::new(Bytes::from(message.to_bytes())))
+            .map_err(|e| e.to_string())
+    }
+
+    fn builder(&self, method: Method) -> http::request::Builder {
+        let mut builder = http::Request::builder().method(method).uri(self.url.clone());
+        if let Some(id) = self.session_id.read().unwrap_or_else(|e| e.into_inner()).clone() {
+            builder = builder.header(MCP_SESSION_ID, id);
+        }
+        if let Some(version) = self.protocol_version.read().unwrap_or_else(|e| e.into_inner()).clone() {
+            builder = builder.header(MCP_PROTOCOL_VERSION, version);
+        }
+        builder
+    }
+
+    fn remember_session_id(&self, response: &http::Response<Incoming>) {
+        if let Some(id) = response.headers().get(MCP_SESSION_ID) {
+            let mut slot = self.session_id.write().unwrap_or_else(|e| e.into_inner());
+            if slot.is_none() {
+                *slot = Some(id.clone());
+            }
+        }
+    }
+}
+
+fn session_link(session: &UpstreamSession) -> &super::Link {
+    session.link()
+}
+
+async fn read_response(session: &Arc<UpstreamSession>, upstream_id: u64, response: http::Response<Incoming>) {
+    if let super::Link::Http(link) = session_link(session) {
+        link.remember_session_id(&response);
+        if response.status() == StatusCode::NOT_FOUND && link.has_session() {
+            session.mark_closed("the upstream ended the session (404)");
+            return;
+        }
+    }
+    let status = response.status();
+    let is_sse = content_type(&response).starts_with("text/event-stream");
+    if is_sse {
+        if let Err(reason) = read_sse(&Arc::downgrade(session), Some(upstream_id), response.into_body()).await {
+            session.fail(upstream_id, session.protocol_error(reason));
+        } else if session.is_pending(upstream_id) {
+            session.fail(upstream_id, session.closed_error("the response stream ended without a response"));
+        }
+        return;
+    }
+    let body = match Limited::new(response.into_body(), MAX_UPSTREAM_MESSAGE).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(error) => return session.fail(upstream_id, unavailable(session, format!("reading the body: {error}"))),
+    };
+    match Frame::parse(&body) {
+        Ok(Frame::Single(message)) => session.handle_inbound(message, Some(upstream_id)),
+        Ok(Frame::Batch(items)) => {
+            for message in items.into_iter().flatten() {
+                session.handle_inbound(message, Some(upstream_id));
+            }
+        }
+        Err(_) => {
+            let excerpt = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+            session.fail(upstream_id, unavailable(session, format!("HTTP {status}: {excerpt}")));
+            return;
+        }
+    }
+    if session.is_pending(upstream_id) {
+        session.fail(upstream_id, unavailable(session, format!("HTTP {status} without a response")));
+    }
+}
+
+async fn read_sse(session: &Weak<UpstreamSession>, related: Option<u64>, mut body: Incoming) -> Result<(), String> {
+    let mut parser = SseParser::new(MAX_UPSTREAM_MESSAGE);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| e.to_string())?;
+        let Ok(chunk) = frame.into_data() else { continue };
+        parser.push(&chunk);
+        while let Some(event) = parser.next_event().map_err(|e| e.to_string())? {
+            if !(event.event.is_empty() || event.event == "message") || event.data.is_empty() {
+                continue;
+            }
+            let Some(session) = session.upgrade() else { return Ok(()) };
+            match Message::parse(event.data.as_bytes()) {
+                Ok(message) => session.handle_inbound(message, related),
+                Err(error) => tracing::warn!(upstream = %session.upstream_name(), error = %error, "non-JSON-RPC SSE event; skipped"),
+            }
+            if related.is_some_and(|id| !session.is_pending(id)) {
+                return Ok(()); // the response arrived: this stream is done
+            }
+        }
+    }
+    Ok(())
+}
+
+fn content_type(response: &http::Response<Incoming>) -> &str {
+    response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+fn unavailable(session: &UpstreamSession, reason: String) -> UpstreamError {
+    UpstreamError::Unavailable { upstream: session.upstream_name().to_owned(), reason }
+}
