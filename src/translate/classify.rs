@@ -60,13 +60,17 @@ pub struct ModernRequest {
 }
 
 /// Classifies a request (`is_request`) or notification by method and params.
+///
+/// A legacy `initialize` carries no era signal and so is legacy; an
+/// `initialize` that carries a modern envelope is a 2026-07-28 client calling a
+/// removed method and gets 404/-32601 like any other.
 pub fn classify(
     method: &str,
     params: Option<&Value>,
     is_request: bool,
     headers: RoutingHeaders<'_>,
 ) -> Classification {
-    if method == "initialize" || !looks_modern(params, headers) {
+    if !looks_modern(params, headers) {
         return Classification::Legacy;
     }
     if !is_request {
@@ -199,9 +203,13 @@ mod tests {
         assert_eq!(classify("tools/list", Some(&bare), true, legacy_header), Classification::Legacy);
         assert_eq!(classify("tools/list", None, true, http(None, None, None)), Classification::Legacy);
         assert_eq!(classify("tools/list", None, true, RoutingHeaders::None), Classification::Legacy);
-        // initialize is always legacy, whatever it carries.
+        // A plain initialize is legacy; one carrying a modern envelope is a modern
+        // client calling a removed method (the alpha conformance suite wants 404/-32601).
         let enveloped = modern_params("2026-07-28", json!({}));
-        assert_eq!(classify("initialize", Some(&enveloped), true, http(Some("2026-07-28"), None, None)), Classification::Legacy);
+        let handshake = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}});
+        assert_eq!(classify("initialize", Some(&handshake), true, http(None, None, None)), Classification::Legacy);
+        assert_eq!(classify("initialize", Some(&handshake), true, http(Some("2025-06-18"), None, None)), Classification::Legacy);
+        assert_eq!(code(&classify("initialize", Some(&enveloped), true, http(Some("2026-07-28"), Some("initialize"), None))), Some(-32601));
         // A modern header without an envelope is modern, and fails on the envelope.
         assert_eq!(code(&classify("tools/list", Some(&bare), true, http(Some("2026-07-28"), Some("tools/list"), None))), Some(-32602));
         // An unknown header value is not a legacy revision: modern.
