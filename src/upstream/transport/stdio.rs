@@ -182,8 +182,12 @@ async fn supervise(upstream: Arc<str>, mut child: Child, pid: u32, exited: Arc<A
     }
 }
 
+/// Signals a child's process group. Its group id is its pid (`process_group(0)`);
+/// 0 and 1 would address eragate's own group or init, so they are never used.
 fn signal_group(pid: u32, signal: Signal) {
-    if let Ok(pid) = i32::try_from(pid) {
+    if let Ok(pid) = i32::try_from(pid)
+        && pid > 1
+    {
         let _ = killpg(Pid::from_raw(pid), signal);
     }
 }

@@ -1,0 +1,424 @@
+//! Shared harness for the integration tests: the real `eragate` binary as a
+//! process, the real peers installed by `tests/peers/install.sh`, and a small
+//! blocking HTTP helper for exact-bytes protocol checks.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+/// Sends `sig` to one process (never to a group, never to pid 0 or 1).
+pub fn signal(pid: u32, sig: Signal) {
+    if let Ok(pid) = i32::try_from(pid)
+        && pid > 1
+    {
+        let _ = kill(Pid::from_raw(pid), sig);
+    }
+}
+
+/// Paths of the installed peers (from `.cache/peers/env.sh`).
+pub struct Peers {
+    vars: HashMap<String, String>,
+}
+
+impl Peers {
+    /// A peer path by its env.sh name, e.g. `PEERS_PYTHON`.
+    pub fn get(&self, name: &str) -> &str {
+        self.vars.get(name).map(String::as_str).unwrap_or_else(|| panic!("{name} missing from env.sh"))
+    }
+
+    /// The Python interpreter with `mcp==2.3.0`.
+    pub fn python(&self) -> &str {
+        self.get("PEERS_PYTHON")
+    }
+
+    /// The system Node (20) for server-everything and the TypeScript SDK.
+    pub fn node20(&self) -> &str {
+        self.get("PEERS_NODE20")
+    }
+
+    /// Node 22, for the conformance suites.
+    pub fn node22(&self) -> &str {
+        self.get("PEERS_NODE22")
+    }
+
+    /// A script in `tests/peers/`.
+    pub fn script(&self, name: &str) -> String {
+        repo_root().join("tests/peers").join(name).display().to_string()
+    }
+}
+
+/// The peers, installed by `tests/peers/install.sh` (the README's test command runs it).
+pub fn peers() -> &'static Peers {
+    static PEERS: OnceLock<Peers> = OnceLock::new();
+    PEERS.get_or_init(|| {
+        let dir = std::env::var("ERAGATE_PEERS").map(PathBuf::from).unwrap_or_else(|_| repo_root().join(".cache/peers"));
+        let env = dir.join("env.sh");
+        let text = std::fs::read_to_string(&env).unwrap_or_else(|e| {
+            panic!("peers are not installed ({}: {e}); run tests/peers/install.sh (or tests/run.sh)", env.display())
+        });
+        let vars = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("export "))
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.trim_matches('\'').to_owned()))
+            .collect();
+        Peers { vars }
+    })
+}
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A free loopback port (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// A process killed (its whole group) when dropped.
+pub struct Proc {
+    pub child: Child,
+    pub name: String,
+}
+
+impl Proc {
+    /// Spawns `command` in its own process group.
+    pub fn spawn(name: &str, command: &mut Command) -> Proc {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+        let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
+        Proc { child, name: name.to_owned() }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits up to `within`; returns whether it exited.
+    pub fn terminate(&mut self, within: Duration) -> bool {
+        signal(self.child.id(), Signal::SIGTERM);
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        false
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            signal(self.child.id(), Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(25));
+            }
+        }
+        // The group, in case anything outlived its leader.
+        if let Ok(pid) = i32::try_from(self.child.id())
+            && pid > 1
+        {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running eragate.
+pub struct Eragate {
+    pub proc: Proc,
+    pub addr: SocketAddr,
+    pub log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Eragate {
+    /// Starts eragate with `config` (TOML without `[listen] address`, which the harness sets)
+    /// and waits until `/healthz` answers.
+    pub fn start(config: &str) -> Eragate {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        let config = format!("{config}\n");
+        let config = if config.contains("[listen]") {
+            config.replacen("[listen]", &format!("[listen]\naddress = \"{addr}\""), 1)
+        } else {
+            format!("[listen]\naddress = \"{addr}\"\n{config}")
+        };
+        let path = dir.path().join("eragate.toml");
+        std::fs::write(&path, config).expect("write config");
+        let log = dir.path().join("eragate.log");
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_eragate"));
+        command
+            .args(["run", "--config"])
+            .arg(&path)
+            .env("ERAGATE_LOG", std::env::var("ERAGATE_LOG").unwrap_or_else(|_| "info,eragate=debug".into()))
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        let proc = Proc::spawn("eragate", &mut command);
+        let gateway = Eragate { proc, addr, log, _dir: dir };
+        gateway.wait_healthy(Duration::from_secs(20));
+        gateway
+    }
+
+    /// Starts eragate in front of one stdio upstream command.
+    pub fn stdio(command: &[&str], extra_upstream_toml: &str) -> Eragate {
+        let command = serde_json::to_string(command).expect("json");
+        Eragate::start(&format!(
+            "[[upstreams]]\nname = \"fixture\"\n{extra_upstream_toml}\n[upstreams.stdio]\ncommand = {command}\nkill_grace = \"200ms\"\n"
+        ))
+    }
+
+    /// Starts eragate in front of one Streamable HTTP upstream.
+    pub fn http(url: &str, extra_upstream_toml: &str) -> Eragate {
+        Eragate::start(&format!("[[upstreams]]\nname = \"fixture\"\n{extra_upstream_toml}\n[upstreams.http]\nurl = \"{url}\"\n"))
+    }
+
+    /// `http://127.0.0.1:PORT/mcp`
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    /// eragate's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn wait_healthy(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if TcpStream::connect(self.addr).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        panic!("eragate did not start listening on {}; log:\n{}", self.addr, self.log());
+    }
+}
+
+/// The legacy-only Python fixture server (`tests/peers/legacy_server.py`) over Streamable HTTP.
+pub struct LegacyHttpServer {
+    pub proc: Proc,
+    pub url: String,
+}
+
+impl LegacyHttpServer {
+    /// Starts it on a free port (`extra`: e.g. `--json-response`).
+    pub fn start(extra: &[&str]) -> LegacyHttpServer {
+        let peers = peers();
+        let mut command = Command::new(peers.python());
+        command
+            .arg(peers.script("legacy_server.py"))
+            .args(["http", "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut proc = Proc::spawn("legacy_server.py http", &mut command);
+        let stdout = proc.child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("ready line");
+        let ready: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad ready line {line:?}: {e}"));
+        let url = ready["listening"].as_str().expect("listening url").to_owned();
+        LegacyHttpServer { proc, url }
+    }
+}
+
+/// The command line that runs the legacy fixture over stdio.
+pub fn legacy_stdio_command() -> Vec<String> {
+    let peers = peers();
+    vec![peers.python().to_owned(), peers.script("legacy_server.py"), "stdio".to_owned()]
+}
+
+/// The command line that runs server-everything over stdio.
+pub fn everything_stdio_command() -> Vec<String> {
+    let peers = peers();
+    vec![peers.node20().to_owned(), peers.get("EVERYTHING_JS").to_owned(), "stdio".to_owned()]
+}
+
+/// Runs a peer driver (`py_client.py` or `ts_client.mjs`) and returns its JSON report.
+pub fn run_driver(program: &str, script: &str, args: &[&str]) -> Result<Value, String> {
+    let output = Command::new(program)
+        .arg(script)
+        .args(args)
+        .env("TS_SDK_DIR", peers().get("TS_SDK_DIR"))
+        .output()
+        .map_err(|e| format!("cannot run {script}: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "{script} {args:?} failed ({}):\n{}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    serde_json::from_slice(&output.stdout).map_err(|e| format!("{script} printed no JSON ({e}): {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+/// Runs the Python SDK driver.
+pub fn py_client(args: &[&str]) -> Result<Value, String> {
+    let peers = peers();
+    run_driver(peers.python(), &peers.script("py_client.py"), args)
+}
+
+/// Runs the TypeScript SDK v1 driver.
+pub fn ts_client(args: &[&str]) -> Result<Value, String> {
+    let peers = peers();
+    run_driver(peers.node20(), &peers.script("ts_client.mjs"), args)
+}
+
+/// A raw HTTP answer.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    /// The body as JSON (panics with the body when it is not).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.body))
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The JSON-RPC messages of an SSE body, or the one JSON body.
+    pub fn messages(&self) -> Vec<Value> {
+        if self.header("content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
+            self.body
+                .split("\n\n")
+                .filter_map(|event| {
+                    let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+                    (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).expect("SSE data is JSON"))
+                })
+                .collect()
+        } else {
+            vec![self.json()]
+        }
+    }
+}
+
+/// A blocking HTTP client for exact protocol checks.
+pub fn http_client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().expect("client")
+}
+
+/// Sends a request with `headers` and returns status, headers and body.
+pub fn send(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Reply {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+    let mut request = http_client().request(method, url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if let Some(body) = body {
+        request = request.body(body.to_owned());
+    }
+    let response = request.send().unwrap_or_else(|e| panic!("request to {url} failed: {e}"));
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.text().unwrap_or_default();
+    Reply { status, headers, body }
+}
+
+/// The standard headers of a 2026-07-28 POST for `method` (plus `Mcp-Name` when given).
+pub fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
+    let mut headers = vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+    ];
+    if let Some(name) = name {
+        headers.push(("mcp-name", name));
+    }
+    headers
+}
+
+/// A 2026-07-28 request body with the envelope and extra params.
+pub fn modern_body(id: u64, method: &str, params: Value) -> String {
+    let mut params = params;
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "eragate-tests", "version": "0"}
+    });
+    match params.get_mut("_meta").and_then(Value::as_object_mut) {
+        Some(existing) => {
+            for (k, v) in meta.as_object().expect("object") {
+                existing.entry(k.clone()).or_insert(v.clone());
+            }
+        }
+        None => {
+            params.as_object_mut().expect("params object").insert("_meta".into(), meta);
+        }
+    }
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+/// Posts a modern request and returns the reply.
+pub fn post_modern(url: &str, id: u64, method: &str, name: Option<&str>, params: Value) -> Reply {
+    send("POST", url, &modern_headers(method, name), Some(&modern_body(id, method, params)))
+}
+
+/// Opens a legacy session with `initialize` offering `version`; returns the session id and result.
+pub fn legacy_initialize(url: &str, version: &str) -> (String, Value) {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "eragate-tests", "version": "0"}}});
+    let reply = send("POST", url, &[("content-type", "application/json"), ("accept", "application/json, text/event-stream")], Some(&body.to_string()));
+    assert_eq!(reply.status, 200, "initialize failed: {reply:?}");
+    let session = reply.header("mcp-session-id").expect("Mcp-Session-Id on the initialize answer").to_owned();
+    let result = reply.messages().into_iter().next().expect("a message")["result"].clone();
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let ack = send("POST", url, &legacy_headers(&session, version), Some(&initialized));
+    assert_eq!(ack.status, 202, "notifications/initialized: {ack:?}");
+    (session, result)
+}
+
+/// Headers of a legacy POST on a session.
+pub fn legacy_headers<'a>(session: &'a str, version: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-session-id", session),
+        ("mcp-protocol-version", version),
+    ]
+}
+
+/// Whether any live process's command line contains `needle` (checked in `/proc`).
+pub fn process_alive_with(needle: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
+    entries.flatten().any(|entry| {
+        let cmdline = entry.path().join("cmdline");
+        std::fs::read(&cmdline).is_ok_and(|bytes| {
+            let text = String::from_utf8_lossy(&bytes).replace('\0', " ");
+            text.contains(needle) && !is_zombie(&entry.path())
+        })
+    })
+}
+
+fn is_zombie(proc_dir: &Path) -> bool {
+    std::fs::read_to_string(proc_dir.join("stat")).is_ok_and(|s| s.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+}
