@@ -35,7 +35,11 @@ use std::time::Duration;
 
 /// Runs the gateway for `config` until `shutdown` resolves, then drains
 /// in-flight requests for up to `grace` and stops every upstream child.
-pub async fn run(config: config::Config, shutdown: impl Future<Output = ()>, grace: Duration) -> Result<(), std::io::Error> {
+pub async fn run(
+    config: config::Config,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) -> Result<(), std::io::Error> {
     let listener = tokio::net::TcpListener::bind(config.listen.address).await?;
     let local = listener.local_addr()?;
     let gateway = frontend::Gateway::new(config);

@@ -9,7 +9,11 @@ use clap::{Parser, Subcommand};
 use eragate::config::{Config, ConfigError, HttpConfig, StdioConfig, UpstreamConfig};
 
 #[derive(Parser)]
-#[command(name = "eragate", version, about = "A protocol-translating reverse proxy for the Model Context Protocol")]
+#[command(
+    name = "eragate",
+    version,
+    about = "A protocol-translating reverse proxy for the Model Context Protocol"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -86,7 +90,10 @@ fn report(source: &str, error: &ConfigError) {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = build_config(&args).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
     let listen = config.listen.address;
     runtime
         .block_on(eragate::run(config, shutdown_signal(), args.shutdown_grace))
@@ -104,13 +111,23 @@ fn build_config(args: &RunArgs) -> Result<Config, ConfigError> {
     let command_line_upstream = match (&args.stdio, &args.http) {
         (Some(line), _) => {
             let command = shell_words::split(line).map_err(|e| ConfigError {
-                issues: vec![eragate::config::ConfigIssue { path: "--stdio".into(), message: e.to_string() }],
+                issues: vec![eragate::config::ConfigIssue {
+                    path: "--stdio".into(),
+                    message: e.to_string(),
+                }],
             })?;
-            Some(UpstreamConfig::with_transport("stdio", Some(StdioConfig::from_command(command)), None))
+            Some(UpstreamConfig::with_transport(
+                "stdio",
+                Some(StdioConfig::from_command(command)),
+                None,
+            ))
         }
         (None, Some(url)) => {
             let url = url.parse().map_err(|e: http::uri::InvalidUri| ConfigError {
-                issues: vec![eragate::config::ConfigIssue { path: "--http".into(), message: e.to_string() }],
+                issues: vec![eragate::config::ConfigIssue {
+                    path: "--http".into(),
+                    message: e.to_string(),
+                }],
             })?;
             Some(UpstreamConfig::with_transport("http", None, Some(HttpConfig { url })))
         }
@@ -126,8 +143,12 @@ fn build_config(args: &RunArgs) -> Result<Config, ConfigError> {
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ERAGATE_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ERAGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 async fn shutdown_signal() {

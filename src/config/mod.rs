@@ -66,8 +66,8 @@ impl Config {
 
     /// Parses and validates TOML text.
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let deserializer = toml::Deserializer::parse(text)
-            .map_err(|e| ConfigError::one("(file)", e.to_string().trim().to_owned()))?;
+        let deserializer =
+            toml::Deserializer::parse(text).map_err(|e| ConfigError::one("(file)", e.to_string().trim().to_owned()))?;
         let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|e| {
             let path = e.path().to_string();
             let message = e.inner().message().to_owned();
@@ -81,7 +81,12 @@ impl Config {
     /// each, unique names and paths, sane bounds.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut issues = Vec::new();
-        let mut push = |path: String, message: &str| issues.push(ConfigIssue { path, message: message.into() });
+        let mut push = |path: String, message: &str| {
+            issues.push(ConfigIssue {
+                path,
+                message: message.into(),
+            })
+        };
         if self.upstreams.is_empty() {
             push("upstreams".into(), "at least one [[upstreams]] entry is required");
         }
@@ -106,8 +111,14 @@ impl Config {
                 push(at("path"), "is served by another upstream; paths must be unique");
             }
             match (&upstream.stdio, &upstream.http) {
-                (None, None) => push(at("stdio"), "each upstream needs exactly one transport: [upstreams.stdio] or [upstreams.http]"),
-                (Some(_), Some(_)) => push(at("http"), "each upstream needs exactly one transport; remove [upstreams.stdio] or [upstreams.http]"),
+                (None, None) => push(
+                    at("stdio"),
+                    "each upstream needs exactly one transport: [upstreams.stdio] or [upstreams.http]",
+                ),
+                (Some(_), Some(_)) => push(
+                    at("http"),
+                    "each upstream needs exactly one transport; remove [upstreams.stdio] or [upstreams.http]",
+                ),
                 _ => {}
             }
             if let Some(stdio) = &upstream.stdio {
@@ -130,7 +141,11 @@ impl Config {
                 push(at("max_in_flight"), "must be greater than 0");
             }
         }
-        if issues.is_empty() { Ok(()) } else { Err(ConfigError { issues }) }
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError { issues })
+        }
     }
 }
 
@@ -140,7 +155,8 @@ mod tests {
 
     #[test]
     fn a_minimal_stdio_config() {
-        let config = Config::from_toml("[[upstreams]]\nname = \"e\"\nstdio.command = [\"server\", \"stdio\"]\n").unwrap();
+        let config =
+            Config::from_toml("[[upstreams]]\nname = \"e\"\nstdio.command = [\"server\", \"stdio\"]\n").unwrap();
         assert_eq!(config.listen.address.to_string(), "127.0.0.1:8080");
         assert_eq!(config.upstreams[0].path, "/mcp");
         assert_eq!(config.upstreams[0].request_timeout.0.as_secs(), 60);
@@ -149,15 +165,30 @@ mod tests {
     #[test]
     fn mistakes_name_their_key_path() {
         let cases = [
-            ("[[upstreams]]\nname = \"e\"\nrequest_timeout = \"soon\"\nstdio.command = [\"x\"]\n", "upstreams[0].request_timeout"),
+            (
+                "[[upstreams]]\nname = \"e\"\nrequest_timeout = \"soon\"\nstdio.command = [\"x\"]\n",
+                "upstreams[0].request_timeout",
+            ),
             ("[listen]\nadress = \"127.0.0.1:1\"\n", "listen.adress"),
             ("[listen]\naddress = \"nowhere\"\n", "listen.address"),
             ("", "upstreams"),
             ("[[upstreams]]\nname = \"e\"\n", "upstreams[0].stdio"),
-            ("[[upstreams]]\nname = \"e\"\nhttp.url = \"ftp://x/\"\n", "upstreams[0].http.url"),
-            ("[[upstreams]]\nname = \"e\"\nstdio.command = []\n", "upstreams[0].stdio.command"),
-            ("[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\npath = \"/b\"\n", "upstreams[1].name"),
-            ("[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\ncache.scope = \"world\"\n", "upstreams[0].cache.scope"),
+            (
+                "[[upstreams]]\nname = \"e\"\nhttp.url = \"ftp://x/\"\n",
+                "upstreams[0].http.url",
+            ),
+            (
+                "[[upstreams]]\nname = \"e\"\nstdio.command = []\n",
+                "upstreams[0].stdio.command",
+            ),
+            (
+                "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\npath = \"/b\"\n",
+                "upstreams[1].name",
+            ),
+            (
+                "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\ncache.scope = \"world\"\n",
+                "upstreams[0].cache.scope",
+            ),
         ];
         for (text, path) in cases {
             let error = Config::from_toml(text).unwrap_err();

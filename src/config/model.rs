@@ -163,9 +163,11 @@ pub struct Humantime(pub Duration);
 impl<'de> Deserialize<'de> for Humantime {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        humantime::parse_duration(&text)
-            .map(Humantime)
-            .map_err(|e| serde::de::Error::custom(format!("invalid duration {text:?} ({e}); write e.g. \"30s\" or \"500ms\"")))
+        humantime::parse_duration(&text).map(Humantime).map_err(|e| {
+            serde::de::Error::custom(format!(
+                "invalid duration {text:?} ({e}); write e.g. \"30s\" or \"500ms\""
+            ))
+        })
     }
 }
 

@@ -38,7 +38,10 @@ impl HttpFrontend {
     pub fn new(gateway: Arc<Gateway>, local: SocketAddr) -> Arc<HttpFrontend> {
         let mut allowed_origins = own_origins(local);
         allowed_origins.extend(gateway.config.listen.allowed_origins.iter().cloned());
-        Arc::new(HttpFrontend { gateway, allowed_origins })
+        Arc::new(HttpFrontend {
+            gateway,
+            allowed_origins,
+        })
     }
 
     /// Accepts connections until `shutdown` resolves, then lets in-flight
@@ -70,7 +73,9 @@ impl HttpFrontend {
                 let frontend = frontend.clone();
                 async move { Ok::<_, Infallible>(frontend.handle(request).await) }
             });
-            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).into_owned();
+            let connection = builder
+                .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                .into_owned();
             let connection = graceful.watch(connection);
             tokio::spawn(async move {
                 if let Err(error) = connection.await {
@@ -97,35 +102,53 @@ impl HttpFrontend {
             return respond::plain(StatusCode::NOT_FOUND, "no MCP endpoint at this path");
         };
         if !self.origin_allowed(request.headers()) {
-            return respond::rpc_error(StatusCode::FORBIDDEN, None, ErrorObject::new(ErrorCode::INVALID_REQUEST, "Forbidden: Origin not allowed"));
+            return respond::rpc_error(
+                StatusCode::FORBIDDEN,
+                None,
+                ErrorObject::new(ErrorCode::INVALID_REQUEST, "Forbidden: Origin not allowed"),
+            );
         }
         let session_id = header_text(request.headers(), MCP_SESSION_ID).map(str::to_owned);
         match *request.method() {
             Method::POST => self.post(request, &upstream, session_id.as_deref()).await,
-            Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id.as_deref()) => method_not_allowed(),
-            Method::GET if !accepts(request.headers(), "text/event-stream") => {
-                respond::plain(StatusCode::NOT_ACCEPTABLE, "Not Acceptable: GET needs Accept: text/event-stream")
+            Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id.as_deref()) => {
+                method_not_allowed()
             }
+            Method::GET if !accepts(request.headers(), "text/event-stream") => respond::plain(
+                StatusCode::NOT_ACCEPTABLE,
+                "Not Acceptable: GET needs Accept: text/event-stream",
+            ),
             Method::GET => legacy::open_stream(&self.gateway, session_id.as_deref().unwrap_or_default()),
             Method::DELETE => legacy::end_session(&self.gateway, session_id.as_deref().unwrap_or_default()),
             _ => method_not_allowed(),
         }
     }
 
-    async fn post(&self, request: http::Request<Incoming>, upstream: &Arc<crate::upstream::Upstream>, session_id: Option<&str>) -> http::Response<Body> {
+    async fn post(
+        &self,
+        request: http::Request<Incoming>,
+        upstream: &Arc<crate::upstream::Upstream>,
+        session_id: Option<&str>,
+    ) -> http::Response<Body> {
         let headers = request.headers();
         if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
             return respond::rpc_error(
                 StatusCode::NOT_ACCEPTABLE,
                 None,
-                ErrorObject::new(ErrorCode::INVALID_REQUEST, "Not Acceptable: Accept must list application/json and text/event-stream"),
+                ErrorObject::new(
+                    ErrorCode::INVALID_REQUEST,
+                    "Not Acceptable: Accept must list application/json and text/event-stream",
+                ),
             );
         }
         if !content_type_is_json(headers) {
             return respond::rpc_error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 None,
-                ErrorObject::new(ErrorCode::INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"),
+                ErrorObject::new(
+                    ErrorCode::INVALID_REQUEST,
+                    "Unsupported Media Type: Content-Type must be application/json",
+                ),
             );
         }
         let limit = self.gateway.config.listen.max_body_bytes;
@@ -142,7 +165,10 @@ impl HttpFrontend {
         let message = match Frame::parse(&bytes) {
             Ok(Frame::Single(message)) => message,
             Ok(Frame::Batch(_)) => {
-                let error = FrameError::Invalid { id: None, reason: "JSON-RPC batches are not supported by this revision" };
+                let error = FrameError::Invalid {
+                    id: None,
+                    reason: "JSON-RPC batches are not supported by this revision",
+                };
                 return rejection(error.to_response());
             }
             Err(error) => return rejection(error.to_response()),
@@ -155,14 +181,19 @@ impl HttpFrontend {
         };
         match (verdict, message) {
             (Classification::Legacy, message) => legacy::serve(&self.gateway, upstream, message, session_id).await,
-            (Classification::Modern(modern), Message::Request(request)) => modern::serve(&self.gateway, upstream, request, modern).await,
-            (Classification::ModernNotification, _) | (Classification::Modern(_), _) => respond::empty(StatusCode::ACCEPTED),
+            (Classification::Modern(modern), Message::Request(request)) => {
+                modern::serve(&self.gateway, upstream, request, modern).await
+            }
+            (Classification::ModernNotification, _) | (Classification::Modern(_), _) => {
+                respond::empty(StatusCode::ACCEPTED)
+            }
             (Classification::Rejected(error), message) => {
                 let id = match message {
                     Message::Request(r) => Some(r.id),
                     _ => None,
                 };
-                let status = StatusCode::from_u16(http_status(error.code, ErrorOrigin::Gateway)).unwrap_or(StatusCode::BAD_REQUEST);
+                let status = StatusCode::from_u16(http_status(error.code, ErrorOrigin::Gateway))
+                    .unwrap_or(StatusCode::BAD_REQUEST);
                 respond::rpc_error(status, id, error)
             }
         }
@@ -181,9 +212,11 @@ impl HttpFrontend {
         let mut origins = headers.get_all(ORIGIN).iter();
         match (origins.next(), origins.next()) {
             (None, _) => true,
-            (Some(origin), None) => origin
-                .to_str()
-                .is_ok_and(|o| self.allowed_origins.iter().any(|a| a.eq_ignore_ascii_case(o.trim_end_matches('/')))),
+            (Some(origin), None) => origin.to_str().is_ok_and(|o| {
+                self.allowed_origins
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(o.trim_end_matches('/')))
+            }),
             (Some(_), Some(_)) => false,
         }
     }
@@ -194,7 +227,11 @@ fn own_origins(local: SocketAddr) -> Vec<String> {
     let port = local.port();
     let ip = local.ip();
     if ip.is_loopback() || ip.is_unspecified() {
-        vec![format!("http://localhost:{port}"), format!("http://127.0.0.1:{port}"), format!("http://[::1]:{port}")]
+        vec![
+            format!("http://localhost:{port}"),
+            format!("http://127.0.0.1:{port}"),
+            format!("http://[::1]:{port}"),
+        ]
     } else {
         vec![format!("http://{local}")]
     }
@@ -205,14 +242,20 @@ fn rejection(response: crate::protocol::Response) -> http::Response<Body> {
         crate::protocol::jsonrpc::Outcome::Error(e) => http_status(e.code, ErrorOrigin::Gateway),
         crate::protocol::jsonrpc::Outcome::Result(_) => 200,
     };
-    respond::json(StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST), &response.into_message())
+    respond::json(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
+        &response.into_message(),
+    )
 }
 
 fn too_large(limit: usize) -> http::Response<Body> {
     respond::rpc_error(
         StatusCode::PAYLOAD_TOO_LARGE,
         None,
-        ErrorObject::new(ErrorCode::INVALID_REQUEST, format!("Payload Too Large: the body exceeds {limit} bytes")),
+        ErrorObject::new(
+            ErrorCode::INVALID_REQUEST,
+            format!("Payload Too Large: the body exceeds {limit} bytes"),
+        ),
     )
 }
 
@@ -224,7 +267,8 @@ fn method_not_allowed() -> http::Response<Body> {
 
 /// GET and DELETE belong to legacy sessions; a modern client (or no session) gets 405.
 fn is_modern_or_sessionless(headers: &HeaderMap, session_id: Option<&str>) -> bool {
-    let modern_header = header_text(headers, MCP_PROTOCOL_VERSION).is_some_and(|v| Revision::parse(v).is_none_or(|r| r.era() == Era::Modern));
+    let modern_header = header_text(headers, MCP_PROTOCOL_VERSION)
+        .is_some_and(|v| Revision::parse(v).is_none_or(|r| r.era() == Era::Modern));
     modern_header || session_id.is_none()
 }
 
@@ -252,10 +296,19 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// Whether `Accept` admits `wanted` (exactly, by `type/*`, or by `*/*`).
 fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     let wanted_type = wanted.split('/').next().unwrap_or("");
-    headers.get_all(ACCEPT).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(|item| {
-        let media = item.split(';').next().unwrap_or("").trim();
-        media.eq_ignore_ascii_case(wanted) || media == "*/*" || media.strip_suffix("/*").is_some_and(|t| t.eq_ignore_ascii_case(wanted_type))
-    })
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let media = item.split(';').next().unwrap_or("").trim();
+            media.eq_ignore_ascii_case(wanted)
+                || media == "*/*"
+                || media
+                    .strip_suffix("/*")
+                    .is_some_and(|t| t.eq_ignore_ascii_case(wanted_type))
+        })
 }
 
 fn content_type_is_json(headers: &HeaderMap) -> bool {
@@ -281,15 +334,24 @@ mod tests {
         let both = headers(&[("accept", "application/json, text/event-stream")]);
         assert!(accepts(&both, "application/json") && accepts(&both, "text/event-stream"));
         assert!(accepts(&headers(&[("accept", "*/*")]), "text/event-stream"));
-        assert!(accepts(&headers(&[("accept", "application/*;q=0.9, text/*")]), "text/event-stream"));
-        assert!(!accepts(&headers(&[("accept", "application/json")]), "text/event-stream"));
+        assert!(accepts(
+            &headers(&[("accept", "application/*;q=0.9, text/*")]),
+            "text/event-stream"
+        ));
+        assert!(!accepts(
+            &headers(&[("accept", "application/json")]),
+            "text/event-stream"
+        ));
         assert!(!accepts(&HeaderMap::new(), "application/json"));
     }
 
     #[test]
     fn own_origins_for_loopback_and_public_binds() {
         assert!(own_origins("127.0.0.1:8080".parse().unwrap()).contains(&"http://localhost:8080".to_owned()));
-        assert_eq!(own_origins("10.0.0.5:9000".parse().unwrap()), vec!["http://10.0.0.5:9000".to_owned()]);
+        assert_eq!(
+            own_origins("10.0.0.5:9000".parse().unwrap()),
+            vec!["http://10.0.0.5:9000".to_owned()]
+        );
     }
 
     #[test]

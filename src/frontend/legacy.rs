@@ -12,11 +12,16 @@ use super::sessions::{AttachError, ClientSession};
 use crate::protocol::headers::MCP_SESSION_ID;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::translate::{down, up};
-use crate::upstream::session::OnDrop;
 use crate::upstream::Upstream;
+use crate::upstream::session::OnDrop;
 
 /// A legacy message and the session header it came with.
-pub async fn serve(gateway: &Gateway, upstream: &Arc<Upstream>, message: Message, session_id: Option<&str>) -> http::Response<Body> {
+pub async fn serve(
+    gateway: &Gateway,
+    upstream: &Arc<Upstream>,
+    message: Message,
+    session_id: Option<&str>,
+) -> http::Response<Body> {
     if let Message::Request(request) = &message
         && request.method == "initialize"
     {
@@ -39,14 +44,21 @@ pub async fn serve(gateway: &Gateway, upstream: &Arc<Upstream>, message: Message
 }
 
 async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request) -> http::Response<Body> {
-    let requested = request.params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+    let requested = request
+        .params
+        .as_ref()
+        .and_then(|p| p.get("protocolVersion"))
+        .and_then(Value::as_str);
     let negotiated = Revision::negotiate_legacy(requested);
     let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
     let upstream_session = match upstream.open_dedicated(params).await {
         Ok(session) => session,
         Err(error) => return respond::upstream_failure(Some(request.id), &error),
     };
-    let upstream_result = upstream_session.initialize_result().map(|r| (**r).clone()).unwrap_or_default();
+    let upstream_result = upstream_session
+        .initialize_result()
+        .map(|r| (**r).clone())
+        .unwrap_or_default();
     let (result, revision) = up::initialize_result_for_client(upstream_result, negotiated);
     let session = gateway.sessions.create(revision, upstream.clone(), upstream_session);
     tracing::info!(session = %session.id, %revision, requested, "legacy client session opened");
@@ -61,17 +73,27 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
 /// `ping` are answered; anything else needs `initialize` first.
 async fn sessionless(upstream: &Arc<Upstream>, message: Message) -> http::Response<Body> {
     match message {
-        Message::Request(request) if request.method == "server/discover" => super::modern::discover(upstream, request.id).await,
-        Message::Request(request) if request.method == "ping" => respond::json(StatusCode::OK, &Response::result(request.id, json!({})).into_message()),
+        Message::Request(request) if request.method == "server/discover" => {
+            super::modern::discover(upstream, request.id).await
+        }
+        Message::Request(request) if request.method == "ping" => {
+            respond::json(StatusCode::OK, &Response::result(request.id, json!({})).into_message())
+        }
         Message::Request(request) => respond::rpc_error(
             StatusCode::BAD_REQUEST,
             Some(request.id),
-            ErrorObject::new(ErrorCode::INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required (send initialize first)"),
+            ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                "Bad Request: Mcp-Session-Id header is required (send initialize first)",
+            ),
         ),
         Message::Notification(_) | Message::Response(_) => respond::rpc_error(
             StatusCode::BAD_REQUEST,
             None,
-            ErrorObject::new(ErrorCode::INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"),
+            ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                "Bad Request: Mcp-Session-Id header is required",
+            ),
         ),
     }
 }
@@ -81,7 +103,14 @@ fn session_not_found(message: &Message) -> http::Response<Body> {
         Message::Request(r) => Some(r.id.clone()),
         _ => None,
     };
-    respond::rpc_error(StatusCode::NOT_FOUND, id, ErrorObject::new(ErrorCode::INVALID_REQUEST, "Session not found: initialize a new session"))
+    respond::rpc_error(
+        StatusCode::NOT_FOUND,
+        id,
+        ErrorObject::new(
+            ErrorCode::INVALID_REQUEST,
+            "Session not found: initialize a new session",
+        ),
+    )
 }
 
 async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, request: Request) -> http::Response<Body> {
@@ -93,7 +122,11 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
         Ok(permit) => permit,
         Err(error) => return respond::upstream_failure(Some(request.id), &error),
     };
-    let call = match session.upstream_session.call(&request.method, request.params, request.id.clone(), OnDrop::Detach).await {
+    let call = match session
+        .upstream_session
+        .call(&request.method, request.params, request.id.clone(), OnDrop::Detach)
+        .await
+    {
         Ok(call) => call,
         Err(error) => {
             gateway.sessions.remove(&session.id);
@@ -113,7 +146,10 @@ async fn notification_on_session(session: &ClientSession, notification: Notifica
         _ => Some(notification),
     };
     if let Some(notification) = forwarded
-        && let Err(error) = session.upstream_session.notify(&notification.method, notification.params).await
+        && let Err(error) = session
+            .upstream_session
+            .notify(&notification.method, notification.params)
+            .await
     {
         tracing::debug!(session = %session.id, error = %error, "could not forward a notification");
     }
@@ -122,7 +158,11 @@ async fn notification_on_session(session: &ClientSession, notification: Notifica
 
 /// Rewrites `requestId` from the client's id to the upstream's.
 fn cancelled_for_upstream(session: &ClientSession, mut notification: Notification) -> Option<Notification> {
-    let client_id = notification.params.as_ref().and_then(|p| p.get("requestId")).and_then(Id::from_value)?;
+    let client_id = notification
+        .params
+        .as_ref()
+        .and_then(|p| p.get("requestId"))
+        .and_then(Id::from_value)?;
     let upstream_id = session.upstream_id_of(&client_id)?;
     if let Some(params) = notification.params.as_mut().and_then(Value::as_object_mut) {
         params.insert("requestId".into(), Value::from(upstream_id));
@@ -132,7 +172,11 @@ fn cancelled_for_upstream(session: &ClientSession, mut notification: Notificatio
 
 async fn response_on_session(session: &ClientSession, mut response: Response) -> http::Response<Body> {
     let Some(upstream_id) = response.id.as_ref().and_then(|id| session.take_relayed(id)) else {
-        return respond::rpc_error(StatusCode::BAD_REQUEST, None, ErrorObject::new(ErrorCode::INVALID_REQUEST, "response to an unknown request"));
+        return respond::rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            ErrorObject::new(ErrorCode::INVALID_REQUEST, "response to an unknown request"),
+        );
     };
     response.id = Some(upstream_id);
     if let Err(error) = session.upstream_session.respond(response).await {
@@ -148,7 +192,9 @@ pub fn open_stream(gateway: &Gateway, session_id: &str) -> http::Response<Body> 
     };
     let mut messages = match session.attach_stream() {
         Ok(rx) => rx,
-        Err(AttachError::AlreadyOpen) => return respond::plain(StatusCode::CONFLICT, "a stream is already open for this session"),
+        Err(AttachError::AlreadyOpen) => {
+            return respond::plain(StatusCode::CONFLICT, "a stream is already open for this session");
+        }
     };
     let (tx, response) = respond::sse();
     let keep_alive = gateway.config.listen.sse_keep_alive.0;

@@ -40,7 +40,12 @@ impl Gateway {
             .map(|u| Upstream::new(u.clone(), supervisor.clone()))
             .collect();
         let sessions = SessionStore::new(config.sessions.clone());
-        Arc::new(Gateway { config: Arc::new(config), router: Router::new(upstreams), sessions, supervisor })
+        Arc::new(Gateway {
+            config: Arc::new(config),
+            router: Router::new(upstreams),
+            sessions,
+            supervisor,
+        })
     }
 
     /// Warms every upstream in the background: spares started, the first session initialized.

@@ -20,7 +20,12 @@ use crate::upstream::{PartitionKey, Upstream, UpstreamError, UpstreamSession};
 const LISTEN_SUPPORT: ListenSupport = ListenSupport::ListChangedOnly;
 
 /// Answers one validated modern request.
-pub async fn serve(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> http::Response<Body> {
+pub async fn serve(
+    gateway: &Gateway,
+    upstream: &Arc<Upstream>,
+    request: Request,
+    modern: ModernRequest,
+) -> http::Response<Body> {
     match modern.method {
         ModernMethod::Discover => discover(upstream, request.id).await,
         ModernMethod::SubscriptionsListen => listen(gateway, upstream, request, modern).await,
@@ -39,7 +44,12 @@ pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> http::Response<Body> 
     }
 }
 
-async fn forward(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> http::Response<Body> {
+async fn forward(
+    gateway: &Gateway,
+    upstream: &Arc<Upstream>,
+    request: Request,
+    modern: ModernRequest,
+) -> http::Response<Body> {
     let _permit = match upstream.admit() {
         Ok(permit) => permit,
         Err(error) => return respond::upstream_failure(Some(request.id), &error),
@@ -51,7 +61,15 @@ async fn forward(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, 
             Ok(session) => session,
             Err(error) => return respond::upstream_failure(Some(request.id), &error),
         };
-        let call = match session.call(&request.method, params.clone(), request.id.clone(), OnDrop::CancelUpstream).await {
+        let call = match session
+            .call(
+                &request.method,
+                params.clone(),
+                request.id.clone(),
+                OnDrop::CancelUpstream,
+            )
+            .await
+        {
             Ok(call) => call,
             Err(error) if !retried => {
                 // The pooled session died between lookup and send (a crashed child): one fresh try.
@@ -73,27 +91,51 @@ async fn forward(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, 
 }
 
 /// A warm pooled session for the request's principal and capability profile.
-async fn pooled_session(upstream: &Arc<Upstream>, modern: &ModernRequest) -> Result<Arc<UpstreamSession>, UpstreamError> {
+async fn pooled_session(
+    upstream: &Arc<Upstream>,
+    modern: &ModernRequest,
+) -> Result<Arc<UpstreamSession>, UpstreamError> {
     let revision = Revision::LATEST_LEGACY;
     let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
     let key = PartitionKey::new("", &capabilities);
-    let params = down::initialize_for_envelope(&modern.envelope, revision, &crate::upstream::pool::gateway_client_info());
+    let params = down::initialize_for_envelope(
+        &modern.envelope,
+        revision,
+        &crate::upstream::pool::gateway_client_info(),
+    );
     upstream.pooled(key, params).await
 }
 
 /// `subscriptions/listen` on a legacy upstream: acknowledge what the upstream
 /// can notify, then relay its list changes tagged with the listen id.
-async fn listen(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> http::Response<Body> {
+async fn listen(
+    gateway: &Gateway,
+    upstream: &Arc<Upstream>,
+    request: Request,
+    modern: ModernRequest,
+) -> http::Response<Body> {
     let session = match pooled_session(upstream, &modern).await {
         Ok(session) => session,
         Err(error) => return respond::upstream_failure(Some(request.id), &error),
     };
-    let capabilities = session.initialize_result().and_then(|r| r.get("capabilities").cloned()).unwrap_or_default();
-    let wanted = request.params.as_ref().and_then(|p| p.get("notifications")).cloned().unwrap_or(json!({}));
+    let capabilities = session
+        .initialize_result()
+        .and_then(|r| r.get("capabilities").cloned())
+        .unwrap_or_default();
+    let wanted = request
+        .params
+        .as_ref()
+        .and_then(|p| p.get("notifications"))
+        .cloned()
+        .unwrap_or(json!({}));
     let honoured = honoured_filter(&wanted, &capabilities);
     let listen_id = request.id.to_value();
     let (tx, response) = respond::sse();
-    let ack = notification_with_subscription("notifications/subscriptions/acknowledged", json!({"notifications": honoured.clone()}), &listen_id);
+    let ack = notification_with_subscription(
+        "notifications/subscriptions/acknowledged",
+        json!({"notifications": honoured.clone()}),
+        &listen_id,
+    );
     let _ = tx.try_send(respond::sse_frame(&ack));
     let mut unsolicited = session.subscribe();
     let keep_alive = gateway.config.listen.sse_keep_alive.0;
@@ -129,9 +171,17 @@ async fn listen(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, m
 /// The subset of a listen filter that a legacy upstream's capabilities can honour.
 fn honoured_filter(wanted: &Value, capabilities: &Value) -> Value {
     let mut honoured = Map::new();
-    for (flag, kind) in [("toolsListChanged", "tools"), ("promptsListChanged", "prompts"), ("resourcesListChanged", "resources")] {
+    for (flag, kind) in [
+        ("toolsListChanged", "tools"),
+        ("promptsListChanged", "prompts"),
+        ("resourcesListChanged", "resources"),
+    ] {
         let asked = wanted.get(flag).and_then(Value::as_bool) == Some(true);
-        let offered = capabilities.get(kind).and_then(|c| c.get("listChanged")).and_then(Value::as_bool) == Some(true);
+        let offered = capabilities
+            .get(kind)
+            .and_then(|c| c.get("listChanged"))
+            .and_then(Value::as_bool)
+            == Some(true);
         if asked && offered {
             honoured.insert(flag.into(), Value::Bool(true));
         }
@@ -156,7 +206,10 @@ fn notification_with_subscription(method: &str, mut params: Value, listen_id: &V
             meta.insert(SUBSCRIPTION_ID.into(), listen_id.clone());
         }
     }
-    Message::Notification(Notification { method: method.into(), params: Some(params) })
+    Message::Notification(Notification {
+        method: method.into(),
+        params: Some(params),
+    })
 }
 
 /// Timing for answers from `upstream`.
@@ -176,8 +229,17 @@ mod tests {
     fn listen_honours_only_what_the_upstream_offers() {
         let wanted = json!({"toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": ["x://a"]});
         let capabilities = json!({"tools": {"listChanged": true}, "prompts": {}});
-        assert_eq!(honoured_filter(&wanted, &capabilities), json!({"toolsListChanged": true}));
-        assert!(wants(&json!({"toolsListChanged": true}), "notifications/tools/list_changed"));
-        assert!(!wants(&json!({"toolsListChanged": true}), "notifications/prompts/list_changed"));
+        assert_eq!(
+            honoured_filter(&wanted, &capabilities),
+            json!({"toolsListChanged": true})
+        );
+        assert!(wants(
+            &json!({"toolsListChanged": true}),
+            "notifications/tools/list_changed"
+        ));
+        assert!(!wants(
+            &json!({"toolsListChanged": true}),
+            "notifications/prompts/list_changed"
+        ));
     }
 }

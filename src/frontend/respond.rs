@@ -47,14 +47,18 @@ pub fn empty(status: StatusCode) -> http::Response<Body> {
 /// A plain-text response (for failures before any JSON-RPC is read).
 pub fn plain(status: StatusCode, text: &str) -> http::Response<Body> {
     let mut response = with_status(status, full(text.to_owned()));
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     response
 }
 
 /// One JSON-RPC message as `application/json`.
 pub fn json(status: StatusCode, message: &Message) -> http::Response<Body> {
     let mut response = with_status(status, full(message.to_bytes()));
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -62,7 +66,9 @@ pub fn json(status: StatusCode, message: &Message) -> http::Response<Body> {
 pub fn json_batch(messages: &[Message]) -> http::Response<Body> {
     let array = Value::Array(messages.iter().map(Message::to_value).collect());
     let mut response = with_status(StatusCode::OK, full(serde_json::to_vec(&array).unwrap_or_default()));
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -73,10 +79,16 @@ pub fn rpc_error(status: StatusCode, id: Option<Id>, error: ErrorObject) -> http
 
 /// An upstream failure as a JSON-RPC error; overload becomes 503 with `Retry-After`.
 pub fn upstream_failure(id: Option<Id>, error: &UpstreamError) -> http::Response<Body> {
-    let status = if error.is_overload() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    let status = if error.is_overload() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
     let mut response = rpc_error(status, id, error.to_error_object());
     if error.is_overload() {
-        response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from_static("1"));
     }
     response
 }
@@ -85,7 +97,9 @@ pub fn upstream_failure(id: Option<Id>, error: &UpstreamError) -> http::Response
 pub fn sse() -> (mpsc::Sender<Bytes>, http::Response<Body>) {
     let (tx, rx) = mpsc::channel::<Bytes>(SSE_QUEUE);
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), rx))
+        rx.recv()
+            .await
+            .map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), rx))
     });
     let mut response = with_status(StatusCode::OK, StreamBody::new(stream).boxed_unsync());
     let headers = response.headers_mut();
@@ -167,7 +181,14 @@ pub async fn answer(mut call: Call, side: ClientSide, client_id: Id, timing: Ans
 }
 
 /// Feeds an SSE answer until the final response, the deadline, or the client leaving.
-async fn pump(mut call: Call, side: ClientSide, client_id: Id, tx: mpsc::Sender<Bytes>, deadline: Instant, timing: AnswerTiming) {
+async fn pump(
+    mut call: Call,
+    side: ClientSide,
+    client_id: Id,
+    tx: mpsc::Sender<Bytes>,
+    deadline: Instant,
+    timing: AnswerTiming,
+) {
     let mut keep_alive = tokio::time::interval_at(Instant::now() + timing.keep_alive, timing.keep_alive);
     loop {
         tokio::select! {
@@ -209,12 +230,18 @@ fn final_json(side: &ClientSide, client_id: Id, result: Result<Response, Upstrea
     side.finish(&client_id);
     match result {
         Err(error) => upstream_failure(Some(client_id), &error),
-        Ok(response) => json(StatusCode::OK, &side.translate_done(&client_id, Ok(response)).into_message()),
+        Ok(response) => json(
+            StatusCode::OK,
+            &side.translate_done(&client_id, Ok(response)).into_message(),
+        ),
     }
 }
 
 fn timeout_error(call: &Call, timeout: Duration) -> UpstreamError {
-    UpstreamError::Timeout { upstream: call.session().upstream_name().to_owned(), after_ms: timeout.as_millis() as u64 }
+    UpstreamError::Timeout {
+        upstream: call.session().upstream_name().to_owned(),
+        after_ms: timeout.as_millis() as u64,
+    }
 }
 
 impl ClientSide {
@@ -226,7 +253,12 @@ impl ClientSide {
             (ClientSide::Modern(side), CallEvent::Notification(n)) => match n.method.as_str() {
                 "notifications/progress" => Some(Message::Notification(n)),
                 "notifications/message" => {
-                    let level = n.params.as_ref().and_then(|p| p.get("level")).and_then(Value::as_str).and_then(LogLevel::parse);
+                    let level = n
+                        .params
+                        .as_ref()
+                        .and_then(|p| p.get("level"))
+                        .and_then(Value::as_str)
+                        .and_then(LogLevel::parse);
                     match (side.log_level, level) {
                         (Some(wanted), Some(level)) if level >= wanted => Some(Message::Notification(n)),
                         _ => None,
@@ -255,10 +287,18 @@ impl ClientSide {
             ClientSide::Legacy(_) => response,
             ClientSide::Modern(side) => {
                 let outcome = match response.outcome {
-                    Outcome::Result(result) => Outcome::Result(up::result_for_modern(result, side.method, &side.server_info, side.cache)),
+                    Outcome::Result(result) => Outcome::Result(up::result_for_modern(
+                        result,
+                        side.method,
+                        &side.server_info,
+                        side.cache,
+                    )),
                     Outcome::Error(error) => Outcome::Error(up::error_for_modern(error)),
                 };
-                Response { id: response.id, outcome }
+                Response {
+                    id: response.id,
+                    outcome,
+                }
             }
         }
     }

@@ -57,11 +57,19 @@ pub enum AttachError {
 impl SessionStore {
     /// An empty store.
     pub fn new(config: SessionsConfig) -> SessionStore {
-        SessionStore { sessions: DashMap::new(), config }
+        SessionStore {
+            sessions: DashMap::new(),
+            config,
+        }
     }
 
     /// Registers a session for a freshly initialized upstream session.
-    pub fn create(&self, revision: Revision, upstream: Arc<Upstream>, upstream_session: Arc<UpstreamSession>) -> Arc<ClientSession> {
+    pub fn create(
+        &self,
+        revision: Revision,
+        upstream: Arc<Upstream>,
+        upstream_session: Arc<UpstreamSession>,
+    ) -> Arc<ClientSession> {
         self.make_room();
         let id = format!("{:032x}", rand::rng().random::<u128>());
         let session = Arc::new(ClientSession {
@@ -76,7 +84,10 @@ impl SessionStore {
             stream: Mutex::new(None),
             forwarder: Mutex::new(None),
         });
-        let forwarder = tokio::spawn(forward_unsolicited(Arc::downgrade(&session), session.upstream_session.subscribe()));
+        let forwarder = tokio::spawn(forward_unsolicited(
+            Arc::downgrade(&session),
+            session.upstream_session.subscribe(),
+        ));
         *lock(&session.forwarder) = Some(forwarder.abort_handle());
         self.sessions.insert(id, session.clone());
         session

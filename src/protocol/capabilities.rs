@@ -128,10 +128,22 @@ mod tests {
         let modern = json!({"roots": {}, "sampling": {"context": {}, "tools": {}},
             "elicitation": {"form": {}, "url": {}}, "extensions": {"a/b": {}}, "experimental": {"e": 1}});
         let table = [
-            (Revision::V2025_11_25, json!({"roots": {}, "sampling": {"context": {}, "tools": {}}, "elicitation": {"form": {}, "url": {}}, "experimental": {"e": 1}})),
-            (Revision::V2025_06_18, json!({"roots": {}, "sampling": {}, "elicitation": {}, "experimental": {"e": 1}})),
-            (Revision::V2025_03_26, json!({"roots": {}, "sampling": {}, "experimental": {"e": 1}})),
-            (Revision::V2024_11_05, json!({"roots": {}, "sampling": {}, "experimental": {"e": 1}})),
+            (
+                Revision::V2025_11_25,
+                json!({"roots": {}, "sampling": {"context": {}, "tools": {}}, "elicitation": {"form": {}, "url": {}}, "experimental": {"e": 1}}),
+            ),
+            (
+                Revision::V2025_06_18,
+                json!({"roots": {}, "sampling": {}, "elicitation": {}, "experimental": {"e": 1}}),
+            ),
+            (
+                Revision::V2025_03_26,
+                json!({"roots": {}, "sampling": {}, "experimental": {"e": 1}}),
+            ),
+            (
+                Revision::V2024_11_05,
+                json!({"roots": {}, "sampling": {}, "experimental": {"e": 1}}),
+            ),
         ];
         for (revision, expected) in table {
             assert_eq!(client_modern_to_legacy(&modern, revision), expected, "{revision}");
@@ -141,8 +153,14 @@ mod tests {
     #[test]
     fn client_info_is_trimmed_for_old_revisions() {
         let info = json!({"name": "c", "version": "1", "title": "C", "icons": []});
-        assert_eq!(client_info_for(&info, Revision::V2024_11_05), json!({"name": "c", "version": "1"}));
-        assert_eq!(client_info_for(&info, Revision::V2025_06_18), json!({"name": "c", "version": "1", "title": "C"}));
+        assert_eq!(
+            client_info_for(&info, Revision::V2024_11_05),
+            json!({"name": "c", "version": "1"})
+        );
+        assert_eq!(
+            client_info_for(&info, Revision::V2025_06_18),
+            json!({"name": "c", "version": "1", "title": "C"})
+        );
         assert_eq!(client_info_for(&info, Revision::V2025_11_25), info);
     }
 }

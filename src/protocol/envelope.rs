@@ -182,11 +182,26 @@ mod tests {
         let cases = [
             (json!({}), EnvelopeError::MissingMeta),
             (json!({"_meta": 1}), EnvelopeError::MissingMeta),
-            (json!({"_meta": {CLIENT_CAPABILITIES: {}}}), EnvelopeError::MissingProtocolVersion),
-            (json!({"_meta": {PROTOCOL_VERSION: 2026}}), EnvelopeError::MissingProtocolVersion),
-            (json!({"_meta": {PROTOCOL_VERSION: "2026-07-28"}}), EnvelopeError::MissingClientCapabilities),
-            (json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: []}}), EnvelopeError::InvalidClientCapabilities),
-            (json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}, LOG_LEVEL: "loud"}}), EnvelopeError::InvalidLogLevel),
+            (
+                json!({"_meta": {CLIENT_CAPABILITIES: {}}}),
+                EnvelopeError::MissingProtocolVersion,
+            ),
+            (
+                json!({"_meta": {PROTOCOL_VERSION: 2026}}),
+                EnvelopeError::MissingProtocolVersion,
+            ),
+            (
+                json!({"_meta": {PROTOCOL_VERSION: "2026-07-28"}}),
+                EnvelopeError::MissingClientCapabilities,
+            ),
+            (
+                json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: []}}),
+                EnvelopeError::InvalidClientCapabilities,
+            ),
+            (
+                json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}, LOG_LEVEL: "loud"}}),
+                EnvelopeError::InvalidLogLevel,
+            ),
         ];
         for (params, error) in cases {
             assert_eq!(Envelope::parse(Some(&params)), Err(error.clone()), "{params}");
@@ -199,7 +214,10 @@ mod tests {
         let mut params = json!({"name": "t", "_meta": {PROTOCOL_VERSION: "2026-07-28",
             CLIENT_CAPABILITIES: {}, "progressToken": "p-1", "traceparent": "00-ab", "vendor/x": 1}});
         strip_reserved(&mut params);
-        assert_eq!(params, json!({"name": "t", "_meta": {"progressToken": "p-1", "traceparent": "00-ab", "vendor/x": 1}}));
+        assert_eq!(
+            params,
+            json!({"name": "t", "_meta": {"progressToken": "p-1", "traceparent": "00-ab", "vendor/x": 1}})
+        );
 
         let mut only_envelope = json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {}}});
         strip_reserved(&mut only_envelope);

@@ -139,16 +139,13 @@ impl FrameError {
 impl Frame {
     /// Parses one frame from bytes.
     pub fn parse(bytes: &[u8]) -> Result<Frame, FrameError> {
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
         match value {
             Value::Array(items) if items.is_empty() => Err(FrameError::Invalid {
                 id: None,
                 reason: "empty batch",
             }),
-            Value::Array(items) => Ok(Frame::Batch(
-                items.into_iter().map(Message::from_value).collect(),
-            )),
+            Value::Array(items) => Ok(Frame::Batch(items.into_iter().map(Message::from_value).collect())),
             other => Message::from_value(other).map(Frame::Single),
         }
     }
@@ -157,8 +154,7 @@ impl Frame {
 impl Message {
     /// Parses one message from bytes (no batches).
     pub fn parse(bytes: &[u8]) -> Result<Message, FrameError> {
-        let value: Value =
-            serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
         Message::from_value(value)
     }
 
@@ -200,8 +196,8 @@ impl Message {
                 None => Err(invalid(None, "a result needs an id")),
             },
             (None, Some(error)) => {
-                let error = ErrorObject::from_value(error)
-                    .ok_or_else(|| invalid(id.clone(), "malformed error object"))?;
+                let error =
+                    ErrorObject::from_value(error).ok_or_else(|| invalid(id.clone(), "malformed error object"))?;
                 Ok(Message::Response(Response {
                     id,
                     outcome: Outcome::Error(error),
@@ -310,9 +306,15 @@ mod tests {
         let cases = [
             (r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#, "request"),
             (r#"{"jsonrpc":"2.0","id":"a","method":"x","params":{}}"#, "request"),
-            (r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#, "notification"),
+            (
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                "notification",
+            ),
             (r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, "response"),
-            (r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#, "response"),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#,
+                "response",
+            ),
         ];
         for (text, kind) in cases {
             let message = Message::parse(text.as_bytes()).unwrap();
@@ -335,8 +337,14 @@ mod tests {
             (r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#, ErrorCode::INVALID_REQUEST),
             (r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#, ErrorCode::INVALID_REQUEST),
             (r#"{"jsonrpc":"2.0","id":1,"method":7}"#, ErrorCode::INVALID_REQUEST),
-            (r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#, ErrorCode::INVALID_REQUEST),
-            (r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#, ErrorCode::INVALID_REQUEST),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+                ErrorCode::INVALID_REQUEST,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+                ErrorCode::INVALID_REQUEST,
+            ),
             (r#"{"jsonrpc":"2.0","id":1}"#, ErrorCode::INVALID_REQUEST),
             ("[]", ErrorCode::INVALID_REQUEST),
         ];

@@ -130,8 +130,14 @@ mod tests {
         let cases = [
             ("server/discover", MethodClass::Modern(ModernMethod::Discover)),
             ("tools/call", MethodClass::Modern(ModernMethod::ToolsCall)),
-            ("resources/templates/list", MethodClass::Modern(ModernMethod::ResourceTemplatesList)),
-            ("subscriptions/listen", MethodClass::Modern(ModernMethod::SubscriptionsListen)),
+            (
+                "resources/templates/list",
+                MethodClass::Modern(ModernMethod::ResourceTemplatesList),
+            ),
+            (
+                "subscriptions/listen",
+                MethodClass::Modern(ModernMethod::SubscriptionsListen),
+            ),
             ("initialize", MethodClass::Removed),
             ("ping", MethodClass::Removed),
             ("logging/setLevel", MethodClass::Removed),

@@ -149,7 +149,14 @@ mod tests {
         let stream = b"event: message\ndata: {\"a\":1}\n\n: keep-alive\n\nid: 7\ndata: x\ndata: y\n\nevent: endpoint\r\ndata: /messages/?session_id=1\r\n\r\n";
         let events = parse_all(&[stream]);
         assert_eq!(events.len(), 3);
-        assert_eq!(events[0], Event { event: "message".into(), data: "{\"a\":1}".into(), id: None });
+        assert_eq!(
+            events[0],
+            Event {
+                event: "message".into(),
+                data: "{\"a\":1}".into(),
+                id: None
+            }
+        );
         assert_eq!(events[1].data, "x\ny");
         assert_eq!(events[1].id.as_deref(), Some("7"));
         assert_eq!(events[2].event, "endpoint");

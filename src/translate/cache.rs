@@ -69,12 +69,31 @@ mod tests {
     #[test]
     fn policy_table() {
         let default = CachePolicy::default();
-        let forced = CachePolicy { ttl_ms: Some(60_000), scope: Some(CacheScope::Public) };
+        let forced = CachePolicy {
+            ttl_ms: Some(60_000),
+            scope: Some(CacheScope::Public),
+        };
         let cases = [
-            (default, json!({"tools": []}), json!({"tools": [], "ttlMs": 0, "cacheScope": "private"})),
-            (default, json!({"ttlMs": 5000, "cacheScope": "public"}), json!({"ttlMs": 5000, "cacheScope": "public"})),
-            (default, json!({"ttlMs": -3, "cacheScope": "bogus"}), json!({"ttlMs": 0, "cacheScope": "private"})),
-            (forced, json!({"ttlMs": 5, "cacheScope": "private"}), json!({"ttlMs": 60000, "cacheScope": "public"})),
+            (
+                default,
+                json!({"tools": []}),
+                json!({"tools": [], "ttlMs": 0, "cacheScope": "private"}),
+            ),
+            (
+                default,
+                json!({"ttlMs": 5000, "cacheScope": "public"}),
+                json!({"ttlMs": 5000, "cacheScope": "public"}),
+            ),
+            (
+                default,
+                json!({"ttlMs": -3, "cacheScope": "bogus"}),
+                json!({"ttlMs": 0, "cacheScope": "private"}),
+            ),
+            (
+                forced,
+                json!({"ttlMs": 5, "cacheScope": "private"}),
+                json!({"ttlMs": 60000, "cacheScope": "public"}),
+            ),
             (forced, json!({}), json!({"ttlMs": 60000, "cacheScope": "public"})),
         ];
         for (policy, input, expected) in cases {

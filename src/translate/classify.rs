@@ -64,12 +64,7 @@ pub struct ModernRequest {
 /// A legacy `initialize` carries no era signal and so is legacy; an
 /// `initialize` that carries a modern envelope is a 2026-07-28 client calling a
 /// removed method and gets 404/-32601 like any other.
-pub fn classify(
-    method: &str,
-    params: Option<&Value>,
-    is_request: bool,
-    headers: RoutingHeaders<'_>,
-) -> Classification {
+pub fn classify(method: &str, params: Option<&Value>, is_request: bool, headers: RoutingHeaders<'_>) -> Classification {
     if !looks_modern(params, headers) {
         return Classification::Legacy;
     }
@@ -98,15 +93,15 @@ fn looks_modern(params: Option<&Value>, headers: RoutingHeaders<'_>) -> bool {
     }
 }
 
-fn validate(
-    method: &str,
-    params: Option<&Value>,
-    headers: RoutingHeaders<'_>,
-) -> Result<ModernRequest, ErrorObject> {
-    let envelope = Envelope::parse(params)
-        .map_err(|e| ErrorObject::new(ErrorCode::INVALID_PARAMS, e.to_string()))?;
+fn validate(method: &str, params: Option<&Value>, headers: RoutingHeaders<'_>) -> Result<ModernRequest, ErrorObject> {
+    let envelope = Envelope::parse(params).map_err(|e| ErrorObject::new(ErrorCode::INVALID_PARAMS, e.to_string()))?;
     let class = ModernMethod::classify(method);
-    if let RoutingHeaders::Http { protocol_version, method: method_header, name } = headers {
+    if let RoutingHeaders::Http {
+        protocol_version,
+        method: method_header,
+        name,
+    } = headers
+    {
         check_header("MCP-Protocol-Version", protocol_version, &envelope.protocol_version)?;
         check_header("Mcp-Method", method_header, method)?;
         if let MethodClass::Modern(m) = class
@@ -116,17 +111,17 @@ fn validate(
             check_name(name, key, body)?;
         }
     }
-    let version_supported = Revision::parse(&envelope.protocol_version)
-        .is_some_and(|r| r.era() == crate::protocol::Era::Modern);
+    let version_supported =
+        Revision::parse(&envelope.protocol_version).is_some_and(|r| r.era() == crate::protocol::Era::Modern);
     if !version_supported {
-        return Err(ErrorObject::new(
-            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION,
-            "Unsupported protocol version",
-        )
-        .with_data(json!({
-            "supported": Revision::modern_strings(),
-            "requested": envelope.protocol_version,
-        })));
+        return Err(
+            ErrorObject::new(ErrorCode::UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version").with_data(
+                json!({
+                    "supported": Revision::modern_strings(),
+                    "requested": envelope.protocol_version,
+                }),
+            ),
+        );
     }
     match class {
         MethodClass::Modern(method) => Ok(ModernRequest { method, envelope }),
@@ -156,8 +151,7 @@ fn check_name(field: HeaderField<'_>, key: &str, body: &str) -> Result<(), Error
             return Err(mismatch("Mcp-Name header is repeated or malformed".into()));
         }
     };
-    let decoded = headers::decode_value(value)
-        .map_err(|e| mismatch(format!("Mcp-Name header: {e}")))?;
+    let decoded = headers::decode_value(value).map_err(|e| mismatch(format!("Mcp-Name header: {e}")))?;
     if decoded == body {
         Ok(())
     } else {
@@ -178,7 +172,11 @@ mod tests {
 
     fn http<'a>(version: Option<&'a str>, method: Option<&'a str>, name: Option<&'a str>) -> RoutingHeaders<'a> {
         let field = |v: Option<&'a str>| v.map_or(HeaderField::Absent, HeaderField::One);
-        RoutingHeaders::Http { protocol_version: field(version), method: field(method), name: field(name) }
+        RoutingHeaders::Http {
+            protocol_version: field(version),
+            method: field(method),
+            name: field(name),
+        }
     }
 
     fn modern_params(version: &str, extra: Value) -> Value {
@@ -200,23 +198,74 @@ mod tests {
     fn era_signals() {
         let legacy_header = http(Some("2025-06-18"), None, None);
         let bare = json!({});
-        assert_eq!(classify("tools/list", Some(&bare), true, legacy_header), Classification::Legacy);
-        assert_eq!(classify("tools/list", None, true, http(None, None, None)), Classification::Legacy);
-        assert_eq!(classify("tools/list", None, true, RoutingHeaders::None), Classification::Legacy);
+        assert_eq!(
+            classify("tools/list", Some(&bare), true, legacy_header),
+            Classification::Legacy
+        );
+        assert_eq!(
+            classify("tools/list", None, true, http(None, None, None)),
+            Classification::Legacy
+        );
+        assert_eq!(
+            classify("tools/list", None, true, RoutingHeaders::None),
+            Classification::Legacy
+        );
         // A plain initialize is legacy; one carrying a modern envelope is a modern
         // client calling a removed method (the alpha conformance suite wants 404/-32601).
         let enveloped = modern_params("2026-07-28", json!({}));
-        let handshake = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}});
-        assert_eq!(classify("initialize", Some(&handshake), true, http(None, None, None)), Classification::Legacy);
-        assert_eq!(classify("initialize", Some(&handshake), true, http(Some("2025-06-18"), None, None)), Classification::Legacy);
-        assert_eq!(code(&classify("initialize", Some(&enveloped), true, http(Some("2026-07-28"), Some("initialize"), None))), Some(-32601));
+        let handshake =
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}});
+        assert_eq!(
+            classify("initialize", Some(&handshake), true, http(None, None, None)),
+            Classification::Legacy
+        );
+        assert_eq!(
+            classify(
+                "initialize",
+                Some(&handshake),
+                true,
+                http(Some("2025-06-18"), None, None)
+            ),
+            Classification::Legacy
+        );
+        assert_eq!(
+            code(&classify(
+                "initialize",
+                Some(&enveloped),
+                true,
+                http(Some("2026-07-28"), Some("initialize"), None)
+            )),
+            Some(-32601)
+        );
         // A modern header without an envelope is modern, and fails on the envelope.
-        assert_eq!(code(&classify("tools/list", Some(&bare), true, http(Some("2026-07-28"), Some("tools/list"), None))), Some(-32602));
+        assert_eq!(
+            code(&classify(
+                "tools/list",
+                Some(&bare),
+                true,
+                http(Some("2026-07-28"), Some("tools/list"), None)
+            )),
+            Some(-32602)
+        );
         // An unknown header value is not a legacy revision: modern.
-        assert_eq!(code(&classify("tools/list", None, true, http(Some("2030-01-01"), None, None))), Some(-32602));
+        assert_eq!(
+            code(&classify(
+                "tools/list",
+                None,
+                true,
+                http(Some("2030-01-01"), None, None)
+            )),
+            Some(-32602)
+        );
         // A body envelope is modern even on stdio.
-        assert!(matches!(classify("tools/list", Some(&enveloped), true, RoutingHeaders::None), Classification::Modern(_)));
-        assert_eq!(classify("notifications/cancelled", Some(&enveloped), false, RoutingHeaders::None), Classification::ModernNotification);
+        assert!(matches!(
+            classify("tools/list", Some(&enveloped), true, RoutingHeaders::None),
+            Classification::Modern(_)
+        ));
+        assert_eq!(
+            classify("notifications/cancelled", Some(&enveloped), false, RoutingHeaders::None),
+            Classification::ModernNotification
+        );
     }
 
     #[test]
@@ -224,21 +273,96 @@ mod tests {
         let v = "2026-07-28";
         let call = modern_params(v, json!({"name": "météo"}));
         let cases: Vec<(&str, Value, RoutingHeaders, Option<i64>)> = vec![
-            ("tools/list", modern_params(v, json!({})), http(Some(v), Some("tools/list"), None), None),
-            ("tools/call", call.clone(), http(Some(v), Some("tools/call"), Some("=?base64?bcOpdMOpbw==?=")), None),
-            ("tools/call", call.clone(), http(Some(v), Some("tools/call"), Some("other")), Some(-32020)),
-            ("tools/call", call.clone(), http(Some(v), Some("tools/call"), None), Some(-32020)),
-            ("tools/call", call.clone(), http(Some(v), Some("tools/call"), Some("=?base64?!?=")), Some(-32020)),
-            ("tools/list", modern_params(v, json!({})), http(Some(v), None, None), Some(-32020)),
-            ("tools/list", modern_params(v, json!({})), http(Some(v), Some("prompts/list"), None), Some(-32020)),
-            ("tools/list", modern_params(v, json!({})), http(Some("2025-06-18"), Some("tools/list"), None), Some(-32020)),
-            ("tools/list", modern_params(v, json!({})), http(None, Some("tools/list"), None), Some(-32020)),
-            ("tools/list", modern_params("2027-03-01", json!({})), http(Some("2027-03-01"), Some("tools/list"), None), Some(-32022)),
-            ("widgets/list", modern_params(v, json!({})), http(Some(v), Some("widgets/list"), None), Some(-32601)),
-            ("ping", modern_params(v, json!({})), http(Some(v), Some("ping"), None), Some(-32601)),
-            ("logging/setLevel", modern_params(v, json!({})), RoutingHeaders::None, Some(-32601)),
-            ("resources/read", modern_params(v, json!({"uri": "file:///a b"})), http(Some(v), Some("resources/read"), Some("file:///a b")), None),
-            ("prompts/get", modern_params(v, json!({"name": "p"})), http(Some(v), Some("prompts/get"), Some("p")), None),
+            (
+                "tools/list",
+                modern_params(v, json!({})),
+                http(Some(v), Some("tools/list"), None),
+                None,
+            ),
+            (
+                "tools/call",
+                call.clone(),
+                http(Some(v), Some("tools/call"), Some("=?base64?bcOpdMOpbw==?=")),
+                None,
+            ),
+            (
+                "tools/call",
+                call.clone(),
+                http(Some(v), Some("tools/call"), Some("other")),
+                Some(-32020),
+            ),
+            (
+                "tools/call",
+                call.clone(),
+                http(Some(v), Some("tools/call"), None),
+                Some(-32020),
+            ),
+            (
+                "tools/call",
+                call.clone(),
+                http(Some(v), Some("tools/call"), Some("=?base64?!?=")),
+                Some(-32020),
+            ),
+            (
+                "tools/list",
+                modern_params(v, json!({})),
+                http(Some(v), None, None),
+                Some(-32020),
+            ),
+            (
+                "tools/list",
+                modern_params(v, json!({})),
+                http(Some(v), Some("prompts/list"), None),
+                Some(-32020),
+            ),
+            (
+                "tools/list",
+                modern_params(v, json!({})),
+                http(Some("2025-06-18"), Some("tools/list"), None),
+                Some(-32020),
+            ),
+            (
+                "tools/list",
+                modern_params(v, json!({})),
+                http(None, Some("tools/list"), None),
+                Some(-32020),
+            ),
+            (
+                "tools/list",
+                modern_params("2027-03-01", json!({})),
+                http(Some("2027-03-01"), Some("tools/list"), None),
+                Some(-32022),
+            ),
+            (
+                "widgets/list",
+                modern_params(v, json!({})),
+                http(Some(v), Some("widgets/list"), None),
+                Some(-32601),
+            ),
+            (
+                "ping",
+                modern_params(v, json!({})),
+                http(Some(v), Some("ping"), None),
+                Some(-32601),
+            ),
+            (
+                "logging/setLevel",
+                modern_params(v, json!({})),
+                RoutingHeaders::None,
+                Some(-32601),
+            ),
+            (
+                "resources/read",
+                modern_params(v, json!({"uri": "file:///a b"})),
+                http(Some(v), Some("resources/read"), Some("file:///a b")),
+                None,
+            ),
+            (
+                "prompts/get",
+                modern_params(v, json!({"name": "p"})),
+                http(Some(v), Some("prompts/get"), Some("p")),
+                None,
+            ),
         ];
         for (method, params, headers, expected) in cases {
             let verdict = classify(method, Some(&params), true, headers);
@@ -252,6 +376,9 @@ mod tests {
         let Classification::Rejected(error) = classify("tools/list", Some(&params), true, RoutingHeaders::None) else {
             panic!("expected a rejection");
         };
-        assert_eq!(error.data, Some(json!({"supported": ["2026-07-28"], "requested": "2027-03-01"})));
+        assert_eq!(
+            error.data,
+            Some(json!({"supported": ["2026-07-28"], "requested": "2027-03-01"}))
+        );
     }
 }

@@ -11,10 +11,7 @@ use crate::protocol::envelope::SERVER_INFO;
 pub fn discover_result(initialize: &Value, cache: CachePolicy, listen: ListenSupport) -> Value {
     let mut result = Map::new();
     result.insert("resultType".into(), Value::from("complete"));
-    result.insert(
-        "supportedVersions".into(),
-        Value::from(Revision::modern_strings()),
-    );
+    result.insert("supportedVersions".into(), Value::from(Revision::modern_strings()));
     let upstream_capabilities = initialize.get("capabilities").cloned().unwrap_or_default();
     result.insert(
         "capabilities".into(),
@@ -46,14 +43,17 @@ mod tests {
             "instructions": "Be nice."
         });
         let result = discover_result(&initialize, CachePolicy::default(), ListenSupport::Bridged);
-        assert_eq!(result, json!({
-            "resultType": "complete",
-            "supportedVersions": ["2026-07-28"],
-            "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}},
-            "instructions": "Be nice.",
-            "ttlMs": 0,
-            "cacheScope": "private",
-            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "everything", "version": "1.0"}}
-        }));
+        assert_eq!(
+            result,
+            json!({
+                "resultType": "complete",
+                "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}},
+                "instructions": "Be nice.",
+                "ttlMs": 0,
+                "cacheScope": "private",
+                "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "everything", "version": "1.0"}}
+            })
+        );
     }
 }

@@ -2,9 +2,9 @@
 
 use serde_json::{Map, Value};
 
+use crate::protocol::Revision;
 use crate::protocol::capabilities;
 use crate::protocol::envelope::{self, Envelope};
-use crate::protocol::Revision;
 
 /// Members of a modern retry that a legacy upstream must never see.
 const MRTR_MEMBERS: [&str; 2] = ["inputResponses", "requestState"];
@@ -25,10 +25,10 @@ pub fn modern_params_for_legacy(mut params: Value) -> Value {
 /// The `initialize` params eragate sends to open a pooled upstream session for
 /// modern clients with this envelope.
 pub fn initialize_for_envelope(envelope: &Envelope, revision: Revision, gateway_info: &Value) -> Value {
-    let client_info = envelope
-        .client_info
-        .as_ref()
-        .map_or_else(|| gateway_info.clone(), |info| capabilities::client_info_for(info, revision));
+    let client_info = envelope.client_info.as_ref().map_or_else(
+        || gateway_info.clone(),
+        |info| capabilities::client_info_for(info, revision),
+    );
     initialize_params(
         revision,
         capabilities::client_modern_to_legacy(&envelope.client_capabilities, revision),
@@ -47,12 +47,11 @@ pub fn initialize_params(revision: Revision, capabilities: Value, client_info: V
 
 /// A legacy client's own `initialize` params, with the version eragate negotiated.
 pub fn legacy_initialize_for_upstream(client_params: Option<&Value>, negotiated: Revision) -> Value {
-    let mut params = client_params
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let mut params = client_params.and_then(Value::as_object).cloned().unwrap_or_default();
     params.insert("protocolVersion".into(), Value::from(negotiated.as_str()));
-    params.entry("capabilities").or_insert_with(|| Value::Object(Map::new()));
+    params
+        .entry("capabilities")
+        .or_insert_with(|| Value::Object(Map::new()));
     params
         .entry("clientInfo")
         .or_insert_with(|| serde_json::json!({"name": "unknown-client", "version": "0"}));
@@ -73,10 +72,13 @@ mod tests {
                       "io.modelcontextprotocol/clientCapabilities": {},
                       "progressToken": 7, "traceparent": "00-1", "tracestate": "a=b"}
         });
-        assert_eq!(modern_params_for_legacy(params), json!({
-            "name": "echo", "arguments": {"text": "hi"},
-            "_meta": {"progressToken": 7, "traceparent": "00-1", "tracestate": "a=b"}
-        }));
+        assert_eq!(
+            modern_params_for_legacy(params),
+            json!({
+                "name": "echo", "arguments": {"text": "hi"},
+                "_meta": {"progressToken": 7, "traceparent": "00-1", "tracestate": "a=b"}
+            })
+        );
     }
 
     #[test]

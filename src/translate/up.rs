@@ -21,9 +21,7 @@ pub fn result_for_modern(result: Value, method: ModernMethod, server_info: &Valu
         }
         Some(kind) => kind == "complete",
     };
-    let meta = object
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
+    let meta = object.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
     if let Some(meta) = meta.as_object_mut() {
         meta.entry(SERVER_INFO).or_insert_with(|| server_info.clone());
     }
@@ -67,22 +65,36 @@ mod tests {
     fn decoration_table() {
         let info = json!({"name": "up", "version": "1"});
         let cases = [
-            (ModernMethod::ToolsList, json!({"tools": []}),
-             json!({"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
-                    "_meta": {SERVER_INFO: {"name": "up", "version": "1"}}})),
-            (ModernMethod::ToolsCall, json!({"content": [], "_meta": {"k": 1}}),
-             json!({"content": [], "resultType": "complete", "_meta": {"k": 1, SERVER_INFO: {"name": "up", "version": "1"}}})),
-            (ModernMethod::ResourcesRead, json!({"resultType": "input_required", "requestState": "s"}),
-             json!({"resultType": "input_required", "requestState": "s", "_meta": {SERVER_INFO: {"name": "up", "version": "1"}}})),
+            (
+                ModernMethod::ToolsList,
+                json!({"tools": []}),
+                json!({"tools": [], "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+                    "_meta": {SERVER_INFO: {"name": "up", "version": "1"}}}),
+            ),
+            (
+                ModernMethod::ToolsCall,
+                json!({"content": [], "_meta": {"k": 1}}),
+                json!({"content": [], "resultType": "complete", "_meta": {"k": 1, SERVER_INFO: {"name": "up", "version": "1"}}}),
+            ),
+            (
+                ModernMethod::ResourcesRead,
+                json!({"resultType": "input_required", "requestState": "s"}),
+                json!({"resultType": "input_required", "requestState": "s", "_meta": {SERVER_INFO: {"name": "up", "version": "1"}}}),
+            ),
         ];
         for (method, input, expected) in cases {
-            assert_eq!(result_for_modern(input, method, &info, CachePolicy::default()), expected, "{method:?}");
+            assert_eq!(
+                result_for_modern(input, method, &info, CachePolicy::default()),
+                expected,
+                "{method:?}"
+            );
         }
     }
 
     #[test]
     fn resource_not_found_is_renumbered_for_modern_clients() {
-        let legacy = ErrorObject::new(ErrorCode::RESOURCE_NOT_FOUND, "Resource not found").with_data(json!({"uri": "x://y"}));
+        let legacy =
+            ErrorObject::new(ErrorCode::RESOURCE_NOT_FOUND, "Resource not found").with_data(json!({"uri": "x://y"}));
         let modern = error_for_modern(legacy);
         assert_eq!(modern.code, ErrorCode::INVALID_PARAMS);
         assert_eq!(modern.data, Some(json!({"uri": "x://y"})));
@@ -92,9 +104,17 @@ mod tests {
 
     #[test]
     fn initialize_answers_never_exceed_the_negotiated_revision() {
-        let (result, rev) = initialize_result_for_client(json!({"protocolVersion": "2025-06-18"}), Revision::V2025_11_25);
-        assert_eq!((result["protocolVersion"].as_str(), rev), (Some("2025-06-18"), Revision::V2025_06_18));
-        let (result, rev) = initialize_result_for_client(json!({"protocolVersion": "2025-11-25"}), Revision::V2025_03_26);
-        assert_eq!((result["protocolVersion"].as_str(), rev), (Some("2025-03-26"), Revision::V2025_03_26));
+        let (result, rev) =
+            initialize_result_for_client(json!({"protocolVersion": "2025-06-18"}), Revision::V2025_11_25);
+        assert_eq!(
+            (result["protocolVersion"].as_str(), rev),
+            (Some("2025-06-18"), Revision::V2025_06_18)
+        );
+        let (result, rev) =
+            initialize_result_for_client(json!({"protocolVersion": "2025-11-25"}), Revision::V2025_03_26);
+        assert_eq!(
+            (result["protocolVersion"].as_str(), rev),
+            (Some("2025-03-26"), Revision::V2025_03_26)
+        );
     }
 }

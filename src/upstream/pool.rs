@@ -40,7 +40,10 @@ impl PartitionKey {
     /// The partition for `capabilities` (already mapped to the upstream's revision).
     pub fn new(principal: &str, capabilities: &Value) -> PartitionKey {
         // serde_json's map is ordered, so equal objects serialise equally.
-        PartitionKey { principal: principal.to_owned(), capability_profile: capabilities.to_string() }
+        PartitionKey {
+            principal: principal.to_owned(),
+            capability_profile: capabilities.to_string(),
+        }
     }
 }
 
@@ -59,7 +62,7 @@ pub struct Upstream {
 
 enum Connector {
     Stdio(Arc<StdioSpawner>),
-    Http { client: HttpClient, url: http::Uri },
+    Http(Box<(HttpClient, http::Uri)>),
 }
 
 struct Partition {
@@ -75,7 +78,7 @@ impl Upstream {
         let name: Arc<str> = Arc::from(config.name.as_str());
         let connector = match (&config.stdio, &config.http) {
             (Some(stdio), _) => Connector::Stdio(StdioSpawner::new(name.clone(), stdio.clone(), supervisor)),
-            (None, Some(http)) => Connector::Http { client: streamable_http::client(), url: http.url.clone() },
+            (None, Some(http)) => Connector::Http(Box::new((streamable_http::client(), http.url.clone()))),
             // Validation guarantees a transport; an empty command fails at spawn with a clear error.
             (None, None) => Connector::Stdio(StdioSpawner::new(
                 name.clone(),
@@ -122,7 +125,9 @@ impl Upstream {
         self.in_flight
             .clone()
             .try_acquire_owned()
-            .map_err(|_| UpstreamError::Overloaded { upstream: self.name.to_string() })
+            .map_err(|_| UpstreamError::Overloaded {
+                upstream: self.name.to_string(),
+            })
     }
 
     /// The upstream's `InitializeResult` from a warm session (a handshake only when none exists yet).
@@ -140,7 +145,11 @@ impl Upstream {
     }
 
     /// A warm pooled session for `key`, opened with `initialize_params` if none is alive.
-    pub async fn pooled(self: &Arc<Self>, key: PartitionKey, initialize_params: Value) -> Result<Arc<UpstreamSession>, UpstreamError> {
+    pub async fn pooled(
+        self: &Arc<Self>,
+        key: PartitionKey,
+        initialize_params: Value,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let partition = self.partition(key)?;
         partition.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
         if let Some(session) = partition.live_session() {
@@ -156,7 +165,10 @@ impl Upstream {
     }
 
     /// A session of its own for one legacy client, initialized with that client's params.
-    pub async fn open_dedicated(self: &Arc<Self>, initialize_params: Value) -> Result<Arc<UpstreamSession>, UpstreamError> {
+    pub async fn open_dedicated(
+        self: &Arc<Self>,
+        initialize_params: Value,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         self.open(initialize_params, UnsolicitedRequests::Forward).await
     }
 
@@ -173,7 +185,12 @@ impl Upstream {
 
     /// Closes every pooled session (shutdown).
     pub fn close_all(&self) {
-        let partitions: Vec<_> = self.partitions.lock().unwrap_or_else(|e| e.into_inner()).drain().collect();
+        let partitions: Vec<_> = self
+            .partitions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .collect();
         for (_, partition) in partitions {
             if let Some(session) = partition.session.write().unwrap_or_else(|e| e.into_inner()).take() {
                 session.close("eragate is shutting down");
@@ -190,7 +207,11 @@ impl Upstream {
             .any(|p| p.live_session().is_some())
     }
 
-    async fn open(self: &Arc<Self>, initialize_params: Value, unsolicited: UnsolicitedRequests) -> Result<Arc<UpstreamSession>, UpstreamError> {
+    async fn open(
+        self: &Arc<Self>,
+        initialize_params: Value,
+        unsolicited: UnsolicitedRequests,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let session = match &self.connector {
             Connector::Stdio(spawner) => {
                 let child = spawner.take()?;
@@ -199,9 +220,10 @@ impl Upstream {
                 reader.start(Arc::downgrade(&session));
                 session
             }
-            Connector::Http { client, url } => {
+            Connector::Http(target) => {
+                let (client, url) = &**target;
                 let link = HttpLink::new(client.clone(), url.clone(), self.name.clone());
-                UpstreamSession::new(self.name.clone(), Link::Http(link), unsolicited)
+                UpstreamSession::new(self.name.clone(), Link::Http(Box::new(link)), unsolicited)
             }
         };
         let timeout = self.config.handshake_timeout.0;
@@ -213,7 +235,10 @@ impl Upstream {
             }
             Err(_) => {
                 session.close("handshake timed out");
-                return Err(UpstreamError::Timeout { upstream: self.name.to_string(), after_ms: timeout.as_millis() as u64 });
+                return Err(UpstreamError::Timeout {
+                    upstream: self.name.to_string(),
+                    after_ms: timeout.as_millis() as u64,
+                });
             }
         };
         *self.latest_initialize.write().unwrap_or_else(|e| e.into_inner()) = Some(result);
@@ -233,7 +258,9 @@ impl Upstream {
                 .min_by_key(|(_, p)| p.last_used_ms.load(Ordering::Relaxed))
                 .map(|(k, _)| k.clone());
             let Some(evict) = idle else {
-                return Err(UpstreamError::Overloaded { upstream: self.name.to_string() });
+                return Err(UpstreamError::Overloaded {
+                    upstream: self.name.to_string(),
+                });
             };
             if let Some(partition) = partitions.remove(&evict)
                 && let Some(session) = partition.session.write().unwrap_or_else(|e| e.into_inner()).take()

@@ -86,7 +86,11 @@ pub enum OnDrop {
 
 impl UpstreamSession {
     /// A session over `link`, not yet initialized.
-    pub(crate) fn new(upstream: Arc<str>, link: Link, unsolicited_requests: UnsolicitedRequests) -> Arc<UpstreamSession> {
+    pub(crate) fn new(
+        upstream: Arc<str>,
+        link: Link,
+        unsolicited_requests: UnsolicitedRequests,
+    ) -> Arc<UpstreamSession> {
         let (unsolicited, _) = broadcast::channel(UNSOLICITED_QUEUE);
         Arc::new(UpstreamSession {
             upstream,
@@ -103,7 +107,9 @@ impl UpstreamSession {
 
     /// Runs the handshake: `initialize`, then `notifications/initialized`.
     pub async fn initialize(self: &Arc<Self>, params: Value) -> Result<Arc<Value>, UpstreamError> {
-        let call = self.call("initialize", Some(params), Id::number(0), OnDrop::Detach).await?;
+        let call = self
+            .call("initialize", Some(params), Id::number(0), OnDrop::Detach)
+            .await?;
         let response = call.response().await?;
         let result = match response.outcome {
             Outcome::Result(result) => result,
@@ -115,7 +121,12 @@ impl UpstreamSession {
             .get("protocolVersion")
             .and_then(Value::as_str)
             .and_then(Revision::parse)
-            .ok_or_else(|| self.protocol_error(format!("initialize answered an unknown protocolVersion: {}", result.get("protocolVersion").unwrap_or(&Value::Null))))?;
+            .ok_or_else(|| {
+                self.protocol_error(format!(
+                    "initialize answered an unknown protocolVersion: {}",
+                    result.get("protocolVersion").unwrap_or(&Value::Null)
+                ))
+            })?;
         let _ = self.revision.set(revision);
         self.link.on_initialized(revision);
         let result = Arc::new(result);
@@ -140,17 +151,35 @@ impl UpstreamSession {
         let original_progress_token = rewrite_progress_token(&mut params, upstream_id);
         let (respond, response) = oneshot::channel();
         let (events_tx, events) = mpsc::channel(CALL_EVENT_QUEUE);
-        let pending = Pending { respond, events: events_tx, original_id, original_progress_token };
+        let pending = Pending {
+            respond,
+            events: events_tx,
+            original_id,
+            original_progress_token,
+        };
         self.lock_pending().insert(upstream_id, pending);
-        let message = Message::Request(Request { id: Id::number(upstream_id), method: method.to_owned(), params });
-        let call = Call { session: self.clone(), upstream_id, response: Some(response), events, on_drop };
+        let message = Message::Request(Request {
+            id: Id::number(upstream_id),
+            method: method.to_owned(),
+            params,
+        });
+        let call = Call {
+            session: self.clone(),
+            upstream_id,
+            response: Some(response),
+            events,
+            on_drop,
+        };
         self.link.send_request(self, upstream_id, message).await?;
         Ok(call)
     }
 
     /// Sends a notification.
     pub async fn notify(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<(), UpstreamError> {
-        let message = Message::Notification(Notification { method: method.to_owned(), params });
+        let message = Message::Notification(Notification {
+            method: method.to_owned(),
+            params,
+        });
         self.link.send_other(self, message).await
     }
 
@@ -254,12 +283,19 @@ impl UpstreamSession {
 
     fn handle_notification(&self, mut notification: Notification, related: Option<u64>) {
         if notification.method == "notifications/progress" {
-            let token = notification.params.as_ref().and_then(|p| p.get("progressToken")).and_then(Value::as_u64);
+            let token = notification
+                .params
+                .as_ref()
+                .and_then(|p| p.get("progressToken"))
+                .and_then(Value::as_u64);
             let pending = self.lock_pending();
             let Some(entry) = token.and_then(|t| pending.get(&t)) else {
                 return; // progress for nothing in flight: nobody asked
             };
-            if let (Some(original), Some(params)) = (&entry.original_progress_token, notification.params.as_mut().and_then(Value::as_object_mut)) {
+            if let (Some(original), Some(params)) = (
+                &entry.original_progress_token,
+                notification.params.as_mut().and_then(Value::as_object_mut),
+            ) {
                 params.insert("progressToken".into(), original.clone());
             }
             let _ = entry.events.try_send(CallEvent::Notification(notification));
@@ -325,7 +361,11 @@ impl UpstreamSession {
     fn related_or_sole(&self, related: Option<u64>) -> Option<u64> {
         related.or_else(|| {
             let pending = self.lock_pending();
-            if pending.len() == 1 { pending.keys().next().copied() } else { None }
+            if pending.len() == 1 {
+                pending.keys().next().copied()
+            } else {
+                None
+            }
         })
     }
 
@@ -335,16 +375,24 @@ impl UpstreamSession {
     }
 
     pub(crate) fn closed_error(&self, reason: &str) -> UpstreamError {
-        UpstreamError::Closed { upstream: self.upstream.to_string(), reason: reason.to_owned() }
+        UpstreamError::Closed {
+            upstream: self.upstream.to_string(),
+            reason: reason.to_owned(),
+        }
     }
 
     pub(crate) fn protocol_error(&self, reason: String) -> UpstreamError {
-        UpstreamError::Protocol { upstream: self.upstream.to_string(), reason }
+        UpstreamError::Protocol {
+            upstream: self.upstream.to_string(),
+            reason,
+        }
     }
 }
 
 fn is_session_wide(method: &str) -> bool {
-    method == "notifications/cancelled" || method == "notifications/resources/updated" || method.ends_with("/list_changed")
+    method == "notifications/cancelled"
+        || method == "notifications/resources/updated"
+        || method.ends_with("/list_changed")
 }
 
 /// The answer eragate gives for a server→client request no client can take:
@@ -433,7 +481,8 @@ impl Drop for Call {
         if self.on_drop == OnDrop::Detach {
             return;
         }
-        self.session.fail(self.upstream_id, self.session.closed_error("cancelled"));
+        self.session
+            .fail(self.upstream_id, self.session.closed_error("cancelled"));
         let session = self.session.clone();
         let upstream_id = self.upstream_id;
         let mut params = Map::new();
@@ -442,7 +491,9 @@ impl Drop for Call {
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
                 session.link_cancel(upstream_id);
-                let _ = session.notify("notifications/cancelled", Some(Value::Object(params))).await;
+                let _ = session
+                    .notify("notifications/cancelled", Some(Value::Object(params)))
+                    .await;
             });
         }
     }
@@ -473,9 +524,22 @@ mod tests {
 
     #[test]
     fn refusals_decline_elicitation_and_error_the_rest() {
-        let elicit = Request { id: Id::number(3), method: "elicitation/create".into(), params: None };
-        assert_eq!(refuse_server_request(&elicit).outcome, Outcome::Result(json!({"action": "decline"})));
-        let sample = Request { id: Id::number(4), method: "sampling/createMessage".into(), params: None };
-        assert!(matches!(refuse_server_request(&sample).outcome, Outcome::Error(e) if e.code == ErrorCode::METHOD_NOT_FOUND));
+        let elicit = Request {
+            id: Id::number(3),
+            method: "elicitation/create".into(),
+            params: None,
+        };
+        assert_eq!(
+            refuse_server_request(&elicit).outcome,
+            Outcome::Result(json!({"action": "decline"}))
+        );
+        let sample = Request {
+            id: Id::number(4),
+            method: "sampling/createMessage".into(),
+            params: None,
+        };
+        assert!(
+            matches!(refuse_server_request(&sample).outcome, Outcome::Error(e) if e.code == ErrorCode::METHOD_NOT_FOUND)
+        );
     }
 }

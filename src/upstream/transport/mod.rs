@@ -17,7 +17,7 @@ pub enum Link {
     /// One child process is one session.
     Stdio(stdio::StdioLink),
     /// One `Mcp-Session-Id` on an HTTP endpoint.
-    Http(streamable_http::HttpLink),
+    Http(Box<streamable_http::HttpLink>),
 }
 
 impl Link {
@@ -38,7 +38,11 @@ impl Link {
     }
 
     /// Sends a notification or a response.
-    pub(crate) async fn send_other(&self, session: &Arc<UpstreamSession>, message: Message) -> Result<(), UpstreamError> {
+    pub(crate) async fn send_other(
+        &self,
+        session: &Arc<UpstreamSession>,
+        message: Message,
+    ) -> Result<(), UpstreamError> {
         match self {
             Link::Stdio(link) => link.send(session, message).await,
             Link::Http(link) => link.send_other(session, message).await,

@@ -74,7 +74,13 @@ impl StdioSpawner {
     /// A spawner for `config`; children are registered with `supervisor`.
     pub fn new(upstream: Arc<str>, config: StdioConfig, supervisor: ChildSupervisor) -> Arc<StdioSpawner> {
         let limit = Arc::new(Semaphore::new(config.max_children));
-        Arc::new(StdioSpawner { upstream, config, limit, spares: Mutex::new(VecDeque::new()), supervisor })
+        Arc::new(StdioSpawner {
+            upstream,
+            config,
+            limit,
+            spares: Mutex::new(VecDeque::new()),
+            supervisor,
+        })
     }
 
     /// A ready child: a warm spare when one is alive, else a new one. Refills spares in the background.
@@ -102,7 +108,11 @@ impl StdioSpawner {
                     return;
                 }
                 match spawner.spawn() {
-                    Ok(child) => spawner.spares.lock().unwrap_or_else(|e| e.into_inner()).push_back(child),
+                    Ok(child) => spawner
+                        .spares
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push_back(child),
                     Err(error) => {
                         tracing::debug!(error = %error, "no spare child started");
                         return;
@@ -113,12 +123,25 @@ impl StdioSpawner {
     }
 
     fn spawn(&self) -> Result<SpawnedChild, UpstreamError> {
-        let unavailable = |reason: String| UpstreamError::Unavailable { upstream: self.upstream.to_string(), reason };
+        let unavailable = |reason: String| UpstreamError::Unavailable {
+            upstream: self.upstream.to_string(),
+            reason,
+        };
         if self.supervisor.shutdown.is_cancelled() {
             return Err(unavailable("eragate is shutting down".into()));
         }
-        let permit = self.limit.clone().try_acquire_owned().map_err(|_| UpstreamError::Overloaded { upstream: self.upstream.to_string() })?;
-        let (program, args) = self.config.command.split_first().ok_or_else(|| unavailable("empty command".into()))?;
+        let permit = self
+            .limit
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| UpstreamError::Overloaded {
+                upstream: self.upstream.to_string(),
+            })?;
+        let (program, args) = self
+            .config
+            .command
+            .split_first()
+            .ok_or_else(|| unavailable("empty command".into()))?;
         let mut command = Command::new(program);
         command
             .args(args)
@@ -131,15 +154,20 @@ impl StdioSpawner {
         if let Some(cwd) = &self.config.cwd {
             command.current_dir(cwd);
         }
-        let mut child = command.spawn().map_err(|e| unavailable(format!("cannot start {program:?}: {e}")))?;
+        let mut child = command
+            .spawn()
+            .map_err(|e| unavailable(format!("cannot start {program:?}: {e}")))?;
         let pid = child.id().ok_or_else(|| unavailable("child exited at once".into()))?;
-        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take()) else {
+        let (Some(stdin), Some(stdout), Some(stderr)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
             return Err(unavailable("child pipes missing".into()));
         };
         tracing::info!(upstream = %self.upstream, pid, "started upstream child");
         let exited = Arc::new(AtomicBool::new(false));
         let stop = self.supervisor.shutdown.child_token();
-        self.supervisor.tracker.spawn(log_stderr(self.upstream.clone(), pid, stderr));
+        self.supervisor
+            .tracker
+            .spawn(log_stderr(self.upstream.clone(), pid, stderr));
         self.supervisor.tracker.spawn(supervise(
             self.upstream.clone(),
             child,
@@ -148,12 +176,26 @@ impl StdioSpawner {
             stop.clone(),
             self.config.kill_grace.0,
         ));
-        Ok(SpawnedChild { stdin, stdout, pid, exited, stop, _permit: permit })
+        Ok(SpawnedChild {
+            stdin,
+            stdout,
+            pid,
+            exited,
+            stop,
+            _permit: permit,
+        })
     }
 }
 
 /// Waits for the child; on stop, closes its group down politely, then firmly.
-async fn supervise(upstream: Arc<str>, mut child: Child, pid: u32, exited: Arc<AtomicBool>, stop: CancellationToken, grace: Duration) {
+async fn supervise(
+    upstream: Arc<str>,
+    mut child: Child,
+    pid: u32,
+    exited: Arc<AtomicBool>,
+    stop: CancellationToken,
+    grace: Duration,
+) {
     let status = tokio::select! {
         status = child.wait() => status,
         () = stop.cancelled() => {
@@ -210,15 +252,32 @@ impl StdioLink {
     /// Attaches a child: its stdout feeds the session that [`StdioReader::start`] is given.
     pub fn attach(child: SpawnedChild) -> (StdioLink, StdioReader) {
         let (writer, queue) = mpsc::channel(WRITE_QUEUE);
-        let SpawnedChild { stdin, stdout, pid, exited: _, stop, _permit } = child;
+        let SpawnedChild {
+            stdin,
+            stdout,
+            pid,
+            exited: _,
+            stop,
+            _permit,
+        } = child;
         tokio::spawn(write_lines(stdin, queue));
-        (StdioLink { writer, stop, pid }, StdioReader { stdout, pid, permit: _permit })
+        (
+            StdioLink { writer, stop, pid },
+            StdioReader {
+                stdout,
+                pid,
+                permit: _permit,
+            },
+        )
     }
 
     pub(crate) async fn send(&self, session: &Arc<UpstreamSession>, message: Message) -> Result<(), UpstreamError> {
         let mut line = message.to_bytes();
         line.push(b'\n');
-        self.writer.send(line).await.map_err(|_| session.closed_error("child's stdin is closed"))
+        self.writer
+            .send(line)
+            .await
+            .map_err(|_| session.closed_error("child's stdin is closed"))
     }
 
     pub(crate) fn stop(&self) {
@@ -252,7 +311,9 @@ impl StdioReader {
             let StdioReader { stdout, pid, permit } = self;
             let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
             let reason = loop {
-                let Some(line) = lines.next().await else { break "process exited".to_owned() };
+                let Some(line) = lines.next().await else {
+                    break "process exited".to_owned();
+                };
                 let line = match line {
                     Ok(line) => line,
                     Err(error) => break format!("unreadable output: {error}"),
@@ -263,7 +324,9 @@ impl StdioReader {
                 let Some(session) = session.upgrade() else { return };
                 match Message::parse(line.as_bytes()) {
                     Ok(message) => session.handle_inbound(message, None),
-                    Err(error) => tracing::warn!(upstream = %session.upstream_name(), pid, error = %error, "non-JSON-RPC line on stdout; skipped"),
+                    Err(error) => {
+                        tracing::warn!(upstream = %session.upstream_name(), pid, error = %error, "non-JSON-RPC line on stdout; skipped")
+                    }
                 }
             };
             if let Some(session) = session.upgrade() {

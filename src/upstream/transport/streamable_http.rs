@@ -63,7 +63,8 @@ impl HttpLink {
     }
 
     pub(crate) fn set_protocol_version(&self, revision: Revision) {
-        *self.protocol_version.write().unwrap_or_else(|e| e.into_inner()) = Some(HeaderValue::from_static(revision.as_str()));
+        *self.protocol_version.write().unwrap_or_else(|e| e.into_inner()) =
+            Some(HeaderValue::from_static(revision.as_str()));
     }
 
     pub(crate) fn send_request(&self, session: &Arc<UpstreamSession>, upstream_id: u64, message: Message) {
@@ -84,18 +85,31 @@ impl HttpLink {
                 link.forget(upstream_id);
             }
         });
-        self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(upstream_id, task.abort_handle());
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(upstream_id, task.abort_handle());
     }
 
-    pub(crate) async fn send_other(&self, session: &Arc<UpstreamSession>, message: Message) -> Result<(), UpstreamError> {
+    pub(crate) async fn send_other(
+        &self,
+        session: &Arc<UpstreamSession>,
+        message: Message,
+    ) -> Result<(), UpstreamError> {
         let request = self.post(&message).map_err(|reason| unavailable(session, reason))?;
-        let response = self.client.request(request).await.map_err(|e| unavailable(session, e.to_string()))?;
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| unavailable(session, e.to_string()))?;
         let status = response.status();
         // Drain whatever body there is so the connection can be reused.
         let _ = Limited::new(response.into_body(), 1 << 20).collect().await;
         if status == StatusCode::NOT_FOUND && self.has_session() {
             session.mark_closed("the upstream ended the session (404)");
-            return Err(UpstreamError::SessionExpired { upstream: self.upstream.to_string() });
+            return Err(UpstreamError::SessionExpired {
+                upstream: self.upstream.to_string(),
+            });
         }
         if status.is_success() {
             Ok(())
@@ -108,13 +122,19 @@ impl HttpLink {
         if !self.has_session() {
             return; // a stateless server has no stream to open
         }
-        let Ok(request) = self.builder(Method::GET).header(ACCEPT, "text/event-stream").body(Full::new(Bytes::new())) else {
+        let Ok(request) = self
+            .builder(Method::GET)
+            .header(ACCEPT, "text/event-stream")
+            .body(Full::new(Bytes::new()))
+        else {
             return;
         };
         let client = self.client.clone();
         let session = Arc::downgrade(session);
         tokio::spawn(async move {
-            let Ok(response) = client.request(request).await else { return };
+            let Ok(response) = client.request(request).await else {
+                return;
+            };
             let is_sse = content_type(&response).starts_with("text/event-stream");
             if response.status() != StatusCode::OK || !is_sse {
                 return; // 405: the server offers no GET stream
@@ -136,7 +156,9 @@ impl HttpLink {
         if !self.has_session() {
             return;
         }
-        let Ok(request) = self.builder(Method::DELETE).body(Full::new(Bytes::new())) else { return };
+        let Ok(request) = self.builder(Method::DELETE).body(Full::new(Bytes::new())) else {
+            return;
+        };
         let client = self.client.clone();
         tokio::spawn(async move {
             let _ = tokio::time::timeout(Duration::from_secs(5), client.request(request)).await;
@@ -144,7 +166,10 @@ impl HttpLink {
     }
 
     fn forget(&self, upstream_id: u64) -> Option<AbortHandle> {
-        self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&upstream_id)
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&upstream_id)
     }
 
     fn has_session(&self) -> bool {
@@ -198,7 +223,10 @@ async fn read_response(session: &Arc<UpstreamSession>, upstream_id: u64, respons
         if let Err(reason) = read_sse(&Arc::downgrade(session), Some(upstream_id), response.into_body()).await {
             session.fail(upstream_id, session.protocol_error(reason));
         } else if session.is_pending(upstream_id) {
-            session.fail(upstream_id, session.closed_error("the response stream ended without a response"));
+            session.fail(
+                upstream_id,
+                session.closed_error("the response stream ended without a response"),
+            );
         }
         return;
     }
@@ -220,7 +248,10 @@ async fn read_response(session: &Arc<UpstreamSession>, upstream_id: u64, respons
         }
     }
     if session.is_pending(upstream_id) {
-        session.fail(upstream_id, unavailable(session, format!("HTTP {status} without a response")));
+        session.fail(
+            upstream_id,
+            unavailable(session, format!("HTTP {status} without a response")),
+        );
     }
 }
 
@@ -234,10 +265,14 @@ async fn read_sse(session: &Weak<UpstreamSession>, related: Option<u64>, mut bod
             if !(event.event.is_empty() || event.event == "message") || event.data.is_empty() {
                 continue;
             }
-            let Some(session) = session.upgrade() else { return Ok(()) };
+            let Some(session) = session.upgrade() else {
+                return Ok(());
+            };
             match Message::parse(event.data.as_bytes()) {
                 Ok(message) => session.handle_inbound(message, related),
-                Err(error) => tracing::warn!(upstream = %session.upstream_name(), error = %error, "non-JSON-RPC SSE event; skipped"),
+                Err(error) => {
+                    tracing::warn!(upstream = %session.upstream_name(), error = %error, "non-JSON-RPC SSE event; skipped")
+                }
             }
             if related.is_some_and(|id| !session.is_pending(id)) {
                 return Ok(()); // the response arrived: this stream is done
@@ -248,9 +283,16 @@ async fn read_sse(session: &Weak<UpstreamSession>, related: Option<u64>, mut bod
 }
 
 fn content_type(response: &http::Response<Incoming>) -> &str {
-    response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("")
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
 }
 
 fn unavailable(session: &UpstreamSession, reason: String) -> UpstreamError {
-    UpstreamError::Unavailable { upstream: session.upstream_name().to_owned(), reason }
+    UpstreamError::Unavailable {
+        upstream: session.upstream_name().to_owned(),
+        reason,
+    }
 }

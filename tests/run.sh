@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs every test eragate has: installs the pinned real peers (Python SDK, TypeScript
+# SDK, server-everything, both conformance suites) into .cache/peers, then checks
+# formatting and lints, and runs unit, property and integration tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+tests/peers/install.sh
+cargo fmt --all --check
+cargo clippy --all-targets --locked -- -D warnings
+cargo test --all-targets --locked -- --test-threads="${ERAGATE_TEST_THREADS:-2}"
+cargo test --doc --locked
