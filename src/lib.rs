@@ -54,3 +54,21 @@ pub async fn run(
     tracing::info!("stopped");
     Ok(())
 }
+
+/// Serves one client on this process's stdin and stdout in front of the
+/// upstream named `upstream` (the first configured one by default), until
+/// stdin ends; then stops every upstream child.
+pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result<(), std::io::Error> {
+    let gateway = frontend::Gateway::new(config);
+    let chosen = match upstream {
+        Some(name) => gateway.router.upstreams().find(|u| u.name() == name).cloned(),
+        None => gateway.config.upstreams.first().and_then(|u| gateway.router.route(&u.path)).cloned(),
+    };
+    let Some(chosen) = chosen else {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such upstream"));
+    };
+    gateway.warm();
+    frontend::stdio::serve(gateway.clone(), chosen, tokio::io::stdin(), tokio::io::stdout()).await;
+    gateway.shutdown(Duration::from_secs(5)).await;
+    Ok(())
+}

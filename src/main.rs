@@ -21,8 +21,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve MCP in front of an upstream server.
+    /// Serve MCP over HTTP in front of an upstream server.
     Run(RunArgs),
+    /// Serve one local client over stdin/stdout in front of an upstream server.
+    Stdio(StdioArgs),
     /// Validate a configuration file and explain every mistake.
     CheckConfig {
         /// The TOML file.
@@ -34,21 +36,36 @@ enum Command {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// A TOML configuration file; the other flags override its listener and add an upstream.
-    #[arg(long)]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    upstream: UpstreamArgs,
     /// Address to listen on (default 127.0.0.1:8080).
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
+    /// How long shutdown waits for in-flight requests.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
+}
+
+#[derive(clap::Args)]
+struct StdioArgs {
+    #[command(flatten)]
+    upstream: UpstreamArgs,
+    /// Which configured upstream to serve (default: the first).
+    #[arg(long)]
+    upstream_name: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct UpstreamArgs {
+    /// A TOML configuration file; the other flags override its listener and add an upstream.
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// A stdio upstream: one string, split into program and arguments as a shell would.
     #[arg(long, conflicts_with = "http")]
     stdio: Option<String>,
     /// A Streamable HTTP upstream URL.
     #[arg(long)]
     http: Option<String>,
-    /// How long shutdown waits for in-flight requests.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    shutdown_grace: Duration,
 }
 
 fn main() -> ExitCode {
@@ -68,6 +85,16 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Stdio(args) => {
+            init_tracing();
+            match stdio(args) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("eragate: {error:#}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Run(args) => {
             init_tracing();
             match run(args) {
@@ -89,7 +116,10 @@ fn report(source: &str, error: &ConfigError) {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
-    let config = build_config(&args).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
+    let mut config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
+    if let Some(listen) = args.listen {
+        config.listen.address = listen;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -100,14 +130,21 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         .with_context(|| format!("serving on {listen}"))
 }
 
-fn build_config(args: &RunArgs) -> Result<Config, ConfigError> {
+fn stdio(args: StdioArgs) -> anyhow::Result<()> {
+    let config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(eragate::run_stdio(config, args.upstream_name.as_deref()))
+        .context("serving stdio")
+}
+
+fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
     let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    if let Some(listen) = args.listen {
-        config.listen.address = listen;
-    }
     let command_line_upstream = match (&args.stdio, &args.http) {
         (Some(line), _) => {
             let command = shell_words::split(line).map_err(|e| ConfigError {

@@ -18,13 +18,18 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::respond::{self, Body};
-use super::{Gateway, legacy, modern};
+use super::Gateway;
+use super::dispatch::{batches_allowed, dispatch};
+use super::legacy::SessionLookup;
+use super::reply::Reply;
+use super::respond::{self, Body, StreamTiming};
+use super::sessions::AttachError;
 use crate::protocol::errors::{ErrorOrigin, http_status};
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::{Era, ErrorCode, ErrorObject, Message, Revision};
-use crate::translate::{Classification, HeaderField, RoutingHeaders, classify};
+use crate::translate::{HeaderField, RoutingHeaders};
+use crate::upstream::Upstream;
 
 /// The HTTP front end bound to one listener.
 pub struct HttpFrontend {
@@ -118,8 +123,8 @@ impl HttpFrontend {
                 StatusCode::NOT_ACCEPTABLE,
                 "Not Acceptable: GET needs Accept: text/event-stream",
             ),
-            Method::GET => legacy::open_stream(&self.gateway, session_id.as_deref().unwrap_or_default()),
-            Method::DELETE => legacy::end_session(&self.gateway, session_id.as_deref().unwrap_or_default()),
+            Method::GET => self.open_stream(session_id.as_deref().unwrap_or_default()),
+            Method::DELETE => self.end_session(session_id.as_deref().unwrap_or_default()),
             _ => method_not_allowed(),
         }
     }
@@ -127,7 +132,7 @@ impl HttpFrontend {
     async fn post(
         &self,
         request: http::Request<Incoming>,
-        upstream: &Arc<crate::upstream::Upstream>,
+        upstream: &Arc<Upstream>,
         session_id: Option<&str>,
     ) -> http::Response<Body> {
         let headers = request.headers();
@@ -162,40 +167,98 @@ impl HttpFrontend {
             Err(error) if error.is::<http_body_util::LengthLimitError>() => return too_large(limit),
             Err(error) => return respond::plain(StatusCode::BAD_REQUEST, &format!("could not read the body: {error}")),
         };
-        let message = match Frame::parse(&bytes) {
-            Ok(Frame::Single(message)) => message,
+        let session = self.lookup(session_id);
+        let routing = routing_headers(&parts.headers);
+        let reply = match Frame::parse(&bytes) {
+            Ok(Frame::Single(message)) => dispatch(&self.gateway, upstream, message, routing, session).await,
+            Ok(Frame::Batch(items)) if batches_allowed(&session) => {
+                return self.batch(upstream, items, routing, session).await;
+            }
             Ok(Frame::Batch(_)) => {
                 let error = FrameError::Invalid {
                     id: None,
-                    reason: "JSON-RPC batches are not supported by this revision",
+                    reason: "JSON-RPC batches are only allowed for 2025-03-26 sessions",
                 };
                 return rejection(error.to_response());
             }
             Err(error) => return rejection(error.to_response()),
         };
-        let routing = routing_headers(&parts.headers);
-        let verdict = match &message {
-            Message::Request(r) => classify::classify(&r.method, r.params.as_ref(), true, routing),
-            Message::Notification(n) => classify::classify(&n.method, n.params.as_ref(), false, routing),
-            Message::Response(_) => Classification::Legacy,
+        self.render(reply).await
+    }
+
+    /// A 2025-03-26 batch: each member served on its own, the responses answered as one array.
+    async fn batch(
+        &self,
+        upstream: &Arc<Upstream>,
+        items: Vec<Result<Message, FrameError>>,
+        routing: RoutingHeaders<'_>,
+        session: SessionLookup,
+    ) -> http::Response<Body> {
+        let SessionLookup::Found(session) = session else {
+            return respond::empty(StatusCode::BAD_REQUEST);
         };
-        match (verdict, message) {
-            (Classification::Legacy, message) => legacy::serve(&self.gateway, upstream, message, session_id).await,
-            (Classification::Modern(modern), Message::Request(request)) => {
-                modern::serve(&self.gateway, upstream, request, modern).await
+        let mut replies = Vec::with_capacity(items.len());
+        for item in items {
+            let reply = match item {
+                Ok(Message::Request(r)) if r.method == "initialize" => Reply::rejected(
+                    400,
+                    Some(r.id),
+                    ErrorObject::new(ErrorCode::INVALID_REQUEST, "initialize must not be part of a batch"),
+                ),
+                Ok(message) => {
+                    let lookup = SessionLookup::Found(session.clone());
+                    dispatch(&self.gateway, upstream, message, routing, lookup).await
+                }
+                Err(error) => Reply::Message(super::reply::Status::Ok, error.to_response().into_message()),
+            };
+            replies.push(reply);
+        }
+        respond::render_batch(replies).await
+    }
+
+    async fn render(&self, reply: Reply) -> http::Response<Body> {
+        if let Reply::Initialized(_, session) = &reply {
+            self.gateway.sessions.insert(session.clone());
+        }
+        respond::render(reply, self.timing()).await
+    }
+
+    fn timing(&self) -> StreamTiming {
+        StreamTiming {
+            stream_after: self.gateway.config.listen.stream_after.0,
+            keep_alive: self.gateway.config.listen.sse_keep_alive.0,
+        }
+    }
+
+    fn lookup(&self, session_id: Option<&str>) -> SessionLookup {
+        match session_id {
+            None => SessionLookup::Absent,
+            Some(id) => match self.gateway.sessions.find(id) {
+                Some(session) => SessionLookup::Found(session),
+                None => SessionLookup::Unknown,
+            },
+        }
+    }
+
+    /// The client's GET stream: what its upstream session sends outside any request.
+    fn open_stream(&self, session_id: &str) -> http::Response<Body> {
+        let Some(session) = self.gateway.sessions.find(session_id) else {
+            return respond::plain(StatusCode::NOT_FOUND, "Session not found");
+        };
+        match session.attach_stream() {
+            Ok(messages) => respond::stream(None, messages, self.gateway.config.listen.sse_keep_alive.0),
+            Err(AttachError::AlreadyOpen) => {
+                respond::plain(StatusCode::CONFLICT, "a stream is already open for this session")
             }
-            (Classification::ModernNotification, _) | (Classification::Modern(_), _) => {
-                respond::empty(StatusCode::ACCEPTED)
-            }
-            (Classification::Rejected(error), message) => {
-                let id = match message {
-                    Message::Request(r) => Some(r.id),
-                    _ => None,
-                };
-                let status = StatusCode::from_u16(http_status(error.code, ErrorOrigin::Gateway))
-                    .unwrap_or(StatusCode::BAD_REQUEST);
-                respond::rpc_error(status, id, error)
-            }
+        }
+    }
+
+    /// DELETE: the client ends its session.
+    fn end_session(&self, session_id: &str) -> http::Response<Body> {
+        if self.gateway.sessions.remove(session_id) {
+            respond::empty(StatusCode::OK)
+        } else {
+            respond::plain(StatusCode::NOT_FOUND, "Session not found")
         }
     }
 

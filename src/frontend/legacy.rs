@@ -3,39 +3,38 @@
 
 use std::sync::Arc;
 
-use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::Gateway;
-use super::respond::{self, Body, ClientSide};
-use super::sessions::{AttachError, ClientSession};
-use crate::protocol::headers::MCP_SESSION_ID;
+use super::reply::{self, ClientSide, Reply};
+use super::sessions::ClientSession;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::translate::{down, up};
 use crate::upstream::Upstream;
 use crate::upstream::session::OnDrop;
 
-/// A legacy message and the session header it came with.
-pub async fn serve(
-    gateway: &Gateway,
-    upstream: &Arc<Upstream>,
-    message: Message,
-    session_id: Option<&str>,
-) -> http::Response<Body> {
+/// The client's session as its transport found it.
+pub enum SessionLookup {
+    /// The client named no session.
+    Absent,
+    /// The client named a session eragate does not know (or that ended).
+    Unknown,
+    /// A live session.
+    Found(Arc<ClientSession>),
+}
+
+/// Serves one legacy message.
+pub async fn serve(gateway: &Gateway, upstream: &Arc<Upstream>, message: Message, session: SessionLookup) -> Reply {
     if let Message::Request(request) = &message
         && request.method == "initialize"
     {
-        return initialize(gateway, upstream, request.clone()).await;
+        return initialize(upstream, request.clone()).await;
     }
-    let Some(session_id) = session_id else {
-        return sessionless(upstream, message).await;
+    let session = match session {
+        SessionLookup::Found(session) if Arc::ptr_eq(&session.upstream, upstream) => session,
+        SessionLookup::Found(_) | SessionLookup::Unknown => return session_not_found(&message),
+        SessionLookup::Absent => return sessionless(upstream, message).await,
     };
-    let Some(session) = gateway.sessions.find(session_id) else {
-        return session_not_found(&message);
-    };
-    if !Arc::ptr_eq(&session.upstream, upstream) {
-        return session_not_found(&message);
-    }
     match message {
         Message::Request(request) => request_on_session(gateway, session, request).await,
         Message::Notification(notification) => notification_on_session(&session, notification).await,
@@ -43,7 +42,7 @@ pub async fn serve(
     }
 }
 
-async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request) -> http::Response<Body> {
+async fn initialize(upstream: &Arc<Upstream>, request: Request) -> Reply {
     let requested = request
         .params
         .as_ref()
@@ -53,74 +52,62 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
     let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
     let upstream_session = match upstream.open_dedicated(params).await {
         Ok(session) => session,
-        Err(error) => return respond::upstream_failure(Some(request.id), &error),
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
     let upstream_result = upstream_session
         .initialize_result()
         .map(|r| (**r).clone())
         .unwrap_or_default();
     let (result, revision) = up::initialize_result_for_client(upstream_result, negotiated);
-    let session = gateway.sessions.create(revision, upstream.clone(), upstream_session);
+    let session = ClientSession::open(revision, upstream.clone(), upstream_session);
     tracing::info!(session = %session.id, %revision, requested, "legacy client session opened");
-    let mut response = respond::json(StatusCode::OK, &Response::result(request.id, result).into_message());
-    if let Ok(value) = http::HeaderValue::from_str(&session.id) {
-        response.headers_mut().insert(MCP_SESSION_ID, value);
-    }
-    response
+    Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }
 
 /// Requests without a session: a legacy-shaped `server/discover` probe and
 /// `ping` are answered; anything else needs `initialize` first.
-async fn sessionless(upstream: &Arc<Upstream>, message: Message) -> http::Response<Body> {
+async fn sessionless(upstream: &Arc<Upstream>, message: Message) -> Reply {
     match message {
         Message::Request(request) if request.method == "server/discover" => {
             super::modern::discover(upstream, request.id).await
         }
-        Message::Request(request) if request.method == "ping" => {
-            respond::json(StatusCode::OK, &Response::result(request.id, json!({})).into_message())
-        }
-        Message::Request(request) => respond::rpc_error(
-            StatusCode::BAD_REQUEST,
+        Message::Request(request) if request.method == "ping" => Reply::result(request.id, json!({})),
+        Message::Request(request) => Reply::rejected(
+            400,
             Some(request.id),
             ErrorObject::new(
                 ErrorCode::INVALID_REQUEST,
                 "Bad Request: Mcp-Session-Id header is required (send initialize first)",
             ),
         ),
-        Message::Notification(_) | Message::Response(_) => respond::rpc_error(
-            StatusCode::BAD_REQUEST,
+        Message::Notification(_) | Message::Response(_) => Reply::rejected(
+            400,
             None,
-            ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
-                "Bad Request: Mcp-Session-Id header is required",
-            ),
+            ErrorObject::new(ErrorCode::INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"),
         ),
     }
 }
 
-fn session_not_found(message: &Message) -> http::Response<Body> {
+fn session_not_found(message: &Message) -> Reply {
     let id = match message {
         Message::Request(r) => Some(r.id.clone()),
         _ => None,
     };
-    respond::rpc_error(
-        StatusCode::NOT_FOUND,
+    Reply::rejected(
+        404,
         id,
-        ErrorObject::new(
-            ErrorCode::INVALID_REQUEST,
-            "Session not found: initialize a new session",
-        ),
+        ErrorObject::new(ErrorCode::INVALID_REQUEST, "Session not found: initialize a new session"),
     )
 }
 
-async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, request: Request) -> http::Response<Body> {
+async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, request: Request) -> Reply {
     if request.method == "ping" {
-        return respond::json(StatusCode::OK, &Response::result(request.id, json!({})).into_message());
+        return Reply::result(request.id, json!({}));
     }
     let upstream = session.upstream.clone();
-    let _permit = match upstream.admit() {
+    let permit = match upstream.admit() {
         Ok(permit) => permit,
-        Err(error) => return respond::upstream_failure(Some(request.id), &error),
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
     let call = match session
         .upstream_session
@@ -130,15 +117,15 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
         Ok(call) => call,
         Err(error) => {
             gateway.sessions.remove(&session.id);
-            return respond::upstream_failure(Some(request.id), &error);
+            return Reply::upstream_failure(Some(request.id), &error);
         }
     };
     session.track(request.id.clone(), call.upstream_id());
-    let timing = super::modern::timing(gateway, &upstream);
-    respond::answer(call, ClientSide::Legacy(session), request.id, timing).await
+    let timeout = upstream.config().request_timeout.0;
+    reply::stream_call(call, ClientSide::Legacy(session), request.id, timeout, permit)
 }
 
-async fn notification_on_session(session: &ClientSession, notification: Notification) -> http::Response<Body> {
+async fn notification_on_session(session: &ClientSession, notification: Notification) -> Reply {
     let forwarded = match notification.method.as_str() {
         // eragate completed the upstream handshake when it opened the session.
         "notifications/initialized" => None,
@@ -153,7 +140,7 @@ async fn notification_on_session(session: &ClientSession, notification: Notifica
     {
         tracing::debug!(session = %session.id, error = %error, "could not forward a notification");
     }
-    respond::empty(StatusCode::ACCEPTED)
+    Reply::Accepted
 }
 
 /// Rewrites `requestId` from the client's id to the upstream's.
@@ -170,10 +157,10 @@ fn cancelled_for_upstream(session: &ClientSession, mut notification: Notificatio
     Some(notification)
 }
 
-async fn response_on_session(session: &ClientSession, mut response: Response) -> http::Response<Body> {
+async fn response_on_session(session: &ClientSession, mut response: Response) -> Reply {
     let Some(upstream_id) = response.id.as_ref().and_then(|id| session.take_relayed(id)) else {
-        return respond::rpc_error(
-            StatusCode::BAD_REQUEST,
+        return Reply::rejected(
+            400,
             None,
             ErrorObject::new(ErrorCode::INVALID_REQUEST, "response to an unknown request"),
         );
@@ -182,43 +169,5 @@ async fn response_on_session(session: &ClientSession, mut response: Response) ->
     if let Err(error) = session.upstream_session.respond(response).await {
         tracing::debug!(session = %session.id, error = %error, "could not forward a response upstream");
     }
-    respond::empty(StatusCode::ACCEPTED)
-}
-
-/// The client's GET stream: what its upstream session sends outside any request.
-pub fn open_stream(gateway: &Gateway, session_id: &str) -> http::Response<Body> {
-    let Some(session) = gateway.sessions.find(session_id) else {
-        return respond::plain(StatusCode::NOT_FOUND, "Session not found");
-    };
-    let mut messages = match session.attach_stream() {
-        Ok(rx) => rx,
-        Err(AttachError::AlreadyOpen) => {
-            return respond::plain(StatusCode::CONFLICT, "a stream is already open for this session");
-        }
-    };
-    let (tx, response) = respond::sse();
-    let keep_alive = gateway.config.listen.sse_keep_alive.0;
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + keep_alive, keep_alive);
-        loop {
-            tokio::select! {
-                message = messages.recv() => match message {
-                    Some(message) => if tx.send(respond::sse_frame(&message)).await.is_err() { return },
-                    None => return,
-                },
-                _ = ticker.tick() => if tx.send(bytes::Bytes::from_static(crate::protocol::sse::KEEP_ALIVE)).await.is_err() { return },
-                () = tx.closed() => return,
-            }
-        }
-    });
-    response
-}
-
-/// DELETE: the client ends its session.
-pub fn end_session(gateway: &Gateway, session_id: &str) -> http::Response<Body> {
-    if gateway.sessions.remove(session_id) {
-        respond::empty(StatusCode::OK)
-    } else {
-        respond::plain(StatusCode::NOT_FOUND, "Session not found")
-    }
+    Reply::Accepted
 }

@@ -5,10 +5,13 @@
 //! delegated to [`crate::translate`].
 
 pub mod http;
+mod dispatch;
 mod legacy;
 mod modern;
+pub mod reply;
 pub mod respond;
 pub mod sessions;
+pub mod stdio;
 
 use std::sync::Arc;
 

@@ -3,12 +3,10 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http::StatusCode;
 use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
 
-use super::Gateway;
-use super::respond::{self, AnswerTiming, Body, ClientSide, ModernSide};
+use super::reply::{self, ClientSide, ModernSide, Reply};
 use crate::protocol::capabilities::{self, ListenSupport};
 use crate::protocol::envelope::SUBSCRIPTION_ID;
 use crate::protocol::{Id, Message, ModernMethod, Notification, Request, Response, Revision};
@@ -18,58 +16,45 @@ use crate::upstream::{PartitionKey, Upstream, UpstreamError, UpstreamSession};
 
 /// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
 const LISTEN_SUPPORT: ListenSupport = ListenSupport::ListChangedOnly;
+/// Bound of notifications queued toward one listen stream.
+const LISTEN_QUEUE: usize = 64;
 
 /// Answers one validated modern request.
-pub async fn serve(
-    gateway: &Gateway,
-    upstream: &Arc<Upstream>,
-    request: Request,
-    modern: ModernRequest,
-) -> http::Response<Body> {
+pub async fn serve(upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
     match modern.method {
         ModernMethod::Discover => discover(upstream, request.id).await,
-        ModernMethod::SubscriptionsListen => listen(gateway, upstream, request, modern).await,
-        _ => forward(gateway, upstream, request, modern).await,
+        ModernMethod::SubscriptionsListen => listen(upstream, request, modern).await,
+        _ => forward(upstream, request, modern).await,
     }
 }
 
 /// `server/discover`, also answered for a legacy-shaped probe without `_meta`.
-pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> http::Response<Body> {
+pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> Reply {
     match upstream.initialize_result().await {
-        Ok(initialize) => {
-            let result = discover::discover_result(&initialize, upstream.cache_policy(), LISTEN_SUPPORT);
-            respond::json(StatusCode::OK, &Response::result(id, result).into_message())
-        }
-        Err(error) => respond::upstream_failure(Some(id), &error),
+        Ok(initialize) => Reply::result(
+            id,
+            discover::discover_result(&initialize, upstream.cache_policy(), LISTEN_SUPPORT),
+        ),
+        Err(error) => Reply::upstream_failure(Some(id), &error),
     }
 }
 
-async fn forward(
-    gateway: &Gateway,
-    upstream: &Arc<Upstream>,
-    request: Request,
-    modern: ModernRequest,
-) -> http::Response<Body> {
-    let _permit = match upstream.admit() {
+async fn forward(upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
+    let permit = match upstream.admit() {
         Ok(permit) => permit,
-        Err(error) => return respond::upstream_failure(Some(request.id), &error),
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
     let params = request.params.map(down::modern_params_for_legacy);
     let mut retried = false;
     loop {
         let session = match pooled_session(upstream, &modern).await {
             Ok(session) => session,
-            Err(error) => return respond::upstream_failure(Some(request.id), &error),
+            Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         };
-        let call = match session
-            .call(
-                &request.method,
-                params.clone(),
-                request.id.clone(),
-                OnDrop::CancelUpstream,
-            )
-            .await
-        {
+        let sent = session
+            .call(&request.method, params.clone(), request.id.clone(), OnDrop::CancelUpstream)
+            .await;
+        let call = match sent {
             Ok(call) => call,
             Err(error) if !retried => {
                 // The pooled session died between lookup and send (a crashed child): one fresh try.
@@ -78,7 +63,7 @@ async fn forward(
                 retried = true;
                 continue;
             }
-            Err(error) => return respond::upstream_failure(Some(request.id), &error),
+            Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         };
         let side = ClientSide::Modern(ModernSide {
             method: modern.method,
@@ -86,7 +71,8 @@ async fn forward(
             server_info: session.server_info(),
             cache: upstream.cache_policy(),
         });
-        return respond::answer(call, side, request.id, timing(gateway, upstream)).await;
+        let timeout = upstream.config().request_timeout.0;
+        return reply::stream_call(call, side, request.id, timeout, permit);
     }
 }
 
@@ -108,15 +94,10 @@ async fn pooled_session(
 
 /// `subscriptions/listen` on a legacy upstream: acknowledge what the upstream
 /// can notify, then relay its list changes tagged with the listen id.
-async fn listen(
-    gateway: &Gateway,
-    upstream: &Arc<Upstream>,
-    request: Request,
-    modern: ModernRequest,
-) -> http::Response<Body> {
+async fn listen(upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
     let session = match pooled_session(upstream, &modern).await {
         Ok(session) => session,
-        Err(error) => return respond::upstream_failure(Some(request.id), &error),
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
     let capabilities = session
         .initialize_result()
@@ -130,23 +111,21 @@ async fn listen(
         .unwrap_or(json!({}));
     let honoured = honoured_filter(&wanted, &capabilities);
     let listen_id = request.id.to_value();
-    let (tx, response) = respond::sse();
+    let (tx, rx) = mpsc::channel(LISTEN_QUEUE);
     let ack = notification_with_subscription(
         "notifications/subscriptions/acknowledged",
         json!({"notifications": honoured.clone()}),
         &listen_id,
     );
-    let _ = tx.try_send(respond::sse_frame(&ack));
+    let _ = tx.try_send(ack);
     let mut unsolicited = session.subscribe();
-    let keep_alive = gateway.config.listen.sse_keep_alive.0;
     tokio::spawn(async move {
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + keep_alive, keep_alive);
         loop {
             tokio::select! {
                 message = unsolicited.recv() => match message {
                     Ok(Message::Notification(n)) if wants(&honoured, &n.method) => {
                         let tagged = notification_with_subscription(&n.method, n.params.unwrap_or(json!({})), &listen_id);
-                        if tx.send(respond::sse_frame(&tagged)).await.is_err() { return; }
+                        if tx.send(tagged).await.is_err() { return; }
                     }
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => {
@@ -154,18 +133,15 @@ async fn listen(
                         let mut meta = Map::new();
                         meta.insert(SUBSCRIPTION_ID.into(), listen_id.clone());
                         let done = Response::result(request.id.clone(), json!({"resultType": "complete", "_meta": meta}));
-                        let _ = tx.send(respond::sse_frame(&done.into_message())).await;
+                        let _ = tx.send(done.into_message()).await;
                         return;
                     }
                 },
-                _ = ticker.tick() => {
-                    if tx.send(Bytes::from_static(crate::protocol::sse::KEEP_ALIVE)).await.is_err() { return; }
-                }
                 () = tx.closed() => return,
             }
         }
     });
-    response
+    Reply::Stream(rx)
 }
 
 /// The subset of a listen filter that a legacy upstream's capabilities can honour.
@@ -210,15 +186,6 @@ fn notification_with_subscription(method: &str, mut params: Value, listen_id: &V
         method: method.into(),
         params: Some(params),
     })
-}
-
-/// Timing for answers from `upstream`.
-pub fn timing(gateway: &Gateway, upstream: &Upstream) -> AnswerTiming {
-    AnswerTiming {
-        stream_after: gateway.config.listen.stream_after.0,
-        keep_alive: gateway.config.listen.sse_keep_alive.0,
-        timeout: upstream.config().request_timeout.0,
-    }
 }
 
 #[cfg(test)]

@@ -63,34 +63,11 @@ impl SessionStore {
         }
     }
 
-    /// Registers a session for a freshly initialized upstream session.
-    pub fn create(
-        &self,
-        revision: Revision,
-        upstream: Arc<Upstream>,
-        upstream_session: Arc<UpstreamSession>,
-    ) -> Arc<ClientSession> {
+    /// Makes `session` reachable by its id (HTTP clients), ending the least
+    /// recently used session when the store is full.
+    pub fn insert(&self, session: Arc<ClientSession>) {
         self.make_room();
-        let id = format!("{:032x}", rand::rng().random::<u128>());
-        let session = Arc::new(ClientSession {
-            id: id.clone(),
-            revision,
-            upstream,
-            upstream_session,
-            last_seen: Mutex::new(Instant::now()),
-            next_outbound: AtomicU64::new(1),
-            outbound: Mutex::new(HashMap::new()),
-            in_flight: Mutex::new(HashMap::new()),
-            stream: Mutex::new(None),
-            forwarder: Mutex::new(None),
-        });
-        let forwarder = tokio::spawn(forward_unsolicited(
-            Arc::downgrade(&session),
-            session.upstream_session.subscribe(),
-        ));
-        *lock(&session.forwarder) = Some(forwarder.abort_handle());
-        self.sessions.insert(id, session.clone());
-        session
+        self.sessions.insert(session.id.clone(), session);
     }
 
     /// A live session by id; a dead upstream session ends it (the client re-initializes).
@@ -167,6 +144,39 @@ impl SessionStore {
 }
 
 impl ClientSession {
+    /// A session for a freshly initialized upstream session; its unsolicited
+    /// traffic starts flowing to [`ClientSession::attach_stream`] at once.
+    pub fn open(revision: Revision, upstream: Arc<Upstream>, upstream_session: Arc<UpstreamSession>) -> Arc<ClientSession> {
+        let id = format!("{:032x}", rand::rng().random::<u128>());
+        let session = Arc::new(ClientSession {
+            id,
+            revision,
+            upstream,
+            upstream_session,
+            last_seen: Mutex::new(Instant::now()),
+            next_outbound: AtomicU64::new(1),
+            outbound: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            stream: Mutex::new(None),
+            forwarder: Mutex::new(None),
+        });
+        let forwarder = tokio::spawn(forward_unsolicited(
+            Arc::downgrade(&session),
+            session.upstream_session.subscribe(),
+        ));
+        *lock(&session.forwarder) = Some(forwarder.abort_handle());
+        session
+    }
+
+    /// Ends the session and its upstream session.
+    pub fn end(&self) {
+        if let Some(handle) = lock(&self.forwarder).take() {
+            handle.abort();
+        }
+        *lock(&self.stream) = None;
+        self.upstream_session.close("client session ended");
+    }
+
     /// Relays a server→client request to this client under a fresh id.
     pub fn relay_request(&self, mut request: Request) -> Message {
         let relayed = Id::from_value(&serde_json::Value::from(format!(
@@ -214,13 +224,6 @@ impl ClientSession {
         lock(&self.stream).as_ref().filter(|s| !s.is_closed()).cloned()
     }
 
-    fn end(&self) {
-        if let Some(handle) = lock(&self.forwarder).take() {
-            handle.abort();
-        }
-        *lock(&self.stream) = None;
-        self.upstream_session.close("client session ended");
-    }
 }
 
 /// Relays what the dedicated upstream session sends outside any request to the

@@ -1,0 +1,48 @@
+//! The transport-independent entry point: one client message in, one
+//! [`Reply`] out. Classification decides the era; the era's module serves it.
+
+use std::sync::Arc;
+
+use super::Gateway;
+use super::legacy::{self, SessionLookup};
+use super::modern;
+use super::reply::Reply;
+use crate::protocol::errors::{ErrorOrigin, http_status};
+use crate::protocol::Message;
+use crate::translate::{Classification, RoutingHeaders, classify};
+use crate::upstream::Upstream;
+
+/// Serves one message from a client.
+pub async fn dispatch(
+    gateway: &Gateway,
+    upstream: &Arc<Upstream>,
+    message: Message,
+    routing: RoutingHeaders<'_>,
+    session: SessionLookup,
+) -> Reply {
+    let verdict = match &message {
+        Message::Request(r) => classify::classify(&r.method, r.params.as_ref(), true, routing),
+        Message::Notification(n) => classify::classify(&n.method, n.params.as_ref(), false, routing),
+        Message::Response(_) => Classification::Legacy,
+    };
+    match (verdict, message) {
+        (Classification::Legacy, message) => legacy::serve(gateway, upstream, message, session).await,
+        (Classification::Modern(request), Message::Request(message)) => {
+            modern::serve(upstream, message, request).await
+        }
+        // On HTTP a modern client cancels by closing its stream; notifications need no answer.
+        (Classification::ModernNotification, _) | (Classification::Modern(_), _) => Reply::Accepted,
+        (Classification::Rejected(error), message) => {
+            let id = match message {
+                Message::Request(r) => Some(r.id),
+                _ => None,
+            };
+            Reply::rejected(http_status(error.code, ErrorOrigin::Gateway), id, error)
+        }
+    }
+}
+
+/// Whether a client on `session` may send a JSON-RPC batch (2025-03-26 only).
+pub fn batches_allowed(session: &SessionLookup) -> bool {
+    matches!(session, SessionLookup::Found(s) if s.revision.allows_batches())
+}

@@ -1,0 +1,191 @@
+//! What eragate answers to one client message, independent of the client's
+//! transport, and the pump that turns a call in flight into that answer.
+//!
+//! HTTP renders a [`Reply`] as a status and a JSON body or an SSE stream;
+//! stdio writes the same messages as lines.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::time::Instant;
+
+use super::sessions::ClientSession;
+use crate::protocol::envelope::LogLevel;
+use crate::protocol::jsonrpc::Outcome;
+use crate::protocol::{ErrorObject, Id, Message, ModernMethod, Response};
+use crate::translate::{CachePolicy, up};
+use crate::upstream::session::{CallStep, refuse_server_request};
+use crate::upstream::{Call, CallEvent, UpstreamError, UpstreamSession};
+
+/// Bound of messages queued toward one streamed answer; a slow reader slows the pump.
+const STREAM_QUEUE: usize = 32;
+
+/// The answer to one client message.
+pub enum Reply {
+    /// A notification or response was taken: HTTP 202, nothing on stdio.
+    Accepted,
+    /// One message, now.
+    Message(Status, Message),
+    /// Messages as they come (notifications, relayed requests), ending with the
+    /// response when there is one; the channel closes after it.
+    Stream(mpsc::Receiver<Message>),
+    /// A legacy `initialize` answered: the client now has this session.
+    Initialized(Message, Arc<ClientSession>),
+}
+
+/// How a one-message reply maps onto HTTP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// 200: a result, or an error produced by a handler.
+    Ok,
+    /// A rejection before dispatch, with the HTTP status the spec gives it.
+    Rejected(u16),
+    /// 503 with `Retry-After`: the upstream is at capacity.
+    Overloaded,
+}
+
+impl Reply {
+    /// A result.
+    pub fn result(id: Id, result: Value) -> Reply {
+        Reply::Message(Status::Ok, Response::result(id, result).into_message())
+    }
+
+    /// A rejection with its HTTP status.
+    pub fn rejected(status: u16, id: Option<Id>, error: ErrorObject) -> Reply {
+        Reply::Message(Status::Rejected(status), Response::error(id, error).into_message())
+    }
+
+    /// An upstream failure as the client's JSON-RPC error.
+    pub fn upstream_failure(id: Option<Id>, error: &UpstreamError) -> Reply {
+        let status = if error.is_overload() { Status::Overloaded } else { Status::Ok };
+        Reply::Message(status, Response::error(id, error.to_error_object()).into_message())
+    }
+}
+
+/// Who the answer is for: it decides what of the upstream's traffic the client sees.
+pub enum ClientSide {
+    /// A 2026-07-28 client.
+    Modern(ModernSide),
+    /// A legacy client on its own session.
+    Legacy(Arc<ClientSession>),
+}
+
+/// What a modern answer needs to know.
+pub struct ModernSide {
+    /// The method asked.
+    pub method: ModernMethod,
+    /// The level this request opted into for `notifications/message`.
+    pub log_level: Option<LogLevel>,
+    /// The upstream's identity for `_meta`.
+    pub server_info: Value,
+    /// Cache hints.
+    pub cache: CachePolicy,
+}
+
+/// Streams a call in flight: every event the client should see, then the
+/// translated response. Ends early (cancelling a modern call) when the receiver
+/// is dropped, and with a timeout error at `timeout`.
+///
+/// `permit` (the upstream's in-flight slot) is held until the call ends.
+pub fn stream_call(call: Call, side: ClientSide, client_id: Id, timeout: Duration, permit: OwnedSemaphorePermit) -> Reply {
+    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    tokio::spawn(async move {
+        pump(call, side, client_id, tx, Instant::now() + timeout, timeout).await;
+        drop(permit);
+    });
+    Reply::Stream(rx)
+}
+
+async fn pump(mut call: Call, side: ClientSide, client_id: Id, tx: mpsc::Sender<Message>, deadline: Instant, timeout: Duration) {
+    loop {
+        tokio::select! {
+            step = call.next() => match step {
+                CallStep::Event(event) => {
+                    if let Some(message) = side.translate_event(event, call.session())
+                        && tx.send(message).await.is_err()
+                    {
+                        break; // the client left: dropping the call cancels it (modern) or detaches it (legacy)
+                    }
+                }
+                CallStep::Done(result) => {
+                    let _ = tx.send(side.translate_done(&client_id, result).into_message()).await;
+                    break;
+                }
+            },
+            () = tx.closed() => break,
+            () = tokio::time::sleep_until(deadline) => {
+                let error = UpstreamError::Timeout {
+                    upstream: call.session().upstream_name().to_owned(),
+                    after_ms: timeout.as_millis() as u64,
+                };
+                call.cancel("request timed out");
+                let _ = tx.send(Response::error(Some(client_id.clone()), error.to_error_object()).into_message()).await;
+                side.finish(&client_id);
+                return;
+            }
+        }
+    }
+    side.finish(&client_id);
+}
+
+impl ClientSide {
+    /// What (if anything) the client sees of an event.
+    fn translate_event(&self, event: CallEvent, upstream: &Arc<UpstreamSession>) -> Option<Message> {
+        match (self, event) {
+            (ClientSide::Legacy(_), CallEvent::Notification(n)) => Some(Message::Notification(n)),
+            (ClientSide::Legacy(session), CallEvent::ServerRequest(request)) => Some(session.relay_request(request)),
+            (ClientSide::Modern(side), CallEvent::Notification(n)) => match n.method.as_str() {
+                "notifications/progress" => Some(Message::Notification(n)),
+                "notifications/message" => {
+                    let level = n
+                        .params
+                        .as_ref()
+                        .and_then(|p| p.get("level"))
+                        .and_then(Value::as_str)
+                        .and_then(LogLevel::parse);
+                    match (side.log_level, level) {
+                        (Some(wanted), Some(level)) if level >= wanted => Some(Message::Notification(n)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            (ClientSide::Modern(_), CallEvent::ServerRequest(request)) => {
+                // Relaying these as input_required is the multi round-trip bridge; until then refuse cleanly.
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    let _ = upstream.respond(refuse_server_request(&request)).await;
+                });
+                None
+            }
+        }
+    }
+
+    /// The final response in the client's era.
+    fn translate_done(&self, client_id: &Id, result: Result<Response, UpstreamError>) -> Response {
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => return Response::error(Some(client_id.clone()), error.to_error_object()),
+        };
+        match self {
+            ClientSide::Legacy(_) => response,
+            ClientSide::Modern(side) => {
+                let outcome = match response.outcome {
+                    Outcome::Result(result) => {
+                        Outcome::Result(up::result_for_modern(result, side.method, &side.server_info, side.cache))
+                    }
+                    Outcome::Error(error) => Outcome::Error(up::error_for_modern(error)),
+                };
+                Response { id: response.id, outcome }
+            }
+        }
+    }
+
+    fn finish(&self, client_id: &Id) {
+        if let ClientSide::Legacy(session) = self {
+            session.untrack(client_id);
+        }
+    }
+}

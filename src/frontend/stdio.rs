@@ -1,0 +1,197 @@
+//! eragate as a stdio server: a local client of either era speaks newline-
+//! delimited JSON-RPC on stdin/stdout, and eragate serves it from any upstream.
+//!
+//! The connection is the session: a legacy client's `initialize` opens one
+//! client session for the life of the process, and whatever its upstream
+//! session sends outside a request is written inline.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures_util::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+use tokio_util::codec::{FramedRead, LinesCodec};
+
+use super::Gateway;
+use super::dispatch::dispatch;
+use super::legacy::SessionLookup;
+use super::reply::Reply;
+use super::sessions::ClientSession;
+use crate::protocol::jsonrpc::{Frame, FrameError};
+use crate::protocol::{Id, Message};
+use crate::translate::{Classification, RoutingHeaders, classify};
+use crate::upstream::Upstream;
+
+/// Bound of lines queued toward stdout.
+const OUT_QUEUE: usize = 256;
+
+/// Serves one client on `input`/`output` until `input` ends.
+pub async fn serve<R, W>(gateway: Arc<Gateway>, upstream: Arc<Upstream>, input: R, output: W)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, queue) = mpsc::channel::<Message>(OUT_QUEUE);
+    let writer = tokio::spawn(write_lines(output, queue));
+    let mut connection = Connection { gateway, upstream, out, session: None, in_flight: Arc::default() };
+    let max_line = connection.gateway.config.listen.max_body_bytes;
+    let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(max_line));
+    while let Some(line) = lines.next().await {
+        match line {
+            Ok(line) if line.trim().is_empty() => {}
+            Ok(line) => connection.handle_line(line.as_bytes()).await,
+            Err(error) => {
+                tracing::warn!(error = %error, "unreadable input line; skipped");
+                let response = FrameError::Invalid { id: None, reason: "line too long or not UTF-8" }.to_response();
+                let _ = connection.out.send(response.into_message()).await;
+            }
+        }
+    }
+    if let Some(session) = connection.session.take() {
+        session.end();
+    }
+    drop(connection);
+    let _ = writer.await;
+}
+
+struct Connection {
+    gateway: Arc<Gateway>,
+    upstream: Arc<Upstream>,
+    out: mpsc::Sender<Message>,
+    session: Option<Arc<ClientSession>>,
+    /// Modern requests in flight by client id, so `notifications/cancelled` can stop them.
+    in_flight: Arc<Mutex<HashMap<Id, AbortHandle>>>,
+}
+
+impl Connection {
+    async fn handle_line(&mut self, line: &[u8]) {
+        let message = match Frame::parse(line) {
+            Ok(Frame::Single(message)) => message,
+            Ok(Frame::Batch(items)) => return self.handle_batch(items).await,
+            Err(error) => {
+                let _ = self.out.send(error.to_response().into_message()).await;
+                return;
+            }
+        };
+        if let Message::Notification(n) = &message
+            && n.method == "notifications/cancelled"
+            && classify::classify(&n.method, n.params.as_ref(), false, RoutingHeaders::None)
+                == Classification::ModernNotification
+        {
+            self.cancel_modern(n.params.as_ref());
+            return;
+        }
+        let is_initialize = matches!(&message, Message::Request(r) if r.method == "initialize");
+        let client_id = match &message {
+            Message::Request(r) => Some(r.id.clone()),
+            _ => None,
+        };
+        let reply = dispatch(&self.gateway, &self.upstream, message, RoutingHeaders::None, self.lookup()).await;
+        if is_initialize && let Reply::Initialized(_, session) = &reply {
+            self.adopt(session.clone());
+        }
+        self.deliver(reply, client_id);
+    }
+
+    /// A batch (2025-03-26 sessions only): each member served, the responses written as one array line.
+    async fn handle_batch(&mut self, items: Vec<Result<Message, FrameError>>) {
+        let allowed = self.session.as_ref().is_some_and(|s| s.revision.allows_batches());
+        if !allowed {
+            let error = FrameError::Invalid { id: None, reason: "JSON-RPC batches are only allowed for 2025-03-26 sessions" };
+            let _ = self.out.send(error.to_response().into_message()).await;
+            return;
+        }
+        // Batch answers are written member by member; clients match them by id.
+        for item in items {
+            match item {
+                Ok(message) => {
+                    let client_id = match &message {
+                        Message::Request(r) => Some(r.id.clone()),
+                        _ => None,
+                    };
+                    let reply = dispatch(&self.gateway, &self.upstream, message, RoutingHeaders::None, self.lookup()).await;
+                    self.deliver(reply, client_id);
+                }
+                Err(error) => {
+                    let _ = self.out.send(error.to_response().into_message()).await;
+                }
+            }
+        }
+    }
+
+    fn lookup(&self) -> SessionLookup {
+        match &self.session {
+            Some(session) => SessionLookup::Found(session.clone()),
+            None => SessionLookup::Absent,
+        }
+    }
+
+    /// Makes a freshly initialized session the connection's, replacing any earlier one.
+    fn adopt(&mut self, session: Arc<ClientSession>) {
+        if let Some(previous) = self.session.replace(session.clone()) {
+            previous.end();
+        }
+        if let Ok(mut unsolicited) = session.attach_stream() {
+            let out = self.out.clone();
+            tokio::spawn(async move {
+                while let Some(message) = unsolicited.recv().await {
+                    if out.send(message).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    }
+
+    fn deliver(&self, reply: Reply, client_id: Option<Id>) {
+        match reply {
+            Reply::Accepted => {}
+            Reply::Message(_, message) | Reply::Initialized(message, _) => {
+                let out = self.out.clone();
+                tokio::spawn(async move {
+                    let _ = out.send(message).await;
+                });
+            }
+            Reply::Stream(mut messages) => {
+                let out = self.out.clone();
+                let in_flight = self.in_flight.clone();
+                let id = client_id.clone();
+                let task = tokio::spawn(async move {
+                    while let Some(message) = messages.recv().await {
+                        if out.send(message).await.is_err() {
+                            break;
+                        }
+                    }
+                    if let Some(id) = id {
+                        in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                    }
+                });
+                if let Some(id) = client_id {
+                    self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(id, task.abort_handle());
+                }
+            }
+        }
+    }
+
+    /// A modern client's `notifications/cancelled`: dropping the stream cancels upstream.
+    fn cancel_modern(&self, params: Option<&serde_json::Value>) {
+        let Some(id) = params.and_then(|p| p.get("requestId")).and_then(Id::from_value) else {
+            return;
+        };
+        if let Some(handle) = self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
+            handle.abort();
+        }
+    }
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(mut output: W, mut queue: mpsc::Receiver<Message>) {
+    while let Some(message) = queue.recv().await {
+        let mut line = message.to_bytes();
+        line.push(b'\n');
+        if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+            return;
+        }
+    }
+}
