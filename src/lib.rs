@@ -27,6 +27,7 @@ pub mod config;
 pub mod frontend;
 pub mod protocol;
 pub mod router;
+pub mod seal;
 pub mod translate;
 pub mod upstream;
 

@@ -170,6 +170,14 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         }
         (None, None) => None,
     };
+    if config.sessions.key.is_none()
+        && let Ok(text) = std::env::var("ERAGATE_SESSION_KEY")
+    {
+        let key = eragate::seal::SealKey::from_base64(&text).map_err(|e| ConfigError {
+            issues: vec![eragate::config::ConfigIssue { path: "ERAGATE_SESSION_KEY".into(), message: e.to_string() }],
+        })?;
+        config.sessions.key = Some(key);
+    }
     if let Some(upstream) = command_line_upstream {
         // The command line's upstream replaces whatever the file served at the same path.
         config.upstreams.retain(|u| u.path != upstream.path);

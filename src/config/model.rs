@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::seal::SealKey;
 use crate::translate::{CachePolicy, CacheScope};
 
 /// The whole configuration file.
@@ -67,6 +68,18 @@ pub struct SessionsConfig {
     /// Most concurrent legacy client sessions; past it the least recently used
     /// idle session is ended. Default 1000.
     pub max_sessions: usize,
+    /// Key that seals session ids (base64 of 32 random bytes). Replicas sharing
+    /// it serve each other's sessions. Default: `ERAGATE_SESSION_KEY`, else a
+    /// random key per process (sessions then die with the process).
+    #[serde(deserialize_with = "deserialize_key")]
+    pub key: Option<SealKey>,
+    /// The key before the last rotation; it still opens session ids for `previous_key_valid_for`.
+    #[serde(deserialize_with = "deserialize_key")]
+    pub previous_key: Option<SealKey>,
+    /// How long after start the previous key is still accepted. Default 1 h.
+    pub previous_key_valid_for: Humantime,
+    /// Absolute lifetime of a session id, sealed into it. Default 24 h.
+    pub lifetime: Humantime,
 }
 
 impl Default for SessionsConfig {
@@ -74,8 +87,19 @@ impl Default for SessionsConfig {
         SessionsConfig {
             idle_timeout: Humantime(Duration::from_secs(30 * 60)),
             max_sessions: 1000,
+            key: None,
+            previous_key: None,
+            previous_key_valid_for: Humantime(Duration::from_secs(3600)),
+            lifetime: Humantime(Duration::from_secs(24 * 3600)),
         }
     }
+}
+
+fn deserialize_key<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<SealKey>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    SealKey::from_base64(&text)
+        .map(Some)
+        .map_err(|e| serde::de::Error::custom(format!("invalid key: {e}; create one with `head -c 32 /dev/urandom | base64`")))
 }
 
 /// `[[upstreams]]`

@@ -123,8 +123,8 @@ impl HttpFrontend {
                 StatusCode::NOT_ACCEPTABLE,
                 "Not Acceptable: GET needs Accept: text/event-stream",
             ),
-            Method::GET => self.open_stream(session_id.as_deref().unwrap_or_default()),
-            Method::DELETE => self.end_session(session_id.as_deref().unwrap_or_default()),
+            Method::GET => self.open_stream(&upstream, session_id.as_deref().unwrap_or_default()),
+            Method::DELETE => self.end_session(&upstream, session_id.as_deref().unwrap_or_default()),
             _ => method_not_allowed(),
         }
     }
@@ -167,7 +167,7 @@ impl HttpFrontend {
             Err(error) if error.is::<http_body_util::LengthLimitError>() => return too_large(limit),
             Err(error) => return respond::plain(StatusCode::BAD_REQUEST, &format!("could not read the body: {error}")),
         };
-        let session = self.lookup(session_id);
+        let session = self.lookup(upstream, session_id);
         let routing = routing_headers(&parts.headers);
         let reply = match Frame::parse(&bytes) {
             Ok(Frame::Single(message)) => dispatch(&self.gateway, upstream, message, routing, session).await,
@@ -230,10 +230,10 @@ impl HttpFrontend {
         }
     }
 
-    fn lookup(&self, session_id: Option<&str>) -> SessionLookup {
+    fn lookup(&self, upstream: &Arc<Upstream>, session_id: Option<&str>) -> SessionLookup {
         match session_id {
             None => SessionLookup::Absent,
-            Some(id) => match self.gateway.sessions.find(id) {
+            Some(id) => match self.gateway.sessions.find(id, upstream) {
                 Some(session) => SessionLookup::Found(session),
                 None => SessionLookup::Unknown,
             },
@@ -241,8 +241,8 @@ impl HttpFrontend {
     }
 
     /// The client's GET stream: what its upstream session sends outside any request.
-    fn open_stream(&self, session_id: &str) -> http::Response<Body> {
-        let Some(session) = self.gateway.sessions.find(session_id) else {
+    fn open_stream(&self, upstream: &Arc<Upstream>, session_id: &str) -> http::Response<Body> {
+        let Some(session) = self.gateway.sessions.find(session_id, upstream) else {
             return respond::plain(StatusCode::NOT_FOUND, "Session not found");
         };
         match session.attach_stream() {
@@ -254,8 +254,8 @@ impl HttpFrontend {
     }
 
     /// DELETE: the client ends its session.
-    fn end_session(&self, session_id: &str) -> http::Response<Body> {
-        if self.gateway.sessions.remove(session_id) {
+    fn end_session(&self, upstream: &Arc<Upstream>, session_id: &str) -> http::Response<Body> {
+        if self.gateway.sessions.find(session_id, upstream).is_some() && self.gateway.sessions.remove(session_id) {
             respond::empty(StatusCode::OK)
         } else {
             respond::plain(StatusCode::NOT_FOUND, "Session not found")

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::Gateway;
 use super::reply::{self, ClientSide, Reply};
-use super::sessions::ClientSession;
+use super::sessions::{ClientSession, SessionClaims};
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::translate::{down, up};
 use crate::upstream::Upstream;
@@ -28,7 +28,7 @@ pub async fn serve(gateway: &Gateway, upstream: &Arc<Upstream>, message: Message
     if let Message::Request(request) = &message
         && request.method == "initialize"
     {
-        return initialize(upstream, request.clone()).await;
+        return initialize(gateway, upstream, request.clone()).await;
     }
     let session = match session {
         SessionLookup::Found(session) if Arc::ptr_eq(&session.upstream, upstream) => session,
@@ -42,7 +42,7 @@ pub async fn serve(gateway: &Gateway, upstream: &Arc<Upstream>, message: Message
     }
 }
 
-async fn initialize(upstream: &Arc<Upstream>, request: Request) -> Reply {
+async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request) -> Reply {
     let requested = request
         .params
         .as_ref()
@@ -59,7 +59,20 @@ async fn initialize(upstream: &Arc<Upstream>, request: Request) -> Reply {
         .map(|r| (**r).clone())
         .unwrap_or_default();
     let (result, revision) = up::initialize_result_for_client(upstream_result, negotiated);
-    let session = ClientSession::open(revision, upstream.clone(), upstream_session);
+    let params = request.params.as_ref();
+    let claims = SessionClaims {
+        rev: revision.as_str().to_owned(),
+        caps: params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default(),
+        info: params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default(),
+        prn: String::new(),
+        ups: upstream.name().to_owned(),
+        usid: upstream_session.transport_session_id(),
+        own: None,
+        exp: 0,
+    };
+    let process_bound = claims.usid.is_none();
+    let id = gateway.sessions.mint(claims, process_bound);
+    let session = ClientSession::open(id, revision, upstream.clone(), upstream_session);
     tracing::info!(session = %session.id, %revision, requested, "legacy client session opened");
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }

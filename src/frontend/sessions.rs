@@ -1,5 +1,12 @@
 //! Legacy client sessions minted by eragate: what each client negotiated, its
 //! dedicated upstream session, and the server→client requests relayed to it.
+//!
+//! A session id is sealed ([`crate::seal`]): it carries what the client
+//! negotiated, the upstream it is bound to and, for an HTTP upstream, that
+//! upstream's own session id. Any replica holding the key can therefore serve
+//! the next request of a session it has never seen; only a session whose
+//! upstream session is bound to one process (a stdio child) names its owner
+//! and is refused elsewhere with 404.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,11 +15,14 @@ use std::time::Instant;
 
 use dashmap::DashMap;
 use rand::Rng;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::AbortHandle;
 
 use crate::config::SessionsConfig;
 use crate::protocol::{Id, Message, Request, Response, Revision};
+use crate::seal::{Purpose, SealKey, Sealer};
 use crate::upstream::session::refuse_server_request;
 use crate::upstream::{Upstream, UpstreamSession};
 
@@ -41,10 +51,34 @@ pub struct ClientSession {
 /// Bound of the messages queued toward one GET stream.
 pub const STREAM_QUEUE: usize = 64;
 
-/// Every live legacy client session.
+/// Every live legacy client session on this replica.
 pub struct SessionStore {
     sessions: DashMap<String, Arc<ClientSession>>,
     config: SessionsConfig,
+    sealer: Sealer,
+    /// Names this process in the ids of sessions bound to it (stdio children).
+    instance: String,
+}
+
+/// What a session id carries, sealed. Short keys: it travels in every request header.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionClaims {
+    /// The negotiated revision.
+    pub rev: String,
+    /// The client's `initialize` capabilities.
+    pub caps: Value,
+    /// The client's `clientInfo`.
+    pub info: Value,
+    /// Who the session belongs to (empty without authentication).
+    pub prn: String,
+    /// The upstream's configured name.
+    pub ups: String,
+    /// The upstream's own `Mcp-Session-Id`, when it has one.
+    pub usid: Option<String>,
+    /// The process owning the upstream session, when it cannot move (stdio).
+    pub own: Option<String>,
+    /// Expiry, seconds since the Unix epoch.
+    pub exp: u64,
 }
 
 /// Why a GET stream could not be attached.
@@ -55,12 +89,42 @@ pub enum AttachError {
 }
 
 impl SessionStore {
-    /// An empty store.
+    /// An empty store sealing ids with the configured key (a random one when none is set).
     pub fn new(config: SessionsConfig) -> SessionStore {
-        SessionStore {
-            sessions: DashMap::new(),
-            config,
+        let key = config.key.clone().unwrap_or_else(|| {
+            tracing::warn!(
+                "no session key configured (sessions.key or ERAGATE_SESSION_KEY): using a random key; \
+                 legacy sessions will not survive a restart or move between replicas"
+            );
+            SealKey::random()
+        });
+        let until = Instant::now() + config.previous_key_valid_for.0;
+        let sealer = Sealer::new(&key, config.previous_key.as_ref().map(|k| (k, until)));
+        let instance = format!("{:016x}", rand::rng().random::<u64>());
+        SessionStore { sessions: DashMap::new(), config, sealer, instance }
+    }
+
+    /// Seals the claims of a new session into its id. `process_bound` sessions
+    /// name this replica as their owner.
+    pub fn mint(&self, mut claims: SessionClaims, process_bound: bool) -> String {
+        claims.exp = unix_now() + self.config.lifetime.0.as_secs();
+        claims.own = process_bound.then(|| self.instance.clone());
+        let plaintext = serde_json::to_vec(&claims).unwrap_or_default();
+        self.sealer.seal(Purpose::Session, &plaintext)
+    }
+
+    /// Opens a session id minted by any replica sharing the key; `None` when it is
+    /// tampered, foreign, expired, or owned by another process.
+    pub fn open(&self, id: &str) -> Option<SessionClaims> {
+        let plaintext = self.sealer.open(Purpose::Session, id, Instant::now())?;
+        let claims: SessionClaims = serde_json::from_slice(&plaintext).ok()?;
+        if claims.exp <= unix_now() {
+            return None;
         }
+        if claims.own.as_ref().is_some_and(|owner| *owner != self.instance) {
+            return None;
+        }
+        Some(claims)
     }
 
     /// Makes `session` reachable by its id (HTTP clients), ending the least
@@ -70,15 +134,32 @@ impl SessionStore {
         self.sessions.insert(session.id.clone(), session);
     }
 
-    /// A live session by id; a dead upstream session ends it (the client re-initializes).
-    pub fn find(&self, id: &str) -> Option<Arc<ClientSession>> {
-        let session = self.sessions.get(id)?.clone();
+    /// A live session by id: this replica's own, or one minted elsewhere whose
+    /// upstream session can be resumed here. A dead upstream session ends it
+    /// (the client re-initializes).
+    pub fn find(&self, id: &str, upstream: &Arc<Upstream>) -> Option<Arc<ClientSession>> {
+        let Some(session) = self.sessions.get(id).map(|s| s.clone()) else {
+            return self.resume(id, upstream);
+        };
         let idle = lock(&session.last_seen).elapsed();
         if session.upstream_session.is_closed() || idle > self.config.idle_timeout.0 {
             self.remove(id);
             return None;
         }
         *lock(&session.last_seen) = Instant::now();
+        Some(session)
+    }
+
+    fn resume(&self, id: &str, upstream: &Arc<Upstream>) -> Option<Arc<ClientSession>> {
+        let claims = self.open(id)?;
+        if claims.ups != upstream.name() {
+            return None;
+        }
+        let revision = Revision::parse(&claims.rev)?;
+        let upstream_session = upstream.resume_dedicated(claims.usid.as_deref()?, revision)?;
+        tracing::info!(%revision, "resumed a legacy session minted by another replica");
+        let session = ClientSession::open(id.to_owned(), revision, upstream.clone(), upstream_session);
+        self.insert(session.clone());
         Some(session)
     }
 
@@ -146,8 +227,12 @@ impl SessionStore {
 impl ClientSession {
     /// A session for a freshly initialized upstream session; its unsolicited
     /// traffic starts flowing to [`ClientSession::attach_stream`] at once.
-    pub fn open(revision: Revision, upstream: Arc<Upstream>, upstream_session: Arc<UpstreamSession>) -> Arc<ClientSession> {
-        let id = format!("{:032x}", rand::rng().random::<u128>());
+    pub fn open(
+        id: String,
+        revision: Revision,
+        upstream: Arc<Upstream>,
+        upstream_session: Arc<UpstreamSession>,
+    ) -> Arc<ClientSession> {
         let session = Arc::new(ClientSession {
             id,
             revision,
@@ -259,6 +344,12 @@ async fn forward_unsolicited(session: Weak<ClientSession>, mut unsolicited: broa
 async fn refuse(session: &ClientSession, request: &Request) {
     let response: Response = refuse_server_request(request);
     let _ = session.upstream_session.respond(response).await;
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

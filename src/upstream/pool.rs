@@ -172,6 +172,19 @@ impl Upstream {
         self.open(initialize_params, UnsolicitedRequests::Forward).await
     }
 
+    /// Resumes a dedicated HTTP upstream session that another replica opened.
+    /// `None` for stdio upstreams, whose sessions cannot move between processes.
+    pub fn resume_dedicated(&self, upstream_session_id: &str, revision: Revision) -> Option<Arc<UpstreamSession>> {
+        let Connector::Http(target) = &self.connector else {
+            return None;
+        };
+        let (client, url) = &**target;
+        let link = HttpLink::resumed(client.clone(), url.clone(), self.name.clone(), upstream_session_id)?;
+        let session = UpstreamSession::new(self.name.clone(), Link::Http(Box::new(link)), UnsolicitedRequests::Forward);
+        session.resume(revision);
+        Some(session)
+    }
+
     /// Drops a pooled session that turned out dead, so the next request opens a new one.
     pub fn discard(&self, session: &Arc<UpstreamSession>) {
         let partitions = self.partitions.lock().unwrap_or_else(|e| e.into_inner());

@@ -92,10 +92,16 @@ impl UpstreamSession {
         unsolicited_requests: UnsolicitedRequests,
     ) -> Arc<UpstreamSession> {
         let (unsolicited, _) = broadcast::channel(UNSOLICITED_QUEUE);
+        // An HTTP upstream session may be shared by replicas (sealed client
+        // sessions); a random start keeps their ids apart. Ids stay below 2^53.
+        let first_id = match &link {
+            Link::Http(_) => 1 + (rand::random::<u64>() >> 12),
+            Link::Stdio(_) => 1,
+        };
         Arc::new(UpstreamSession {
             upstream,
             link,
-            next_id: AtomicU64::new(1),
+            next_id: AtomicU64::new(first_id),
             pending: Mutex::new(HashMap::new()),
             closed: AtomicBool::new(false),
             initialize_result: OnceLock::new(),
@@ -134,6 +140,22 @@ impl UpstreamSession {
         self.notify("notifications/initialized", None).await?;
         self.link.open_event_stream(self);
         Ok(result)
+    }
+
+    /// Adopts a session another replica initialized (an HTTP upstream session id
+    /// carried in a sealed client session): no handshake, the revision as agreed then.
+    pub fn resume(self: &Arc<Self>, revision: Revision) {
+        let _ = self.revision.set(revision);
+        self.link.on_initialized(revision);
+        self.link.open_event_stream(self);
+    }
+
+    /// The transport's own session id (an HTTP upstream's `Mcp-Session-Id`), if any.
+    pub fn transport_session_id(&self) -> Option<String> {
+        match &self.link {
+            Link::Http(link) => link.session_id(),
+            Link::Stdio(_) => None,
+        }
     }
 
     /// Sends a request with a fresh upstream id.

@@ -62,6 +62,24 @@ impl HttpLink {
         }
     }
 
+    /// A link on a session the upstream already knows by `session_id`.
+    pub fn resumed(client: HttpClient, url: Uri, upstream: Arc<str>, session_id: &str) -> Option<HttpLink> {
+        let value = HeaderValue::from_str(session_id).ok()?;
+        let link = HttpLink::new(client, url, upstream);
+        *link.session_id.write().unwrap_or_else(|e| e.into_inner()) = Some(value);
+        Some(link)
+    }
+
+    /// The upstream's `Mcp-Session-Id`, once it gave one.
+    pub fn session_id(&self) -> Option<String> {
+        self.session_id
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    }
+
     pub(crate) fn set_protocol_version(&self, revision: Revision) {
         *self.protocol_version.write().unwrap_or_else(|e| e.into_inner()) =
             Some(HeaderValue::from_static(revision.as_str()));
