@@ -63,7 +63,12 @@ pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result
     let gateway = frontend::Gateway::new(config);
     let chosen = match upstream {
         Some(name) => gateway.router.upstreams().find(|u| u.name() == name).cloned(),
-        None => gateway.config.upstreams.first().and_then(|u| gateway.router.route(&u.path)).cloned(),
+        None => gateway
+            .config
+            .upstreams
+            .first()
+            .and_then(|u| gateway.router.route(&u.path))
+            .cloned(),
     };
     let Some(chosen) = chosen else {
         return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such upstream"));

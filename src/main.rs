@@ -136,7 +136,8 @@ fn stdio(args: StdioArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    runtime.block_on(eragate::run_stdio(config, args.upstream_name.as_deref()))
+    runtime
+        .block_on(eragate::run_stdio(config, args.upstream_name.as_deref()))
         .context("serving stdio")
 }
 
@@ -174,7 +175,10 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         && let Ok(text) = std::env::var("ERAGATE_SESSION_KEY")
     {
         let key = eragate::seal::SealKey::from_base64(&text).map_err(|e| ConfigError {
-            issues: vec![eragate::config::ConfigIssue { path: "ERAGATE_SESSION_KEY".into(), message: e.to_string() }],
+            issues: vec![eragate::config::ConfigIssue {
+                path: "ERAGATE_SESSION_KEY".into(),
+                message: e.to_string(),
+            }],
         })?;
         config.sessions.key = Some(key);
     }

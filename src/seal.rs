@@ -74,7 +74,10 @@ impl SealKey {
             .decode(text)
             .or_else(|_| STANDARD_NO_PAD.decode(text))
             .map_err(|_| KeyError::NotBase64)?;
-        let key: [u8; KEY_BYTES] = bytes.as_slice().try_into().map_err(|_| KeyError::WrongLength(bytes.len()))?;
+        let key: [u8; KEY_BYTES] = bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| KeyError::WrongLength(bytes.len()))?;
         Ok(SealKey(key))
     }
 }
@@ -99,9 +102,15 @@ impl Sealer {
     pub fn seal(&self, purpose: Purpose, plaintext: &[u8]) -> String {
         let mut nonce = [0u8; NONCE_BYTES];
         rand::rng().fill_bytes(&mut nonce);
-        let payload = Payload { msg: plaintext, aad: purpose.label() };
+        let payload = Payload {
+            msg: plaintext,
+            aad: purpose.label(),
+        };
         // Encryption fails only for plaintexts beyond 256 GiB; ours are a few hundred bytes.
-        let ciphertext = self.current.encrypt(XNonce::from_slice(&nonce), payload).unwrap_or_default();
+        let ciphertext = self
+            .current
+            .encrypt(XNonce::from_slice(&nonce), payload)
+            .unwrap_or_default();
         let mut token = Vec::with_capacity(NONCE_BYTES + ciphertext.len());
         token.extend_from_slice(&nonce);
         token.extend_from_slice(&ciphertext);
@@ -115,7 +124,10 @@ impl Sealer {
             return None;
         }
         let (nonce, ciphertext) = bytes.split_at(NONCE_BYTES);
-        let payload = || Payload { msg: ciphertext, aad: purpose.label() };
+        let payload = || Payload {
+            msg: ciphertext,
+            aad: purpose.label(),
+        };
         if let Ok(plaintext) = self.current.decrypt(XNonce::from_slice(nonce), payload()) {
             return Some(plaintext);
         }
@@ -140,14 +152,20 @@ mod tests {
     fn tampered_foreign_and_misused_tokens_do_not_open() {
         let now = Instant::now();
         let token = sealer().seal(Purpose::Session, b"state");
-        assert_eq!(sealer().open(Purpose::Session, &token, now).as_deref(), Some(&b"state"[..]));
+        assert_eq!(
+            sealer().open(Purpose::Session, &token, now).as_deref(),
+            Some(&b"state"[..])
+        );
         assert_eq!(sealer().open(Purpose::RequestState, &token, now), None);
         let foreign = Sealer::new(&SealKey([8; 32]), None);
         assert_eq!(foreign.open(Purpose::Session, &token, now), None);
         let mut bytes = token.clone().into_bytes();
         let last = bytes.len() - 1;
         bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
-        assert_eq!(sealer().open(Purpose::Session, &String::from_utf8(bytes).unwrap(), now), None);
+        assert_eq!(
+            sealer().open(Purpose::Session, &String::from_utf8(bytes).unwrap(), now),
+            None
+        );
         assert_eq!(sealer().open(Purpose::Session, "", now), None);
         assert_eq!(sealer().open(Purpose::Session, "not base64!", now), None);
     }
@@ -160,7 +178,11 @@ mod tests {
         let start = Instant::now();
         let rotating = Sealer::new(&new, Some((&old, start + Duration::from_secs(60))));
         assert!(rotating.open(Purpose::Session, &token, start).is_some());
-        assert!(rotating.open(Purpose::Session, &token, start + Duration::from_secs(61)).is_none());
+        assert!(
+            rotating
+                .open(Purpose::Session, &token, start + Duration::from_secs(61))
+                .is_none()
+        );
     }
 
     #[test]

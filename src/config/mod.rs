@@ -45,6 +45,75 @@ impl fmt::Display for ConfigError {
     }
 }
 
+/// The name and path of one `[[upstreams]]` entry, read even when the rest of it is wrong.
+struct Identity {
+    index: usize,
+    name: Option<String>,
+    path: Option<String>,
+}
+
+impl Identity {
+    fn from_raw(index: usize, raw: &toml::Value) -> Identity {
+        let text = |key: &str| raw.get(key).and_then(toml::Value::as_str).map(str::to_owned);
+        Identity {
+            index,
+            name: text("name"),
+            path: Some(text("path").unwrap_or_else(|| "/mcp".into())),
+        }
+    }
+}
+
+/// Names and paths used twice, reported on the later entry.
+fn duplicate_issues(mut identities: Vec<Identity>) -> Vec<ConfigIssue> {
+    identities.sort_by_key(|i| i.index);
+    let mut issues = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    let mut paths = std::collections::HashSet::new();
+    for identity in &identities {
+        if let Some(name) = identity.name.as_deref().filter(|n| !n.is_empty())
+            && !names.insert(name)
+        {
+            issues.push(ConfigIssue {
+                path: format!("upstreams[{}].name", identity.index),
+                message: "is used by another upstream; names must be unique".into(),
+            });
+        }
+        if let Some(path) = identity.path.as_deref().filter(|p| p.starts_with('/'))
+            && !paths.insert(path)
+        {
+            issues.push(ConfigIssue {
+                path: format!("upstreams[{}].path", identity.index),
+                message: "is served by another upstream; paths must be unique".into(),
+            });
+        }
+    }
+    issues
+}
+
+/// Reads one section, recording its mistake (with the full key path) on failure.
+fn section<T: serde::de::DeserializeOwned>(
+    prefix: &str,
+    value: toml::Value,
+    issues: &mut Vec<ConfigIssue>,
+) -> Option<T> {
+    match serde_path_to_error::deserialize(value) {
+        Ok(parsed) => Some(parsed),
+        Err(error) => {
+            let inner = error.path().to_string();
+            let path = if inner == "." {
+                prefix.to_owned()
+            } else {
+                format!("{prefix}.{inner}")
+            };
+            issues.push(ConfigIssue {
+                path,
+                message: error.inner().message().trim().to_owned(),
+            });
+            None
+        }
+    }
+}
+
 impl ConfigError {
     fn one(path: impl Into<String>, message: impl Into<String>) -> ConfigError {
         ConfigError {
@@ -64,22 +133,95 @@ impl Config {
         Config::from_toml(&text)
     }
 
-    /// Parses and validates TOML text.
+    /// Parses and validates TOML text, reporting every mistake it can find
+    /// (each section and each upstream is read on its own, so one typo does not
+    /// hide the next).
     pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
-        let deserializer =
-            toml::Deserializer::parse(text).map_err(|e| ConfigError::one("(file)", e.to_string().trim().to_owned()))?;
-        let config: Config = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-            let path = e.path().to_string();
-            let message = e.inner().message().to_owned();
-            ConfigError::one(if path == "." { "(root)".into() } else { path }, message)
-        })?;
-        config.validate()?;
-        Ok(config)
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| ConfigError::one("(file)", e.to_string().trim().to_owned()))?;
+        let mut issues = Vec::new();
+        let mut config = Config::default();
+        // The file's index of each upstream that parsed, so later issues name the right entry.
+        let mut indexes = Vec::new();
+        let mut unparsed = Vec::new();
+        let mut upstream_entries = 0;
+        for (key, value) in table {
+            match key.as_str() {
+                "listen" => config.listen = section(&key, value, &mut issues).unwrap_or_default(),
+                "sessions" => config.sessions = section(&key, value, &mut issues).unwrap_or_default(),
+                "upstreams" => {
+                    let toml::Value::Array(items) = value else {
+                        issues.push(ConfigIssue {
+                            path: key,
+                            message: "must be an array of tables: [[upstreams]]".into(),
+                        });
+                        continue;
+                    };
+                    upstream_entries = items.len();
+                    for (i, item) in items.into_iter().enumerate() {
+                        let identity = Identity::from_raw(i, &item);
+                        match section(&format!("upstreams[{i}]"), item, &mut issues) {
+                            Some(upstream) => {
+                                config.upstreams.push(upstream);
+                                indexes.push(i);
+                            }
+                            None => unparsed.push(identity),
+                        }
+                    }
+                }
+                _ => issues.push(ConfigIssue {
+                    path: key,
+                    message: "unknown section; expected one of `listen`, `sessions`, `upstreams`".into(),
+                }),
+            }
+        }
+        // Types may be wrong somewhere; still report what validation finds in the rest.
+        issues.extend(config.field_issues(&indexes, upstream_entries));
+        let mut identities = unparsed;
+        identities.extend(config.upstreams.iter().zip(&indexes).map(|(u, &i)| Identity {
+            index: i,
+            name: Some(u.name.clone()),
+            path: Some(u.path.clone()),
+        }));
+        issues.extend(duplicate_issues(identities));
+        if issues.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError { issues })
+        }
     }
 
     /// Checks what types alone cannot: at least one upstream, one transport
     /// each, unique names and paths, sane bounds.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let indexes: Vec<usize> = (0..self.upstreams.len()).collect();
+        let issues = self.issues(&indexes, self.upstreams.len());
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError { issues })
+        }
+    }
+
+    /// The validation issues; `indexes[i]` is upstream `i`'s position in the
+    /// file, which had `entries` upstreams in all.
+    fn issues(&self, indexes: &[usize], entries: usize) -> Vec<ConfigIssue> {
+        let identities: Vec<Identity> = self
+            .upstreams
+            .iter()
+            .zip(indexes)
+            .map(|(u, &i)| Identity {
+                index: i,
+                name: Some(u.name.clone()),
+                path: Some(u.path.clone()),
+            })
+            .collect();
+        let mut issues = self.field_issues(indexes, entries);
+        issues.extend(duplicate_issues(identities));
+        issues
+    }
+
+    fn field_issues(&self, indexes: &[usize], entries: usize) -> Vec<ConfigIssue> {
         let mut issues = Vec::new();
         let mut push = |path: String, message: &str| {
             issues.push(ConfigIssue {
@@ -87,7 +229,7 @@ impl Config {
                 message: message.into(),
             })
         };
-        if self.upstreams.is_empty() {
+        if entries == 0 {
             push("upstreams".into(), "at least one [[upstreams]] entry is required");
         }
         if self.listen.max_body_bytes == 0 {
@@ -96,19 +238,13 @@ impl Config {
         if self.sessions.max_sessions == 0 {
             push("sessions.max_sessions".into(), "must be greater than 0");
         }
-        let mut names = std::collections::HashSet::new();
-        let mut paths = std::collections::HashSet::new();
-        for (i, upstream) in self.upstreams.iter().enumerate() {
+        for (upstream, &i) in self.upstreams.iter().zip(indexes) {
             let at = |key: &str| format!("upstreams[{i}].{key}");
             if upstream.name.is_empty() {
                 push(at("name"), "must not be empty");
-            } else if !names.insert(upstream.name.as_str()) {
-                push(at("name"), "is used by another upstream; names must be unique");
             }
             if !upstream.path.starts_with('/') {
                 push(at("path"), "must start with '/'");
-            } else if !paths.insert(upstream.path.as_str()) {
-                push(at("path"), "is served by another upstream; paths must be unique");
             }
             match (&upstream.stdio, &upstream.http) {
                 (None, None) => push(
@@ -141,11 +277,7 @@ impl Config {
                 push(at("max_in_flight"), "must be greater than 0");
             }
         }
-        if issues.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError { issues })
-        }
+        issues
     }
 }
 
@@ -160,6 +292,15 @@ mod tests {
         assert_eq!(config.listen.address.to_string(), "127.0.0.1:8080");
         assert_eq!(config.upstreams[0].path, "/mcp");
         assert_eq!(config.upstreams[0].request_timeout.0.as_secs(), 60);
+    }
+
+    #[test]
+    fn every_mistake_is_reported_at_once() {
+        let text = "[listen]\nadress = \"127.0.0.1:1\"\n[[upstreams]]\nname = \"e\"\nrequest_timeout = \"soon\"\nstdio.command = [\"x\"]\n[[upstreams]]\nname = \"f\"\nstdio.command = []\n";
+        let error = Config::from_toml(text).unwrap_err();
+        let paths: Vec<&str> = error.issues.iter().map(|i| i.path.as_str()).collect();
+        assert!(paths.contains(&"listen.adress"), "{error}");
+        assert!(paths.contains(&"upstreams[0].request_timeout"), "{error}");
     }
 
     #[test]

@@ -97,9 +97,11 @@ impl Default for SessionsConfig {
 
 fn deserialize_key<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<SealKey>, D::Error> {
     let text = String::deserialize(deserializer)?;
-    SealKey::from_base64(&text)
-        .map(Some)
-        .map_err(|e| serde::de::Error::custom(format!("invalid key: {e}; create one with `head -c 32 /dev/urandom | base64`")))
+    SealKey::from_base64(&text).map(Some).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "invalid key: {e}; create one with `head -c 32 /dev/urandom | base64`"
+        ))
+    })
 }
 
 /// `[[upstreams]]`
@@ -127,6 +129,23 @@ pub struct UpstreamConfig {
     /// Cache hints for the six cacheable results.
     #[serde(default)]
     pub cache: CacheConfig,
+    /// The upstream's era: `"auto"` (learned with `server/discover`, then
+    /// `initialize`), `"legacy"` or `"modern"`. Default `"auto"`.
+    #[serde(default)]
+    pub era: EraSetting,
+}
+
+/// `upstreams.era`
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EraSetting {
+    /// Probe: `server/discover` first, `initialize` on any other answer.
+    #[default]
+    Auto,
+    /// A handshake-era server.
+    Legacy,
+    /// A 2026-07-28 (or dual-era) server.
+    Modern,
 }
 
 /// `[upstreams.stdio]`
@@ -235,6 +254,7 @@ impl UpstreamConfig {
             handshake_timeout: default_handshake_timeout(),
             max_in_flight: default_max_in_flight(),
             cache: CacheConfig::default(),
+            era: EraSetting::Auto,
         }
     }
 }

@@ -7,17 +7,19 @@ use super::Gateway;
 use super::legacy::{self, SessionLookup};
 use super::modern;
 use super::reply::Reply;
-use crate::protocol::errors::{ErrorOrigin, http_status};
 use crate::protocol::Message;
+use crate::protocol::errors::{ErrorOrigin, http_status};
 use crate::translate::{Classification, RoutingHeaders, classify};
 use crate::upstream::Upstream;
 
-/// Serves one message from a client.
+/// Serves one message from a client. `forwarded` are transport headers a modern
+/// upstream must see as they came (`Mcp-Param-*`); stdio has none.
 pub async fn dispatch(
     gateway: &Gateway,
     upstream: &Arc<Upstream>,
     message: Message,
     routing: RoutingHeaders<'_>,
+    forwarded: &[(String, String)],
     session: SessionLookup,
 ) -> Reply {
     let verdict = match &message {
@@ -28,7 +30,7 @@ pub async fn dispatch(
     match (verdict, message) {
         (Classification::Legacy, message) => legacy::serve(gateway, upstream, message, session).await,
         (Classification::Modern(request), Message::Request(message)) => {
-            modern::serve(upstream, message, request).await
+            modern::serve(upstream, message, request, forwarded).await
         }
         // On HTTP a modern client cancels by closing its stream; notifications need no answer.
         (Classification::ModernNotification, _) | (Classification::Modern(_), _) => Reply::Accepted,

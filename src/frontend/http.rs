@@ -25,7 +25,7 @@ use super::reply::Reply;
 use super::respond::{self, Body, StreamTiming};
 use super::sessions::AttachError;
 use crate::protocol::errors::{ErrorOrigin, http_status};
-use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
+use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::{Era, ErrorCode, ErrorObject, Message, Revision};
 use crate::translate::{HeaderField, RoutingHeaders};
@@ -169,8 +169,11 @@ impl HttpFrontend {
         };
         let session = self.lookup(upstream, session_id);
         let routing = routing_headers(&parts.headers);
+        let forwarded = param_headers(&parts.headers);
         let reply = match Frame::parse(&bytes) {
-            Ok(Frame::Single(message)) => dispatch(&self.gateway, upstream, message, routing, session).await,
+            Ok(Frame::Single(message)) => {
+                dispatch(&self.gateway, upstream, message, routing, &forwarded, session).await
+            }
             Ok(Frame::Batch(items)) if batches_allowed(&session) => {
                 return self.batch(upstream, items, routing, session).await;
             }
@@ -207,7 +210,7 @@ impl HttpFrontend {
                 ),
                 Ok(message) => {
                     let lookup = SessionLookup::Found(session.clone());
-                    dispatch(&self.gateway, upstream, message, routing, lookup).await
+                    dispatch(&self.gateway, upstream, message, routing, &[], lookup).await
                 }
                 Err(error) => Reply::Message(super::reply::Status::Ok, error.to_response().into_message()),
             };
@@ -341,6 +344,15 @@ fn routing_headers(headers: &HeaderMap) -> RoutingHeaders<'_> {
         method: header_field(headers, MCP_METHOD),
         name: header_field(headers, MCP_NAME),
     }
+}
+
+/// `Mcp-Param-*` headers, which an intermediary must forward unchanged.
+fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with(MCP_PARAM_PREFIX))
+        .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
+        .collect()
 }
 
 fn header_field<'a>(headers: &'a HeaderMap, name: &str) -> HeaderField<'a> {

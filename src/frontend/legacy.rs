@@ -7,11 +7,14 @@ use serde_json::{Value, json};
 
 use super::Gateway;
 use super::reply::{self, ClientSide, Reply};
-use super::sessions::{ClientSession, SessionClaims};
+use super::sessions::{ClientSession, SessionClaims, stateless_envelope};
+use crate::protocol::envelope::LogLevel;
+use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::translate::{down, up};
-use crate::upstream::Upstream;
+use crate::upstream::pool::gateway_client_info;
 use crate::upstream::session::OnDrop;
+use crate::upstream::{Upstream, UpstreamEra, UpstreamError};
 
 /// The client's session as its transport found it.
 pub enum SessionLookup {
@@ -49,6 +52,11 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
         .and_then(|p| p.get("protocolVersion"))
         .and_then(Value::as_str);
     let negotiated = Revision::negotiate_legacy(requested);
+    match upstream.era().await {
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+        Ok(UpstreamEra::Modern) => return initialize_over_modern(gateway, upstream, request, negotiated).await,
+        Ok(UpstreamEra::Legacy) => {}
+    }
     let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
     let upstream_session = match upstream.open_dedicated(params).await {
         Ok(session) => session,
@@ -77,6 +85,77 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }
 
+/// `initialize` in front of a modern upstream: answered from its
+/// `server/discover`; the session's state is the envelope its requests will carry.
+async fn initialize_over_modern(
+    gateway: &Gateway,
+    upstream: &Arc<Upstream>,
+    request: Request,
+    negotiated: Revision,
+) -> Reply {
+    let params = request.params.as_ref();
+    let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();
+    let client_info = params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default();
+    let envelope = stateless_envelope(&capabilities, &client_info);
+    let shared = match upstream.modern_session().await {
+        Ok(session) => session,
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+    };
+    let discover_params = down::legacy_params_for_modern(None, &envelope);
+    let timeout = upstream.config().handshake_timeout.0;
+    let answer = match shared
+        .call(
+            "server/discover",
+            Some(discover_params),
+            request.id.clone(),
+            OnDrop::Detach,
+        )
+        .await
+    {
+        Ok(call) => tokio::time::timeout(timeout, call.response())
+            .await
+            .unwrap_or_else(|_| {
+                Err(UpstreamError::Timeout {
+                    upstream: upstream.name().to_owned(),
+                    after_ms: timeout.as_millis() as u64,
+                })
+            }),
+        Err(error) => Err(error),
+    };
+    let discover = match answer {
+        Ok(Response {
+            outcome: Outcome::Result(discover),
+            ..
+        }) => discover,
+        Ok(Response {
+            outcome: Outcome::Error(error),
+            ..
+        }) => {
+            return Reply::Message(
+                reply::Status::Ok,
+                Response::error(Some(request.id), error).into_message(),
+            );
+        }
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+    };
+    let result = up::initialize_from_discover(&discover, negotiated, &gateway_client_info());
+    let claims = SessionClaims {
+        rev: negotiated.as_str().to_owned(),
+        caps: capabilities,
+        info: client_info,
+        prn: String::new(),
+        ups: upstream.name().to_owned(),
+        usid: None,
+        own: None,
+        exp: 0,
+    };
+    // Nothing of this session lives in this process: any replica can serve it.
+    let id = gateway.sessions.mint(claims, false);
+    let session = ClientSession::open_stateless(id, negotiated, upstream.clone(), shared, envelope);
+    tracing::info!(session = %session.id, revision = %negotiated, "legacy client session opened on a modern upstream");
+    Reply::Initialized(Response::result(request.id, result).into_message(), session)
+}
+
 /// Requests without a session: a legacy-shaped `server/discover` probe and
 /// `ping` are answered; anything else needs `initialize` first.
 async fn sessionless(upstream: &Arc<Upstream>, message: Message) -> Reply {
@@ -96,7 +175,10 @@ async fn sessionless(upstream: &Arc<Upstream>, message: Message) -> Reply {
         Message::Notification(_) | Message::Response(_) => Reply::rejected(
             400,
             None,
-            ErrorObject::new(ErrorCode::INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"),
+            ErrorObject::new(
+                ErrorCode::INVALID_REQUEST,
+                "Bad Request: Mcp-Session-Id header is required",
+            ),
         ),
     }
 }
@@ -109,7 +191,10 @@ fn session_not_found(message: &Message) -> Reply {
     Reply::rejected(
         404,
         id,
-        ErrorObject::new(ErrorCode::INVALID_REQUEST, "Session not found: initialize a new session"),
+        ErrorObject::new(
+            ErrorCode::INVALID_REQUEST,
+            "Session not found: initialize a new session",
+        ),
     )
 }
 
@@ -118,27 +203,83 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
         return Reply::result(request.id, json!({}));
     }
     let upstream = session.upstream.clone();
+    let params = match session.envelope() {
+        None => request.params,
+        Some(envelope) => match request.method.as_str() {
+            "logging/setLevel" => return set_level(&session, request),
+            // Subscriptions to a modern upstream are not relayed yet (and not offered in `initialize`).
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let error = ErrorObject::new(
+                    ErrorCode::METHOD_NOT_FOUND,
+                    format!("Method not found: {}", request.method),
+                );
+                return Reply::Message(
+                    reply::Status::Ok,
+                    Response::error(Some(request.id), error).into_message(),
+                );
+            }
+            _ => Some(down::legacy_params_for_modern(request.params, &envelope)),
+        },
+    };
     let permit = match upstream.admit() {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
     let call = match session
         .upstream_session
-        .call(&request.method, request.params, request.id.clone(), OnDrop::Detach)
+        .call(&request.method, params, request.id.clone(), OnDrop::Detach)
         .await
     {
         Ok(call) => call,
         Err(error) => {
-            gateway.sessions.remove(&session.id);
+            if session.envelope().is_none() {
+                gateway.sessions.remove(&session.id);
+            }
             return Reply::upstream_failure(Some(request.id), &error);
         }
     };
     session.track(request.id.clone(), call.upstream_id());
     let timeout = upstream.config().request_timeout.0;
-    reply::stream_call(call, ClientSide::Legacy(session), request.id, timeout, permit)
+    let side = ClientSide::Legacy {
+        session,
+        method: request.method,
+    };
+    reply::stream_call(call, side, request.id, Some(timeout), permit)
+}
+
+/// `logging/setLevel` toward a modern upstream: the level joins the session's envelope.
+fn set_level(session: &ClientSession, request: Request) -> Reply {
+    let level = request.param_str("level").and_then(LogLevel::parse);
+    match level {
+        Some(level) => {
+            session.set_log_level(level);
+            Reply::result(request.id, json!({}))
+        }
+        None => {
+            let error = ErrorObject::new(ErrorCode::INVALID_PARAMS, "level must be a logging level");
+            Reply::Message(
+                reply::Status::Ok,
+                Response::error(Some(request.id), error).into_message(),
+            )
+        }
+    }
 }
 
 async fn notification_on_session(session: &ClientSession, notification: Notification) -> Reply {
+    if session.envelope().is_some() {
+        // A modern upstream takes no notifications but cancellation, which it learns by the request ending.
+        if notification.method == "notifications/cancelled"
+            && let Some(client_id) = notification
+                .params
+                .as_ref()
+                .and_then(|p| p.get("requestId"))
+                .and_then(Id::from_value)
+            && let Some(upstream_id) = session.upstream_id_of(&client_id)
+        {
+            session.upstream_session.cancel_request(upstream_id, "client cancelled");
+        }
+        return Reply::Accepted;
+    }
     let forwarded = match notification.method.as_str() {
         // eragate completed the upstream handshake when it opened the session.
         "notifications/initialized" => None,

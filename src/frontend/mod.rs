@@ -4,8 +4,8 @@
 //! Nothing here knows which transport an upstream uses; era decisions are
 //! delegated to [`crate::translate`].
 
-pub mod http;
 mod dispatch;
+pub mod http;
 mod legacy;
 mod modern;
 pub mod reply;

@@ -1,5 +1,6 @@
-//! Serving a 2026-07-28 request: `server/discover` from a warm session's
-//! handshake, everything else on a pooled upstream session.
+//! Serving a 2026-07-28 request. In front of a legacy upstream: `server/discover`
+//! from a warm session's handshake, everything else on a pooled upstream
+//! session. In front of a modern upstream: a faithful passthrough.
 
 use std::sync::Arc;
 
@@ -11,25 +12,84 @@ use crate::protocol::capabilities::{self, ListenSupport};
 use crate::protocol::envelope::SUBSCRIPTION_ID;
 use crate::protocol::{Id, Message, ModernMethod, Notification, Request, Response, Revision};
 use crate::translate::{ModernRequest, discover, down};
+use crate::upstream::pool::gateway_client_info;
+use crate::upstream::probe;
 use crate::upstream::session::OnDrop;
-use crate::upstream::{PartitionKey, Upstream, UpstreamError, UpstreamSession};
+use crate::upstream::{PartitionKey, Upstream, UpstreamEra, UpstreamError, UpstreamSession};
 
 /// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
 const LISTEN_SUPPORT: ListenSupport = ListenSupport::ListChangedOnly;
 /// Bound of notifications queued toward one listen stream.
 const LISTEN_QUEUE: usize = 64;
 
-/// Answers one validated modern request.
-pub async fn serve(upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
-    match modern.method {
-        ModernMethod::Discover => discover(upstream, request.id).await,
-        ModernMethod::SubscriptionsListen => listen(upstream, request, modern).await,
-        _ => forward(upstream, request, modern).await,
+/// Answers one validated modern request; `forwarded` are the client's
+/// `Mcp-Param-*` headers, passed on to a modern upstream as they came.
+pub async fn serve(
+    upstream: &Arc<Upstream>,
+    request: Request,
+    modern: ModernRequest,
+    forwarded: &[(String, String)],
+) -> Reply {
+    match upstream.era().await {
+        Err(error) => Reply::upstream_failure(Some(request.id), &error),
+        Ok(UpstreamEra::Modern) => passthrough(upstream, request, modern.method, forwarded).await,
+        Ok(UpstreamEra::Legacy) => match modern.method {
+            ModernMethod::Discover => discover(upstream, request.id).await,
+            ModernMethod::SubscriptionsListen => listen(upstream, request, modern).await,
+            _ => forward(upstream, request, modern).await,
+        },
     }
+}
+
+/// A modern request to a modern upstream: sent as it is (ids rewritten,
+/// routing headers regenerated), answered as the upstream answered.
+async fn passthrough(
+    upstream: &Arc<Upstream>,
+    request: Request,
+    method: ModernMethod,
+    forwarded: &[(String, String)],
+) -> Reply {
+    let permit = match upstream.admit() {
+        Ok(permit) => permit,
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+    };
+    let session = match upstream.modern_session().await {
+        Ok(session) => session,
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+    };
+    let sent = session
+        .call_with_headers(
+            &request.method,
+            request.params,
+            request.id.clone(),
+            OnDrop::CancelUpstream,
+            forwarded,
+        )
+        .await;
+    let call = match sent {
+        Ok(call) => call,
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+    };
+    let side = ClientSide::Passthrough {
+        method,
+        cache: upstream.cache_policy(),
+    };
+    // A listen lives until either side closes it.
+    let timeout = (method != ModernMethod::SubscriptionsListen).then(|| upstream.config().request_timeout.0);
+    reply::stream_call(call, side, request.id, timeout, permit)
 }
 
 /// `server/discover`, also answered for a legacy-shaped probe without `_meta`.
 pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> Reply {
+    if let Ok(UpstreamEra::Modern) = upstream.era().await {
+        let params = probe::discover_params(&gateway_client_info());
+        let request = Request {
+            id,
+            method: ModernMethod::Discover.as_str().into(),
+            params: Some(params),
+        };
+        return passthrough(upstream, request, ModernMethod::Discover, &[]).await;
+    }
     match upstream.initialize_result().await {
         Ok(initialize) => Reply::result(
             id,
@@ -52,7 +112,12 @@ async fn forward(upstream: &Arc<Upstream>, request: Request, modern: ModernReque
             Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         };
         let sent = session
-            .call(&request.method, params.clone(), request.id.clone(), OnDrop::CancelUpstream)
+            .call(
+                &request.method,
+                params.clone(),
+                request.id.clone(),
+                OnDrop::CancelUpstream,
+            )
             .await;
         let call = match sent {
             Ok(call) => call,
@@ -71,7 +136,7 @@ async fn forward(upstream: &Arc<Upstream>, request: Request, modern: ModernReque
             server_info: session.server_info(),
             cache: upstream.cache_policy(),
         });
-        let timeout = upstream.config().request_timeout.0;
+        let timeout = Some(upstream.config().request_timeout.0);
         return reply::stream_call(call, side, request.id, timeout, permit);
     }
 }

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::sessions::ClientSession;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{ErrorObject, Id, Message, ModernMethod, Response};
+use crate::protocol::{ErrorCode, ErrorObject, Id, Message, ModernMethod, Response};
 use crate::translate::{CachePolicy, up};
 use crate::upstream::session::{CallStep, refuse_server_request};
 use crate::upstream::{Call, CallEvent, UpstreamError, UpstreamSession};
@@ -59,7 +59,11 @@ impl Reply {
 
     /// An upstream failure as the client's JSON-RPC error.
     pub fn upstream_failure(id: Option<Id>, error: &UpstreamError) -> Reply {
-        let status = if error.is_overload() { Status::Overloaded } else { Status::Ok };
+        let status = if error.is_overload() {
+            Status::Overloaded
+        } else {
+            Status::Ok
+        };
         Reply::Message(status, Response::error(id, error.to_error_object()).into_message())
     }
 }
@@ -68,8 +72,20 @@ impl Reply {
 pub enum ClientSide {
     /// A 2026-07-28 client.
     Modern(ModernSide),
-    /// A legacy client on its own session.
-    Legacy(Arc<ClientSession>),
+    /// A legacy client on its session.
+    Legacy {
+        /// The client's session.
+        session: Arc<ClientSession>,
+        /// The method asked (its answer may need translating).
+        method: String,
+    },
+    /// A 2026-07-28 client in front of a 2026-07-28 upstream: everything passes.
+    Passthrough {
+        /// The method asked.
+        method: ModernMethod,
+        /// Cache hints (the upstream's own unless configured).
+        cache: CachePolicy,
+    },
 }
 
 /// What a modern answer needs to know.
@@ -89,8 +105,17 @@ pub struct ModernSide {
 /// is dropped, and with a timeout error at `timeout`.
 ///
 /// `permit` (the upstream's in-flight slot) is held until the call ends.
-pub fn stream_call(call: Call, side: ClientSide, client_id: Id, timeout: Duration, permit: OwnedSemaphorePermit) -> Reply {
+/// `timeout` of `None` streams until either side closes (a `subscriptions/listen`).
+pub fn stream_call(
+    call: Call,
+    side: ClientSide,
+    client_id: Id,
+    timeout: Option<Duration>,
+    permit: OwnedSemaphorePermit,
+) -> Reply {
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    // A year stands in for "never": far enough, and `Instant` arithmetic cannot overflow.
+    let timeout = timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600));
     tokio::spawn(async move {
         pump(call, side, client_id, tx, Instant::now() + timeout, timeout).await;
         drop(permit);
@@ -98,7 +123,14 @@ pub fn stream_call(call: Call, side: ClientSide, client_id: Id, timeout: Duratio
     Reply::Stream(rx)
 }
 
-async fn pump(mut call: Call, side: ClientSide, client_id: Id, tx: mpsc::Sender<Message>, deadline: Instant, timeout: Duration) {
+async fn pump(
+    mut call: Call,
+    side: ClientSide,
+    client_id: Id,
+    tx: mpsc::Sender<Message>,
+    deadline: Instant,
+    timeout: Duration,
+) {
     loop {
         tokio::select! {
             step = call.next() => match step {
@@ -134,8 +166,10 @@ impl ClientSide {
     /// What (if anything) the client sees of an event.
     fn translate_event(&self, event: CallEvent, upstream: &Arc<UpstreamSession>) -> Option<Message> {
         match (self, event) {
-            (ClientSide::Legacy(_), CallEvent::Notification(n)) => Some(Message::Notification(n)),
-            (ClientSide::Legacy(session), CallEvent::ServerRequest(request)) => Some(session.relay_request(request)),
+            (ClientSide::Legacy { .. }, CallEvent::Notification(n)) => Some(Message::Notification(n)),
+            (ClientSide::Legacy { session, .. }, CallEvent::ServerRequest(request)) => {
+                Some(session.relay_request(request))
+            }
             (ClientSide::Modern(side), CallEvent::Notification(n)) => match n.method.as_str() {
                 "notifications/progress" => Some(Message::Notification(n)),
                 "notifications/message" => {
@@ -152,7 +186,8 @@ impl ClientSide {
                 }
                 _ => None,
             },
-            (ClientSide::Modern(_), CallEvent::ServerRequest(request)) => {
+            (ClientSide::Passthrough { .. }, CallEvent::Notification(n)) => Some(Message::Notification(n)),
+            (ClientSide::Modern(_) | ClientSide::Passthrough { .. }, CallEvent::ServerRequest(request)) => {
                 // Relaying these as input_required is the multi round-trip bridge; until then refuse cleanly.
                 let upstream = upstream.clone();
                 tokio::spawn(async move {
@@ -170,22 +205,54 @@ impl ClientSide {
             Err(error) => return Response::error(Some(client_id.clone()), error.to_error_object()),
         };
         match self {
-            ClientSide::Legacy(_) => response,
+            ClientSide::Legacy { session, method } => match (session.envelope(), response.outcome) {
+                (None, outcome) => Response {
+                    id: response.id,
+                    outcome,
+                },
+                (Some(_), Outcome::Result(result)) if is_input_required(&result) => Response::error(
+                    response.id,
+                    ErrorObject::new(
+                        ErrorCode::INTERNAL_ERROR,
+                        "the upstream needs input that eragate cannot relay to this client yet",
+                    ),
+                ),
+                (Some(_), Outcome::Result(result)) => {
+                    Response::result_for(response.id, up::result_for_legacy(result, session.revision))
+                }
+                (Some(_), Outcome::Error(error)) => Response::error(response.id, up::error_for_legacy(error, method)),
+            },
+            ClientSide::Passthrough { method, cache } => match response.outcome {
+                Outcome::Result(result) => {
+                    Response::result_for(response.id, up::result_passthrough(result, *method, *cache))
+                }
+                Outcome::Error(_) => response,
+            },
             ClientSide::Modern(side) => {
                 let outcome = match response.outcome {
-                    Outcome::Result(result) => {
-                        Outcome::Result(up::result_for_modern(result, side.method, &side.server_info, side.cache))
-                    }
+                    Outcome::Result(result) => Outcome::Result(up::result_for_modern(
+                        result,
+                        side.method,
+                        &side.server_info,
+                        side.cache,
+                    )),
                     Outcome::Error(error) => Outcome::Error(up::error_for_modern(error)),
                 };
-                Response { id: response.id, outcome }
+                Response {
+                    id: response.id,
+                    outcome,
+                }
             }
         }
     }
 
     fn finish(&self, client_id: &Id) {
-        if let ClientSide::Legacy(session) = self {
+        if let ClientSide::Legacy { session, .. } = self {
             session.untrack(client_id);
         }
     }
+}
+
+fn is_input_required(result: &Value) -> bool {
+    result.get("resultType").and_then(Value::as_str) == Some("input_required")
 }

@@ -80,7 +80,9 @@ pub async fn render_batch(replies: Vec<Reply>) -> http::Response<Body> {
     }
     let array = Value::Array(messages.iter().map(Message::to_value).collect());
     let mut response = with_status(StatusCode::OK, full(serde_json::to_vec(&array).unwrap_or_default()));
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
 }
 
@@ -90,14 +92,20 @@ fn message_response(status: Status, message: &Message) -> http::Response<Body> {
         Status::Rejected(code) => json(StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST), message),
         Status::Overloaded => {
             let mut response = json(StatusCode::SERVICE_UNAVAILABLE, message);
-            response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+                .headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
             response
         }
     }
 }
 
 /// An SSE response carrying `first` and then everything from `messages`.
-pub fn stream(first: Option<Message>, mut messages: mpsc::Receiver<Message>, keep_alive: Duration) -> http::Response<Body> {
+pub fn stream(
+    first: Option<Message>,
+    mut messages: mpsc::Receiver<Message>,
+    keep_alive: Duration,
+) -> http::Response<Body> {
     let (tx, response) = sse();
     tokio::spawn(async move {
         if let Some(first) = first
@@ -158,7 +166,9 @@ pub fn rpc_error(status: StatusCode, id: Option<Id>, error: ErrorObject) -> http
 pub fn sse() -> (mpsc::Sender<Bytes>, http::Response<Body>) {
     let (tx, rx) = mpsc::channel::<Bytes>(SSE_QUEUE);
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), rx))
+        rx.recv()
+            .await
+            .map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), rx))
     });
     let mut response = with_status(StatusCode::OK, StreamBody::new(stream).boxed_unsync());
     let headers = response.headers_mut();

@@ -21,10 +21,11 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::AbortHandle;
 
 use crate::config::SessionsConfig;
+use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Id, Message, Request, Response, Revision};
 use crate::seal::{Purpose, SealKey, Sealer};
 use crate::upstream::session::refuse_server_request;
-use crate::upstream::{Upstream, UpstreamSession};
+use crate::upstream::{Upstream, UpstreamEra, UpstreamSession};
 
 /// One legacy client's session.
 pub struct ClientSession {
@@ -34,8 +35,12 @@ pub struct ClientSession {
     pub revision: Revision,
     /// The upstream this session is bound to.
     pub upstream: Arc<Upstream>,
-    /// The upstream session serving only this client.
+    /// A legacy upstream: the session serving only this client. A modern
+    /// upstream: the stateless session every client shares.
     pub upstream_session: Arc<UpstreamSession>,
+    /// For a modern upstream only: the envelope every request of this client
+    /// carries (its capabilities, clientInfo and the level `logging/setLevel` chose).
+    envelope: Option<Mutex<Envelope>>,
     last_seen: Mutex<Instant>,
     next_outbound: AtomicU64,
     /// Server→client requests relayed to the client: the id eragate gave it → the
@@ -101,7 +106,12 @@ impl SessionStore {
         let until = Instant::now() + config.previous_key_valid_for.0;
         let sealer = Sealer::new(&key, config.previous_key.as_ref().map(|k| (k, until)));
         let instance = format!("{:016x}", rand::rng().random::<u64>());
-        SessionStore { sessions: DashMap::new(), config, sealer, instance }
+        SessionStore {
+            sessions: DashMap::new(),
+            config,
+            sealer,
+            instance,
+        }
     }
 
     /// Seals the claims of a new session into its id. `process_bound` sessions
@@ -156,9 +166,24 @@ impl SessionStore {
             return None;
         }
         let revision = Revision::parse(&claims.rev)?;
-        let upstream_session = upstream.resume_dedicated(claims.usid.as_deref()?, revision)?;
+        let session = match (&claims.usid, upstream.era_if_known()) {
+            (Some(usid), _) => {
+                let upstream_session = upstream.resume_dedicated(usid, revision)?;
+                ClientSession::open(id.to_owned(), revision, upstream.clone(), upstream_session)
+            }
+            (None, Some(UpstreamEra::Modern)) => {
+                let envelope = stateless_envelope(&claims.caps, &claims.info);
+                ClientSession::open_stateless(
+                    id.to_owned(),
+                    revision,
+                    upstream.clone(),
+                    upstream.live_modern()?,
+                    envelope,
+                )
+            }
+            (None, _) => return None,
+        };
         tracing::info!(%revision, "resumed a legacy session minted by another replica");
-        let session = ClientSession::open(id.to_owned(), revision, upstream.clone(), upstream_session);
         self.insert(session.clone());
         Some(session)
     }
@@ -233,18 +258,7 @@ impl ClientSession {
         upstream: Arc<Upstream>,
         upstream_session: Arc<UpstreamSession>,
     ) -> Arc<ClientSession> {
-        let session = Arc::new(ClientSession {
-            id,
-            revision,
-            upstream,
-            upstream_session,
-            last_seen: Mutex::new(Instant::now()),
-            next_outbound: AtomicU64::new(1),
-            outbound: Mutex::new(HashMap::new()),
-            in_flight: Mutex::new(HashMap::new()),
-            stream: Mutex::new(None),
-            forwarder: Mutex::new(None),
-        });
+        let session = ClientSession::build(id, revision, upstream, upstream_session, None);
         let forwarder = tokio::spawn(forward_unsolicited(
             Arc::downgrade(&session),
             session.upstream_session.subscribe(),
@@ -253,13 +267,67 @@ impl ClientSession {
         session
     }
 
+    /// A session in front of a modern upstream: no upstream session of its own,
+    /// its state is the envelope its requests carry.
+    pub fn open_stateless(
+        id: String,
+        revision: Revision,
+        upstream: Arc<Upstream>,
+        shared: Arc<UpstreamSession>,
+        envelope: Envelope,
+    ) -> Arc<ClientSession> {
+        ClientSession::build(id, revision, upstream, shared, Some(Mutex::new(envelope)))
+    }
+
+    fn build(
+        id: String,
+        revision: Revision,
+        upstream: Arc<Upstream>,
+        upstream_session: Arc<UpstreamSession>,
+        envelope: Option<Mutex<Envelope>>,
+    ) -> Arc<ClientSession> {
+        Arc::new(ClientSession {
+            id,
+            revision,
+            upstream,
+            upstream_session,
+            envelope,
+            last_seen: Mutex::new(Instant::now()),
+            next_outbound: AtomicU64::new(1),
+            outbound: Mutex::new(HashMap::new()),
+            in_flight: Mutex::new(HashMap::new()),
+            stream: Mutex::new(None),
+            forwarder: Mutex::new(None),
+        })
+    }
+
+    /// The envelope for this client's next request, when its upstream is modern.
+    pub fn envelope(&self) -> Option<Envelope> {
+        self.envelope.as_ref().map(|e| lock(e).clone())
+    }
+
+    /// Records `logging/setLevel` for a modern upstream; `false` when the
+    /// upstream is legacy (the level then belongs to the upstream session).
+    pub fn set_log_level(&self, level: LogLevel) -> bool {
+        match &self.envelope {
+            Some(envelope) => {
+                lock(envelope).log_level = Some(level);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Ends the session and its upstream session.
     pub fn end(&self) {
         if let Some(handle) = lock(&self.forwarder).take() {
             handle.abort();
         }
         *lock(&self.stream) = None;
-        self.upstream_session.close("client session ended");
+        // A shared stateless session outlives any one client.
+        if self.envelope.is_none() {
+            self.upstream_session.close("client session ended");
+        }
     }
 
     /// Relays a server→client request to this client under a fresh id.
@@ -308,7 +376,6 @@ impl ClientSession {
     fn stream(&self) -> Option<mpsc::Sender<Message>> {
         lock(&self.stream).as_ref().filter(|s| !s.is_closed()).cloned()
     }
-
 }
 
 /// Relays what the dedicated upstream session sends outside any request to the
@@ -344,6 +411,16 @@ async fn forward_unsolicited(session: Weak<ClientSession>, mut unsolicited: broa
 async fn refuse(session: &ClientSession, request: &Request) {
     let response: Response = refuse_server_request(request);
     let _ = session.upstream_session.respond(response).await;
+}
+
+/// The envelope a legacy client's requests carry toward a modern upstream.
+pub fn stateless_envelope(capabilities: &Value, client_info: &Value) -> Envelope {
+    Envelope {
+        protocol_version: Revision::LATEST.as_str().to_owned(),
+        client_capabilities: crate::protocol::capabilities::client_legacy_to_modern(capabilities),
+        client_info: Some(client_info.clone()).filter(|v| !v.is_null()),
+        log_level: None,
+    }
 }
 
 fn unix_now() -> u64 {

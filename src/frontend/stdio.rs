@@ -35,7 +35,13 @@ where
 {
     let (out, queue) = mpsc::channel::<Message>(OUT_QUEUE);
     let writer = tokio::spawn(write_lines(output, queue));
-    let mut connection = Connection { gateway, upstream, out, session: None, in_flight: Arc::default() };
+    let mut connection = Connection {
+        gateway,
+        upstream,
+        out,
+        session: None,
+        in_flight: Arc::default(),
+    };
     let max_line = connection.gateway.config.listen.max_body_bytes;
     let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(max_line));
     while let Some(line) = lines.next().await {
@@ -44,7 +50,11 @@ where
             Ok(line) => connection.handle_line(line.as_bytes()).await,
             Err(error) => {
                 tracing::warn!(error = %error, "unreadable input line; skipped");
-                let response = FrameError::Invalid { id: None, reason: "line too long or not UTF-8" }.to_response();
+                let response = FrameError::Invalid {
+                    id: None,
+                    reason: "line too long or not UTF-8",
+                }
+                .to_response();
                 let _ = connection.out.send(response.into_message()).await;
             }
         }
@@ -88,7 +98,15 @@ impl Connection {
             Message::Request(r) => Some(r.id.clone()),
             _ => None,
         };
-        let reply = dispatch(&self.gateway, &self.upstream, message, RoutingHeaders::None, self.lookup()).await;
+        let reply = dispatch(
+            &self.gateway,
+            &self.upstream,
+            message,
+            RoutingHeaders::None,
+            &[],
+            self.lookup(),
+        )
+        .await;
         if is_initialize && let Reply::Initialized(_, session) = &reply {
             self.adopt(session.clone());
         }
@@ -99,7 +117,10 @@ impl Connection {
     async fn handle_batch(&mut self, items: Vec<Result<Message, FrameError>>) {
         let allowed = self.session.as_ref().is_some_and(|s| s.revision.allows_batches());
         if !allowed {
-            let error = FrameError::Invalid { id: None, reason: "JSON-RPC batches are only allowed for 2025-03-26 sessions" };
+            let error = FrameError::Invalid {
+                id: None,
+                reason: "JSON-RPC batches are only allowed for 2025-03-26 sessions",
+            };
             let _ = self.out.send(error.to_response().into_message()).await;
             return;
         }
@@ -111,7 +132,15 @@ impl Connection {
                         Message::Request(r) => Some(r.id.clone()),
                         _ => None,
                     };
-                    let reply = dispatch(&self.gateway, &self.upstream, message, RoutingHeaders::None, self.lookup()).await;
+                    let reply = dispatch(
+                        &self.gateway,
+                        &self.upstream,
+                        message,
+                        RoutingHeaders::None,
+                        &[],
+                        self.lookup(),
+                    )
+                    .await;
                     self.deliver(reply, client_id);
                 }
                 Err(error) => {
@@ -169,7 +198,10 @@ impl Connection {
                     }
                 });
                 if let Some(id) = client_id {
-                    self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).insert(id, task.abort_handle());
+                    self.in_flight
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(id, task.abort_handle());
                 }
             }
         }

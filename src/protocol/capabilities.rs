@@ -80,6 +80,52 @@ pub fn client_modern_to_legacy(capabilities: &Value, revision: Revision) -> Valu
     Value::Object(out)
 }
 
+/// A legacy client's `initialize` capabilities as a 2026-07-28 `clientCapabilities`.
+pub fn client_legacy_to_modern(capabilities: &Value) -> Value {
+    let source = capabilities.as_object().cloned().unwrap_or_default();
+    let mut out = Map::new();
+    for (key, value) in source {
+        match key.as_str() {
+            // 2026-07-28 roots have no listChanged.
+            "roots" => {
+                out.insert(key, Value::Object(Map::new()));
+            }
+            // 2025-06-18's `elicitation: {}` means form mode.
+            "elicitation" if value.as_object().is_some_and(Map::is_empty) => {
+                out.insert(key, serde_json::json!({"form": {}}));
+            }
+            "tasks" => {}
+            _ => {
+                out.insert(key, value);
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// A 2026-07-28 server's capabilities as a legacy client of `revision` may see
+/// them in `InitializeResult`. Subscriptions and list changes are not relayed
+/// to legacy clients of a modern upstream, so they are not claimed.
+pub fn server_modern_to_legacy(capabilities: &Value, revision: Revision) -> Value {
+    let mut out = capabilities.as_object().cloned().unwrap_or_default();
+    out.remove("extensions");
+    if revision < Revision::V2025_03_26 {
+        out.remove("completions");
+    }
+    for (kind, flags) in [
+        ("tools", &["listChanged"][..]),
+        ("prompts", &["listChanged"]),
+        ("resources", &["listChanged", "subscribe"]),
+    ] {
+        if let Some(Value::Object(object)) = out.get_mut(kind) {
+            for flag in flags {
+                object.remove(*flag);
+            }
+        }
+    }
+    Value::Object(out)
+}
+
 /// Trims a modern `clientInfo` to the members `revision` defines.
 pub fn client_info_for(info: &Value, revision: Revision) -> Value {
     let Some(object) = info.as_object() else {
@@ -148,6 +194,30 @@ mod tests {
         for (revision, expected) in table {
             assert_eq!(client_modern_to_legacy(&modern, revision), expected, "{revision}");
         }
+    }
+
+    #[test]
+    fn legacy_clients_to_modern_capabilities() {
+        let legacy = json!({"roots": {"listChanged": true}, "sampling": {}, "elicitation": {}, "tasks": {"list": {}}, "experimental": {"e": 1}});
+        assert_eq!(
+            client_legacy_to_modern(&legacy),
+            json!({"roots": {}, "sampling": {}, "elicitation": {"form": {}}, "experimental": {"e": 1}})
+        );
+        let url = json!({"elicitation": {"form": {}, "url": {}}});
+        assert_eq!(client_legacy_to_modern(&url), url);
+    }
+
+    #[test]
+    fn modern_servers_to_legacy_capabilities() {
+        let modern = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}, "completions": {}, "logging": {}, "extensions": {"x/y": {}}});
+        assert_eq!(
+            server_modern_to_legacy(&modern, Revision::V2025_11_25),
+            json!({"tools": {}, "resources": {}, "completions": {}, "logging": {}})
+        );
+        assert_eq!(
+            server_modern_to_legacy(&modern, Revision::V2024_11_05),
+            json!({"tools": {}, "resources": {}, "logging": {}})
+        );
     }
 
     #[test]

@@ -17,6 +17,18 @@ pub const MCP_SESSION_ID: &str = "mcp-session-id";
 /// Prefix of tool-parameter headers.
 pub const MCP_PARAM_PREFIX: &str = "mcp-param-";
 
+/// The `Mcp-Name` value a request must carry (sentinel-encoded when needed):
+/// `params.name` for `tools/call` and `prompts/get`, `params.uri` for `resources/read`.
+pub fn mirrored_name(method: &str, params: Option<&serde_json::Value>) -> Option<String> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    let value = params?.get(key)?.as_str()?;
+    Some(encode_value(value).into_owned())
+}
+
 const SENTINEL_START: &str = "=?base64?";
 const SENTINEL_END: &str = "?=";
 
@@ -90,6 +102,22 @@ mod tests {
             assert_eq!(encode_value(plain), encoded, "{plain:?}");
             assert_eq!(decode_value(encoded).unwrap(), plain, "{encoded:?}");
         }
+    }
+
+    #[test]
+    fn mirrored_names() {
+        let call = serde_json::json!({"name": "météo", "arguments": {}});
+        assert_eq!(
+            mirrored_name("tools/call", Some(&call)).as_deref(),
+            Some("=?base64?bcOpdMOpbw==?=")
+        );
+        let read = serde_json::json!({"uri": "file:///a"});
+        assert_eq!(
+            mirrored_name("resources/read", Some(&read)).as_deref(),
+            Some("file:///a")
+        );
+        assert_eq!(mirrored_name("tools/list", Some(&call)), None);
+        assert_eq!(mirrored_name("prompts/get", None), None);
     }
 
     #[test]

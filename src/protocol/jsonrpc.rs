@@ -278,6 +278,14 @@ impl Response {
         }
     }
 
+    /// A successful response for an id that may be absent (kept as it came).
+    pub fn result_for(id: Option<Id>, result: Value) -> Response {
+        Response {
+            id,
+            outcome: Outcome::Result(result),
+        }
+    }
+
     /// An error response.
     pub fn error(id: Option<Id>, error: ErrorObject) -> Response {
         Response {

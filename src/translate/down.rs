@@ -36,6 +36,24 @@ pub fn initialize_for_envelope(envelope: &Envelope, revision: Revision, gateway_
     )
 }
 
+/// Params of a legacy client's request as a modern upstream receives them: the
+/// session's envelope added to `_meta` (the client's own `progressToken` and
+/// other keys kept).
+pub fn legacy_params_for_modern(params: Option<Value>, envelope: &Envelope) -> Value {
+    let mut params = match params {
+        Some(Value::Object(object)) => object,
+        _ => Map::new(),
+    };
+    let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Some(meta) = meta.as_object_mut() {
+        envelope.insert_into(meta);
+    }
+    Value::Object(params)
+}
+
 /// `initialize` params.
 pub fn initialize_params(revision: Revision, capabilities: Value, client_info: Value) -> Value {
     let mut params = Map::new();
@@ -78,6 +96,29 @@ mod tests {
                 "name": "echo", "arguments": {"text": "hi"},
                 "_meta": {"progressToken": 7, "traceparent": "00-1", "tracestate": "a=b"}
             })
+        );
+    }
+
+    #[test]
+    fn legacy_requests_carry_the_session_envelope() {
+        let envelope = Envelope {
+            protocol_version: "2026-07-28".into(),
+            client_capabilities: json!({"roots": {}}),
+            client_info: Some(json!({"name": "c", "version": "1"})),
+            log_level: Some(crate::protocol::envelope::LogLevel::Warning),
+        };
+        let params = legacy_params_for_modern(Some(json!({"name": "t", "_meta": {"progressToken": 3}})), &envelope);
+        assert_eq!(
+            params,
+            json!({"name": "t", "_meta": {"progressToken": 3,
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"roots": {}},
+            "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+            "io.modelcontextprotocol/logLevel": "warning"}})
+        );
+        assert_eq!(
+            legacy_params_for_modern(None, &envelope)["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
         );
     }
 

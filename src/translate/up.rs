@@ -31,11 +31,109 @@ pub fn result_for_modern(result: Value, method: ModernMethod, server_info: &Valu
     Value::Object(object)
 }
 
+/// A modern upstream's result for a modern client: untouched but for the cache
+/// hints, which the policy may override (and which a complete cacheable result
+/// must carry).
+pub fn result_passthrough(result: Value, method: ModernMethod, cache: CachePolicy) -> Value {
+    let mut object = match result {
+        Value::Object(object) => object,
+        other => return other,
+    };
+    let complete = object
+        .get("resultType")
+        .and_then(Value::as_str)
+        .is_none_or(|t| t == "complete");
+    if complete && method.is_cacheable() {
+        cache.apply(&mut object);
+    }
+    Value::Object(object)
+}
+
 /// An upstream error as a 2026-07-28 client must see it: the retired
 /// resource-not-found code becomes -32602 (its data kept).
 pub fn error_for_modern(mut error: ErrorObject) -> ErrorObject {
     if error.code == ErrorCode::RESOURCE_NOT_FOUND {
         error.code = ErrorCode::INVALID_PARAMS;
+    }
+    error
+}
+
+/// The `InitializeResult` a legacy client gets from a modern upstream's
+/// `DiscoverResult`: its capabilities as the client's revision knows them, its
+/// `serverInfo` (else the gateway's), its instructions.
+pub fn initialize_from_discover(discover: &Value, negotiated: Revision, gateway_info: &Value) -> Value {
+    let mut result = Map::new();
+    result.insert("protocolVersion".into(), Value::from(negotiated.as_str()));
+    let capabilities = discover.get("capabilities").cloned().unwrap_or_default();
+    result.insert(
+        "capabilities".into(),
+        crate::protocol::capabilities::server_modern_to_legacy(&capabilities, negotiated),
+    );
+    let server_info = discover
+        .get("_meta")
+        .and_then(|m| m.get(SERVER_INFO))
+        .cloned()
+        .unwrap_or_else(|| gateway_info.clone());
+    result.insert("serverInfo".into(), server_info);
+    if let Some(instructions) = discover.get("instructions").filter(|v| v.is_string()) {
+        result.insert("instructions".into(), instructions.clone());
+    }
+    Value::Object(result)
+}
+
+/// A modern upstream's result as a legacy client of `revision` can use it:
+/// the modern-only members removed and content it cannot carry downgraded
+/// (audio before 2025-03-26, resource links before 2025-06-18, non-object
+/// `structuredContent`).
+pub fn result_for_legacy(result: Value, revision: Revision) -> Value {
+    let mut object = match result {
+        Value::Object(object) => object,
+        other => return other,
+    };
+    for member in ["resultType", "ttlMs", "cacheScope"] {
+        object.remove(member);
+    }
+    if object.get("structuredContent").is_some_and(|v| !v.is_object()) {
+        object.remove("structuredContent");
+    }
+    if let Some(Value::Array(content)) = object.get_mut("content") {
+        for item in content.iter_mut() {
+            downgrade_content(item, revision);
+        }
+    }
+    if let Some(Value::Array(messages)) = object.get_mut("messages") {
+        for message in messages.iter_mut() {
+            if let Some(content) = message.get_mut("content") {
+                downgrade_content(content, revision);
+            }
+        }
+    }
+    Value::Object(object)
+}
+
+fn downgrade_content(item: &mut Value, revision: Revision) {
+    let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+    let replacement = match kind {
+        "audio" if revision < Revision::V2025_03_26 => {
+            let mime = item.get("mimeType").and_then(Value::as_str).unwrap_or("audio");
+            format!("[{mime} content omitted: this client's protocol revision has no audio]")
+        }
+        "resource_link" if revision < Revision::V2025_06_18 => {
+            let uri = item.get("uri").and_then(Value::as_str).unwrap_or("");
+            let name = item.get("name").and_then(Value::as_str).unwrap_or(uri);
+            format!("[resource {name}: {uri}]")
+        }
+        _ => return,
+    };
+    *item = serde_json::json!({"type": "text", "text": replacement});
+}
+
+/// A modern upstream's error as a legacy client must see it: a resource-not-found
+/// (-32602 with `data.uri` on `resources/read`) is -32002 again.
+pub fn error_for_legacy(mut error: ErrorObject, method: &str) -> ErrorObject {
+    let names_a_uri = error.data.as_ref().and_then(|d| d.get("uri")).is_some();
+    if method == "resources/read" && error.code == ErrorCode::INVALID_PARAMS && names_a_uri {
+        error.code = ErrorCode::RESOURCE_NOT_FOUND;
     }
     error
 }
@@ -100,6 +198,56 @@ mod tests {
         assert_eq!(modern.data, Some(json!({"uri": "x://y"})));
         let other = ErrorObject::new(ErrorCode::INTERNAL_ERROR, "boom");
         assert_eq!(error_for_modern(other.clone()), other);
+    }
+
+    #[test]
+    fn modern_results_for_legacy_clients() {
+        let result = json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+            "content": [{"type": "audio", "data": "AA", "mimeType": "audio/wav"},
+                        {"type": "resource_link", "uri": "x://a", "name": "a"},
+                        {"type": "text", "text": "t"}],
+            "structuredContent": [1, 2], "_meta": {"k": 1}});
+        assert_eq!(
+            result_for_legacy(result.clone(), Revision::V2024_11_05),
+            json!({
+            "content": [{"type": "text", "text": "[audio/wav content omitted: this client's protocol revision has no audio]"},
+                        {"type": "text", "text": "[resource a: x://a]"},
+                        {"type": "text", "text": "t"}],
+            "_meta": {"k": 1}})
+        );
+        let newest = result_for_legacy(result, Revision::V2025_11_25);
+        assert_eq!(newest["content"][0]["type"], "audio");
+        assert_eq!(newest["content"][1]["type"], "resource_link");
+    }
+
+    #[test]
+    fn resource_not_found_is_minus_32002_again_for_legacy_clients() {
+        let modern =
+            ErrorObject::new(ErrorCode::INVALID_PARAMS, "Resource not found").with_data(json!({"uri": "x://y"}));
+        assert_eq!(
+            error_for_legacy(modern.clone(), "resources/read").code,
+            ErrorCode::RESOURCE_NOT_FOUND
+        );
+        assert_eq!(error_for_legacy(modern, "tools/call").code, ErrorCode::INVALID_PARAMS);
+        let bad_cursor = ErrorObject::new(ErrorCode::INVALID_PARAMS, "bad cursor");
+        assert_eq!(
+            error_for_legacy(bad_cursor, "resources/read").code,
+            ErrorCode::INVALID_PARAMS
+        );
+    }
+
+    #[test]
+    fn initialize_from_a_discover_result() {
+        let discover = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {"listChanged": true}, "extensions": {"a/b": {}}},
+            "instructions": "hi", "ttlMs": 0, "cacheScope": "private",
+            "_meta": {SERVER_INFO: {"name": "m", "version": "2"}}});
+        assert_eq!(
+            initialize_from_discover(&discover, Revision::V2025_06_18, &json!({"name": "g", "version": "1"})),
+            json!({
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "m", "version": "2"}, "instructions": "hi"})
+        );
     }
 
     #[test]

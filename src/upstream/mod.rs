@@ -5,10 +5,12 @@
 //! messages for the upstream's own revision.
 
 pub mod pool;
+pub mod probe;
 pub mod session;
 pub mod transport;
 
 pub use pool::{PartitionKey, Upstream};
+pub use probe::UpstreamEra;
 pub use session::{Call, CallEvent, UnsolicitedRequests, UpstreamSession};
 
 use crate::protocol::{ErrorCode, ErrorObject};
@@ -40,6 +42,16 @@ pub enum UpstreamError {
         /// What failed.
         reason: String,
     },
+    /// The upstream answered over HTTP, but not with JSON-RPC (a 4xx or 5xx page).
+    #[error("upstream '{upstream}' answered HTTP {status}: {excerpt}")]
+    Rejected {
+        /// The upstream's configured name.
+        upstream: String,
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body.
+        excerpt: String,
+    },
     /// Too much in flight; try later.
     #[error("upstream '{upstream}' is at capacity")]
     Overloaded {
@@ -69,6 +81,7 @@ impl UpstreamError {
             UpstreamError::Closed { upstream, .. }
             | UpstreamError::Timeout { upstream, .. }
             | UpstreamError::Unavailable { upstream, .. }
+            | UpstreamError::Rejected { upstream, .. }
             | UpstreamError::Overloaded { upstream }
             | UpstreamError::Protocol { upstream, .. }
             | UpstreamError::SessionExpired { upstream } => upstream,

@@ -15,12 +15,13 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::UpstreamError;
-use super::session::{UnsolicitedRequests, UpstreamSession};
+use super::probe::{self, UpstreamEra};
+use super::session::{OnDrop, UnsolicitedRequests, UpstreamSession};
 use super::transport::Link;
 use super::transport::stdio::{ChildSupervisor, StdioLink, StdioSpawner};
 use super::transport::streamable_http::{self, HttpClient, HttpLink};
-use crate::config::UpstreamConfig;
-use crate::protocol::Revision;
+use crate::config::{EraSetting, UpstreamConfig};
+use crate::protocol::{Id, Revision};
 use crate::translate::CachePolicy;
 use crate::translate::down;
 
@@ -58,6 +59,13 @@ pub struct Upstream {
     latest_initialize: RwLock<Option<Arc<Value>>>,
     in_flight: Arc<Semaphore>,
     epoch: Instant,
+    /// The learned (or pinned) era; `None` until the first probe.
+    era: RwLock<Option<UpstreamEra>>,
+    /// Serialises probing so a burst of first requests costs one probe.
+    probing: tokio::sync::Mutex<()>,
+    /// For a modern upstream: the one stateless session every request shares.
+    modern: RwLock<Option<Arc<UpstreamSession>>>,
+    modern_opening: tokio::sync::Mutex<()>,
 }
 
 enum Connector {
@@ -76,6 +84,7 @@ impl Upstream {
     /// An upstream from its configuration. Nothing starts until [`Upstream::warm`] or the first request.
     pub fn new(config: UpstreamConfig, supervisor: ChildSupervisor) -> Arc<Upstream> {
         let name: Arc<str> = Arc::from(config.name.as_str());
+        let config_era = config.era;
         let connector = match (&config.stdio, &config.http) {
             (Some(stdio), _) => Connector::Stdio(StdioSpawner::new(name.clone(), stdio.clone(), supervisor)),
             (None, Some(http)) => Connector::Http(Box::new((streamable_http::client(), http.url.clone()))),
@@ -94,6 +103,14 @@ impl Upstream {
             partitions: Mutex::new(HashMap::new()),
             latest_initialize: RwLock::new(None),
             epoch: Instant::now(),
+            era: RwLock::new(match config_era {
+                EraSetting::Auto => None,
+                EraSetting::Legacy => Some(UpstreamEra::Legacy),
+                EraSetting::Modern => Some(UpstreamEra::Modern),
+            }),
+            probing: tokio::sync::Mutex::new(()),
+            modern: RwLock::new(None),
+            modern_opening: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -112,12 +129,105 @@ impl Upstream {
         self.config.cache.policy()
     }
 
-    /// Opens the default partition and starts spares, so the first client waits for nothing.
+    /// Learns the era, opens the first session and starts spares, so the first
+    /// client waits for nothing.
     pub async fn warm(self: &Arc<Self>) -> Result<(), UpstreamError> {
         if let Connector::Stdio(spawner) = &self.connector {
             spawner.refill();
         }
-        self.initialize_result().await.map(|_| ())
+        match self.era().await? {
+            UpstreamEra::Legacy => self.initialize_result().await.map(|_| ()),
+            UpstreamEra::Modern => self.modern_session().await.map(|_| ()),
+        }
+    }
+
+    /// The upstream's era: pinned by configuration, or learned once by probing.
+    pub async fn era(self: &Arc<Self>) -> Result<UpstreamEra, UpstreamError> {
+        if let Some(era) = *self.era.read().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(era);
+        }
+        let _probing = self.probing.lock().await;
+        if let Some(era) = *self.era.read().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(era);
+        }
+        let era = self.probe().await?;
+        tracing::info!(upstream = %self.name, ?era, "learned the upstream's era");
+        *self.era.write().unwrap_or_else(|e| e.into_inner()) = Some(era);
+        Ok(era)
+    }
+
+    /// Forgets a learned era (the upstream answered in a way that contradicts
+    /// it: restarted or upgraded); the next request probes again.
+    pub fn forget_era(&self) {
+        if self.config.era == EraSetting::Auto {
+            *self.era.write().unwrap_or_else(|e| e.into_inner()) = None;
+            if let Some(session) = self.modern.write().unwrap_or_else(|e| e.into_inner()).take() {
+                session.close("era changed");
+            }
+        }
+    }
+
+    /// The shared stateless session of a modern upstream.
+    pub async fn modern_session(self: &Arc<Self>) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        if let Some(session) = self.live_modern() {
+            return Ok(session);
+        }
+        let _opening = self.modern_opening.lock().await;
+        if let Some(session) = self.live_modern() {
+            return Ok(session);
+        }
+        let session = self.connect(UnsolicitedRequests::AnswerLocally)?;
+        session.start_modern();
+        *self.modern.write().unwrap_or_else(|e| e.into_inner()) = Some(session.clone());
+        Ok(session)
+    }
+
+    /// The era, when already known (no probe).
+    pub fn era_if_known(&self) -> Option<UpstreamEra> {
+        *self.era.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The shared stateless session of a modern upstream, when one is open.
+    pub fn live_modern(&self) -> Option<Arc<UpstreamSession>> {
+        self.modern
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .filter(|s| !s.is_closed())
+            .cloned()
+    }
+
+    /// Sends `server/discover` on a fresh connection and judges the answer.
+    async fn probe(self: &Arc<Self>) -> Result<UpstreamEra, UpstreamError> {
+        let session = self.connect(UnsolicitedRequests::AnswerLocally)?;
+        session.start_modern();
+        let params = probe::discover_params(&gateway_client_info());
+        let timeout = self.config.handshake_timeout.0;
+        let outcome = match session
+            .call("server/discover", Some(params), Id::number(0), OnDrop::Detach)
+            .await
+        {
+            Ok(call) => match tokio::time::timeout(timeout, call.response()).await {
+                Ok(outcome) => outcome,
+                Err(_) => Err(UpstreamError::Timeout {
+                    upstream: self.name.to_string(),
+                    after_ms: timeout.as_millis() as u64,
+                }),
+            },
+            Err(error) => Err(error),
+        };
+        // Not reaching the upstream at all says nothing about its era: report it, learn nothing.
+        if let Err(error @ (UpstreamError::Unavailable { .. } | UpstreamError::Overloaded { .. })) = &outcome {
+            session.close("probe failed");
+            return Err(error.clone());
+        }
+        let era = probe::verdict(&outcome);
+        match era {
+            UpstreamEra::Modern => *self.modern.write().unwrap_or_else(|e| e.into_inner()) = Some(session),
+            // The connection saw a request before `initialize`; start legacy sessions afresh.
+            UpstreamEra::Legacy => session.close("probe done"),
+        }
+        Ok(era)
     }
 
     /// A permit to send one request; refused (not queued) past `max_in_flight`.
@@ -180,7 +290,11 @@ impl Upstream {
         };
         let (client, url) = &**target;
         let link = HttpLink::resumed(client.clone(), url.clone(), self.name.clone(), upstream_session_id)?;
-        let session = UpstreamSession::new(self.name.clone(), Link::Http(Box::new(link)), UnsolicitedRequests::Forward);
+        let session = UpstreamSession::new(
+            self.name.clone(),
+            Link::Http(Box::new(link)),
+            UnsolicitedRequests::Forward,
+        );
         session.resume(revision);
         Some(session)
     }
@@ -198,6 +312,9 @@ impl Upstream {
 
     /// Closes every pooled session (shutdown).
     pub fn close_all(&self) {
+        if let Some(session) = self.modern.write().unwrap_or_else(|e| e.into_inner()).take() {
+            session.close("eragate is shutting down");
+        }
         let partitions: Vec<_> = self
             .partitions
             .lock()
@@ -213,19 +330,18 @@ impl Upstream {
 
     /// Whether a live pooled session exists (readiness).
     pub fn has_live_session(&self) -> bool {
-        self.partitions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .any(|p| p.live_session().is_some())
+        self.live_modern().is_some()
+            || self
+                .partitions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .any(|p| p.live_session().is_some())
     }
 
-    async fn open(
-        self: &Arc<Self>,
-        initialize_params: Value,
-        unsolicited: UnsolicitedRequests,
-    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        let session = match &self.connector {
+    /// A connection not yet initialized: a child from the spares, or a new HTTP session.
+    fn connect(&self, unsolicited: UnsolicitedRequests) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        Ok(match &self.connector {
             Connector::Stdio(spawner) => {
                 let child = spawner.take()?;
                 let (link, reader) = StdioLink::attach(child);
@@ -238,7 +354,15 @@ impl Upstream {
                 let link = HttpLink::new(client.clone(), url.clone(), self.name.clone());
                 UpstreamSession::new(self.name.clone(), Link::Http(Box::new(link)), unsolicited)
             }
-        };
+        })
+    }
+
+    async fn open(
+        self: &Arc<Self>,
+        initialize_params: Value,
+        unsolicited: UnsolicitedRequests,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let session = self.connect(unsolicited)?;
         let timeout = self.config.handshake_timeout.0;
         let result = match tokio::time::timeout(timeout, session.initialize(initialize_params)).await {
             Ok(Ok(result)) => result,

@@ -158,13 +158,33 @@ impl UpstreamSession {
         }
     }
 
+    /// Starts a session with a 2026-07-28 upstream: there is no handshake; every
+    /// request carries its own envelope.
+    pub fn start_modern(self: &Arc<Self>) {
+        let _ = self.revision.set(Revision::V2026_07_28);
+        self.link.on_initialized(Revision::V2026_07_28);
+    }
+
     /// Sends a request with a fresh upstream id.
     pub async fn call(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+        original_id: Id,
+        on_drop: OnDrop,
+    ) -> Result<Call, UpstreamError> {
+        self.call_with_headers(method, params, original_id, on_drop, &[]).await
+    }
+
+    /// Sends a request with a fresh upstream id and extra transport headers
+    /// (`Mcp-Param-*` forwarded from a modern client).
+    pub async fn call_with_headers(
         self: &Arc<Self>,
         method: &str,
         mut params: Option<Value>,
         original_id: Id,
         on_drop: OnDrop,
+        extra_headers: &[(String, String)],
     ) -> Result<Call, UpstreamError> {
         if self.is_closed() {
             return Err(self.closed_error("session already closed"));
@@ -192,7 +212,9 @@ impl UpstreamSession {
             events,
             on_drop,
         };
-        self.link.send_request(self, upstream_id, message).await?;
+        self.link
+            .send_request(self, upstream_id, message, extra_headers)
+            .await?;
         Ok(call)
     }
 
@@ -203,6 +225,21 @@ impl UpstreamSession {
             params,
         });
         self.link.send_other(self, message).await
+    }
+
+    /// Cancels a request in flight by its upstream id: it is failed locally, the
+    /// transport stops waiting, and the upstream gets `notifications/cancelled`.
+    pub fn cancel_request(self: &Arc<Self>, upstream_id: u64, reason: &str) {
+        if !self.is_pending(upstream_id) {
+            return;
+        }
+        self.fail(upstream_id, self.closed_error("cancelled"));
+        self.link.cancel_request(upstream_id);
+        let session = self.clone();
+        let params = json!({"requestId": upstream_id, "reason": reason});
+        tokio::spawn(async move {
+            let _ = session.notify("notifications/cancelled", Some(params)).await;
+        });
     }
 
     /// Answers a server→client request.

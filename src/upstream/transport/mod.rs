@@ -27,11 +27,12 @@ impl Link {
         session: &Arc<UpstreamSession>,
         upstream_id: u64,
         message: Message,
+        extra_headers: &[(String, String)],
     ) -> Result<(), UpstreamError> {
         match self {
             Link::Stdio(link) => link.send(session, message).await,
             Link::Http(link) => {
-                link.send_request(session, upstream_id, message);
+                link.send_request(session, upstream_id, message, extra_headers);
                 Ok(())
             }
         }

@@ -15,7 +15,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::task::AbortHandle;
 
-use crate::protocol::headers::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
+use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, mirrored_name};
 use crate::protocol::jsonrpc::Frame;
 use crate::protocol::sse::SseParser;
 use crate::protocol::{Message, Revision};
@@ -85,8 +85,14 @@ impl HttpLink {
             Some(HeaderValue::from_static(revision.as_str()));
     }
 
-    pub(crate) fn send_request(&self, session: &Arc<UpstreamSession>, upstream_id: u64, message: Message) {
-        let request = self.post(&message);
+    pub(crate) fn send_request(
+        &self,
+        session: &Arc<UpstreamSession>,
+        upstream_id: u64,
+        message: Message,
+        extra: &[(String, String)],
+    ) {
+        let request = self.post(&message, extra);
         let client = self.client.clone();
         let session_weak = Arc::downgrade(session);
         let task = tokio::spawn(async move {
@@ -114,7 +120,9 @@ impl HttpLink {
         session: &Arc<UpstreamSession>,
         message: Message,
     ) -> Result<(), UpstreamError> {
-        let request = self.post(&message).map_err(|reason| unavailable(session, reason))?;
+        let request = self
+            .post(&message, &[])
+            .map_err(|reason| unavailable(session, reason))?;
         let response = self
             .client
             .request(request)
@@ -194,12 +202,38 @@ impl HttpLink {
         self.session_id.read().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 
-    fn post(&self, message: &Message) -> Result<http::Request<Full<Bytes>>, String> {
-        self.builder(Method::POST)
+    /// A POST of `message`. Toward a 2026-07-28 upstream the routing headers are
+    /// regenerated from the body (`Mcp-Method`, `Mcp-Name` sentinel-encoded);
+    /// `extra` carries headers forwarded as they came (`Mcp-Param-*`).
+    fn post(&self, message: &Message, extra: &[(String, String)]) -> Result<http::Request<Full<Bytes>>, String> {
+        let mut builder = self
+            .builder(Method::POST)
             .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
+            .header(ACCEPT, "application/json, text/event-stream");
+        if self.is_modern()
+            && let Message::Request(request) = message
+        {
+            builder = builder.header(MCP_METHOD, request.method.as_str());
+            if let Some(name) = mirrored_name(&request.method, request.params.as_ref()) {
+                builder = builder.header(MCP_NAME, name);
+            }
+        }
+        for (name, value) in extra {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        builder
             .body(Full::new(Bytes::from(message.to_bytes())))
             .map_err(|e| e.to_string())
+    }
+
+    fn is_modern(&self) -> bool {
+        self.protocol_version
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|v| v.to_str().ok())
+            .and_then(Revision::parse)
+            .is_some_and(|r| r.era() == crate::protocol::Era::Modern)
     }
 
     fn builder(&self, method: Method) -> http::request::Builder {
@@ -261,15 +295,13 @@ async fn read_response(session: &Arc<UpstreamSession>, upstream_id: u64, respons
         }
         Err(_) => {
             let excerpt = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-            session.fail(upstream_id, unavailable(session, format!("HTTP {status}: {excerpt}")));
+            session.fail(upstream_id, rejected(session, status, excerpt));
             return;
         }
     }
     if session.is_pending(upstream_id) {
-        session.fail(
-            upstream_id,
-            unavailable(session, format!("HTTP {status} without a response")),
-        );
+        let excerpt = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
+        session.fail(upstream_id, rejected(session, status, excerpt));
     }
 }
 
@@ -306,6 +338,14 @@ fn content_type(response: &http::Response<Incoming>) -> &str {
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
+}
+
+fn rejected(session: &UpstreamSession, status: StatusCode, excerpt: String) -> UpstreamError {
+    UpstreamError::Rejected {
+        upstream: session.upstream_name().to_owned(),
+        status: status.as_u16(),
+        excerpt,
+    }
 }
 
 fn unavailable(session: &UpstreamSession, reason: String) -> UpstreamError {
