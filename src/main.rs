@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use eragate::config::{Config, ConfigError, HttpConfig, StdioConfig, UpstreamConfig};
+use eragate::config::{Config, ConfigError, HttpConfig, SseConfig, StdioConfig, UpstreamConfig};
 
 #[derive(Parser)]
 #[command(
@@ -61,11 +61,14 @@ struct UpstreamArgs {
     #[arg(long)]
     config: Option<PathBuf>,
     /// A stdio upstream: one string, split into program and arguments as a shell would.
-    #[arg(long, conflicts_with = "http")]
+    #[arg(long, conflicts_with_all = ["http", "sse"])]
     stdio: Option<String>,
     /// A Streamable HTTP upstream URL.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "sse")]
     http: Option<String>,
+    /// An upstream speaking only the 2024-11-05 HTTP+SSE transport (its SSE URL).
+    #[arg(long)]
+    sse: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -146,30 +149,36 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    let command_line_upstream = match (&args.stdio, &args.http) {
-        (Some(line), _) => {
-            let command = shell_words::split(line).map_err(|e| ConfigError {
-                issues: vec![eragate::config::ConfigIssue {
-                    path: "--stdio".into(),
-                    message: e.to_string(),
-                }],
-            })?;
-            Some(UpstreamConfig::with_transport(
-                "stdio",
-                Some(StdioConfig::from_command(command)),
-                None,
-            ))
-        }
-        (None, Some(url)) => {
-            let url = url.parse().map_err(|e: http::uri::InvalidUri| ConfigError {
-                issues: vec![eragate::config::ConfigIssue {
-                    path: "--http".into(),
-                    message: e.to_string(),
-                }],
-            })?;
-            Some(UpstreamConfig::with_transport("http", None, Some(HttpConfig { url })))
-        }
-        (None, None) => None,
+    let command_line_upstream = if let Some(line) = &args.stdio {
+        let command = shell_words::split(line).map_err(|e| flag_error("--stdio", e.to_string()))?;
+        Some(UpstreamConfig::with_transport(
+            "stdio",
+            Some(StdioConfig::from_command(command)),
+            None,
+            None,
+        ))
+    } else if let Some(url) = &args.http {
+        let url = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| flag_error("--http", e.to_string()))?;
+        Some(UpstreamConfig::with_transport(
+            "http",
+            None,
+            Some(HttpConfig { url }),
+            None,
+        ))
+    } else if let Some(url) = &args.sse {
+        let url = url
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| flag_error("--sse", e.to_string()))?;
+        Some(UpstreamConfig::with_transport(
+            "sse",
+            None,
+            None,
+            Some(SseConfig { url }),
+        ))
+    } else {
+        None
     };
     if config.sessions.key.is_none()
         && let Ok(text) = std::env::var("ERAGATE_SESSION_KEY")
@@ -189,6 +198,15 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
     }
     config.validate()?;
     Ok(config)
+}
+
+fn flag_error(flag: &str, message: String) -> ConfigError {
+    ConfigError {
+        issues: vec![eragate::config::ConfigIssue {
+            path: flag.into(),
+            message,
+        }],
+    }
 }
 
 fn init_tracing() {

@@ -5,6 +5,17 @@ use std::sync::Arc;
 
 use crate::upstream::Upstream;
 
+/// The kinds of endpoint a request can address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The Streamable HTTP MCP endpoint.
+    Mcp,
+    /// `GET …/sse`: a 2024-11-05 HTTP+SSE stream.
+    SseStream,
+    /// `POST …/messages?session_id=…`: a message for such a stream.
+    SseMessages,
+}
+
 /// Upstreams by the MCP path they are served on.
 pub struct Router {
     routes: HashMap<String, Arc<Upstream>>,
@@ -22,6 +33,25 @@ impl Router {
         self.routes
             .get(path)
             .or_else(|| path.strip_suffix('/').and_then(|p| self.routes.get(p)))
+    }
+
+    /// Which endpoint `path` names, and for which upstream: the MCP path itself,
+    /// or the legacy HTTP+SSE pair `<path>/sse` and `<path>/messages` (also
+    /// `/sse` and `/messages` for the upstream served at `/mcp`).
+    pub fn endpoint(&self, path: &str) -> Option<(Endpoint, &Arc<Upstream>)> {
+        if let Some(upstream) = self.route(path) {
+            return Some((Endpoint::Mcp, upstream));
+        }
+        for (suffix, endpoint) in [("/sse", Endpoint::SseStream), ("/messages", Endpoint::SseMessages)] {
+            let path = path.strip_suffix('/').unwrap_or(path);
+            if let Some(prefix) = path.strip_suffix(suffix) {
+                let base = if prefix.is_empty() { "/mcp" } else { prefix };
+                if let Some(upstream) = self.routes.get(base) {
+                    return Some((endpoint, upstream));
+                }
+            }
+        }
+        None
     }
 
     /// Every upstream.

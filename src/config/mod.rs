@@ -246,16 +246,21 @@ impl Config {
             if !upstream.path.starts_with('/') {
                 push(at("path"), "must start with '/'");
             }
-            match (&upstream.stdio, &upstream.http) {
-                (None, None) => push(
+            let transports = [
+                upstream.stdio.is_some(),
+                upstream.http.is_some(),
+                upstream.sse.is_some(),
+            ];
+            match transports.iter().filter(|t| **t).count() {
+                0 => push(
                     at("stdio"),
-                    "each upstream needs exactly one transport: [upstreams.stdio] or [upstreams.http]",
+                    "each upstream needs exactly one transport: [upstreams.stdio], [upstreams.http] or [upstreams.sse]",
                 ),
-                (Some(_), Some(_)) => push(
+                1 => {}
+                _ => push(
                     at("http"),
-                    "each upstream needs exactly one transport; remove [upstreams.stdio] or [upstreams.http]",
+                    "each upstream needs exactly one transport; keep one of [upstreams.stdio], [upstreams.http], [upstreams.sse]",
                 ),
-                _ => {}
             }
             if let Some(stdio) = &upstream.stdio {
                 if stdio.command.first().is_none_or(|c| c.is_empty()) {
@@ -272,6 +277,11 @@ impl Config {
                 && !matches!(http.url.scheme_str(), Some("http"))
             {
                 push(at("http.url"), "must be an absolute http:// URL");
+            }
+            if let Some(sse) = &upstream.sse
+                && !matches!(sse.url.scheme_str(), Some("http"))
+            {
+                push(at("sse.url"), "must be an absolute http:// URL");
             }
             if upstream.max_in_flight == 0 {
                 push(at("max_in_flight"), "must be greater than 0");

@@ -117,6 +117,8 @@ pub struct UpstreamConfig {
     pub stdio: Option<StdioConfig>,
     /// A Streamable HTTP server.
     pub http: Option<HttpConfig>,
+    /// A server speaking only the 2024-11-05 HTTP+SSE transport.
+    pub sse: Option<SseConfig>,
     /// How long a request may wait for the upstream's answer. Default 60 s.
     #[serde(default = "default_request_timeout")]
     pub request_timeout: Humantime,
@@ -175,6 +177,15 @@ pub struct StdioConfig {
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// The upstream's MCP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    #[serde(deserialize_with = "deserialize_uri")]
+    pub url: http::Uri,
+}
+
+/// `[upstreams.sse]`
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SseConfig {
+    /// The upstream's SSE endpoint, e.g. `http://127.0.0.1:3002/sse`.
     #[serde(deserialize_with = "deserialize_uri")]
     pub url: http::Uri,
 }
@@ -244,12 +255,18 @@ fn default_kill_grace() -> Humantime {
 
 impl UpstreamConfig {
     /// An upstream with every default, for the command line's zero-config start.
-    pub fn with_transport(name: &str, stdio: Option<StdioConfig>, http: Option<HttpConfig>) -> UpstreamConfig {
+    pub fn with_transport(
+        name: &str,
+        stdio: Option<StdioConfig>,
+        http: Option<HttpConfig>,
+        sse: Option<SseConfig>,
+    ) -> UpstreamConfig {
         UpstreamConfig {
             name: name.into(),
             path: default_path(),
             stdio,
             http,
+            sse,
             request_timeout: default_request_timeout(),
             handshake_timeout: default_handshake_timeout(),
             max_in_flight: default_max_in_flight(),

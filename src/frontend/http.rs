@@ -28,6 +28,7 @@ use crate::protocol::errors::{ErrorOrigin, http_status};
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::{Era, ErrorCode, ErrorObject, Message, Revision};
+use crate::router::Endpoint;
 use crate::translate::{HeaderField, RoutingHeaders};
 use crate::upstream::Upstream;
 
@@ -103,7 +104,7 @@ impl HttpFrontend {
             "/readyz" => return self.readiness(),
             _ => {}
         }
-        let Some(upstream) = self.gateway.router.route(path).cloned() else {
+        let Some((endpoint, upstream)) = self.gateway.router.endpoint(path).map(|(e, u)| (e, u.clone())) else {
             return respond::plain(StatusCode::NOT_FOUND, "no MCP endpoint at this path");
         };
         if !self.origin_allowed(request.headers()) {
@@ -112,6 +113,16 @@ impl HttpFrontend {
                 None,
                 ErrorObject::new(ErrorCode::INVALID_REQUEST, "Forbidden: Origin not allowed"),
             );
+        }
+        match endpoint {
+            Endpoint::Mcp => {}
+            Endpoint::SseStream if request.method() == Method::GET => {
+                let messages_path = format!("{}/messages", path.trim_end_matches('/').trim_end_matches("/sse"));
+                let keep_alive = self.gateway.config.listen.sse_keep_alive.0;
+                return self.gateway.sse_connections.open(upstream, &messages_path, keep_alive);
+            }
+            Endpoint::SseMessages if request.method() == Method::POST => return self.sse_message(request).await,
+            Endpoint::SseStream | Endpoint::SseMessages => return method_not_allowed(),
         }
         let session_id = header_text(request.headers(), MCP_SESSION_ID).map(str::to_owned);
         match *request.method() {
@@ -156,16 +167,10 @@ impl HttpFrontend {
                 ),
             );
         }
-        let limit = self.gateway.config.listen.max_body_bytes;
-        let declared = header_text(headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<usize>().ok());
-        if declared.is_some_and(|len| len > limit) {
-            return too_large(limit);
-        }
         let (parts, body) = request.into_parts();
-        let bytes = match Limited::new(body, limit).collect().await {
-            Ok(collected) => collected.to_bytes(),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => return too_large(limit),
-            Err(error) => return respond::plain(StatusCode::BAD_REQUEST, &format!("could not read the body: {error}")),
+        let bytes = match self.read_body(&parts.headers, body).await {
+            Ok(bytes) => bytes,
+            Err(response) => return response,
         };
         let session = self.lookup(upstream, session_id);
         let routing = routing_headers(&parts.headers);
@@ -217,6 +222,60 @@ impl HttpFrontend {
             replies.push(reply);
         }
         respond::render_batch(replies).await
+    }
+
+    /// A POST for a 2024-11-05 HTTP+SSE stream: answered on the stream, acknowledged with 202.
+    async fn sse_message(&self, request: http::Request<Incoming>) -> http::Response<Body> {
+        let connection = request
+            .uri()
+            .query()
+            .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("session_id=")))
+            .map(str::to_owned);
+        let Some(connection) = connection else {
+            return respond::plain(StatusCode::BAD_REQUEST, "session_id is required");
+        };
+        let (parts, body) = request.into_parts();
+        let bytes = match self.read_body(&parts.headers, body).await {
+            Ok(bytes) => bytes,
+            Err(response) => return response,
+        };
+        let message = match Frame::parse(&bytes) {
+            Ok(Frame::Single(message)) => message,
+            Ok(Frame::Batch(_)) => {
+                let error = FrameError::Invalid {
+                    id: None,
+                    reason: "JSON-RPC batches are not supported on this transport",
+                };
+                return rejection(error.to_response());
+            }
+            Err(error) => return rejection(error.to_response()),
+        };
+        match self
+            .gateway
+            .sse_connections
+            .post(&self.gateway, &connection, message)
+            .await
+        {
+            Some(()) => respond::empty(StatusCode::ACCEPTED),
+            None => respond::plain(StatusCode::NOT_FOUND, "Could not find session"),
+        }
+    }
+
+    /// The body, bounded by `listen.max_body_bytes` (413 past it).
+    async fn read_body(&self, headers: &HeaderMap, body: Incoming) -> Result<bytes::Bytes, http::Response<Body>> {
+        let limit = self.gateway.config.listen.max_body_bytes;
+        let declared = header_text(headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<usize>().ok());
+        if declared.is_some_and(|len| len > limit) {
+            return Err(too_large(limit));
+        }
+        match Limited::new(body, limit).collect().await {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large(limit)),
+            Err(error) => Err(respond::plain(
+                StatusCode::BAD_REQUEST,
+                &format!("could not read the body: {error}"),
+            )),
+        }
     }
 
     async fn render(&self, reply: Reply) -> http::Response<Body> {

@@ -7,6 +7,7 @@
 mod dispatch;
 pub mod http;
 mod legacy;
+pub mod legacy_sse;
 mod modern;
 pub mod reply;
 pub mod respond;
@@ -31,6 +32,8 @@ pub struct Gateway {
     pub sessions: SessionStore,
     /// Every stdio child, for shutdown.
     pub supervisor: ChildSupervisor,
+    /// Open 2024-11-05 HTTP+SSE client connections.
+    pub sse_connections: Arc<legacy_sse::SseConnections>,
 }
 
 impl Gateway {
@@ -48,6 +51,7 @@ impl Gateway {
             router: Router::new(upstreams),
             sessions,
             supervisor,
+            sse_connections: Arc::default(),
         })
     }
 
@@ -78,6 +82,7 @@ impl Gateway {
 
     /// Ends every session and stops every child within `deadline`.
     pub async fn shutdown(&self, deadline: std::time::Duration) {
+        self.sse_connections.close_all();
         self.sessions.close_all();
         for upstream in self.router.upstreams() {
             upstream.close_all();

@@ -68,6 +68,41 @@ impl Reply {
     }
 }
 
+/// Writes a reply onto a message channel (stdio, or an HTTP+SSE stream), in the
+/// background. Returns the task streaming a call, so that the caller can stop it
+/// (which cancels a modern call).
+pub fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::task::JoinHandle<()>> {
+    match reply {
+        Reply::Accepted => None,
+        Reply::Message(_, message) | Reply::Initialized(message, _) => {
+            tokio::spawn(async move {
+                let _ = out.send(message).await;
+            });
+            None
+        }
+        Reply::Stream(mut messages) => Some(tokio::spawn(async move {
+            while let Some(message) = messages.recv().await {
+                if out.send(message).await.is_err() {
+                    return;
+                }
+            }
+        })),
+    }
+}
+
+/// Relays what a session's upstream sends outside any request onto `out`.
+pub fn forward_unsolicited(session: &ClientSession, out: mpsc::Sender<Message>) {
+    if let Ok(mut unsolicited) = session.attach_stream() {
+        tokio::spawn(async move {
+            while let Some(message) = unsolicited.recv().await {
+                if out.send(message).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+}
+
 /// Who the answer is for: it decides what of the upstream's traffic the client sees.
 pub enum ClientSide {
     /// A 2026-07-28 client.

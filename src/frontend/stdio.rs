@@ -17,7 +17,7 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use super::Gateway;
 use super::dispatch::dispatch;
 use super::legacy::SessionLookup;
-use super::reply::Reply;
+use super::reply::{self, Reply};
 use super::sessions::ClientSession;
 use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::{Id, Message};
@@ -162,49 +162,26 @@ impl Connection {
         if let Some(previous) = self.session.replace(session.clone()) {
             previous.end();
         }
-        if let Ok(mut unsolicited) = session.attach_stream() {
-            let out = self.out.clone();
-            tokio::spawn(async move {
-                while let Some(message) = unsolicited.recv().await {
-                    if out.send(message).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
+        reply::forward_unsolicited(&session, self.out.clone());
     }
 
     fn deliver(&self, reply: Reply, client_id: Option<Id>) {
-        match reply {
-            Reply::Accepted => {}
-            Reply::Message(_, message) | Reply::Initialized(message, _) => {
-                let out = self.out.clone();
-                tokio::spawn(async move {
-                    let _ = out.send(message).await;
-                });
-            }
-            Reply::Stream(mut messages) => {
-                let out = self.out.clone();
-                let in_flight = self.in_flight.clone();
-                let id = client_id.clone();
-                let task = tokio::spawn(async move {
-                    while let Some(message) = messages.recv().await {
-                        if out.send(message).await.is_err() {
-                            break;
-                        }
-                    }
-                    if let Some(id) = id {
-                        in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-                    }
-                });
-                if let Some(id) = client_id {
-                    self.in_flight
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(id, task.abort_handle());
-                }
-            }
-        }
+        let Some(task) = reply::forward_to(reply, self.out.clone()) else {
+            return;
+        };
+        let Some(id) = client_id else {
+            return;
+        };
+        let in_flight = self.in_flight.clone();
+        in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.clone(), task.abort_handle());
+        // Forget the request once its stream is done.
+        tokio::spawn(async move {
+            let _ = task.await;
+            in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        });
     }
 
     /// A modern client's `notifications/cancelled`: dropping the stream cancels upstream.

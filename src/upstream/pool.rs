@@ -18,6 +18,7 @@ use super::UpstreamError;
 use super::probe::{self, UpstreamEra};
 use super::session::{OnDrop, UnsolicitedRequests, UpstreamSession};
 use super::transport::Link;
+use super::transport::sse::SseLink;
 use super::transport::stdio::{ChildSupervisor, StdioLink, StdioSpawner};
 use super::transport::streamable_http::{self, HttpClient, HttpLink};
 use crate::config::{EraSetting, UpstreamConfig};
@@ -70,6 +71,7 @@ pub struct Upstream {
 
 enum Connector {
     Stdio(Arc<StdioSpawner>),
+    Sse(Box<(HttpClient, http::Uri)>),
     Http(Box<(HttpClient, http::Uri)>),
 }
 
@@ -85,11 +87,13 @@ impl Upstream {
     pub fn new(config: UpstreamConfig, supervisor: ChildSupervisor) -> Arc<Upstream> {
         let name: Arc<str> = Arc::from(config.name.as_str());
         let config_era = config.era;
-        let connector = match (&config.stdio, &config.http) {
-            (Some(stdio), _) => Connector::Stdio(StdioSpawner::new(name.clone(), stdio.clone(), supervisor)),
-            (None, Some(http)) => Connector::Http(Box::new((streamable_http::client(), http.url.clone()))),
+        let speaks_sse = config.sse.is_some();
+        let connector = match (&config.stdio, &config.http, &config.sse) {
+            (Some(stdio), _, _) => Connector::Stdio(StdioSpawner::new(name.clone(), stdio.clone(), supervisor)),
+            (None, Some(http), _) => Connector::Http(Box::new((streamable_http::client(), http.url.clone()))),
+            (None, None, Some(sse)) => Connector::Sse(Box::new((streamable_http::client(), sse.url.clone()))),
             // Validation guarantees a transport; an empty command fails at spawn with a clear error.
-            (None, None) => Connector::Stdio(StdioSpawner::new(
+            (None, None, None) => Connector::Stdio(StdioSpawner::new(
                 name.clone(),
                 crate::config::StdioConfig::from_command(Vec::new()),
                 supervisor,
@@ -104,6 +108,8 @@ impl Upstream {
             latest_initialize: RwLock::new(None),
             epoch: Instant::now(),
             era: RwLock::new(match config_era {
+                // HTTP+SSE predates the stateless era: nothing to probe.
+                EraSetting::Auto if speaks_sse => Some(UpstreamEra::Legacy),
                 EraSetting::Auto => None,
                 EraSetting::Legacy => Some(UpstreamEra::Legacy),
                 EraSetting::Modern => Some(UpstreamEra::Modern),
@@ -176,7 +182,7 @@ impl Upstream {
         if let Some(session) = self.live_modern() {
             return Ok(session);
         }
-        let session = self.connect(UnsolicitedRequests::AnswerLocally)?;
+        let session = self.connect(UnsolicitedRequests::AnswerLocally).await?;
         session.start_modern();
         *self.modern.write().unwrap_or_else(|e| e.into_inner()) = Some(session.clone());
         Ok(session)
@@ -199,7 +205,7 @@ impl Upstream {
 
     /// Sends `server/discover` on a fresh connection and judges the answer.
     async fn probe(self: &Arc<Self>) -> Result<UpstreamEra, UpstreamError> {
-        let session = self.connect(UnsolicitedRequests::AnswerLocally)?;
+        let session = self.connect(UnsolicitedRequests::AnswerLocally).await?;
         session.start_modern();
         let params = probe::discover_params(&gateway_client_info());
         let timeout = self.config.handshake_timeout.0;
@@ -339,9 +345,22 @@ impl Upstream {
                 .any(|p| p.live_session().is_some())
     }
 
-    /// A connection not yet initialized: a child from the spares, or a new HTTP session.
-    fn connect(&self, unsolicited: UnsolicitedRequests) -> Result<Arc<UpstreamSession>, UpstreamError> {
+    /// A connection not yet initialized: a child from the spares, a new HTTP
+    /// session, or a new HTTP+SSE stream.
+    async fn connect(&self, unsolicited: UnsolicitedRequests) -> Result<Arc<UpstreamSession>, UpstreamError> {
         Ok(match &self.connector {
+            Connector::Sse(target) => {
+                let (client, url) = &**target;
+                let timeout = self.config.handshake_timeout.0;
+                let pending = SseLink::connect(client.clone(), url.clone(), self.name.clone(), timeout).await?;
+                let (link, reader) = pending.split();
+                let session = UpstreamSession::new(self.name.clone(), Link::Sse(Box::new(link)), unsolicited);
+                let handle = reader.start(Arc::downgrade(&session));
+                if let Link::Sse(link) = session.link() {
+                    link.set_reader(handle);
+                }
+                session
+            }
             Connector::Stdio(spawner) => {
                 let child = spawner.take()?;
                 let (link, reader) = StdioLink::attach(child);
@@ -362,7 +381,7 @@ impl Upstream {
         initialize_params: Value,
         unsolicited: UnsolicitedRequests,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        let session = self.connect(unsolicited)?;
+        let session = self.connect(unsolicited).await?;
         let timeout = self.config.handshake_timeout.0;
         let result = match tokio::time::timeout(timeout, session.initialize(initialize_params)).await {
             Ok(Ok(result)) => result,

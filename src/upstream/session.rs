@@ -96,7 +96,7 @@ impl UpstreamSession {
         // sessions); a random start keeps their ids apart. Ids stay below 2^53.
         let first_id = match &link {
             Link::Http(_) => 1 + (rand::random::<u64>() >> 12),
-            Link::Stdio(_) => 1,
+            Link::Stdio(_) | Link::Sse(_) => 1,
         };
         Arc::new(UpstreamSession {
             upstream,
@@ -154,7 +154,7 @@ impl UpstreamSession {
     pub fn transport_session_id(&self) -> Option<String> {
         match &self.link {
             Link::Http(link) => link.session_id(),
-            Link::Stdio(_) => None,
+            Link::Stdio(_) | Link::Sse(_) => None,
         }
     }
 

@@ -3,6 +3,7 @@
 //! [`Link`] is the one seam between sessions and transports; sessions never
 //! look at bytes, transports never look at eras.
 
+pub mod sse;
 pub mod stdio;
 pub mod streamable_http;
 
@@ -18,6 +19,8 @@ pub enum Link {
     Stdio(stdio::StdioLink),
     /// One `Mcp-Session-Id` on an HTTP endpoint.
     Http(Box<streamable_http::HttpLink>),
+    /// One 2024-11-05 HTTP+SSE stream.
+    Sse(Box<sse::SseLink>),
 }
 
 impl Link {
@@ -31,6 +34,7 @@ impl Link {
     ) -> Result<(), UpstreamError> {
         match self {
             Link::Stdio(link) => link.send(session, message).await,
+            Link::Sse(link) => link.send(session, message).await,
             Link::Http(link) => {
                 link.send_request(session, upstream_id, message, extra_headers);
                 Ok(())
@@ -46,6 +50,7 @@ impl Link {
     ) -> Result<(), UpstreamError> {
         match self {
             Link::Stdio(link) => link.send(session, message).await,
+            Link::Sse(link) => link.send(session, message).await,
             Link::Http(link) => link.send_other(session, message).await,
         }
     }
@@ -75,6 +80,7 @@ impl Link {
     pub(crate) fn shutdown(&self, session: &Arc<UpstreamSession>) {
         match self {
             Link::Stdio(link) => link.stop(),
+            Link::Sse(link) => link.stop(),
             Link::Http(link) => link.delete_session(session),
         }
     }

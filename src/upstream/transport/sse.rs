@@ -1,0 +1,245 @@
+//! The 2024-11-05 HTTP+SSE transport toward upstreams that only speak it: one
+//! GET stream per session carries every message from the server (responses
+//! included); messages to the server are POSTed to the URL its `endpoint`
+//! event names.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{Method, StatusCode, Uri};
+use http_body_util::{BodyExt, Full, Limited};
+use tokio::task::AbortHandle;
+
+use super::streamable_http::HttpClient;
+use crate::protocol::Message;
+use crate::protocol::sse::SseParser;
+use crate::upstream::UpstreamError;
+use crate::upstream::session::UpstreamSession;
+
+/// Largest SSE event accepted from an upstream.
+const MAX_EVENT: usize = 64 * 1024 * 1024;
+
+/// One HTTP+SSE session: the open GET stream and the POST endpoint it named.
+pub struct SseLink {
+    client: HttpClient,
+    endpoint: Uri,
+    upstream: Arc<str>,
+    /// The task reading the GET stream; a std mutex, set once after attach.
+    reader: Mutex<Option<AbortHandle>>,
+}
+
+/// The connected stream before a session is attached to it.
+pub struct PendingSse {
+    link: SseLink,
+    body: hyper::body::Incoming,
+    parser: SseParser,
+}
+
+impl SseLink {
+    /// Opens the GET stream and waits (up to `timeout`) for its `endpoint` event.
+    pub async fn connect(
+        client: HttpClient,
+        url: Uri,
+        upstream: Arc<str>,
+        timeout: Duration,
+    ) -> Result<PendingSse, UpstreamError> {
+        let unavailable = |reason: String| UpstreamError::Unavailable {
+            upstream: upstream.to_string(),
+            reason,
+        };
+        let request = http::Request::builder()
+            .method(Method::GET)
+            .uri(url.clone())
+            .header(ACCEPT, "text/event-stream")
+            .body(Full::new(Bytes::new()))
+            .map_err(|e| unavailable(e.to_string()))?;
+        let response = tokio::time::timeout(timeout, client.request(request))
+            .await
+            .map_err(|_| unavailable("no answer to the SSE GET".into()))?
+            .map_err(|e| unavailable(e.to_string()))?;
+        if response.status() != StatusCode::OK {
+            return Err(unavailable(format!("SSE GET answered {}", response.status())));
+        }
+        let mut body = response.into_body();
+        let mut parser = SseParser::new(MAX_EVENT);
+        let endpoint = tokio::time::timeout(timeout, async {
+            loop {
+                if let Some(event) = parser.next_event().map_err(|e| e.to_string())?
+                    && event.event == "endpoint"
+                {
+                    return Ok::<String, String>(event.data);
+                }
+                match body.frame().await {
+                    Some(Ok(frame)) => {
+                        if let Ok(chunk) = frame.into_data() {
+                            parser.push(&chunk);
+                        }
+                    }
+                    Some(Err(e)) => return Err(e.to_string()),
+                    None => return Err("the stream ended before its endpoint event".into()),
+                }
+            }
+        })
+        .await
+        .map_err(|_| unavailable("no endpoint event".into()))?
+        .map_err(unavailable)?;
+        let endpoint = resolve(&url, &endpoint).ok_or_else(|| unavailable(format!("bad endpoint {endpoint:?}")))?;
+        let link = SseLink {
+            client,
+            endpoint,
+            upstream,
+            reader: Mutex::new(None),
+        };
+        Ok(PendingSse { link, body, parser })
+    }
+
+    pub(crate) async fn send(&self, session: &Arc<UpstreamSession>, message: Message) -> Result<(), UpstreamError> {
+        let request = http::Request::builder()
+            .method(Method::POST)
+            .uri(self.endpoint.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(message.to_bytes())))
+            .map_err(|e| self.unavailable(e.to_string()))?;
+        let response = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| self.unavailable(e.to_string()))?;
+        let status = response.status();
+        let _ = Limited::new(response.into_body(), 1 << 20).collect().await;
+        if status.is_success() {
+            Ok(())
+        } else {
+            if status == StatusCode::NOT_FOUND {
+                session.mark_closed("the upstream forgot the SSE session (404)");
+            }
+            Err(self.unavailable(format!("POST answered {status}")))
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        if let Some(reader) = self.reader.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            reader.abort();
+        }
+    }
+
+    fn unavailable(&self, reason: String) -> UpstreamError {
+        UpstreamError::Unavailable {
+            upstream: self.upstream.to_string(),
+            reason,
+        }
+    }
+}
+
+impl Drop for SseLink {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl PendingSse {
+    /// The link, and a function that starts routing the stream into a session.
+    pub fn split(self) -> (SseLink, SseReader) {
+        let PendingSse { link, body, parser } = self;
+        (link, SseReader { body, parser })
+    }
+}
+
+/// The read half of an HTTP+SSE session.
+pub struct SseReader {
+    body: hyper::body::Incoming,
+    parser: SseParser,
+}
+
+impl SseReader {
+    /// Routes every event into `session` until the stream ends, then closes it.
+    /// Returns the reader task's handle so the link can stop it.
+    pub fn start(self, session: Weak<UpstreamSession>) -> AbortHandle {
+        let SseReader { mut body, mut parser } = self;
+        let task = tokio::spawn(async move {
+            let reason = loop {
+                loop {
+                    match parser.next_event() {
+                        Ok(Some(event)) if event.event.is_empty() || event.event == "message" => {
+                            let Some(session) = session.upgrade() else { return };
+                            match Message::parse(event.data.as_bytes()) {
+                                Ok(message) => session.handle_inbound(message, None),
+                                Err(error) => tracing::warn!(error = %error, "non-JSON-RPC SSE event; skipped"),
+                            }
+                        }
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(error) => {
+                            if let Some(session) = session.upgrade() {
+                                session.mark_closed(&error.to_string());
+                            }
+                            return;
+                        }
+                    }
+                }
+                match body.frame().await {
+                    Some(Ok(frame)) => {
+                        if let Ok(chunk) = frame.into_data() {
+                            parser.push(&chunk);
+                        }
+                    }
+                    Some(Err(error)) => break error.to_string(),
+                    None => break "the SSE stream ended".to_owned(),
+                }
+            };
+            if let Some(session) = session.upgrade() {
+                session.mark_closed(&reason);
+            }
+        });
+        task.abort_handle()
+    }
+}
+
+impl SseLink {
+    /// Records the reader task so stopping the link stops it.
+    pub fn set_reader(&self, reader: AbortHandle) {
+        *self.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(reader);
+    }
+}
+
+/// Resolves the `endpoint` event's URI (usually relative) against the stream's URL.
+fn resolve(base: &Uri, endpoint: &str) -> Option<Uri> {
+    let endpoint = endpoint.trim();
+    if endpoint.starts_with("http://") || endpoint.starts_with("https://") {
+        return endpoint.parse().ok();
+    }
+    let scheme = base.scheme_str()?;
+    let authority = base.authority()?;
+    let path = if endpoint.starts_with('/') {
+        endpoint.to_owned()
+    } else {
+        let base_path = base.path();
+        let dir = base_path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        format!("{dir}/{endpoint}")
+    };
+    format!("{scheme}://{authority}{path}").parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_resolve_like_the_sdks_do() {
+        let base: Uri = "http://127.0.0.1:3002/sse".parse().unwrap();
+        let cases = [
+            (
+                "/messages/?session_id=ab",
+                "http://127.0.0.1:3002/messages/?session_id=ab",
+            ),
+            ("/message?sessionId=1", "http://127.0.0.1:3002/message?sessionId=1"),
+            ("messages?x=1", "http://127.0.0.1:3002/messages?x=1"),
+            ("http://127.0.0.1:9/m", "http://127.0.0.1:9/m"),
+        ];
+        for (endpoint, expected) in cases {
+            assert_eq!(resolve(&base, endpoint).unwrap().to_string(), expected, "{endpoint}");
+        }
+    }
+}
