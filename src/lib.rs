@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod config;
 pub mod frontend;
 pub mod protocol;
@@ -43,14 +44,28 @@ pub async fn run(
 ) -> Result<(), std::io::Error> {
     let listener = tokio::net::TcpListener::bind(config.listen.address).await?;
     let local = listener.local_addr()?;
+    let admin = match config.admin.address {
+        Some(address) => Some(tokio::net::TcpListener::bind(address).await?),
+        None => None,
+    };
     let gateway = frontend::Gateway::new(config);
     gateway.warm();
     gateway.spawn_session_reaper(Duration::from_secs(30));
+    gateway.spawn_health_checks();
+    let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
+    if let Some(admin) = admin {
+        tracing::info!(address = %admin.local_addr()?, "serving the admin endpoints");
+        let stopped = async move {
+            let _ = admin_stopped.await;
+        };
+        tokio::spawn(admin::serve(gateway.clone(), admin, stopped));
+    }
     for upstream in gateway.router.upstreams() {
         tracing::info!(address = %local, path = %upstream.config().path, upstream = %upstream.name(), "serving MCP");
     }
     let frontend = frontend::http::HttpFrontend::new(gateway.clone(), local);
     frontend.serve(listener, shutdown, grace).await;
+    let _ = stop_admin.send(());
     gateway.shutdown(grace).await;
     tracing::info!("stopped");
     Ok(())

@@ -164,7 +164,7 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         Some(UpstreamConfig::with_transport(
             "http",
             None,
-            Some(HttpConfig { url }),
+            Some(HttpConfig::single(url)),
             None,
         ))
     } else if let Some(url) = &args.sse {

@@ -149,6 +149,7 @@ impl Config {
             match key.as_str() {
                 "listen" => config.listen = section(&key, value, &mut issues).unwrap_or_default(),
                 "sessions" => config.sessions = section(&key, value, &mut issues).unwrap_or_default(),
+                "admin" => config.admin = section(&key, value, &mut issues).unwrap_or_default(),
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -171,7 +172,7 @@ impl Config {
                 }
                 _ => issues.push(ConfigIssue {
                     path: key,
-                    message: "unknown section; expected one of `listen`, `sessions`, `upstreams`".into(),
+                    message: "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`".into(),
                 }),
             }
         }
@@ -273,10 +274,25 @@ impl Config {
                     push(at("stdio.spares"), "must not exceed stdio.max_children");
                 }
             }
-            if let Some(http) = &upstream.http
-                && !matches!(http.url.scheme_str(), Some("http"))
-            {
-                push(at("http.url"), "must be an absolute http:// URL");
+            if let Some(http) = &upstream.http {
+                if http.members().is_empty() {
+                    push(
+                        at("http.url"),
+                        "name the endpoint: url = \"http://…\" (or urls = [...])",
+                    );
+                }
+                if http.members().iter().any(|u| !matches!(u.scheme_str(), Some("http"))) {
+                    push(at("http.url"), "must be an absolute http:// URL");
+                }
+            }
+            if upstream.pool.size == 0 {
+                push(at("pool.size"), "must be greater than 0");
+            }
+            if upstream.pool.max_in_flight_per_session == 0 {
+                push(at("pool.max_in_flight_per_session"), "must be greater than 0");
+            }
+            if upstream.health.unhealthy_after == 0 {
+                push(at("health.unhealthy_after"), "must be greater than 0");
             }
             if let Some(sse) = &upstream.sse
                 && !matches!(sse.url.scheme_str(), Some("http"))

@@ -23,6 +23,17 @@ pub struct Config {
     /// The upstream MCP servers, each served on its own path.
     #[serde(default)]
     pub upstreams: Vec<UpstreamConfig>,
+    /// The operators' listener.
+    #[serde(default)]
+    pub admin: AdminConfig,
+}
+
+/// `[admin]`: a separate listener for operators, off unless `address` is set.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// Where to serve `/healthz`, `/readyz` and `/pools` (JSON). Default: off.
+    pub address: Option<SocketAddr>,
 }
 
 /// `[listen]`
@@ -125,9 +136,22 @@ pub struct UpstreamConfig {
     /// How long opening an upstream session (start + `initialize`) may take. Default 30 s.
     #[serde(default = "default_handshake_timeout")]
     pub handshake_timeout: Humantime,
-    /// Most requests in flight to this upstream; past it clients get 503 with `Retry-After`. Default 512.
+    /// Most requests in flight to this upstream; past it requests wait in the
+    /// queue (`pool.queue`), and past that clients get 503 with `Retry-After`. Default 512.
     #[serde(default = "default_max_in_flight")]
     pub max_in_flight: usize,
+    /// Per-method request timeouts overriding `request_timeout`, e.g. `{ "tools/call" = "5m" }`.
+    #[serde(default)]
+    pub timeouts: BTreeMap<String, Humantime>,
+    /// How sessions are pooled and spread over members.
+    #[serde(default)]
+    pub pool: PoolConfig,
+    /// Active and passive health checking of members.
+    #[serde(default)]
+    pub health: HealthConfig,
+    /// Restarting stdio children.
+    #[serde(default)]
+    pub restart: RestartConfig,
     /// Cache hints for the six cacheable results.
     #[serde(default)]
     pub cache: CacheConfig,
@@ -177,8 +201,125 @@ pub struct StdioConfig {
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// The upstream's MCP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
-    #[serde(deserialize_with = "deserialize_uri")]
-    pub url: http::Uri,
+    #[serde(default, deserialize_with = "deserialize_optional_uri")]
+    pub url: Option<http::Uri>,
+    /// Several endpoints of one service, balanced by least outstanding requests.
+    #[serde(default, deserialize_with = "deserialize_uris")]
+    pub urls: Vec<http::Uri>,
+}
+
+impl HttpConfig {
+    /// One endpoint.
+    pub fn single(url: http::Uri) -> HttpConfig {
+        HttpConfig {
+            url: Some(url),
+            urls: Vec::new(),
+        }
+    }
+
+    /// Every member endpoint: `url` first, then `urls`.
+    pub fn members(&self) -> Vec<http::Uri> {
+        self.url.iter().chain(self.urls.iter()).cloned().collect()
+    }
+}
+
+/// How legacy client sessions map onto upstream sessions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LegacySessions {
+    /// A dedicated upstream session (a stdio child) per legacy client session:
+    /// `logging/setLevel`, subscriptions and server→client requests stay the client's own.
+    #[default]
+    Dedicated,
+    /// Legacy clients share the pooled sessions modern traffic uses (ids
+    /// rewritten); cheaper, but session-scoped state is shared by every client.
+    Shared,
+}
+
+/// `[upstreams.pool]`
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PoolConfig {
+    /// Upstream sessions (stdio children) per partition for pooled traffic. Default 1.
+    pub size: usize,
+    /// In-flight requests on one pooled session before another one is opened
+    /// (up to `size`). Default 32.
+    pub max_in_flight_per_session: usize,
+    /// Requests that may wait for capacity past `max_in_flight`; past it, 503. Default 256.
+    pub queue: usize,
+    /// How long a request may wait in that queue. Default 5 s.
+    pub queue_timeout: Humantime,
+    /// `"dedicated"` (default) or `"shared"`.
+    pub legacy_sessions: LegacySessions,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            size: 1,
+            max_in_flight_per_session: 32,
+            queue: 256,
+            queue_timeout: Humantime(Duration::from_secs(5)),
+            legacy_sessions: LegacySessions::Dedicated,
+        }
+    }
+}
+
+/// `[upstreams.health]`
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    /// Interval of active probes (`ping` on a legacy member, `server/discover` on a
+    /// modern one); `"0s"` turns them off. Default 10 s.
+    pub interval: Humantime,
+    /// How long a probe may take. Default 5 s.
+    pub timeout: Humantime,
+    /// Consecutive failures (requests or probes) that take a member out of rotation. Default 3.
+    pub unhealthy_after: u32,
+    /// Consecutive successful probes that take it back. Default 1.
+    pub healthy_after: u32,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            interval: Humantime(Duration::from_secs(10)),
+            timeout: Humantime(Duration::from_secs(5)),
+            unhealthy_after: 3,
+            healthy_after: 1,
+        }
+    }
+}
+
+/// `[upstreams.restart]`
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RestartConfig {
+    /// First wait before starting a child after one crashed. Default 250 ms.
+    pub backoff_initial: Humantime,
+    /// Longest wait between restarts (exponential, with jitter). Default 30 s.
+    pub backoff_max: Humantime,
+    /// A child that exits within this time of starting counts as a crash. Default 10 s.
+    pub crash_window: Humantime,
+    /// Consecutive crashes after which the upstream is reported as crash-looping. Default 5.
+    pub crash_loop_after: u32,
+    /// Requests after which a pooled child is replaced (drained, then stopped); 0 = never. Default 0.
+    pub max_requests: u64,
+    /// Age after which a pooled child is replaced; `"0s"` = never. Default never.
+    pub max_lifetime: Humantime,
+}
+
+impl Default for RestartConfig {
+    fn default() -> Self {
+        RestartConfig {
+            backoff_initial: Humantime(Duration::from_millis(250)),
+            backoff_max: Humantime(Duration::from_secs(30)),
+            crash_window: Humantime(Duration::from_secs(10)),
+            crash_loop_after: 5,
+            max_requests: 0,
+            max_lifetime: Humantime(Duration::ZERO),
+        }
+    }
 }
 
 /// `[upstreams.sse]`
@@ -231,6 +372,21 @@ fn deserialize_uri<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<
         .map_err(|e| serde::de::Error::custom(format!("invalid URL {text:?}: {e}")))
 }
 
+fn deserialize_optional_uri<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<http::Uri>, D::Error> {
+    deserialize_uri(deserializer).map(Some)
+}
+
+fn deserialize_uris<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<http::Uri>, D::Error> {
+    let texts = Vec::<String>::deserialize(deserializer)?;
+    texts
+        .iter()
+        .map(|text| {
+            text.parse::<http::Uri>()
+                .map_err(|e| serde::de::Error::custom(format!("invalid URL {text:?}: {e}")))
+        })
+        .collect()
+}
+
 fn default_path() -> String {
     "/mcp".into()
 }
@@ -254,6 +410,11 @@ fn default_kill_grace() -> Humantime {
 }
 
 impl UpstreamConfig {
+    /// The timeout for one request of `method`.
+    pub fn timeout_for(&self, method: &str) -> Duration {
+        self.timeouts.get(method).map_or(self.request_timeout.0, |t| t.0)
+    }
+
     /// An upstream with every default, for the command line's zero-config start.
     pub fn with_transport(
         name: &str,
@@ -270,6 +431,10 @@ impl UpstreamConfig {
             request_timeout: default_request_timeout(),
             handshake_timeout: default_handshake_timeout(),
             max_in_flight: default_max_in_flight(),
+            timeouts: BTreeMap::new(),
+            pool: PoolConfig::default(),
+            health: HealthConfig::default(),
+            restart: RestartConfig::default(),
             cache: CacheConfig::default(),
             era: EraSetting::Auto,
         }

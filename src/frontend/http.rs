@@ -325,8 +325,7 @@ impl HttpFrontend {
     }
 
     fn readiness(&self) -> http::Response<Body> {
-        let ready = self.gateway.router.upstreams().all(|u| u.has_live_session());
-        if ready {
+        if self.gateway.is_ready() {
             respond::plain(StatusCode::OK, "ready")
         } else {
             respond::plain(StatusCode::SERVICE_UNAVAILABLE, "waiting for upstreams")

@@ -75,6 +75,7 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
         prn: String::new(),
         ups: upstream.name().to_owned(),
         usid: upstream_session.transport_session_id(),
+        mem: upstream_session.transport_endpoint(),
         own: None,
         exp: 0,
     };
@@ -146,6 +147,7 @@ async fn initialize_over_modern(
         prn: String::new(),
         ups: upstream.name().to_owned(),
         usid: None,
+        mem: None,
         own: None,
         exp: 0,
     };
@@ -221,7 +223,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
             _ => Some(down::legacy_params_for_modern(request.params, &envelope)),
         },
     };
-    let permit = match upstream.admit() {
+    let permit = match upstream.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -239,7 +241,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
         }
     };
     session.track(request.id.clone(), call.upstream_id());
-    let timeout = upstream.config().request_timeout.0;
+    let timeout = upstream.config().timeout_for(&request.method);
     let side = ClientSide::Legacy {
         session,
         method: request.method,

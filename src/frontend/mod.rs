@@ -67,6 +67,18 @@ impl Gateway {
         }
     }
 
+    /// Whether every upstream has a live session (readiness).
+    pub fn is_ready(&self) -> bool {
+        self.router.upstreams().all(|u| u.has_live_session())
+    }
+
+    /// Starts the active health checks of every upstream.
+    pub fn spawn_health_checks(&self) {
+        for upstream in self.router.upstreams() {
+            upstream.spawn_health_checks();
+        }
+    }
+
     /// Ends idle legacy sessions every `every` for as long as the gateway lives.
     pub fn spawn_session_reaper(self: &Arc<Self>, every: std::time::Duration) {
         let gateway = Arc::downgrade(self);
@@ -81,12 +93,16 @@ impl Gateway {
     }
 
     /// Ends every session and stops every child within `deadline`.
+    ///
+    /// Requests still in flight are answered with an error first (closing a
+    /// session fails what is pending on it), and get a moment to be written.
     pub async fn shutdown(&self, deadline: std::time::Duration) {
         self.sse_connections.close_all();
         self.sessions.close_all();
         for upstream in self.router.upstreams() {
             upstream.close_all();
         }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         self.supervisor.shutdown(deadline).await;
     }
 }

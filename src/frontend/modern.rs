@@ -49,7 +49,7 @@ async fn passthrough(
     method: ModernMethod,
     forwarded: &[(String, String)],
 ) -> Reply {
-    let permit = match upstream.admit() {
+    let permit = match upstream.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -75,7 +75,7 @@ async fn passthrough(
         cache: upstream.cache_policy(),
     };
     // A listen lives until either side closes it.
-    let timeout = (method != ModernMethod::SubscriptionsListen).then(|| upstream.config().request_timeout.0);
+    let timeout = (method != ModernMethod::SubscriptionsListen).then(|| upstream.config().timeout_for(method.as_str()));
     reply::stream_call(call, side, request.id, timeout, permit)
 }
 
@@ -100,7 +100,7 @@ pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> Reply {
 }
 
 async fn forward(upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
-    let permit = match upstream.admit() {
+    let permit = match upstream.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -136,7 +136,7 @@ async fn forward(upstream: &Arc<Upstream>, request: Request, modern: ModernReque
             server_info: session.server_info(),
             cache: upstream.cache_policy(),
         });
-        let timeout = Some(upstream.config().request_timeout.0);
+        let timeout = Some(upstream.config().timeout_for(modern.method.as_str()));
         return reply::stream_call(call, side, request.id, timeout, permit);
     }
 }

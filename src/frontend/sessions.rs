@@ -80,6 +80,9 @@ pub struct SessionClaims {
     pub ups: String,
     /// The upstream's own `Mcp-Session-Id`, when it has one.
     pub usid: Option<String>,
+    /// The member endpoint that session lives on.
+    #[serde(default)]
+    pub mem: Option<String>,
     /// The process owning the upstream session, when it cannot move (stdio).
     pub own: Option<String>,
     /// Expiry, seconds since the Unix epoch.
@@ -168,7 +171,7 @@ impl SessionStore {
         let revision = Revision::parse(&claims.rev)?;
         let session = match (&claims.usid, upstream.era_if_known()) {
             (Some(usid), _) => {
-                let upstream_session = upstream.resume_dedicated(usid, revision)?;
+                let upstream_session = upstream.resume_dedicated(claims.mem.as_deref(), usid, revision)?;
                 ClientSession::open(id.to_owned(), revision, upstream.clone(), upstream_session)
             }
             (None, Some(UpstreamEra::Modern)) => {

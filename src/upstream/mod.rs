@@ -4,6 +4,7 @@
 //! Nothing here knows which era a client speaks; callers hand in JSON-RPC
 //! messages for the upstream's own revision.
 
+pub mod member;
 pub mod pool;
 pub mod probe;
 pub mod session;
@@ -88,6 +89,18 @@ impl UpstreamError {
         };
         ErrorObject::new(ErrorCode::INTERNAL_ERROR, self.to_string())
             .with_data(serde_json::json!({ "upstream": upstream }))
+    }
+
+    /// Whether the failure says the member is unwell (for passive health):
+    /// unreachable, broken, slow or failing with a 5xx, not merely busy or cancelled.
+    pub fn is_member_fault(&self) -> bool {
+        match self {
+            UpstreamError::Unavailable { .. } | UpstreamError::Timeout { .. } | UpstreamError::Protocol { .. } => true,
+            UpstreamError::Rejected { status, .. } => *status >= 500,
+            UpstreamError::Closed { .. } | UpstreamError::Overloaded { .. } | UpstreamError::SessionExpired { .. } => {
+                false
+            }
+        }
     }
 
     /// Whether the client should be told to come back later (HTTP 503).

@@ -1,27 +1,31 @@
-//! One configured upstream: its transport, the warm pooled sessions that serve
-//! modern clients, dedicated sessions for legacy clients, and the in-flight bound.
+//! One configured upstream: its members, the warm pooled sessions that serve
+//! pooled traffic, dedicated sessions for legacy clients, and admission.
 //!
 //! Pooled sessions are keyed by [`PartitionKey`] (principal and capability
 //! profile), so a session is never shared across principals or across clients
-//! that declared different capabilities. Requests on one pooled session are
-//! multiplexed; the session rewrites ids so they never collide.
+//! that declared different capabilities. Within a partition, requests go to
+//! the session with the fewest in flight on a healthy member; another session
+//! (another stdio child, or a session on another HTTP endpoint) is opened while
+//! every session is busy and the partition is below `pool.size`. Requests on
+//! one session are multiplexed; the session rewrites ids so they never collide.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::UpstreamError;
+use super::member::{Member, Target};
 use super::probe::{self, UpstreamEra};
 use super::session::{OnDrop, UnsolicitedRequests, UpstreamSession};
 use super::transport::Link;
 use super::transport::sse::SseLink;
 use super::transport::stdio::{ChildSupervisor, StdioLink, StdioSpawner};
-use super::transport::streamable_http::{self, HttpClient, HttpLink};
-use crate::config::{EraSetting, UpstreamConfig};
+use super::transport::streamable_http::{self, HttpLink};
+use crate::config::{EraSetting, StdioConfig, UpstreamConfig};
 use crate::protocol::{Id, Revision};
 use crate::translate::CachePolicy;
 use crate::translate::down;
@@ -47,76 +51,86 @@ impl PartitionKey {
             capability_profile: capabilities.to_string(),
         }
     }
+
+    /// The one partition of a modern upstream: requests carry their own envelope.
+    fn stateless() -> PartitionKey {
+        PartitionKey {
+            principal: String::new(),
+            capability_profile: "(stateless)".into(),
+        }
+    }
 }
 
 /// One configured upstream server.
 pub struct Upstream {
     name: Arc<str>,
     config: UpstreamConfig,
-    connector: Connector,
+    members: Vec<Arc<Member>>,
+    /// Round-robin cursor for dedicated sessions over healthy members.
+    next_member: AtomicUsize,
     /// A std mutex: held to look up or insert a partition, never across `.await`.
     partitions: Mutex<HashMap<PartitionKey, Arc<Partition>>>,
     /// The newest `InitializeResult` seen, for `server/discover`.
     latest_initialize: RwLock<Option<Arc<Value>>>,
-    in_flight: Arc<Semaphore>,
+    admission: Admission,
     epoch: Instant,
     /// The learned (or pinned) era; `None` until the first probe.
     era: RwLock<Option<UpstreamEra>>,
     /// Serialises probing so a burst of first requests costs one probe.
     probing: tokio::sync::Mutex<()>,
-    /// For a modern upstream: the one stateless session every request shares.
-    modern: RwLock<Option<Arc<UpstreamSession>>>,
-    modern_opening: tokio::sync::Mutex<()>,
-}
-
-enum Connector {
-    Stdio(Arc<StdioSpawner>),
-    Sse(Box<(HttpClient, http::Uri)>),
-    Http(Box<(HttpClient, http::Uri)>),
 }
 
 struct Partition {
-    session: RwLock<Option<Arc<UpstreamSession>>>,
+    /// A std lock: held to pick or add a session, never across `.await`.
+    sessions: RwLock<Vec<Pooled>>,
     /// Serialises opening so a burst of requests costs one handshake.
     opening: tokio::sync::Mutex<()>,
     last_used_ms: AtomicU64,
+}
+
+#[derive(Clone)]
+struct Pooled {
+    session: Arc<UpstreamSession>,
+    member: usize,
+}
+
+/// The in-flight bound and the bounded queue in front of it.
+struct Admission {
+    permits: Arc<Semaphore>,
+    waiting: AtomicUsize,
+    queue: usize,
+    queue_timeout: Duration,
 }
 
 impl Upstream {
     /// An upstream from its configuration. Nothing starts until [`Upstream::warm`] or the first request.
     pub fn new(config: UpstreamConfig, supervisor: ChildSupervisor) -> Arc<Upstream> {
         let name: Arc<str> = Arc::from(config.name.as_str());
-        let config_era = config.era;
-        let speaks_sse = config.sse.is_some();
-        let connector = match (&config.stdio, &config.http, &config.sse) {
-            (Some(stdio), _, _) => Connector::Stdio(StdioSpawner::new(name.clone(), stdio.clone(), supervisor)),
-            (None, Some(http), _) => Connector::Http(Box::new((streamable_http::client(), http.url.clone()))),
-            (None, None, Some(sse)) => Connector::Sse(Box::new((streamable_http::client(), sse.url.clone()))),
-            // Validation guarantees a transport; an empty command fails at spawn with a clear error.
-            (None, None, None) => Connector::Stdio(StdioSpawner::new(
-                name.clone(),
-                crate::config::StdioConfig::from_command(Vec::new()),
-                supervisor,
-            )),
+        let members = members(&name, &config, supervisor);
+        let era = match config.era {
+            // HTTP+SSE predates the stateless era: nothing to probe.
+            EraSetting::Auto if config.sse.is_some() => Some(UpstreamEra::Legacy),
+            EraSetting::Auto => None,
+            EraSetting::Legacy => Some(UpstreamEra::Legacy),
+            EraSetting::Modern => Some(UpstreamEra::Modern),
+        };
+        let admission = Admission {
+            permits: Arc::new(Semaphore::new(config.max_in_flight)),
+            waiting: AtomicUsize::new(0),
+            queue: config.pool.queue,
+            queue_timeout: config.pool.queue_timeout.0,
         };
         Arc::new(Upstream {
             name,
-            in_flight: Arc::new(Semaphore::new(config.max_in_flight)),
-            config,
-            connector,
+            members,
+            next_member: AtomicUsize::new(0),
             partitions: Mutex::new(HashMap::new()),
             latest_initialize: RwLock::new(None),
+            admission,
             epoch: Instant::now(),
-            era: RwLock::new(match config_era {
-                // HTTP+SSE predates the stateless era: nothing to probe.
-                EraSetting::Auto if speaks_sse => Some(UpstreamEra::Legacy),
-                EraSetting::Auto => None,
-                EraSetting::Legacy => Some(UpstreamEra::Legacy),
-                EraSetting::Modern => Some(UpstreamEra::Modern),
-            }),
+            era: RwLock::new(era),
             probing: tokio::sync::Mutex::new(()),
-            modern: RwLock::new(None),
-            modern_opening: tokio::sync::Mutex::new(()),
+            config,
         })
     }
 
@@ -138,8 +152,10 @@ impl Upstream {
     /// Learns the era, opens the first session and starts spares, so the first
     /// client waits for nothing.
     pub async fn warm(self: &Arc<Self>) -> Result<(), UpstreamError> {
-        if let Connector::Stdio(spawner) = &self.connector {
-            spawner.refill();
+        for member in &self.members {
+            if let Target::Stdio(spawner) = &member.target {
+                spawner.refill();
+            }
         }
         match self.era().await? {
             UpstreamEra::Legacy => self.initialize_result().await.map(|_| ()),
@@ -147,13 +163,15 @@ impl Upstream {
         }
     }
 
+    // === era ===
+
     /// The upstream's era: pinned by configuration, or learned once by probing.
     pub async fn era(self: &Arc<Self>) -> Result<UpstreamEra, UpstreamError> {
-        if let Some(era) = *self.era.read().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(era) = self.era_if_known() {
             return Ok(era);
         }
         let _probing = self.probing.lock().await;
-        if let Some(era) = *self.era.read().unwrap_or_else(|e| e.into_inner()) {
+        if let Some(era) = self.era_if_known() {
             return Ok(era);
         }
         let era = self.probe().await?;
@@ -162,50 +180,24 @@ impl Upstream {
         Ok(era)
     }
 
-    /// Forgets a learned era (the upstream answered in a way that contradicts
-    /// it: restarted or upgraded); the next request probes again.
-    pub fn forget_era(&self) {
-        if self.config.era == EraSetting::Auto {
-            *self.era.write().unwrap_or_else(|e| e.into_inner()) = None;
-            if let Some(session) = self.modern.write().unwrap_or_else(|e| e.into_inner()).take() {
-                session.close("era changed");
-            }
-        }
-    }
-
-    /// The shared stateless session of a modern upstream.
-    pub async fn modern_session(self: &Arc<Self>) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        if let Some(session) = self.live_modern() {
-            return Ok(session);
-        }
-        let _opening = self.modern_opening.lock().await;
-        if let Some(session) = self.live_modern() {
-            return Ok(session);
-        }
-        let session = self.connect(UnsolicitedRequests::AnswerLocally).await?;
-        session.start_modern();
-        *self.modern.write().unwrap_or_else(|e| e.into_inner()) = Some(session.clone());
-        Ok(session)
-    }
-
     /// The era, when already known (no probe).
     pub fn era_if_known(&self) -> Option<UpstreamEra> {
         *self.era.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The shared stateless session of a modern upstream, when one is open.
-    pub fn live_modern(&self) -> Option<Arc<UpstreamSession>> {
-        self.modern
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .filter(|s| !s.is_closed())
-            .cloned()
+    /// Forgets a learned era (the upstream answered in a way that contradicts
+    /// it: restarted or upgraded); the next request probes again.
+    pub fn forget_era(&self) {
+        if self.config.era == EraSetting::Auto && self.config.sse.is_none() {
+            *self.era.write().unwrap_or_else(|e| e.into_inner()) = None;
+            self.close_partition(&PartitionKey::stateless(), "era changed");
+        }
     }
 
     /// Sends `server/discover` on a fresh connection and judges the answer.
     async fn probe(self: &Arc<Self>) -> Result<UpstreamEra, UpstreamError> {
-        let session = self.connect(UnsolicitedRequests::AnswerLocally).await?;
+        let member = self.choose_member();
+        let session = self.connect(member, UnsolicitedRequests::AnswerLocally).await?;
         session.start_modern();
         let params = probe::discover_params(&gateway_client_info());
         let timeout = self.config.handshake_timeout.0;
@@ -213,13 +205,9 @@ impl Upstream {
             .call("server/discover", Some(params), Id::number(0), OnDrop::Detach)
             .await
         {
-            Ok(call) => match tokio::time::timeout(timeout, call.response()).await {
-                Ok(outcome) => outcome,
-                Err(_) => Err(UpstreamError::Timeout {
-                    upstream: self.name.to_string(),
-                    after_ms: timeout.as_millis() as u64,
-                }),
-            },
+            Ok(call) => tokio::time::timeout(timeout, call.response())
+                .await
+                .unwrap_or_else(|_| Err(self.timeout_error(timeout))),
             Err(error) => Err(error),
         };
         // Not reaching the upstream at all says nothing about its era: report it, learn nothing.
@@ -229,22 +217,44 @@ impl Upstream {
         }
         let era = probe::verdict(&outcome);
         match era {
-            UpstreamEra::Modern => *self.modern.write().unwrap_or_else(|e| e.into_inner()) = Some(session),
+            UpstreamEra::Modern => {
+                let partition = self.partition(PartitionKey::stateless())?;
+                partition.add(Pooled { session, member });
+            }
             // The connection saw a request before `initialize`; start legacy sessions afresh.
             UpstreamEra::Legacy => session.close("probe done"),
         }
         Ok(era)
     }
 
-    /// A permit to send one request; refused (not queued) past `max_in_flight`.
-    pub fn admit(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
-        self.in_flight
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| UpstreamError::Overloaded {
-                upstream: self.name.to_string(),
-            })
+    // === admission ===
+
+    /// A permit to send one request. Past `max_in_flight` a request waits in a
+    /// bounded queue for up to `pool.queue_timeout`; past the queue it is refused.
+    pub async fn admit(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
+        let overloaded = || UpstreamError::Overloaded {
+            upstream: self.name.to_string(),
+        };
+        if let Ok(permit) = self.admission.permits.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        let waiting = self.admission.waiting.fetch_add(1, Ordering::AcqRel);
+        let _leave = DecrementOnDrop(&self.admission.waiting);
+        if waiting >= self.admission.queue {
+            return Err(overloaded());
+        }
+        match tokio::time::timeout(
+            self.admission.queue_timeout,
+            self.admission.permits.clone().acquire_owned(),
+        )
+        .await
+        {
+            Ok(Ok(permit)) => Ok(permit),
+            Ok(Err(_)) | Err(_) => Err(overloaded()),
+        }
     }
+
+    // === sessions ===
 
     /// The upstream's `InitializeResult` from a warm session (a handshake only when none exists yet).
     pub async fn initialize_result(self: &Arc<Self>) -> Result<Arc<Value>, UpstreamError> {
@@ -260,24 +270,27 @@ impl Upstream {
             .ok_or_else(|| session.protocol_error("session has no InitializeResult".into()))
     }
 
-    /// A warm pooled session for `key`, opened with `initialize_params` if none is alive.
+    /// A warm pooled session for `key`, opened with `initialize_params` when
+    /// every session of the partition is busy (and it has room) or none is alive.
     pub async fn pooled(
         self: &Arc<Self>,
         key: PartitionKey,
         initialize_params: Value,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let partition = self.partition(key)?;
-        partition.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
-        if let Some(session) = partition.live_session() {
-            return Ok(session);
-        }
-        let _opening = partition.opening.lock().await;
-        if let Some(session) = partition.live_session() {
-            return Ok(session);
-        }
-        let session = self.open(initialize_params, UnsolicitedRequests::AnswerLocally).await?;
-        *partition.session.write().unwrap_or_else(|e| e.into_inner()) = Some(session.clone());
-        Ok(session)
+        self.pick(&partition, Some(initialize_params)).await
+    }
+
+    /// The stateless session (one of `pool.size`) of a modern upstream.
+    pub async fn modern_session(self: &Arc<Self>) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let partition = self.partition(PartitionKey::stateless())?;
+        self.pick(&partition, None).await
+    }
+
+    /// A live stateless session of a modern upstream, without opening one.
+    pub fn live_modern(&self) -> Option<Arc<UpstreamSession>> {
+        let partition = self.partitions_lock().get(&PartitionKey::stateless()).cloned()?;
+        self.choose(&partition, true)
     }
 
     /// A session of its own for one legacy client, initialized with that client's params.
@@ -285,21 +298,34 @@ impl Upstream {
         self: &Arc<Self>,
         initialize_params: Value,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        self.open(initialize_params, UnsolicitedRequests::Forward).await
+        let member = self.choose_member();
+        self.open(member, initialize_params, UnsolicitedRequests::Forward).await
     }
 
-    /// Resumes a dedicated HTTP upstream session that another replica opened.
-    /// `None` for stdio upstreams, whose sessions cannot move between processes.
-    pub fn resume_dedicated(&self, upstream_session_id: &str, revision: Revision) -> Option<Arc<UpstreamSession>> {
-        let Connector::Http(target) = &self.connector else {
+    /// Resumes a dedicated HTTP upstream session that another replica opened on
+    /// the member `endpoint`. `None` for stdio upstreams, whose sessions cannot
+    /// move between processes.
+    pub fn resume_dedicated(
+        &self,
+        endpoint: Option<&str>,
+        upstream_session_id: &str,
+        revision: Revision,
+    ) -> Option<Arc<UpstreamSession>> {
+        let member = self
+            .members
+            .iter()
+            .find(|m| endpoint.is_none_or(|e| m.label == e))
+            .or_else(|| self.members.first())?;
+        let Target::Http(client, url) = &member.target else {
             return None;
         };
-        let (client, url) = &**target;
         let link = HttpLink::resumed(client.clone(), url.clone(), self.name.clone(), upstream_session_id)?;
+        let health = Some(member.health.clone());
         let session = UpstreamSession::new(
             self.name.clone(),
             Link::Http(Box::new(link)),
             UnsolicitedRequests::Forward,
+            health,
         );
         session.resume(revision);
         Some(session)
@@ -307,81 +333,335 @@ impl Upstream {
 
     /// Drops a pooled session that turned out dead, so the next request opens a new one.
     pub fn discard(&self, session: &Arc<UpstreamSession>) {
-        let partitions = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
-        for partition in partitions.values() {
-            let mut slot = partition.session.write().unwrap_or_else(|e| e.into_inner());
-            if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, session)) {
-                *slot = None;
-            }
+        for partition in self.partitions_lock().values() {
+            partition.remove(session);
         }
     }
 
-    /// Closes every pooled session (shutdown).
+    /// Closes every pooled session and stops the spares (shutdown).
     pub fn close_all(&self) {
-        if let Some(session) = self.modern.write().unwrap_or_else(|e| e.into_inner()).take() {
-            session.close("eragate is shutting down");
+        for member in &self.members {
+            if let Target::Stdio(spawner) = &member.target {
+                spawner.stop_spares();
+            }
         }
-        let partitions: Vec<_> = self
-            .partitions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .drain()
-            .collect();
+        let partitions: Vec<_> = self.partitions_lock().drain().collect();
         for (_, partition) in partitions {
-            if let Some(session) = partition.session.write().unwrap_or_else(|e| e.into_inner()).take() {
-                session.close("eragate is shutting down");
+            for pooled in partition.take_all() {
+                pooled.session.close("eragate is shutting down");
             }
         }
     }
 
     /// Whether a live pooled session exists (readiness).
     pub fn has_live_session(&self) -> bool {
-        self.live_modern().is_some()
-            || self
-                .partitions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .values()
-                .any(|p| p.live_session().is_some())
+        self.partitions_lock()
+            .values()
+            .any(|p| p.snapshot().iter().any(|s| !s.session.is_closed()))
     }
 
-    /// A connection not yet initialized: a child from the spares, a new HTTP
-    /// session, or a new HTTP+SSE stream.
-    async fn connect(&self, unsolicited: UnsolicitedRequests) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        Ok(match &self.connector {
-            Connector::Sse(target) => {
-                let (client, url) = &**target;
+    /// The admin view: era, members with health and load, partitions.
+    pub fn snapshot(&self) -> Value {
+        let partitions: Vec<Arc<Partition>> = self.partitions_lock().values().cloned().collect();
+        let mut per_member = vec![(0usize, 0usize); self.members.len()];
+        for partition in &partitions {
+            for pooled in partition.snapshot() {
+                if let Some(entry) = per_member.get_mut(pooled.member)
+                    && !pooled.session.is_closed()
+                {
+                    entry.0 += 1;
+                    entry.1 += pooled.session.in_flight();
+                }
+            }
+        }
+        let members: Vec<Value> = self
+            .members
+            .iter()
+            .zip(per_member)
+            .map(|(m, (sessions, in_flight))| m.snapshot(sessions, in_flight))
+            .collect();
+        json!({
+            "upstream": &*self.name,
+            "path": self.config.path,
+            "era": self.era_if_known().map(|e| format!("{e:?}").to_lowercase()),
+            "members": members,
+            "partitions": partitions.len(),
+            "in_flight": self.config.max_in_flight - self.admission.permits.available_permits(),
+            "queued": self.admission.waiting.load(Ordering::Relaxed),
+        })
+    }
+
+    /// Probes every member every `health.interval` until the upstream is dropped.
+    pub fn spawn_health_checks(self: &Arc<Self>) {
+        let interval = self.config.health.interval.0;
+        if interval.is_zero() {
+            return;
+        }
+        let upstream = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+            loop {
+                ticker.tick().await;
+                let Some(upstream) = upstream.upgrade() else { return };
+                upstream.check_members().await;
+            }
+        });
+    }
+
+    /// One round of active health checks: a cheap request on a live pooled
+    /// session of each member (`ping`, or `server/discover` for a modern
+    /// upstream); a member with no session gets one opened, which is the probe.
+    async fn check_members(self: &Arc<Self>) {
+        let Some(era) = self.era_if_known() else { return };
+        let timeout = self.config.health.timeout.0;
+        for (index, member) in self.members.iter().enumerate() {
+            let session = self.live_session_on(index);
+            let healthy = match (session, era) {
+                (Some(session), UpstreamEra::Legacy) => {
+                    self.probe_call(&session, "ping", Some(json!({})), timeout).await
+                }
+                (Some(session), UpstreamEra::Modern) => {
+                    let params = probe::discover_params(&gateway_client_info());
+                    self.probe_call(&session, "server/discover", Some(params), timeout)
+                        .await
+                }
+                // Only a member out of rotation is worth a new connection just to look.
+                (None, _) if member.health.is_healthy() => continue,
+                (None, UpstreamEra::Legacy) => {
+                    let params = down::initialize_params(Revision::LATEST_LEGACY, json!({}), gateway_client_info());
+                    match tokio::time::timeout(timeout, self.open(index, params, UnsolicitedRequests::AnswerLocally))
+                        .await
+                    {
+                        Ok(Ok(session)) => self
+                            .partition(PartitionKey::new("", &json!({})))
+                            .map(|p| p.add(Pooled { session, member: index }))
+                            .is_ok(),
+                        _ => false,
+                    }
+                }
+                (None, UpstreamEra::Modern) => match self.connect(index, UnsolicitedRequests::AnswerLocally).await {
+                    Ok(session) => {
+                        session.start_modern();
+                        let params = probe::discover_params(&gateway_client_info());
+                        let ok = self
+                            .probe_call(&session, "server/discover", Some(params), timeout)
+                            .await;
+                        if ok {
+                            let _ = self
+                                .partition(PartitionKey::stateless())
+                                .map(|p| p.add(Pooled { session, member: index }));
+                        } else {
+                            session.close("health probe failed");
+                        }
+                        ok
+                    }
+                    Err(_) => false,
+                },
+            };
+            if healthy {
+                member.health.record_success();
+            } else {
+                member.health.record_failure("health probe failed");
+            }
+        }
+    }
+
+    /// Any answer (a result or a JSON-RPC error) within `timeout` means alive.
+    async fn probe_call(
+        &self,
+        session: &Arc<UpstreamSession>,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+    ) -> bool {
+        let Ok(call) = session
+            .call(method, params, Id::number(0), OnDrop::CancelUpstream)
+            .await
+        else {
+            return false;
+        };
+        matches!(tokio::time::timeout(timeout, call.response()).await, Ok(Ok(_)))
+    }
+
+    fn live_session_on(&self, member: usize) -> Option<Arc<UpstreamSession>> {
+        self.partitions_lock().values().find_map(|p| {
+            p.snapshot()
+                .into_iter()
+                .find(|s| s.member == member && !s.session.is_closed())
+                .map(|s| s.session)
+        })
+    }
+
+    // === picking and opening ===
+
+    async fn pick(
+        self: &Arc<Self>,
+        partition: &Arc<Partition>,
+        initialize: Option<Value>,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        partition.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
+        self.retire(partition);
+        if let Some(session) = self.choose(partition, false) {
+            return Ok(session);
+        }
+        let _opening = partition.opening.lock().await;
+        if let Some(session) = self.choose(partition, false) {
+            return Ok(session);
+        }
+        let member = self.choose_member_for(partition);
+        let session = match initialize {
+            Some(params) => self.open(member, params, UnsolicitedRequests::AnswerLocally).await?,
+            None => {
+                let session = self.connect(member, UnsolicitedRequests::AnswerLocally).await?;
+                session.start_modern();
+                session
+            }
+        };
+        partition.add(Pooled {
+            session: session.clone(),
+            member,
+        });
+        Ok(session)
+    }
+
+    /// The least loaded usable session on a healthy member, unless every one is
+    /// busy and the partition may grow (`force` takes any usable session).
+    fn choose(&self, partition: &Partition, force: bool) -> Option<Arc<UpstreamSession>> {
+        let sessions = partition.snapshot();
+        let usable: Vec<&Pooled> = sessions
+            .iter()
+            .filter(|p| !p.session.is_closed() && !p.session.is_draining())
+            .collect();
+        let healthy: Vec<&&Pooled> = usable.iter().filter(|p| self.member_healthy(p.member)).collect();
+        let any_healthy_member = self.members.iter().any(|m| m.health.is_healthy());
+        let candidates: Vec<&Pooled> = if healthy.is_empty() && !any_healthy_member {
+            usable.clone() // every member is out: keep trying the sessions we have
+        } else {
+            healthy.into_iter().copied().collect()
+        };
+        let best = candidates.iter().min_by_key(|p| p.session.in_flight())?;
+        let room = self.pool_size() > usable.len();
+        let busy = best.session.in_flight() >= self.config.pool.max_in_flight_per_session;
+        if force || !(busy && room) {
+            Some(best.session.clone())
+        } else {
+            None
+        }
+    }
+
+    /// Sessions past their request or age limit start draining; drained and dead ones go.
+    fn retire(&self, partition: &Partition) {
+        let restart = &self.config.restart;
+        for pooled in partition.snapshot() {
+            let session = &pooled.session;
+            let worn = (restart.max_requests > 0 && session.served() >= restart.max_requests)
+                || (!restart.max_lifetime.0.is_zero() && session.age() >= restart.max_lifetime.0);
+            if worn && !session.is_draining() {
+                tracing::info!(upstream = %self.name, served = session.served(), "replacing a worn session (draining)");
+                session.drain();
+            }
+            if session.is_closed() {
+                partition.remove(session);
+            } else if session.is_draining() && session.in_flight() == 0 {
+                partition.remove(session);
+                session.close("replaced");
+            }
+        }
+    }
+
+    /// How many sessions a partition may hold: `pool.size`, and at least one per member.
+    fn pool_size(&self) -> usize {
+        self.config.pool.size.max(self.members.len())
+    }
+
+    fn member_healthy(&self, member: usize) -> bool {
+        self.members.get(member).is_some_and(|m| m.health.is_healthy())
+    }
+
+    /// For a new pooled session: the healthy member with the fewest sessions in the partition.
+    fn choose_member_for(&self, partition: &Partition) -> usize {
+        let sessions = partition.snapshot();
+        let load = |index: usize| {
+            sessions
+                .iter()
+                .filter(|p| p.member == index && !p.session.is_closed())
+                .count()
+        };
+        let healthy: Vec<usize> = (0..self.members.len()).filter(|i| self.member_healthy(*i)).collect();
+        let pool = if healthy.is_empty() {
+            (0..self.members.len()).collect()
+        } else {
+            healthy
+        };
+        pool.into_iter().min_by_key(|i| load(*i)).unwrap_or(0)
+    }
+
+    /// For a dedicated session: round robin over healthy members.
+    fn choose_member(&self) -> usize {
+        let count = self.members.len().max(1);
+        for _ in 0..count {
+            let index = self.next_member.fetch_add(1, Ordering::Relaxed) % count;
+            if self.member_healthy(index) {
+                return index;
+            }
+        }
+        self.next_member.load(Ordering::Relaxed) % count
+    }
+
+    /// A connection on `member`, not yet initialized.
+    async fn connect(
+        &self,
+        member: usize,
+        unsolicited: UnsolicitedRequests,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let Some(member) = self.members.get(member) else {
+            return Err(UpstreamError::Unavailable {
+                upstream: self.name.to_string(),
+                reason: "no member".into(),
+            });
+        };
+        member.health.sessions_opened.fetch_add(1, Ordering::Relaxed);
+        let health = Some(member.health.clone());
+        Ok(match &member.target {
+            Target::Stdio(spawner) => {
+                let child = spawner.take()?;
+                let (link, reader) = StdioLink::attach(child);
+                let session = UpstreamSession::new(self.name.clone(), Link::Stdio(link), unsolicited, health);
+                reader.start(Arc::downgrade(&session));
+                session
+            }
+            Target::Http(client, url) => {
+                let link = HttpLink::new(client.clone(), url.clone(), self.name.clone());
+                UpstreamSession::new(self.name.clone(), Link::Http(Box::new(link)), unsolicited, health)
+            }
+            Target::Sse(client, url) => {
                 let timeout = self.config.handshake_timeout.0;
-                let pending = SseLink::connect(client.clone(), url.clone(), self.name.clone(), timeout).await?;
+                let pending = match SseLink::connect(client.clone(), url.clone(), self.name.clone(), timeout).await {
+                    Ok(pending) => pending,
+                    Err(error) => {
+                        member.health.record_failure(&error.to_string());
+                        return Err(error);
+                    }
+                };
                 let (link, reader) = pending.split();
-                let session = UpstreamSession::new(self.name.clone(), Link::Sse(Box::new(link)), unsolicited);
+                let session = UpstreamSession::new(self.name.clone(), Link::Sse(Box::new(link)), unsolicited, health);
                 let handle = reader.start(Arc::downgrade(&session));
                 if let Link::Sse(link) = session.link() {
                     link.set_reader(handle);
                 }
                 session
             }
-            Connector::Stdio(spawner) => {
-                let child = spawner.take()?;
-                let (link, reader) = StdioLink::attach(child);
-                let session = UpstreamSession::new(self.name.clone(), Link::Stdio(link), unsolicited);
-                reader.start(Arc::downgrade(&session));
-                session
-            }
-            Connector::Http(target) => {
-                let (client, url) = &**target;
-                let link = HttpLink::new(client.clone(), url.clone(), self.name.clone());
-                UpstreamSession::new(self.name.clone(), Link::Http(Box::new(link)), unsolicited)
-            }
         })
     }
 
+    /// A connection on `member`, initialized with `initialize_params`.
     async fn open(
         self: &Arc<Self>,
+        member: usize,
         initialize_params: Value,
         unsolicited: UnsolicitedRequests,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        let session = self.connect(unsolicited).await?;
+        let session = self.connect(member, unsolicited).await?;
         let timeout = self.config.handshake_timeout.0;
         let result = match tokio::time::timeout(timeout, session.initialize(initialize_params)).await {
             Ok(Ok(result)) => result,
@@ -391,10 +671,10 @@ impl Upstream {
             }
             Err(_) => {
                 session.close("handshake timed out");
-                return Err(UpstreamError::Timeout {
-                    upstream: self.name.to_string(),
-                    after_ms: timeout.as_millis() as u64,
-                });
+                if let Some(member) = self.members.get(member) {
+                    member.health.record_failure("handshake timed out");
+                }
+                return Err(self.timeout_error(timeout));
             }
         };
         *self.latest_initialize.write().unwrap_or_else(|e| e.into_inner()) = Some(result);
@@ -403,14 +683,14 @@ impl Upstream {
     }
 
     fn partition(&self, key: PartitionKey) -> Result<Arc<Partition>, UpstreamError> {
-        let mut partitions = self.partitions.lock().unwrap_or_else(|e| e.into_inner());
+        let mut partitions = self.partitions_lock();
         if let Some(partition) = partitions.get(&key) {
             return Ok(partition.clone());
         }
         if partitions.len() >= MAX_PARTITIONS {
             let idle = partitions
                 .iter()
-                .filter(|(_, p)| p.live_session().is_none_or(|s| s.in_flight() == 0))
+                .filter(|(_, p)| p.snapshot().iter().all(|s| s.session.in_flight() == 0))
                 .min_by_key(|(_, p)| p.last_used_ms.load(Ordering::Relaxed))
                 .map(|(k, _)| k.clone());
             let Some(evict) = idle else {
@@ -418,14 +698,14 @@ impl Upstream {
                     upstream: self.name.to_string(),
                 });
             };
-            if let Some(partition) = partitions.remove(&evict)
-                && let Some(session) = partition.session.write().unwrap_or_else(|e| e.into_inner()).take()
-            {
-                session.close("partition evicted");
+            if let Some(partition) = partitions.remove(&evict) {
+                for pooled in partition.take_all() {
+                    pooled.session.close("partition evicted");
+                }
             }
         }
         let partition = Arc::new(Partition {
-            session: RwLock::new(None),
+            sessions: RwLock::new(Vec::new()),
             opening: tokio::sync::Mutex::new(()),
             last_used_ms: AtomicU64::new(self.now_ms()),
         });
@@ -433,20 +713,88 @@ impl Upstream {
         Ok(partition)
     }
 
+    fn close_partition(&self, key: &PartitionKey, reason: &str) {
+        if let Some(partition) = self.partitions_lock().remove(key) {
+            for pooled in partition.take_all() {
+                pooled.session.close(reason);
+            }
+        }
+    }
+
+    fn partitions_lock(&self) -> std::sync::MutexGuard<'_, HashMap<PartitionKey, Arc<Partition>>> {
+        self.partitions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn timeout_error(&self, after: Duration) -> UpstreamError {
+        UpstreamError::Timeout {
+            upstream: self.name.to_string(),
+            after_ms: after.as_millis() as u64,
+        }
+    }
+
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
 }
 
+// === impl Partition ===
+
 impl Partition {
-    fn live_session(&self) -> Option<Arc<UpstreamSession>> {
-        self.session
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .filter(|s| !s.is_closed())
-            .cloned()
+    fn snapshot(&self) -> Vec<Pooled> {
+        self.sessions.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    fn add(&self, pooled: Pooled) {
+        self.sessions.write().unwrap_or_else(|e| e.into_inner()).push(pooled);
+    }
+
+    fn remove(&self, session: &Arc<UpstreamSession>) {
+        self.sessions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p| !Arc::ptr_eq(&p.session, session));
+    }
+
+    fn take_all(&self) -> Vec<Pooled> {
+        std::mem::take(&mut *self.sessions.write().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+struct DecrementOnDrop<'a>(&'a AtomicUsize);
+
+impl Drop for DecrementOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The members an upstream's configuration names.
+fn members(name: &Arc<str>, config: &UpstreamConfig, supervisor: ChildSupervisor) -> Vec<Arc<Member>> {
+    let health = &config.health;
+    if let Some(stdio) = &config.stdio {
+        let spawner = StdioSpawner::new(name.clone(), stdio.clone(), config.restart.clone(), supervisor);
+        return vec![Member::new(Target::Stdio(spawner), "stdio".into(), health)];
+    }
+    if let Some(http) = &config.http {
+        let client = streamable_http::client();
+        return http
+            .members()
+            .into_iter()
+            .map(|url| Member::new(Target::Http(client.clone(), url.clone()), url.to_string(), health))
+            .collect();
+    }
+    if let Some(sse) = &config.sse {
+        let target = Target::Sse(streamable_http::client(), sse.url.clone());
+        return vec![Member::new(target, sse.url.to_string(), health)];
+    }
+    // Validation guarantees a transport; an empty command fails at spawn with a clear error.
+    let spawner = StdioSpawner::new(
+        name.clone(),
+        StdioConfig::from_command(Vec::new()),
+        config.restart.clone(),
+        supervisor,
+    );
+    vec![Member::new(Target::Stdio(spawner), "stdio".into(), health)]
 }
 
 /// How eragate introduces itself when no client identity is at hand.

@@ -10,11 +10,13 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::UpstreamError;
+use super::member::MemberHealth;
 use super::transport::Link;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
@@ -54,6 +56,15 @@ pub struct UpstreamSession {
     revision: OnceLock<Revision>,
     unsolicited: broadcast::Sender<Message>,
     unsolicited_requests: UnsolicitedRequests,
+    /// The pool member's health, fed by how this session's requests end.
+    health: Option<Arc<MemberHealth>>,
+    /// Requests sent, for replacement after `restart.max_requests`.
+    served: AtomicU64,
+    born: Instant,
+    /// Takes no new requests; closed once idle (graceful replacement).
+    draining: AtomicBool,
+    /// eragate itself is closing the session: its end is no fault of the member.
+    closing: AtomicBool,
 }
 
 struct Pending {
@@ -90,6 +101,7 @@ impl UpstreamSession {
         upstream: Arc<str>,
         link: Link,
         unsolicited_requests: UnsolicitedRequests,
+        health: Option<Arc<MemberHealth>>,
     ) -> Arc<UpstreamSession> {
         let (unsolicited, _) = broadcast::channel(UNSOLICITED_QUEUE);
         // An HTTP upstream session may be shared by replicas (sealed client
@@ -108,6 +120,11 @@ impl UpstreamSession {
             revision: OnceLock::new(),
             unsolicited,
             unsolicited_requests,
+            health,
+            served: AtomicU64::new(0),
+            born: Instant::now(),
+            draining: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         })
     }
 
@@ -165,6 +182,14 @@ impl UpstreamSession {
         self.link.on_initialized(Revision::V2026_07_28);
     }
 
+    /// The member endpoint (an HTTP upstream's URL) this session lives on.
+    pub fn transport_endpoint(&self) -> Option<String> {
+        match &self.link {
+            Link::Http(link) => Some(link.url().to_string()),
+            Link::Stdio(_) | Link::Sse(_) => None,
+        }
+    }
+
     /// Sends a request with a fresh upstream id.
     pub async fn call(
         self: &Arc<Self>,
@@ -190,6 +215,7 @@ impl UpstreamSession {
             return Err(self.closed_error("session already closed"));
         }
         let upstream_id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.served.fetch_add(1, Ordering::Relaxed);
         let original_progress_token = rewrite_progress_token(&mut params, upstream_id);
         let (respond, response) = oneshot::channel();
         let (events_tx, events) = mpsc::channel(CALL_EVENT_QUEUE);
@@ -289,8 +315,29 @@ impl UpstreamSession {
     /// Ends the session: fails what is pending and releases the transport
     /// (a stdio child is stopped; an HTTP session is deleted).
     pub fn close(self: &Arc<Self>, reason: &str) {
+        self.closing.store(true, Ordering::Release);
         self.mark_closed(reason);
         self.link.shutdown(self);
+    }
+
+    /// Stops taking requests; the pool closes the session once it is idle.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    /// Whether the session is being replaced.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    /// Requests sent on this session so far.
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+
+    /// How long ago the session was opened.
+    pub fn age(&self) -> std::time::Duration {
+        self.born.elapsed()
     }
 
     /// Marks the session dead and fails every pending request with `reason`.
@@ -299,6 +346,11 @@ impl UpstreamSession {
             return;
         }
         tracing::debug!(upstream = %self.upstream, reason, "upstream session closed");
+        if !self.closing.load(Ordering::Acquire)
+            && let Some(health) = &self.health
+        {
+            health.record_failure(reason);
+        }
         let drained: Vec<Pending> = self.lock_pending().drain().map(|(_, p)| p).collect();
         for pending in drained {
             let _ = pending.respond.send(Err(self.closed_error(reason)));
@@ -307,6 +359,11 @@ impl UpstreamSession {
 
     /// Fails one pending request (a transport-level failure of that request only).
     pub(crate) fn fail(&self, upstream_id: u64, error: UpstreamError) {
+        if let Some(health) = &self.health
+            && error.is_member_fault()
+        {
+            health.record_failure(&error.to_string());
+        }
         if let Some(pending) = self.lock_pending().remove(&upstream_id) {
             let _ = pending.respond.send(Err(error));
         }
@@ -337,6 +394,9 @@ impl UpstreamSession {
             return;
         };
         response.id = Some(pending.original_id);
+        if let Some(health) = &self.health {
+            health.record_success();
+        }
         let _ = pending.respond.send(Ok(response));
     }
 
@@ -509,6 +569,9 @@ impl Call {
     /// `notifications/cancelled`, whatever the call's drop policy.
     pub fn cancel(mut self, reason: &str) {
         self.on_drop = OnDrop::CancelUpstream;
+        if let Some(health) = &self.session.health {
+            health.record_failure(reason);
+        }
         tracing::debug!(upstream = %self.session.upstream_name(), upstream_id = self.upstream_id, reason, "cancelling upstream request");
     }
 

@@ -7,9 +7,9 @@
 
 use std::collections::VecDeque;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use nix::sys::signal::{Signal, killpg};
@@ -21,7 +21,7 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::StdioConfig;
+use crate::config::{RestartConfig, StdioConfig};
 use crate::protocol::Message;
 use crate::upstream::UpstreamError;
 use crate::upstream::session::UpstreamSession;
@@ -58,6 +58,65 @@ pub struct StdioSpawner {
     /// A std mutex: held only to push or pop.
     spares: Mutex<VecDeque<SpawnedChild>>,
     supervisor: ChildSupervisor,
+    crashes: Arc<CrashTracker>,
+}
+
+/// Crash accounting: exponential backoff with jitter between restarts, and a
+/// crash loop reported rather than restarted in a tight loop.
+pub struct CrashTracker {
+    config: RestartConfig,
+    consecutive: AtomicU32,
+    restarts: AtomicU64,
+    /// A std mutex: read or written in one step.
+    not_before: Mutex<Option<Instant>>,
+    upstream: Arc<str>,
+}
+
+impl CrashTracker {
+    fn new(upstream: Arc<str>, config: RestartConfig) -> CrashTracker {
+        CrashTracker {
+            config,
+            consecutive: AtomicU32::new(0),
+            restarts: AtomicU64::new(0),
+            not_before: Mutex::new(None),
+            upstream,
+        }
+    }
+
+    /// Records a child's exit; `unexpected` when eragate did not ask it to stop.
+    fn record_exit(&self, lived: Duration, unexpected: bool) {
+        if !unexpected {
+            return;
+        }
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+        if lived >= self.config.crash_window.0 {
+            self.consecutive.store(0, Ordering::Relaxed);
+            return;
+        }
+        let crashes = self.consecutive.fetch_add(1, Ordering::Relaxed) + 1;
+        let wait = backoff(&self.config, crashes, rand::random::<f64>());
+        *self.not_before.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now() + wait);
+        if crashes >= self.config.crash_loop_after {
+            tracing::error!(upstream = %self.upstream, crashes, wait_ms = wait.as_millis() as u64, "upstream child is crash-looping");
+        } else {
+            tracing::warn!(upstream = %self.upstream, crashes, wait_ms = wait.as_millis() as u64, "upstream child crashed; restarting after a backoff");
+        }
+    }
+
+    /// How long until a child may be started again, if it must wait.
+    fn wait_left(&self) -> Option<Duration> {
+        let not_before = (*self.not_before.lock().unwrap_or_else(|e| e.into_inner()))?;
+        not_before.checked_duration_since(Instant::now())
+    }
+}
+
+/// The wait before restart number `crashes` (1-based): `initial · 2^(crashes-1)`,
+/// capped at `max`, scaled by a jitter factor in [0.5, 1.0) drawn from `unit` ∈ [0, 1).
+pub fn backoff(config: &RestartConfig, crashes: u32, unit: f64) -> Duration {
+    let exponent = crashes.saturating_sub(1).min(30);
+    let raw = config.backoff_initial.0.saturating_mul(1u32 << exponent);
+    let capped = raw.min(config.backoff_max.0);
+    capped.mul_f64(0.5 + unit.clamp(0.0, 1.0) * 0.5)
 }
 
 /// A started child not yet attached to a session.
@@ -72,15 +131,45 @@ pub struct SpawnedChild {
 
 impl StdioSpawner {
     /// A spawner for `config`; children are registered with `supervisor`.
-    pub fn new(upstream: Arc<str>, config: StdioConfig, supervisor: ChildSupervisor) -> Arc<StdioSpawner> {
+    pub fn new(
+        upstream: Arc<str>,
+        config: StdioConfig,
+        restart: RestartConfig,
+        supervisor: ChildSupervisor,
+    ) -> Arc<StdioSpawner> {
         let limit = Arc::new(Semaphore::new(config.max_children));
+        let crashes = Arc::new(CrashTracker::new(upstream.clone(), restart));
         Arc::new(StdioSpawner {
             upstream,
             config,
             limit,
             spares: Mutex::new(VecDeque::new()),
             supervisor,
+            crashes,
         })
+    }
+
+    /// Stops the warm spares (shutdown): their stdin closes, so they exit on EOF.
+    pub fn stop_spares(&self) {
+        let spares: Vec<SpawnedChild> = self
+            .spares
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+            .collect();
+        for spare in spares {
+            spare.stop.cancel();
+        }
+    }
+
+    /// Children that exited without being asked to.
+    pub fn restarts(&self) -> u64 {
+        self.crashes.restarts.load(Ordering::Relaxed)
+    }
+
+    /// Whether the last `crash_loop_after` children all crashed right after starting.
+    pub fn crash_looping(&self) -> bool {
+        self.crashes.consecutive.load(Ordering::Relaxed) >= self.crashes.config.crash_loop_after
     }
 
     /// A ready child: a warm spare when one is alive, else a new one. Refills spares in the background.
@@ -130,6 +219,12 @@ impl StdioSpawner {
         if self.supervisor.shutdown.is_cancelled() {
             return Err(unavailable("eragate is shutting down".into()));
         }
+        if let Some(wait) = self.crashes.wait_left() {
+            return Err(unavailable(format!(
+                "restarting after crashes; next start in {} ms",
+                wait.as_millis()
+            )));
+        }
         let permit = self
             .limit
             .clone()
@@ -175,6 +270,7 @@ impl StdioSpawner {
             exited.clone(),
             stop.clone(),
             self.config.kill_grace.0,
+            self.crashes.clone(),
         ));
         Ok(SpawnedChild {
             stdin,
@@ -195,7 +291,9 @@ async fn supervise(
     exited: Arc<AtomicBool>,
     stop: CancellationToken,
     grace: Duration,
+    crashes: Arc<CrashTracker>,
 ) {
+    let started = Instant::now();
     let status = tokio::select! {
         status = child.wait() => status,
         () = stop.cancelled() => {
@@ -218,6 +316,7 @@ async fn supervise(
     // Grandchildren (npx → node) may outlive the leader; the group goes with it.
     signal_group(pid, Signal::SIGKILL);
     exited.store(true, Ordering::Release);
+    crashes.record_exit(started.elapsed(), !stop.is_cancelled());
     match status {
         Ok(status) => tracing::info!(upstream = %upstream, pid, %status, "upstream child exited"),
         Err(error) => tracing::warn!(upstream = %upstream, pid, error = %error, "lost track of upstream child"),
@@ -243,7 +342,8 @@ async fn log_stderr(upstream: Arc<str>, pid: u32, stderr: tokio::process::ChildS
 
 /// The write half and lifetime of one attached child.
 pub struct StdioLink {
-    writer: mpsc::Sender<Vec<u8>>,
+    /// Taken (closing the child's stdin) when the link stops; a std mutex, never held across `.await`.
+    writer: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     stop: CancellationToken,
     pid: u32,
 }
@@ -262,7 +362,11 @@ impl StdioLink {
         } = child;
         tokio::spawn(write_lines(stdin, queue));
         (
-            StdioLink { writer, stop, pid },
+            StdioLink {
+                writer: Mutex::new(Some(writer)),
+                stop,
+                pid,
+            },
             StdioReader {
                 stdout,
                 pid,
@@ -274,13 +378,21 @@ impl StdioLink {
     pub(crate) async fn send(&self, session: &Arc<UpstreamSession>, message: Message) -> Result<(), UpstreamError> {
         let mut line = message.to_bytes();
         line.push(b'\n');
-        self.writer
+        // Clone the sender out of the lock: it is never held across `.await`.
+        let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let Some(writer) = writer else {
+            return Err(session.closed_error("child's stdin is closed"));
+        };
+        writer
             .send(line)
             .await
             .map_err(|_| session.closed_error("child's stdin is closed"))
     }
 
+    /// Closes the child's stdin (a well-behaved server exits on EOF) and starts
+    /// the stop sequence: SIGTERM after the grace period, then SIGKILL.
     pub(crate) fn stop(&self) {
+        self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
         self.stop.cancel();
     }
 
@@ -341,6 +453,44 @@ async fn write_lines(mut stdin: ChildStdin, mut queue: mpsc::Receiver<Vec<u8>>) 
     while let Some(line) = queue.recv().await {
         if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
             return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Humantime;
+
+    #[test]
+    fn backoff_doubles_caps_and_jitters_within_bounds() {
+        let config = RestartConfig {
+            backoff_initial: Humantime(Duration::from_millis(100)),
+            backoff_max: Humantime(Duration::from_secs(2)),
+            ..RestartConfig::default()
+        };
+        let table = [(1, 100), (2, 200), (3, 400), (5, 1600), (6, 2000), (40, 2000)];
+        for (crashes, full_ms) in table {
+            assert_eq!(
+                backoff(&config, crashes, 1.0),
+                Duration::from_millis(full_ms),
+                "{crashes}"
+            );
+            assert_eq!(
+                backoff(&config, crashes, 0.0),
+                Duration::from_millis(full_ms / 2),
+                "{crashes}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn backoff_stays_within_bounds(crashes in 0u32..100, unit in 0.0f64..1.0) {
+            let config = RestartConfig::default();
+            let wait = backoff(&config, crashes, unit);
+            proptest::prop_assert!(wait <= config.backoff_max.0);
+            proptest::prop_assert!(wait >= config.backoff_initial.0 / 2);
         }
     }
 }

@@ -70,6 +70,11 @@ impl HttpLink {
         Some(link)
     }
 
+    /// The endpoint.
+    pub fn url(&self) -> &Uri {
+        &self.url
+    }
+
     /// The upstream's `Mcp-Session-Id`, once it gave one.
     pub fn session_id(&self) -> Option<String> {
         self.session_id
