@@ -8,13 +8,14 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::reply::{self, ClientSide, Reply};
 use super::sessions::{ClientSession, SessionClaims, stateless_envelope};
+use crate::config::LegacySessions;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::translate::{down, up};
 use crate::upstream::pool::gateway_client_info;
 use crate::upstream::session::OnDrop;
-use crate::upstream::{Upstream, UpstreamEra, UpstreamError};
+use crate::upstream::{PartitionKey, Upstream, UpstreamEra, UpstreamError};
 
 /// The client's session as its transport found it.
 pub enum SessionLookup {
@@ -58,7 +59,19 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
         Ok(UpstreamEra::Legacy) => {}
     }
     let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
-    let upstream_session = match upstream.open_dedicated(params).await {
+    let shared = upstream.config().pool.legacy_sessions == LegacySessions::Shared;
+    let opened = if shared {
+        // One pooled session per revision and capability set, shared by every such client.
+        let capabilities = params.get("capabilities").cloned().unwrap_or_default();
+        let key = PartitionKey::new(
+            "",
+            &json!({"revision": negotiated.as_str(), "capabilities": capabilities}),
+        );
+        upstream.pooled(key, params).await
+    } else {
+        upstream.open_dedicated(params).await
+    };
+    let upstream_session = match opened {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -81,8 +94,12 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
     };
     let process_bound = claims.usid.is_none();
     let id = gateway.sessions.mint(claims, process_bound);
-    let session = ClientSession::open(id, revision, upstream.clone(), upstream_session);
-    tracing::info!(session = %session.id, %revision, requested, "legacy client session opened");
+    let session = if shared {
+        ClientSession::open_shared(id, revision, upstream.clone(), upstream_session)
+    } else {
+        ClientSession::open(id, revision, upstream.clone(), upstream_session)
+    };
+    tracing::info!(session = %session.id, %revision, requested, shared, "legacy client session opened");
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }
 

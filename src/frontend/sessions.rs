@@ -41,6 +41,9 @@ pub struct ClientSession {
     /// For a modern upstream only: the envelope every request of this client
     /// carries (its capabilities, clientInfo and the level `logging/setLevel` chose).
     envelope: Option<Mutex<Envelope>>,
+    /// Whether ending this client session ends its upstream session (a
+    /// dedicated one) or leaves it to the pool (shared and stateless ones).
+    owns_upstream: bool,
     last_seen: Mutex<Instant>,
     next_outbound: AtomicU64,
     /// Server→client requests relayed to the client: the id eragate gave it → the
@@ -261,7 +264,28 @@ impl ClientSession {
         upstream: Arc<Upstream>,
         upstream_session: Arc<UpstreamSession>,
     ) -> Arc<ClientSession> {
-        let session = ClientSession::build(id, revision, upstream, upstream_session, None);
+        ClientSession::open_bound(id, revision, upstream, upstream_session, true)
+    }
+
+    /// A session on a pooled upstream session it shares with other legacy
+    /// clients (`pool.legacy_sessions = "shared"`); ending it leaves that session open.
+    pub fn open_shared(
+        id: String,
+        revision: Revision,
+        upstream: Arc<Upstream>,
+        pooled: Arc<UpstreamSession>,
+    ) -> Arc<ClientSession> {
+        ClientSession::open_bound(id, revision, upstream, pooled, false)
+    }
+
+    fn open_bound(
+        id: String,
+        revision: Revision,
+        upstream: Arc<Upstream>,
+        upstream_session: Arc<UpstreamSession>,
+        owns_upstream: bool,
+    ) -> Arc<ClientSession> {
+        let session = ClientSession::build(id, revision, upstream, upstream_session, None, owns_upstream);
         let forwarder = tokio::spawn(forward_unsolicited(
             Arc::downgrade(&session),
             session.upstream_session.subscribe(),
@@ -279,7 +303,7 @@ impl ClientSession {
         shared: Arc<UpstreamSession>,
         envelope: Envelope,
     ) -> Arc<ClientSession> {
-        ClientSession::build(id, revision, upstream, shared, Some(Mutex::new(envelope)))
+        ClientSession::build(id, revision, upstream, shared, Some(Mutex::new(envelope)), false)
     }
 
     fn build(
@@ -288,6 +312,7 @@ impl ClientSession {
         upstream: Arc<Upstream>,
         upstream_session: Arc<UpstreamSession>,
         envelope: Option<Mutex<Envelope>>,
+        owns_upstream: bool,
     ) -> Arc<ClientSession> {
         Arc::new(ClientSession {
             id,
@@ -295,6 +320,7 @@ impl ClientSession {
             upstream,
             upstream_session,
             envelope,
+            owns_upstream,
             last_seen: Mutex::new(Instant::now()),
             next_outbound: AtomicU64::new(1),
             outbound: Mutex::new(HashMap::new()),
@@ -327,8 +353,8 @@ impl ClientSession {
             handle.abort();
         }
         *lock(&self.stream) = None;
-        // A shared stateless session outlives any one client.
-        if self.envelope.is_none() {
+        // Shared and stateless sessions outlive any one client.
+        if self.owns_upstream {
             self.upstream_session.close("client session ended");
         }
     }
