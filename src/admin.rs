@@ -58,6 +58,7 @@ pub fn pools(gateway: &Gateway) -> Value {
     json!({
         "upstreams": upstreams,
         "legacy_sessions": gateway.sessions.len(),
+        "suspended_calls": gateway.suspended.len(),
     })
 }
 

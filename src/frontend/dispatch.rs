@@ -30,7 +30,7 @@ pub async fn dispatch(
     match (verdict, message) {
         (Classification::Legacy, message) => legacy::serve(gateway, upstream, message, session).await,
         (Classification::Modern(request), Message::Request(message)) => {
-            modern::serve(upstream, message, request, forwarded).await
+            modern::serve(gateway, upstream, message, request, forwarded).await
         }
         // On HTTP a modern client cancels by closing its stream; notifications need no answer.
         (Classification::ModernNotification, _) | (Classification::Modern(_), _) => Reply::Accepted,

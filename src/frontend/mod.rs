@@ -9,6 +9,7 @@ pub mod http;
 mod legacy;
 pub mod legacy_sse;
 mod modern;
+pub mod mrtr;
 pub mod reply;
 pub mod respond;
 pub mod sessions;
@@ -34,6 +35,8 @@ pub struct Gateway {
     pub supervisor: ChildSupervisor,
     /// Open 2024-11-05 HTTP+SSE client connections.
     pub sse_connections: Arc<legacy_sse::SseConnections>,
+    /// Upstream calls waiting for a modern client's input.
+    pub suspended: Arc<mrtr::SuspendedCalls>,
 }
 
 impl Gateway {
@@ -52,6 +55,7 @@ impl Gateway {
             sessions,
             supervisor,
             sse_connections: Arc::default(),
+            suspended: Arc::new(mrtr::SuspendedCalls::new(std::time::Duration::from_secs(120))),
         })
     }
 
@@ -72,8 +76,10 @@ impl Gateway {
         self.router.upstreams().all(|u| u.has_live_session())
     }
 
-    /// Starts the active health checks of every upstream.
+    /// Starts the active health checks of every upstream, and the expiry of
+    /// calls suspended for client input.
     pub fn spawn_health_checks(&self) {
+        self.suspended.spawn_expiry();
         for upstream in self.router.upstreams() {
             upstream.spawn_health_checks();
         }

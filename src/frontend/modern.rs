@@ -7,11 +7,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
-use super::reply::{self, ClientSide, ModernSide, Reply};
+use super::Gateway;
+use super::reply::{self, ClientSide, ModernSide, MrtrContext, Reply};
 use crate::protocol::capabilities::{self, ListenSupport};
 use crate::protocol::envelope::SUBSCRIPTION_ID;
 use crate::protocol::{Id, Message, ModernMethod, Notification, Request, Response, Revision};
-use crate::translate::{ModernRequest, discover, down};
+use crate::translate::{ModernRequest, discover, down, mrtr};
 use crate::upstream::pool::gateway_client_info;
 use crate::upstream::probe;
 use crate::upstream::session::OnDrop;
@@ -25,6 +26,7 @@ const LISTEN_QUEUE: usize = 64;
 /// Answers one validated modern request; `forwarded` are the client's
 /// `Mcp-Param-*` headers, passed on to a modern upstream as they came.
 pub async fn serve(
+    gateway: &Gateway,
     upstream: &Arc<Upstream>,
     request: Request,
     modern: ModernRequest,
@@ -36,7 +38,7 @@ pub async fn serve(
         Ok(UpstreamEra::Legacy) => match modern.method {
             ModernMethod::Discover => discover(upstream, request.id).await,
             ModernMethod::SubscriptionsListen => listen(upstream, request, modern).await,
-            _ => forward(upstream, request, modern).await,
+            _ => forward(gateway, upstream, request, modern).await,
         },
     }
 }
@@ -99,15 +101,26 @@ pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> Reply {
     }
 }
 
-async fn forward(upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
+async fn forward(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
     let permit = match upstream.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
+    if let Some(state) = request.param_str("requestState").map(str::to_owned) {
+        return resume(gateway, upstream, request, &state, permit).await;
+    }
+    let may_ask = modern.method.allows_input_required() && mrtr::declares_input(&modern.envelope.client_capabilities);
+    let context = may_ask.then(|| MrtrContext {
+        store: gateway.suspended.clone(),
+        capabilities: modern.envelope.client_capabilities.clone(),
+        method: request.method.clone(),
+        digest: mrtr::params_digest(request.params.as_ref()),
+        principal: String::new(),
+    });
     let params = request.params.map(down::modern_params_for_legacy);
     let mut retried = false;
     loop {
-        let session = match pooled_session(upstream, &modern).await {
+        let session = match pooled_session(upstream, &modern, may_ask).await {
             Ok(session) => session,
             Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         };
@@ -135,6 +148,7 @@ async fn forward(upstream: &Arc<Upstream>, request: Request, modern: ModernReque
             log_level: modern.envelope.log_level,
             server_info: session.server_info(),
             cache: upstream.cache_policy(),
+            mrtr: context,
         });
         let timeout = Some(upstream.config().timeout_for(modern.method.as_str()));
         return reply::stream_call(call, side, request.id, timeout, permit);
@@ -145,6 +159,7 @@ async fn forward(upstream: &Arc<Upstream>, request: Request, modern: ModernReque
 async fn pooled_session(
     upstream: &Arc<Upstream>,
     modern: &ModernRequest,
+    exclusive: bool,
 ) -> Result<Arc<UpstreamSession>, UpstreamError> {
     let revision = Revision::LATEST_LEGACY;
     let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
@@ -154,13 +169,84 @@ async fn pooled_session(
         revision,
         &crate::upstream::pool::gateway_client_info(),
     );
-    upstream.pooled(key, params).await
+    if exclusive {
+        // On stdio a server→client request names no request: keep requests that
+        // may be asked for input alone on their session so it can only be theirs.
+        upstream.pooled_exclusive(key, params).await
+    } else {
+        upstream.pooled(key, params).await
+    }
+}
+
+/// A retry carrying `requestState`: answer the upstream's questions with the
+/// client's `inputResponses`, then resume the suspended call (or ask again for
+/// what is still missing).
+async fn resume(
+    gateway: &Gateway,
+    upstream: &Arc<Upstream>,
+    request: Request,
+    state: &str,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) -> Reply {
+    let suspended = match gateway
+        .suspended
+        .resume(state, &request.method, request.params.as_ref(), "")
+    {
+        Ok(suspended) => suspended,
+        Err(error) => {
+            return Reply::Message(
+                reply::Status::Ok,
+                Response::error(Some(request.id), error).into_message(),
+            );
+        }
+    };
+    let responses = request
+        .params
+        .as_ref()
+        .and_then(|p| p.get("inputResponses"))
+        .cloned()
+        .unwrap_or_default();
+    let session = suspended.call.session().clone();
+    let mut missing = Vec::new();
+    for (key, asked) in suspended.awaiting {
+        match responses.get(&key) {
+            Some(answer) => {
+                let _ = session.respond(Response::result(asked.id, answer.clone())).await;
+            }
+            None => missing.push((key, asked)),
+        }
+    }
+    if !missing.is_empty() {
+        let digest = mrtr::params_digest(request.params.as_ref());
+        let server_info = suspended.side.server_info.clone();
+        let method = suspended.side.method;
+        let result = gateway.suspended.suspend(
+            suspended.call,
+            suspended.side,
+            missing,
+            &request.method,
+            digest,
+            "",
+            suspended.deadline,
+        );
+        let result = crate::translate::up::result_for_modern(result, method, &server_info, Default::default());
+        return Reply::result(request.id, result);
+    }
+    let timeout = upstream.config().timeout_for(&request.method);
+    reply::resume_call(
+        suspended.call,
+        suspended.side,
+        request.id,
+        suspended.deadline,
+        timeout,
+        permit,
+    )
 }
 
 /// `subscriptions/listen` on a legacy upstream: acknowledge what the upstream
 /// can notify, then relay its list changes tagged with the listen id.
 async fn listen(upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
-    let session = match pooled_session(upstream, &modern).await {
+    let session = match pooled_session(upstream, &modern, false).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };

@@ -11,10 +11,12 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio::time::Instant;
 
+use super::mrtr::SuspendedCalls;
 use super::sessions::ClientSession;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, ModernMethod, Response};
+use crate::translate::mrtr::{self, InputKind};
 use crate::translate::{CachePolicy, up};
 use crate::upstream::session::{CallStep, refuse_server_request};
 use crate::upstream::{Call, CallEvent, UpstreamError, UpstreamSession};
@@ -133,6 +135,32 @@ pub struct ModernSide {
     pub server_info: Value,
     /// Cache hints.
     pub cache: CachePolicy,
+    /// Set when the request may answer `input_required` (multi round-trip).
+    pub mrtr: Option<MrtrContext>,
+}
+
+/// What suspending a call for client input needs.
+pub struct MrtrContext {
+    /// Where suspended calls wait.
+    pub store: Arc<SuspendedCalls>,
+    /// What the client declared it can be asked.
+    pub capabilities: Value,
+    /// The original request's method.
+    pub method: String,
+    /// Digest of the original request's params.
+    pub digest: String,
+    /// Who asked.
+    pub principal: String,
+}
+
+/// What a pump does with one event of a call.
+enum EventAction {
+    /// Show the client this message.
+    Send(Message),
+    /// Nothing for the client.
+    Drop,
+    /// The upstream asks for input the client can give: suspend the call.
+    Suspend(crate::protocol::Request),
 }
 
 /// Streams a call in flight: every event the client should see, then the
@@ -158,6 +186,24 @@ pub fn stream_call(
     Reply::Stream(rx)
 }
 
+/// Streams a call resumed after `input_required`, until the deadline the
+/// original request had.
+pub fn resume_call(
+    call: Call,
+    side: ModernSide,
+    client_id: Id,
+    deadline: Instant,
+    timeout: Duration,
+    permit: OwnedSemaphorePermit,
+) -> Reply {
+    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    tokio::spawn(async move {
+        pump(call, ClientSide::Modern(side), client_id, tx, deadline, timeout).await;
+        drop(permit);
+    });
+    Reply::Stream(rx)
+}
+
 async fn pump(
     mut call: Call,
     side: ClientSide,
@@ -169,15 +215,24 @@ async fn pump(
     loop {
         tokio::select! {
             step = call.next() => match step {
-                CallStep::Event(event) => {
-                    if let Some(message) = side.translate_event(event, call.session())
-                        && tx.send(message).await.is_err()
-                    {
-                        break; // the client left: dropping the call cancels it (modern) or detaches it (legacy)
+                CallStep::Event(event) => match side.on_event(event, call.session()) {
+                    EventAction::Send(message) => {
+                        if tx.send(message).await.is_err() {
+                            break; // the client left: dropping the call cancels it (modern) or detaches it (legacy)
+                        }
                     }
-                }
+                    EventAction::Drop => {}
+                    EventAction::Suspend(request) => {
+                        let ClientSide::Modern(modern) = side else { break };
+                        suspend(call, modern, request, client_id, tx, deadline).await;
+                        return;
+                    }
+                },
                 CallStep::Done(result) => {
-                    let _ = tx.send(side.translate_done(&client_id, result).into_message()).await;
+                    let mut response = side.translate_done(&client_id, result);
+                    // A resumed call answers the retry, whose id differs from the first request's.
+                    response.id = Some(client_id.clone());
+                    let _ = tx.send(response.into_message()).await;
                     break;
                 }
             },
@@ -197,7 +252,96 @@ async fn pump(
     side.finish(&client_id);
 }
 
+/// Gathers the upstream's other input requests arriving together, then parks
+/// the call and answers the client `input_required`.
+async fn suspend(
+    mut call: Call,
+    side: ModernSide,
+    first: crate::protocol::Request,
+    client_id: Id,
+    tx: mpsc::Sender<Message>,
+    deadline: Instant,
+) {
+    let mut asked = vec![first];
+    let session = call.session().clone();
+    while let Ok(step) = tokio::time::timeout(GATHER_INPUT, call.next()).await {
+        match step {
+            CallStep::Event(CallEvent::ServerRequest(request)) if side.may_ask(&request) => asked.push(request),
+            CallStep::Event(event) => {
+                if let EventAction::Send(message) = ClientSide::Modern(side_view(&side)).on_event(event, &session) {
+                    let _ = tx.send(message).await;
+                }
+            }
+            CallStep::Done(result) => {
+                // The upstream finished without waiting for its question: answer that.
+                let mut response = ClientSide::Modern(side_view(&side)).translate_done(&client_id, result);
+                response.id = Some(client_id);
+                let _ = tx.send(response.into_message()).await;
+                return;
+            }
+        }
+    }
+    let Some(context) = side.mrtr.as_ref() else { return };
+    let store = context.store.clone();
+    let (method, digest, principal) = (
+        context.method.clone(),
+        context.digest.clone(),
+        context.principal.clone(),
+    );
+    let awaiting: Vec<(String, crate::protocol::Request)> =
+        asked.into_iter().map(|r| (mrtr::input_key(&r), r)).collect();
+    let server_info = side.server_info.clone();
+    let result = store.suspend(call, side, awaiting, &method, digest, &principal, deadline);
+    let method = ModernMethod::classify(&method);
+    let result = match method {
+        crate::protocol::method::MethodClass::Modern(m) => {
+            up::result_for_modern(result, m, &server_info, CachePolicy::default())
+        }
+        _ => result,
+    };
+    let _ = tx.send(Response::result(client_id, result).into_message()).await;
+}
+
+/// A copy of what translating needs from a side, without its MRTR context.
+fn side_view(side: &ModernSide) -> ModernSide {
+    ModernSide {
+        method: side.method,
+        log_level: side.log_level,
+        server_info: side.server_info.clone(),
+        cache: side.cache,
+        mrtr: None,
+    }
+}
+
+/// How long to wait for more input requests after the first, so that requests
+/// a server sends together reach the client in one `input_required`.
+const GATHER_INPUT: Duration = Duration::from_millis(25);
+
+impl ModernSide {
+    /// Whether this request may be suspended to ask its client `request`.
+    fn may_ask(&self, request: &crate::protocol::Request) -> bool {
+        let Some(context) = &self.mrtr else { return false };
+        self.method.allows_input_required()
+            && InputKind::of(request).is_some_and(|kind| kind.declared_by(&context.capabilities))
+    }
+}
+
 impl ClientSide {
+    /// What a pump does with an event.
+    fn on_event(&self, event: CallEvent, upstream: &Arc<UpstreamSession>) -> EventAction {
+        if let (ClientSide::Modern(side), CallEvent::ServerRequest(request)) = (self, &event)
+            && side.may_ask(request)
+        {
+            if let CallEvent::ServerRequest(request) = event {
+                return EventAction::Suspend(request);
+            }
+        }
+        match self.translate_event(event, upstream) {
+            Some(message) => EventAction::Send(message),
+            None => EventAction::Drop,
+        }
+    }
+
     /// What (if anything) the client sees of an event.
     fn translate_event(&self, event: CallEvent, upstream: &Arc<UpstreamSession>) -> Option<Message> {
         match (self, event) {

@@ -281,6 +281,18 @@ impl Upstream {
         self.pick(&partition, Some(initialize_params)).await
     }
 
+    /// Like [`Upstream::pooled`], but a session with nothing in flight is
+    /// preferred (and opened while the partition has room), so that the request
+    /// is alone on it.
+    pub async fn pooled_exclusive(
+        self: &Arc<Self>,
+        key: PartitionKey,
+        initialize_params: Value,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let partition = self.partition(key)?;
+        self.pick_with(&partition, Some(initialize_params), 1).await
+    }
+
     /// The stateless session (one of `pool.size`) of a modern upstream.
     pub async fn modern_session(self: &Arc<Self>) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let partition = self.partition(PartitionKey::stateless())?;
@@ -499,13 +511,25 @@ impl Upstream {
         partition: &Arc<Partition>,
         initialize: Option<Value>,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        self.pick_with(partition, initialize, self.config.pool.max_in_flight_per_session)
+            .await
+    }
+
+    /// A session of `partition`: one with fewer than `busy_at` in flight, else a
+    /// new one while the partition has room, else the least loaded.
+    async fn pick_with(
+        self: &Arc<Self>,
+        partition: &Arc<Partition>,
+        initialize: Option<Value>,
+        busy_at: usize,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         partition.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
         self.retire(partition);
-        if let Some(session) = self.choose(partition, false) {
+        if let Some(session) = self.choose_with(partition, false, busy_at) {
             return Ok(session);
         }
         let _opening = partition.opening.lock().await;
-        if let Some(session) = self.choose(partition, false) {
+        if let Some(session) = self.choose_with(partition, false, busy_at) {
             return Ok(session);
         }
         let member = self.choose_member_for(partition);
@@ -527,6 +551,10 @@ impl Upstream {
     /// The least loaded usable session on a healthy member, unless every one is
     /// busy and the partition may grow (`force` takes any usable session).
     fn choose(&self, partition: &Partition, force: bool) -> Option<Arc<UpstreamSession>> {
+        self.choose_with(partition, force, self.config.pool.max_in_flight_per_session)
+    }
+
+    fn choose_with(&self, partition: &Partition, force: bool, busy_at: usize) -> Option<Arc<UpstreamSession>> {
         let sessions = partition.snapshot();
         let usable: Vec<&Pooled> = sessions
             .iter()
@@ -541,7 +569,7 @@ impl Upstream {
         };
         let best = candidates.iter().min_by_key(|p| p.session.in_flight())?;
         let room = self.pool_size() > usable.len();
-        let busy = best.session.in_flight() >= self.config.pool.max_in_flight_per_session;
+        let busy = best.session.in_flight() >= busy_at;
         if force || !(busy && room) {
             Some(best.session.clone())
         } else {

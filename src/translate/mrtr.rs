@@ -1,0 +1,192 @@
+//! Server→client requests of a legacy upstream as 2026-07-28 multi round-trip
+//! input (`input_required`), the pure part: which requests a client may be
+//! asked, how they are keyed and shown, and what binds a `requestState`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::protocol::Request;
+
+/// A kind of input a legacy server asks its client for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    /// `sampling/createMessage`
+    Sampling,
+    /// `elicitation/create` in form mode.
+    FormElicitation,
+    /// `elicitation/create` in URL mode (2025-11-25).
+    UrlElicitation,
+    /// `roots/list`
+    Roots,
+}
+
+impl InputKind {
+    /// The kind of a server→client request; `None` for anything else (e.g. `ping`).
+    pub fn of(request: &Request) -> Option<InputKind> {
+        match request.method.as_str() {
+            "sampling/createMessage" => Some(InputKind::Sampling),
+            "roots/list" => Some(InputKind::Roots),
+            "elicitation/create" => {
+                let mode = request
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("mode"))
+                    .and_then(Value::as_str);
+                Some(if mode == Some("url") {
+                    InputKind::UrlElicitation
+                } else {
+                    InputKind::FormElicitation
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a client that declared `capabilities` may be asked for this kind.
+    pub fn declared_by(self, capabilities: &Value) -> bool {
+        let get = |key: &str| capabilities.get(key);
+        match self {
+            InputKind::Sampling => get("sampling").is_some(),
+            InputKind::Roots => get("roots").is_some(),
+            InputKind::FormElicitation => get("elicitation").is_some_and(|e| {
+                // `{}` (2025-06-18 style) means form mode.
+                e.get("form").is_some() || e.as_object().is_some_and(|o| o.is_empty())
+            }),
+            InputKind::UrlElicitation => get("elicitation").is_some_and(|e| e.get("url").is_some()),
+        }
+    }
+}
+
+/// Whether a client declared any kind of input at all (such requests are best
+/// kept one per upstream session, so that on stdio a server→client request can
+/// only belong to them).
+pub fn declares_input(capabilities: &Value) -> bool {
+    ["sampling", "elicitation", "roots"]
+        .iter()
+        .any(|k| capabilities.get(*k).is_some())
+}
+
+/// The `inputRequests` key for an upstream request: its method's noun and the upstream's id.
+pub fn input_key(request: &Request) -> String {
+    let noun = request.method.split('/').next().unwrap_or("input");
+    let id = request.id.to_value();
+    match id {
+        Value::String(s) => format!("{noun}-{s}"),
+        other => format!("{noun}-{other}"),
+    }
+}
+
+/// The `inputRequests` entry for an upstream request: `{method, params}`, no
+/// JSON-RPC id, and no `elicitationId` (the gateway keeps it).
+pub fn input_request(request: &Request) -> Value {
+    let mut params = request.params.clone().unwrap_or_else(|| json!({}));
+    if let Some(object) = params.as_object_mut() {
+        object.remove("elicitationId");
+    }
+    json!({"method": request.method, "params": params})
+}
+
+/// An `InputRequiredResult`.
+pub fn input_required(requests: &[(String, Value)], request_state: &str) -> Value {
+    let input_requests: Map<String, Value> = requests.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    json!({
+        "resultType": "input_required",
+        "inputRequests": input_requests,
+        "requestState": request_state,
+    })
+}
+
+/// What a sealed `requestState` carries: the suspended call it names and what it is bound to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestStateClaims {
+    /// The suspended call's handle in the gateway.
+    pub handle: String,
+    /// The method of the original request.
+    pub method: String,
+    /// [`params_digest`] of the original request.
+    pub digest: String,
+    /// Who asked.
+    pub principal: String,
+    /// Expiry, seconds since the Unix epoch.
+    pub exp: u64,
+}
+
+/// A digest of the params that identify a request across retries: everything
+/// but `_meta`, `inputResponses` and `requestState` (which a retry changes).
+pub fn params_digest(params: Option<&Value>) -> String {
+    let mut stable = params.and_then(Value::as_object).cloned().unwrap_or_default();
+    for member in ["_meta", "inputResponses", "requestState"] {
+        stable.remove(member);
+    }
+    // serde_json maps are ordered: equal params serialise equally.
+    let bytes = serde_json::to_vec(&Value::Object(stable)).unwrap_or_default();
+    Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Id;
+
+    fn request(method: &str, params: Value) -> Request {
+        Request {
+            id: Id::number(7),
+            method: method.into(),
+            params: Some(params),
+        }
+    }
+
+    #[test]
+    fn kinds_and_the_capabilities_they_need() {
+        let sampling = request("sampling/createMessage", json!({"messages": []}));
+        let form = request("elicitation/create", json!({"message": "m", "requestedSchema": {}}));
+        let url = request(
+            "elicitation/create",
+            json!({"mode": "url", "url": "https://x", "elicitationId": "e1", "message": "m"}),
+        );
+        let roots = request("roots/list", json!({}));
+        let cases = [
+            (&sampling, json!({"sampling": {}}), true),
+            (&sampling, json!({"elicitation": {}}), false),
+            (&form, json!({"elicitation": {}}), true),
+            (&form, json!({"elicitation": {"form": {}}}), true),
+            (&form, json!({"elicitation": {"url": {}}}), false),
+            (&url, json!({"elicitation": {"url": {}}}), true),
+            (&url, json!({"elicitation": {"form": {}}}), false),
+            (&roots, json!({"roots": {}}), true),
+            (&roots, json!({}), false),
+        ];
+        for (request, capabilities, expected) in cases {
+            let kind = InputKind::of(request).unwrap();
+            assert_eq!(kind.declared_by(&capabilities), expected, "{kind:?} {capabilities}");
+        }
+        assert_eq!(InputKind::of(&request("ping", json!({}))), None);
+    }
+
+    #[test]
+    fn input_requests_carry_no_id_and_no_elicitation_id() {
+        let url = request(
+            "elicitation/create",
+            json!({"mode": "url", "url": "https://x", "elicitationId": "e1", "message": "m"}),
+        );
+        assert_eq!(input_key(&url), "elicitation-7");
+        assert_eq!(
+            input_request(&url),
+            json!({"method": "elicitation/create", "params": {"mode": "url", "url": "https://x", "message": "m"}})
+        );
+        let result = input_required(&[("elicitation-7".into(), input_request(&url))], "state");
+        assert_eq!(result["resultType"], "input_required");
+        assert_eq!(result["requestState"], "state");
+    }
+
+    #[test]
+    fn digests_ignore_what_a_retry_changes() {
+        let first = json!({"name": "t", "arguments": {"a": 1}, "_meta": {"progressToken": 1}});
+        let retry =
+            json!({"name": "t", "arguments": {"a": 1}, "inputResponses": {"k": {}}, "requestState": "s", "_meta": {}});
+        let other = json!({"name": "t", "arguments": {"a": 2}});
+        assert_eq!(params_digest(Some(&first)), params_digest(Some(&retry)));
+        assert_ne!(params_digest(Some(&first)), params_digest(Some(&other)));
+    }
+}
