@@ -91,6 +91,9 @@ impl HttpFrontend {
             });
         }
         drop(listener);
+        // Standing streams (GET streams, listens, HTTP+SSE connections) end now;
+        // requests in flight get until the deadline.
+        self.gateway.closing.cancel();
         if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
             tracing::warn!("requests still in flight at the shutdown deadline");
         }
@@ -119,7 +122,12 @@ impl HttpFrontend {
             Endpoint::SseStream if request.method() == Method::GET => {
                 let messages_path = format!("{}/messages", path.trim_end_matches('/').trim_end_matches("/sse"));
                 let keep_alive = self.gateway.config.listen.sse_keep_alive.0;
-                return self.gateway.sse_connections.open(upstream, &messages_path, keep_alive);
+                return self.gateway.sse_connections.open(
+                    upstream,
+                    &messages_path,
+                    keep_alive,
+                    self.gateway.closing.clone(),
+                );
             }
             Endpoint::SseMessages if request.method() == Method::POST => return self.sse_message(request).await,
             Endpoint::SseStream | Endpoint::SseMessages => return method_not_allowed(),
@@ -308,7 +316,12 @@ impl HttpFrontend {
             return respond::plain(StatusCode::NOT_FOUND, "Session not found");
         };
         match session.attach_stream() {
-            Ok(messages) => respond::stream(None, messages, self.gateway.config.listen.sse_keep_alive.0),
+            Ok(messages) => respond::stream(
+                None,
+                messages,
+                self.gateway.config.listen.sse_keep_alive.0,
+                Some(self.gateway.closing.clone()),
+            ),
             Err(AttachError::AlreadyOpen) => {
                 respond::plain(StatusCode::CONFLICT, "a stream is already open for this session")
             }

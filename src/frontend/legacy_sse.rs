@@ -11,6 +11,7 @@ use bytes::Bytes;
 use dashmap::DashMap;
 use rand::Rng;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::Gateway;
 use super::dispatch::dispatch;
@@ -47,6 +48,7 @@ impl SseConnections {
         upstream: Arc<Upstream>,
         messages_path: &str,
         keep_alive: Duration,
+        closing: CancellationToken,
     ) -> http::Response<respond::Body> {
         let id = format!("{:032x}", rand::rng().random::<u128>());
         let (out, mut messages) = mpsc::channel(OUT_QUEUE);
@@ -70,6 +72,7 @@ impl SseConnections {
                     },
                     _ = ticker.tick() => if tx.send(Bytes::from_static(KEEP_ALIVE)).await.is_err() { break },
                     () = tx.closed() => break,
+                    () = closing.cancelled() => break,
                 }
             }
             connections.close(&id);

@@ -37,6 +37,8 @@ pub struct Gateway {
     pub sse_connections: Arc<legacy_sse::SseConnections>,
     /// Upstream calls waiting for a modern client's input.
     pub suspended: Arc<mrtr::SuspendedCalls>,
+    /// Cancelled when shutdown begins: standing streams end then.
+    pub closing: tokio_util::sync::CancellationToken,
 }
 
 impl Gateway {
@@ -56,6 +58,7 @@ impl Gateway {
             supervisor,
             sse_connections: Arc::default(),
             suspended: Arc::new(mrtr::SuspendedCalls::new(std::time::Duration::from_secs(120))),
+            closing: tokio_util::sync::CancellationToken::new(),
         })
     }
 

@@ -37,7 +37,7 @@ pub async fn serve(
         Ok(UpstreamEra::Modern) => passthrough(upstream, request, modern.method, forwarded).await,
         Ok(UpstreamEra::Legacy) => match modern.method {
             ModernMethod::Discover => discover(upstream, request.id).await,
-            ModernMethod::SubscriptionsListen => listen(upstream, request, modern).await,
+            ModernMethod::SubscriptionsListen => listen(gateway, upstream, request, modern).await,
             _ => forward(gateway, upstream, request, modern).await,
         },
     }
@@ -245,7 +245,8 @@ async fn resume(
 
 /// `subscriptions/listen` on a legacy upstream: acknowledge what the upstream
 /// can notify, then relay its list changes tagged with the listen id.
-async fn listen(upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
+async fn listen(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
+    let closing = gateway.closing.clone();
     let session = match pooled_session(upstream, &modern, false).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
@@ -281,18 +282,27 @@ async fn listen(upstream: &Arc<Upstream>, request: Request, modern: ModernReques
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                         // The upstream session ended: close the listen gracefully.
-                        let mut meta = Map::new();
-                        meta.insert(SUBSCRIPTION_ID.into(), listen_id.clone());
-                        let done = Response::result(request.id.clone(), json!({"resultType": "complete", "_meta": meta}));
-                        let _ = tx.send(done.into_message()).await;
+                        let _ = tx.send(listen_result(&request.id)).await;
                         return;
                     }
                 },
                 () = tx.closed() => return,
+                () = closing.cancelled() => {
+                    // Shutdown: close the listen gracefully with its result.
+                    let _ = tx.send(listen_result(&request.id)).await;
+                    return;
+                }
             }
         }
     });
     Reply::Stream(rx)
+}
+
+/// The result that ends a listen gracefully.
+fn listen_result(id: &Id) -> Message {
+    let mut meta = Map::new();
+    meta.insert(SUBSCRIPTION_ID.into(), id.to_value());
+    Response::result(id.clone(), json!({"resultType": "complete", "_meta": meta})).into_message()
 }
 
 /// The subset of a listen filter that a legacy upstream's capabilities can honour.

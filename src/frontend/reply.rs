@@ -329,12 +329,10 @@ impl ModernSide {
 impl ClientSide {
     /// What a pump does with an event.
     fn on_event(&self, event: CallEvent, upstream: &Arc<UpstreamSession>) -> EventAction {
-        if let (ClientSide::Modern(side), CallEvent::ServerRequest(request)) = (self, &event)
-            && side.may_ask(request)
-        {
-            if let CallEvent::ServerRequest(request) = event {
-                return EventAction::Suspend(request);
-            }
+        let suspend =
+            matches!((self, &event), (ClientSide::Modern(side), CallEvent::ServerRequest(r)) if side.may_ask(r));
+        if suspend && let CallEvent::ServerRequest(request) = event {
+            return EventAction::Suspend(request);
         }
         match self.translate_event(event, upstream) {
             Some(message) => EventAction::Send(message),

@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::reply::{Reply, Status};
 use crate::protocol::headers::MCP_SESSION_ID;
@@ -51,9 +52,9 @@ pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> 
         }
         Reply::Stream(mut messages) => match tokio::time::timeout(timing.stream_after, messages.recv()).await {
             Ok(Some(message @ Message::Response(_))) => json(StatusCode::OK, &message),
-            Ok(Some(first)) => stream(Some(first), messages, timing.keep_alive),
+            Ok(Some(first)) => stream(Some(first), messages, timing.keep_alive, None),
             Ok(None) => empty(StatusCode::ACCEPTED),
-            Err(_) => stream(None, messages, timing.keep_alive),
+            Err(_) => stream(None, messages, timing.keep_alive, None),
         },
     }
 }
@@ -101,11 +102,14 @@ fn message_response(status: Status, message: &Message) -> http::Response<Body> {
 }
 
 /// An SSE response carrying `first` and then everything from `messages`.
+/// A standing stream (a GET stream) also ends when `until` is cancelled (shutdown).
 pub fn stream(
     first: Option<Message>,
     mut messages: mpsc::Receiver<Message>,
     keep_alive: Duration,
+    until: Option<CancellationToken>,
 ) -> http::Response<Body> {
+    let until = until.unwrap_or_default();
     let (tx, response) = sse();
     tokio::spawn(async move {
         if let Some(first) = first
@@ -123,6 +127,7 @@ pub fn stream(
                 _ = ticker.tick() => if tx.send(Bytes::from_static(KEEP_ALIVE)).await.is_err() { return },
                 // The client left: dropping `messages` tells the producer.
                 () = tx.closed() => return,
+                () = until.cancelled() => return,
             }
         }
     });

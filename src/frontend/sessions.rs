@@ -62,6 +62,9 @@ pub const STREAM_QUEUE: usize = 64;
 /// Every live legacy client session on this replica.
 pub struct SessionStore {
     sessions: DashMap<String, Arc<ClientSession>>,
+    /// Ids this replica ended (DELETE, expiry): a sealed id stays valid until
+    /// its expiry, so it must not be resumed again. Pruned at that expiry.
+    ended: DashMap<String, u64>,
     config: SessionsConfig,
     sealer: Sealer,
     /// Names this process in the ids of sessions bound to it (stdio children).
@@ -113,6 +116,7 @@ impl SessionStore {
         let sealer = Sealer::new(&key, config.previous_key.as_ref().map(|k| (k, until)));
         let instance = format!("{:016x}", rand::rng().random::<u64>());
         SessionStore {
+            ended: DashMap::new(),
             sessions: DashMap::new(),
             config,
             sealer,
@@ -167,6 +171,9 @@ impl SessionStore {
     }
 
     fn resume(&self, id: &str, upstream: &Arc<Upstream>) -> Option<Arc<ClientSession>> {
+        if self.ended.contains_key(id) {
+            return None;
+        }
         let claims = self.open(id)?;
         if claims.ups != upstream.name() {
             return None;
@@ -198,6 +205,10 @@ impl SessionStore {
     pub fn remove(&self, id: &str) -> bool {
         match self.sessions.remove(id) {
             Some((_, session)) => {
+                let expiry = self
+                    .open(id)
+                    .map_or(unix_now() + self.config.lifetime.0.as_secs(), |c| c.exp);
+                self.ended.insert(id.to_owned(), expiry);
                 session.end();
                 true
             }
@@ -207,6 +218,8 @@ impl SessionStore {
 
     /// Ends every session idle past the timeout.
     pub fn expire_idle(&self) {
+        let now = unix_now();
+        self.ended.retain(|_, expiry| *expiry > now);
         let timeout = self.config.idle_timeout.0;
         let expired: Vec<String> = self
             .sessions

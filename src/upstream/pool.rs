@@ -652,7 +652,7 @@ impl Upstream {
         let health = Some(member.health.clone());
         Ok(match &member.target {
             Target::Stdio(spawner) => {
-                let child = spawner.take()?;
+                let child = spawner.take().await?;
                 let (link, reader) = StdioLink::attach(child);
                 let session = UpstreamSession::new(self.name.clone(), Link::Stdio(link), unsolicited, health);
                 reader.start(Arc::downgrade(&session));

@@ -33,7 +33,10 @@ pub struct Peers {
 impl Peers {
     /// A peer path by its env.sh name, e.g. `PEERS_PYTHON`.
     pub fn get(&self, name: &str) -> &str {
-        self.vars.get(name).map(String::as_str).unwrap_or_else(|| panic!("{name} missing from env.sh"))
+        self.vars
+            .get(name)
+            .map(String::as_str)
+            .unwrap_or_else(|| panic!("{name} missing from env.sh"))
     }
 
     /// The Python interpreter with `mcp==2.3.0`.
@@ -61,10 +64,15 @@ impl Peers {
 pub fn peers() -> &'static Peers {
     static PEERS: OnceLock<Peers> = OnceLock::new();
     PEERS.get_or_init(|| {
-        let dir = std::env::var("ERAGATE_PEERS").map(PathBuf::from).unwrap_or_else(|_| repo_root().join(".cache/peers"));
+        let dir = std::env::var("ERAGATE_PEERS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| repo_root().join(".cache/peers"));
         let env = dir.join("env.sh");
         let text = std::fs::read_to_string(&env).unwrap_or_else(|e| {
-            panic!("peers are not installed ({}: {e}); run tests/peers/install.sh (or tests/run.sh)", env.display())
+            panic!(
+                "peers are not installed ({}: {e}); run tests/peers/install.sh (or tests/run.sh)",
+                env.display()
+            )
         });
         let vars = text
             .lines()
@@ -83,7 +91,10 @@ pub fn repo_root() -> PathBuf {
 
 /// A free loopback port (bound then released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 /// A process killed (its whole group) when dropped.
@@ -98,7 +109,10 @@ impl Proc {
         use std::os::unix::process::CommandExt;
         command.process_group(0);
         let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {name}: {e}"));
-        Proc { child, name: name.to_owned() }
+        Proc {
+            child,
+            name: name.to_owned(),
+        }
     }
 
     /// The process id.
@@ -172,11 +186,19 @@ impl Eragate {
         command
             .args(["run", "--config"])
             .arg(&path)
-            .env("ERAGATE_LOG", std::env::var("ERAGATE_LOG").unwrap_or_else(|_| "info,eragate=debug".into()))
+            .env(
+                "ERAGATE_LOG",
+                std::env::var("ERAGATE_LOG").unwrap_or_else(|_| "info,eragate=debug".into()),
+            )
             .stdout(Stdio::null())
             .stderr(log_file);
         let proc = Proc::spawn("eragate", &mut command);
-        let gateway = Eragate { proc, addr, log, _dir: dir };
+        let gateway = Eragate {
+            proc,
+            addr,
+            log,
+            _dir: dir,
+        };
         gateway.wait_healthy(Duration::from_secs(20));
         gateway
     }
@@ -191,7 +213,9 @@ impl Eragate {
 
     /// Starts eragate in front of one Streamable HTTP upstream.
     pub fn http(url: &str, extra_upstream_toml: &str) -> Eragate {
-        Eragate::start(&format!("[[upstreams]]\nname = \"fixture\"\n{extra_upstream_toml}\n[upstreams.http]\nurl = \"{url}\"\n"))
+        Eragate::start(&format!(
+            "[[upstreams]]\nname = \"fixture\"\n{extra_upstream_toml}\n[upstreams.http]\nurl = \"{url}\"\n"
+        ))
     }
 
     /// `http://127.0.0.1:PORT/mcp`
@@ -246,13 +270,21 @@ impl LegacyHttpServer {
 /// The command line that runs the legacy fixture over stdio.
 pub fn legacy_stdio_command() -> Vec<String> {
     let peers = peers();
-    vec![peers.python().to_owned(), peers.script("legacy_server.py"), "stdio".to_owned()]
+    vec![
+        peers.python().to_owned(),
+        peers.script("legacy_server.py"),
+        "stdio".to_owned(),
+    ]
 }
 
 /// The command line that runs server-everything over stdio.
 pub fn everything_stdio_command() -> Vec<String> {
     let peers = peers();
-    vec![peers.node20().to_owned(), peers.get("EVERYTHING_JS").to_owned(), "stdio".to_owned()]
+    vec![
+        peers.node20().to_owned(),
+        peers.get("EVERYTHING_JS").to_owned(),
+        "stdio".to_owned(),
+    ]
 }
 
 /// Runs a peer driver (`py_client.py` or `ts_client.mjs`) and returns its JSON report.
@@ -271,7 +303,12 @@ pub fn run_driver(program: &str, script: &str, args: &[&str]) -> Result<Value, S
             String::from_utf8_lossy(&output.stderr)
         ));
     }
-    serde_json::from_slice(&output.stdout).map_err(|e| format!("{script} printed no JSON ({e}): {}", String::from_utf8_lossy(&output.stdout)))
+    serde_json::from_slice(&output.stdout).map_err(|e| {
+        format!(
+            "{script} printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
 }
 
 /// Runs the Python SDK driver.
@@ -307,11 +344,18 @@ impl Reply {
 
     /// The JSON-RPC messages of an SSE body, or the one JSON body.
     pub fn messages(&self) -> Vec<Value> {
-        if self.header("content-type").is_some_and(|c| c.starts_with("text/event-stream")) {
+        if self
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("text/event-stream"))
+        {
             self.body
                 .split("\n\n")
                 .filter_map(|event| {
-                    let data: Vec<&str> = event.lines().filter_map(|l| l.strip_prefix("data:")).map(str::trim_start).collect();
+                    let data: Vec<&str> = event
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data:"))
+                        .map(str::trim_start)
+                        .collect();
                     (!data.is_empty()).then(|| serde_json::from_str(&data.join("\n")).expect("SSE data is JSON"))
                 })
                 .collect()
@@ -323,7 +367,10 @@ impl Reply {
 
 /// A blocking HTTP client for exact protocol checks.
 pub fn http_client() -> reqwest::blocking::Client {
-    reqwest::blocking::Client::builder().timeout(Duration::from_secs(30)).build().expect("client")
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
 }
 
 /// Sends a request with `headers` and returns status, headers and body.
@@ -336,7 +383,9 @@ pub fn send(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str
     if let Some(body) = body {
         request = request.body(body.to_owned());
     }
-    let response = request.send().unwrap_or_else(|e| panic!("request to {url} failed: {e}"));
+    let response = request
+        .send()
+        .unwrap_or_else(|e| panic!("request to {url} failed: {e}"));
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let body = response.text().unwrap_or_default();
@@ -372,7 +421,10 @@ pub fn modern_body(id: u64, method: &str, params: Value) -> String {
             }
         }
         None => {
-            params.as_object_mut().expect("params object").insert("_meta".into(), meta);
+            params
+                .as_object_mut()
+                .expect("params object")
+                .insert("_meta".into(), meta);
         }
     }
     serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
@@ -380,16 +432,32 @@ pub fn modern_body(id: u64, method: &str, params: Value) -> String {
 
 /// Posts a modern request and returns the reply.
 pub fn post_modern(url: &str, id: u64, method: &str, name: Option<&str>, params: Value) -> Reply {
-    send("POST", url, &modern_headers(method, name), Some(&modern_body(id, method, params)))
+    send(
+        "POST",
+        url,
+        &modern_headers(method, name),
+        Some(&modern_body(id, method, params)),
+    )
 }
 
 /// Opens a legacy session with `initialize` offering `version`; returns the session id and result.
 pub fn legacy_initialize(url: &str, version: &str) -> (String, Value) {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "eragate-tests", "version": "0"}}});
-    let reply = send("POST", url, &[("content-type", "application/json"), ("accept", "application/json, text/event-stream")], Some(&body.to_string()));
+    let reply = send(
+        "POST",
+        url,
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+        Some(&body.to_string()),
+    );
     assert_eq!(reply.status, 200, "initialize failed: {reply:?}");
-    let session = reply.header("mcp-session-id").expect("Mcp-Session-Id on the initialize answer").to_owned();
+    let session = reply
+        .header("mcp-session-id")
+        .expect("Mcp-Session-Id on the initialize answer")
+        .to_owned();
     let result = reply.messages().into_iter().next().expect("a message")["result"].clone();
     let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
     let ack = send("POST", url, &legacy_headers(&session, version), Some(&initialized));
@@ -409,7 +477,9 @@ pub fn legacy_headers<'a>(session: &'a str, version: &'a str) -> Vec<(&'a str, &
 
 /// Whether any live process's command line contains `needle` (checked in `/proc`).
 pub fn process_alive_with(needle: &str) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
     entries.flatten().any(|entry| {
         let cmdline = entry.path().join("cmdline");
         std::fs::read(&cmdline).is_ok_and(|bytes| {
@@ -420,5 +490,135 @@ pub fn process_alive_with(needle: &str) -> bool {
 }
 
 fn is_zombie(proc_dir: &Path) -> bool {
-    std::fs::read_to_string(proc_dir.join("stat")).is_ok_and(|s| s.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+    std::fs::read_to_string(proc_dir.join("stat"))
+        .is_ok_and(|s| s.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+}
+
+/// A fixture server that prints `{"listening": URL, ...}` on stdout once it listens
+/// (`legacy_server.py http|sse`, `ts2_server.mjs http`).
+pub struct ListeningServer {
+    pub proc: Proc,
+    pub url: String,
+}
+
+impl ListeningServer {
+    /// Starts `program args` (its stdout piped, stderr inherited) and waits for the ready line.
+    pub fn start(name: &str, program: &str, args: &[&str], env: &[(&str, &str)]) -> ListeningServer {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut proc = Proc::spawn(name, &mut command);
+        let stdout = proc.child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap_or_else(|e| panic!("{name}: no ready line: {e}"));
+        let ready: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{name}: bad ready line {line:?}: {e}"));
+        let url = ready["listening"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: no url in {line:?}"))
+            .to_owned();
+        ListeningServer { proc, url }
+    }
+}
+
+/// `legacy_server.py sse --port 0 [extra]`; `url` is its `GET /sse` endpoint.
+pub fn legacy_sse_server(extra: &[&str]) -> ListeningServer {
+    let peers = peers();
+    let script = peers.script("legacy_server.py");
+    let mut args = vec![script.as_str(), "sse", "--port", "0"];
+    args.extend_from_slice(extra);
+    ListeningServer::start("legacy_server.py sse", peers.python(), &args, &[])
+}
+
+/// The TypeScript SDK v2 fixture server (`ts2_server.mjs http`); `url` is its `/mcp` endpoint.
+pub fn ts2_http_server() -> ListeningServer {
+    let peers = peers();
+    let script = peers.script("ts2_server.mjs");
+    ListeningServer::start(
+        "ts2_server.mjs http",
+        peers.node20(),
+        &[script.as_str(), "http", "--port", "0"],
+        &[("TS2_SERVER_DIR", peers.get("TS2_SERVER_DIR"))],
+    )
+}
+
+/// The command line that runs the TypeScript SDK v2 fixture over stdio (it finds the SDK
+/// through `TS2_SERVER_DIR`, which a child inherits from the test process or gets in config).
+pub fn ts2_stdio_command() -> Vec<String> {
+    let peers = peers();
+    vec![
+        peers.node20().to_owned(),
+        peers.script("ts2_server.mjs"),
+        "stdio".to_owned(),
+    ]
+}
+
+/// server-everything over `sse` (url: `.../sse`) or `streamableHttp` (url: `.../mcp`) on a free
+/// loopback port, once that port accepts connections.
+pub fn everything_server(transport: &str) -> ListeningServer {
+    let peers = peers();
+    let port = free_port();
+    let mut command = Command::new(peers.node20());
+    command
+        .args([
+            "--require",
+            peers.get("BIND_LOCALHOST_CJS"),
+            peers.get("EVERYTHING_JS"),
+            transport,
+        ])
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let proc = Proc::spawn(&format!("server-everything {transport}"), &mut command);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "server-everything {transport} did not listen on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let path = if transport == "sse" { "sse" } else { "mcp" };
+    ListeningServer {
+        proc,
+        url: format!("http://127.0.0.1:{port}/{path}"),
+    }
+}
+
+impl Eragate {
+    /// Like [`Eragate::start`] (for a config without `[listen]`), with extra `eragate run` arguments (e.g. `--shutdown-grace 3s`).
+    pub fn start_with_args(config: &str, args: &[&str]) -> Eragate {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let config = format!("[listen]\naddress = \"{addr}\"\n{config}\n");
+        let path = dir.path().join("eragate.toml");
+        std::fs::write(&path, config).expect("write config");
+        let log = dir.path().join("eragate.log");
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_eragate"));
+        command
+            .args(["run", "--config"])
+            .arg(&path)
+            .args(args)
+            .env(
+                "ERAGATE_LOG",
+                std::env::var("ERAGATE_LOG").unwrap_or_else(|_| "info,eragate=debug".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        let proc = Proc::spawn("eragate", &mut command);
+        let gateway = Eragate {
+            proc,
+            addr,
+            log,
+            _dir: dir,
+        };
+        gateway.wait_healthy(Duration::from_secs(20));
+        gateway
+    }
 }

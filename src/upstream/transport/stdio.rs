@@ -172,8 +172,15 @@ impl StdioSpawner {
         self.crashes.consecutive.load(Ordering::Relaxed) >= self.crashes.config.crash_loop_after
     }
 
-    /// A ready child: a warm spare when one is alive, else a new one. Refills spares in the background.
-    pub fn take(self: &Arc<Self>) -> Result<SpawnedChild, UpstreamError> {
+    /// A ready child: a warm spare when one is alive, else a new one. Refills
+    /// spares in the background. After a crash the restart backoff is waited
+    /// out; in a crash loop the request fails at once instead.
+    pub async fn take(self: &Arc<Self>) -> Result<SpawnedChild, UpstreamError> {
+        if let Some(wait) = self.crashes.wait_left()
+            && !self.crash_looping()
+        {
+            tokio::time::sleep(wait).await;
+        }
         let spare = {
             let mut spares = self.spares.lock().unwrap_or_else(|e| e.into_inner());
             spares.retain(|c| !c.exited.load(Ordering::Acquire));

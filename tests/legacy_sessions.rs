@@ -1,0 +1,415 @@
+//! Handshake-era clients over raw HTTP through eragate, in front of the
+//! legacy-only fixture over stdio: version negotiation, the session lifecycle,
+//! per-session logging levels, and legacy error codes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn stdio_gateway() -> Eragate {
+    let command = legacy_stdio_command();
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    Eragate::stdio(&command, "")
+}
+
+const PLAIN: [(&str, &str); 2] = [
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+];
+
+/// The message answering `id` in a reply (JSON or SSE).
+fn answer(reply: &Reply, id: &Value) -> Value {
+    reply
+        .messages()
+        .into_iter()
+        .find(|m| m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some()))
+        .unwrap_or_else(|| panic!("no answer for id {id} in {reply:?}"))
+}
+
+fn request(id: u64, method: &str, params: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+fn call_tool(url: &str, session: &str, version: &str, id: u64, name: &str, arguments: Value) -> Reply {
+    let reply = send(
+        "POST",
+        url,
+        &legacy_headers(session, version),
+        Some(&request(
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+        )),
+    );
+    assert_eq!(reply.status, 200, "tools/call {name}: {reply:?}");
+    reply
+}
+
+fn text_of(message: &Value) -> String {
+    message["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text: {message}"))
+        .to_owned()
+}
+
+#[test]
+fn initialize_negotiation_table() {
+    let gateway = stdio_gateway();
+    let url = gateway.url();
+    let table: [(Option<&str>, &str); 7] = [
+        (Some("2024-11-05"), "2024-11-05"),
+        (Some("2025-03-26"), "2025-03-26"),
+        (Some("2025-06-18"), "2025-06-18"),
+        (Some("2025-11-25"), "2025-11-25"),
+        (Some("2024-10-07"), "2024-11-05"),
+        (Some("2026-07-28"), "2025-11-25"),
+        (None, "2025-11-25"),
+    ];
+    let mut sessions = Vec::new();
+    for (offered, expected) in table {
+        let mut params = json!({"capabilities": {}, "clientInfo": {"name": "eragate-tests", "version": "0"}});
+        if let Some(offered) = offered {
+            params["protocolVersion"] = json!(offered);
+        }
+        let reply = send("POST", &url, &PLAIN, Some(&request(1, "initialize", params)));
+        assert_eq!(reply.status, 200, "offer {offered:?}: {reply:?}");
+        let session = reply
+            .header("mcp-session-id")
+            .unwrap_or_else(|| panic!("no Mcp-Session-Id for {offered:?}: {reply:?}"))
+            .to_owned();
+        assert!(
+            !session.is_empty() && session.bytes().all(|b| (0x21..=0x7e).contains(&b)),
+            "visible ASCII session id: {session:?}"
+        );
+        let message = answer(&reply, &json!(1));
+        let result = &message["result"];
+        assert_eq!(result["protocolVersion"], expected, "offer {offered:?}: {result}");
+        assert_eq!(result["serverInfo"]["name"], "eragate-legacy-fixture", "{result}");
+        assert!(result["capabilities"]["tools"].is_object(), "{result}");
+        assert!(
+            result.get("resultType").is_none(),
+            "no modern decoration for a legacy client: {result}"
+        );
+        // The session works at the negotiated revision.
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+        assert_eq!(
+            send("POST", &url, &legacy_headers(&session, expected), Some(&initialized)).status,
+            202
+        );
+        let reply = call_tool(&url, &session, expected, 2, "echo", json!({"text": expected}));
+        assert_eq!(text_of(&answer(&reply, &json!(2))), format!("echo: {expected}"));
+        sessions.push((session, expected));
+    }
+    let distinct: std::collections::BTreeSet<&String> = sessions.iter().map(|(s, _)| s).collect();
+    assert_eq!(distinct.len(), sessions.len(), "every initialize mints its own session");
+    for (session, version) in &sessions {
+        assert_eq!(
+            send("DELETE", &url, &legacy_headers(session, version), None).status,
+            200
+        );
+    }
+}
+
+#[test]
+fn session_lifecycle() {
+    let gateway = stdio_gateway();
+    let url = gateway.url();
+    let v = "2025-11-25";
+
+    // initialize, then notifications/initialized → 202 with no body.
+    let reply = send(
+        "POST",
+        &url,
+        &PLAIN,
+        Some(&request(
+            0,
+            "initialize",
+            json!({"protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
+        )),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let session = reply.header("mcp-session-id").expect("Mcp-Session-Id").to_owned();
+    let ack = send(
+        "POST",
+        &url,
+        &legacy_headers(&session, v),
+        Some(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()),
+    );
+    assert_eq!(ack.status, 202, "{ack:?}");
+    assert!(ack.body.is_empty(), "{ack:?}");
+
+    // ping is answered with an empty result.
+    let reply = send(
+        "POST",
+        &url,
+        &legacy_headers(&session, v),
+        Some(&request(1, "ping", json!({}))),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(answer(&reply, &json!(1))["result"], json!({}), "{reply:?}");
+
+    // Requests on the session reach the upstream, undecorated.
+    let reply = send(
+        "POST",
+        &url,
+        &legacy_headers(&session, v),
+        Some(&request(2, "tools/list", json!({}))),
+    );
+    let result = answer(&reply, &json!(2))["result"].clone();
+    assert!(result["tools"].as_array().is_some_and(|t| t.len() >= 7), "{result}");
+    assert!(
+        result.get("resultType").is_none() && result.get("ttlMs").is_none(),
+        "{result}"
+    );
+    let reply = call_tool(&url, &session, v, 3, "météo", json!({"city": "Zürich"}));
+    assert_eq!(text_of(&answer(&reply, &json!(3))), "météo: Zürich");
+
+    // A resource that does not exist stays -32002 for a legacy client, data.uri kept.
+    let reply = send(
+        "POST",
+        &url,
+        &legacy_headers(&session, v),
+        Some(&request(4, "resources/read", json!({"uri": "test://nope/1"}))),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let message = answer(&reply, &json!(4));
+    assert_eq!(message["error"]["code"], -32002, "{message}");
+    assert_eq!(message["error"]["data"]["uri"], "test://nope/1", "{message}");
+
+    // The GET stream opens for a live session.
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let stream = client
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", v)
+        .send()
+        .expect("GET stream");
+    assert_eq!(stream.status().as_u16(), 200, "{stream:?}");
+    assert!(
+        stream
+            .headers()
+            .get("content-type")
+            .and_then(|c| c.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream")),
+        "{stream:?}"
+    );
+    drop(stream);
+
+    // An unknown session: 404. No session at all: 400.
+    let reply = send(
+        "POST",
+        &url,
+        &legacy_headers("not-a-session", v),
+        Some(&request(5, "tools/list", json!({}))),
+    );
+    assert_eq!(reply.status, 404, "{reply:?}");
+    let reply = send("POST", &url, &PLAIN, Some(&request(6, "tools/list", json!({}))));
+    assert_eq!(reply.status, 400, "{reply:?}");
+    let reply = send(
+        "GET",
+        &url,
+        &[
+            ("accept", "text/event-stream"),
+            ("mcp-session-id", "not-a-session"),
+            ("mcp-protocol-version", v),
+        ],
+        None,
+    );
+    assert_eq!(reply.status, 404, "GET with an unknown session: {reply:?}");
+
+    // DELETE ends it; afterwards the session is unknown (404), and so is a second DELETE.
+    let reply = send("DELETE", &url, &legacy_headers(&session, v), None);
+    assert!(reply.status == 200 || reply.status == 204, "{reply:?}");
+    let reply = send(
+        "POST",
+        &url,
+        &legacy_headers(&session, v),
+        Some(&request(7, "tools/list", json!({}))),
+    );
+    assert_eq!(reply.status, 404, "after DELETE: {reply:?}");
+    assert_eq!(send("DELETE", &url, &legacy_headers(&session, v), None).status, 404);
+}
+
+/// Calls `log_message` at `level`; returns the tool's text and the notifications/message
+/// the client received (on the POST's SSE stream).
+fn log_at(url: &str, session: &str, id: u64, level: &str) -> (String, Vec<Value>) {
+    let reply = call_tool(
+        url,
+        session,
+        "2025-11-25",
+        id,
+        "log_message",
+        json!({"level": level, "message": format!("msg {id}")}),
+    );
+    let messages = reply.messages();
+    let logs = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .cloned()
+        .collect();
+    (text_of(&answer(&reply, &json!(id))), logs)
+}
+
+fn set_level(url: &str, session: &str, id: u64, level: &str) {
+    let reply = send(
+        "POST",
+        url,
+        &legacy_headers(session, "2025-11-25"),
+        Some(&request(id, "logging/setLevel", json!({"level": level}))),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(answer(&reply, &json!(id))["result"], json!({}), "{reply:?}");
+}
+
+#[test]
+fn logging_levels_belong_to_each_session() {
+    let gateway = stdio_gateway();
+    let url = gateway.url();
+    let (a, _) = legacy_initialize(&url, "2025-11-25");
+    let (b, _) = legacy_initialize(&url, "2025-11-25");
+    assert_ne!(a, b);
+
+    set_level(&url, &a, 1, "warning");
+    // A's level does not leak to B: B still receives info.
+    let (text, logs) = log_at(&url, &b, 2, "info");
+    assert_eq!(text, "logged info");
+    assert_eq!(logs.len(), 1, "B gets its info message: {logs:?}");
+    assert_eq!(
+        (&logs[0]["params"]["level"], &logs[0]["params"]["data"]),
+        (&json!("info"), &json!("msg 2")),
+        "{logs:?}"
+    );
+
+    set_level(&url, &b, 3, "debug");
+    // B's setLevel does not lower A's: below warning is still suppressed for A.
+    let (text, logs) = log_at(&url, &a, 4, "info");
+    assert_eq!(text, "suppressed info");
+    assert!(logs.is_empty(), "nothing below warning for A: {logs:?}");
+    // At and above the level, A gets the message.
+    for (id, level) in [(5, "warning"), (6, "error")] {
+        let (text, logs) = log_at(&url, &a, id, level);
+        assert_eq!(text, format!("logged {level}"));
+        assert_eq!(logs.len(), 1, "{level}: {logs:?}");
+        assert_eq!(logs[0]["params"]["level"], level, "{logs:?}");
+        assert_eq!(logs[0]["params"]["logger"], "eragate-legacy-fixture", "{logs:?}");
+    }
+    let (text, logs) = log_at(&url, &b, 7, "debug");
+    assert_eq!(text, "logged debug");
+    assert_eq!(logs.len(), 1, "{logs:?}");
+
+    // A raises its level further; B is unaffected.
+    set_level(&url, &a, 8, "critical");
+    assert_eq!(log_at(&url, &a, 9, "error").0, "suppressed error");
+    assert_eq!(log_at(&url, &b, 10, "error").0, "logged error");
+
+    for session in [&a, &b] {
+        assert_eq!(
+            send("DELETE", &url, &legacy_headers(session, "2025-11-25"), None).status,
+            200
+        );
+    }
+}
+
+#[test]
+fn sessions_through_an_http_upstream() {
+    let upstream = LegacyHttpServer::start(&[]);
+    let gateway = Eragate::http(&upstream.url, "");
+    let url = gateway.url();
+    let (a, result_a) = legacy_initialize(&url, "2025-06-18");
+    let (b, result_b) = legacy_initialize(&url, "2025-11-25");
+    assert_eq!(
+        (&result_a["protocolVersion"], &result_b["protocolVersion"]),
+        (&json!("2025-06-18"), &json!("2025-11-25"))
+    );
+    assert_eq!(result_a["serverInfo"]["name"], "eragate-legacy-fixture", "{result_a}");
+
+    // Per-session log levels on the upstream's own HTTP sessions.
+    let reply = send(
+        "POST",
+        &url,
+        &legacy_headers(&a, "2025-06-18"),
+        Some(&request(1, "logging/setLevel", json!({"level": "error"}))),
+    );
+    assert_eq!(answer(&reply, &json!(1))["result"], json!({}), "{reply:?}");
+    let reply = call_tool(&url, &a, "2025-06-18", 2, "log_message", json!({"level": "warning"}));
+    assert_eq!(text_of(&answer(&reply, &json!(2))), "suppressed warning");
+    assert!(
+        reply.messages().iter().all(|m| m["method"] != "notifications/message"),
+        "{reply:?}"
+    );
+    let reply = call_tool(
+        &url,
+        &a,
+        "2025-06-18",
+        3,
+        "log_message",
+        json!({"level": "critical", "message": "boom"}),
+    );
+    assert_eq!(text_of(&answer(&reply, &json!(3))), "logged critical");
+    let logs: Vec<Value> = reply
+        .messages()
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .collect();
+    assert_eq!(logs.len(), 1, "{reply:?}");
+    assert_eq!(
+        (&logs[0]["params"]["level"], &logs[0]["params"]["data"]),
+        (&json!("critical"), &json!("boom")),
+        "{logs:?}"
+    );
+    let (text, logs) = log_at(&url, &b, 4, "info");
+    assert_eq!(text, "logged info", "B is not affected by A's level");
+    assert_eq!(logs.len(), 1, "{logs:?}");
+
+    // A legacy client's own progressToken comes back on its progress notifications.
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "slow_progress", "arguments": {"steps": 2}, "_meta": {"progressToken": 4242}}});
+    let reply = send("POST", &url, &legacy_headers(&b, "2025-11-25"), Some(&body.to_string()));
+    let messages = reply.messages();
+    let progress: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 2, "{messages:?}");
+    assert!(
+        progress.iter().all(|p| p["params"]["progressToken"] == 4242),
+        "{progress:?}"
+    );
+    assert_eq!(text_of(&answer(&reply, &json!(5))), "done");
+
+    // Resource not found stays -32002.
+    let reply = send(
+        "POST",
+        &url,
+        &legacy_headers(&b, "2025-11-25"),
+        Some(&request(6, "resources/read", json!({"uri": "test://gone"}))),
+    );
+    let message = answer(&reply, &json!(6));
+    assert_eq!(
+        (&message["error"]["code"], &message["error"]["data"]["uri"]),
+        (&json!(-32002), &json!("test://gone")),
+        "{message}"
+    );
+
+    // Ending A leaves B alone.
+    assert_eq!(
+        send("DELETE", &url, &legacy_headers(&a, "2025-06-18"), None).status,
+        200
+    );
+    let reply = send(
+        "POST",
+        &url,
+        &legacy_headers(&a, "2025-06-18"),
+        Some(&request(7, "tools/list", json!({}))),
+    );
+    assert_eq!(reply.status, 404, "a request on a DELETEd session: {reply:?}");
+    let reply = call_tool(&url, &b, "2025-11-25", 8, "echo", json!({"text": "b"}));
+    assert_eq!(text_of(&answer(&reply, &json!(8))), "echo: b");
+}
