@@ -1,0 +1,321 @@
+#!/usr/bin/env bash
+# eragate's benchmark, in one command:
+#
+#   bench/run.sh [--quick]
+#
+# Builds in release mode, installs the peer bridges (supergateway@4.0.0 from npm,
+# mcp-proxy==0.13.0 from PyPI) into .cache/bench/, starts every process on
+# 127.0.0.1, runs every scenario of issue 3, stops everything it started, and
+# writes bench/RESULTS.md. Full run: under 10 minutes on 2 cores; --quick: under 2.
+# Scratch files and logs go to bench/work/ (ignored by git).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+MODE=full
+case "${1:-}" in
+  --quick) MODE=quick ;;
+  "") ;;
+  *) echo "usage: bench/run.sh [--quick]" >&2; exit 2 ;;
+esac
+
+START_S=$(date +%s)
+LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+WORK="$REPO/bench/work"
+CACHE="$REPO/.cache/bench"
+TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
+BIN="$TARGET_DIR/release"
+RUN_ID="eragate-bench-$$-$START_S"
+export ERAGATE_BENCH_RUN="$RUN_ID"   # inherited by what we start: the final sweep finds strays by it
+export ERAGATE_LOG="${ERAGATE_LOG:-warn}"
+
+log() { printf '[bench %3ss] %s\n' "$(( $(date +%s) - START_S ))" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# ---------------------------------------------------------------- timing per mode
+if [[ $MODE == quick ]]; then
+  ROUNDS=2; ROUNDS_MAIN=2; WARM=200; DUR=500
+  SESSIONS=2000; INFLIGHT=250; SLEEP_MS=1000
+  CRIT=(--warm-up-time 0.3 --measurement-time 0.6 --sample-size 20)
+else
+  ROUNDS=3; ROUNDS_MAIN=5; WARM=500; DUR=2000
+  SESSIONS=10000; INFLIGHT=1000; SLEEP_MS=1500
+  CRIT=(--warm-up-time 1 --measurement-time 2)
+fi
+CONC="1,16,64"
+
+# ---------------------------------------------------------------- CPU pinning
+CORES=$(nproc)
+if (( CORES >= 2 )); then
+  LOAD_CPUS=0; SERVER_CPUS="1-$((CORES - 1))"
+  PIN_LOAD=(taskset -c "$LOAD_CPUS"); PIN_SERVER=(taskset -c "$SERVER_CPUS")
+  PINNING="load generator on CPU $LOAD_CPUS; every server (fast upstream, eragate, supergateway, mcp-proxy and their children) on CPU(s) $SERVER_CPUS"
+else
+  PIN_LOAD=(); PIN_SERVER=()
+  PINNING="none (1 CPU)"
+fi
+
+# ---------------------------------------------------------------- process bookkeeping
+STARTED=()   # pids of every process this script started, in order
+
+descendants() {
+  local child
+  for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+    descendants "$child"
+    echo "$child"
+  done
+}
+
+is_pid() { [[ "$1" =~ ^[0-9]+$ ]] && (( $1 > 1 )); }
+
+# Stops one process we started and everything below it: TERM to the root first
+# (eragate and the bridges stop their own children), then to what is left, then
+# KILL. Always one exact, positive pid at a time (the shell's builtin kill).
+stop_tree() {
+  local root="$1" pid i
+  is_pid "$root" || return 0
+  local tree
+  mapfile -t tree < <(descendants "$root"; echo "$root")
+  builtin kill -TERM "$root" 2>/dev/null || true
+  for i in $(seq 50); do builtin kill -0 "$root" 2>/dev/null || break; sleep 0.1; done
+  for pid in "${tree[@]}"; do is_pid "$pid" && builtin kill -TERM "$pid" 2>/dev/null || true; done
+  for i in $(seq 30); do
+    local alive=0
+    for pid in "${tree[@]}"; do builtin kill -0 "$pid" 2>/dev/null && alive=1; done
+    (( alive )) || break
+    sleep 0.1
+  done
+  for pid in "${tree[@]}"; do is_pid "$pid" && builtin kill -KILL "$pid" 2>/dev/null || true; done
+  wait "$root" 2>/dev/null || true
+}
+
+# Strays: processes carrying this run's token that outlived their parents.
+sweep() {
+  local env pid
+  for env in /proc/[0-9]*/environ; do
+    pid="${env#/proc/}"; pid="${pid%/environ}"
+    is_pid "$pid" && [[ $pid != "$$" ]] || continue
+    if grep -qxz "ERAGATE_BENCH_RUN=$RUN_ID" "$env" 2>/dev/null; then
+      log "stopping stray process $pid ($(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | cut -c1-80))"
+      builtin kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
+}
+
+cleanup() {
+  local i
+  for (( i=${#STARTED[@]}-1; i>=0; i-- )); do stop_tree "${STARTED[i]}"; done
+  STARTED=()
+  sweep
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start NAME CMD...: runs CMD in the background, logs to $WORK/logs/NAME.log, sets $LAST_PID.
+start() {
+  local name="$1"; shift
+  "$@" > "$WORK/logs/$name.log" 2>&1 &
+  LAST_PID=$!
+  STARTED+=("$LAST_PID")
+}
+
+stop() {
+  local pid="$1" kept=() p
+  stop_tree "$pid"
+  for p in "${STARTED[@]}"; do [[ $p == "$pid" ]] || kept+=("$p"); done
+  STARTED=("${kept[@]}")
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_http() { # URL PID: until GET URL answers 200
+  local url="$1" pid="$2" i
+  for i in $(seq 300); do
+    builtin kill -0 "$pid" 2>/dev/null || die "process $pid for $url exited; see $WORK/logs/"
+    curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  die "$url not ready"
+}
+
+wait_mcp() { # URL PID PATTERN: until one tools/call succeeds
+  local url="$1" pid="$2" pattern="$3" i
+  for i in $(seq 300); do
+    builtin kill -0 "$pid" 2>/dev/null || die "process $pid for $url exited; see $WORK/logs/"
+    "$BIN/mcpload" probe --url "$url" --pattern "$pattern" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  "$BIN/mcpload" probe --url "$url" --pattern "$pattern" || true
+  die "$url does not serve MCP"
+}
+
+# ---------------------------------------------------------------- ports
+P_UP=18701; P_GW=18702; P_GW_STDIO=18703; P_SUPERGW=18704; P_MCPPROXY=18705; P_GW_MEM=18706
+for p in $P_UP $P_GW $P_GW_STDIO $P_SUPERGW $P_MCPPROXY $P_GW_MEM; do
+  port_free "$p" || die "port $p is in use on 127.0.0.1"
+done
+
+rm -rf "$WORK"
+mkdir -p "$WORK/logs" "$CACHE"
+
+# ---------------------------------------------------------------- build
+log "building (release)"
+(cd "$REPO" && cargo build --release --workspace --bins --quiet && cargo bench --no-run --quiet --bench micro 2>/dev/null)
+for b in eragate fast-upstream mcpload; do [[ -x "$BIN/$b" ]] || die "$BIN/$b missing"; done
+
+# ---------------------------------------------------------------- peers
+SUPERGW_VERSION=4.0.0
+MCPPROXY_VERSION=0.13.0
+PEERS="$CACHE/peers"
+SUPERGW_JS="$PEERS/npm/node_modules/supergateway/dist/index.js"
+MCPPROXY="$PEERS/venv/bin/mcp-proxy"
+STAMP_WANT="supergateway@$SUPERGW_VERSION mcp-proxy==$MCPPROXY_VERSION python=$(python3 -c 'import sys; print(sys.version.split()[0])') node=$(node --version)"
+if [[ ! -f "$PEERS/.installed" || "$(cat "$PEERS/.installed")" != "$STAMP_WANT" ]]; then
+  log "installing peers into $PEERS"
+  rm -rf "$PEERS"; mkdir -p "$PEERS/npm"
+  npm install --prefix "$PEERS/npm" --no-audit --no-fund --loglevel=error "supergateway@$SUPERGW_VERSION" > "$WORK/logs/npm-install.log" 2>&1 \
+    || die "npm install failed; see $WORK/logs/npm-install.log"
+  python3 -m venv "$PEERS/venv"
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check "mcp-proxy==$MCPPROXY_VERSION" > "$WORK/logs/pip-install.log" 2>&1 \
+    || die "pip install failed; see $WORK/logs/pip-install.log"
+  echo "$STAMP_WANT" > "$PEERS/.installed"
+fi
+[[ -f "$SUPERGW_JS" && -x "$MCPPROXY" ]] || die "peers missing in $PEERS"
+BUILT_S=$(( $(date +%s) - START_S ))
+SUPERGW_FOUND=$(node -p "require('$PEERS/npm/node_modules/supergateway/package.json').version")
+MCPPROXY_FOUND=$("$PEERS/venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp-proxy"), "(mcp", m.version("mcp") + ")")')
+BIND_LOCALHOST="$REPO/tests/peers/bind-localhost.cjs"
+[[ -f $BIND_LOCALHOST ]] || die "$BIND_LOCALHOST missing"
+
+# ---------------------------------------------------------------- 5. micro benchmarks (nothing else running)
+log "micro benchmarks (criterion)"
+rm -rf "$TARGET_DIR/criterion"
+(cd "$REPO" && "${PIN_SERVER[@]}" cargo bench --quiet --bench micro -- "${CRIT[@]}" --noplot) > "$WORK/micro.log" 2>&1 \
+  || { tail -20 "$WORK/micro.log" >&2; die "micro benchmarks failed"; }
+
+# ---------------------------------------------------------------- configs
+CFG_HTTP="$WORK/eragate-http.toml"
+cat > "$CFG_HTTP" <<EOF
+# eragate in front of the fast upstream over Streamable HTTP (scenarios 1, 2, 4)
+[listen]
+address = "127.0.0.1:$P_GW"
+
+[sessions]
+max_sessions = 20000          # room for the 10,000 idle sessions of scenario 4
+
+[[upstreams]]
+name = "fast"
+max_in_flight = 4096          # room for the 1,000 requests in flight of scenario 4
+[upstreams.http]
+url = "http://127.0.0.1:$P_UP/mcp"
+EOF
+sed "s/127.0.0.1:$P_GW\"/127.0.0.1:$P_GW_MEM\"/" "$CFG_HTTP" > "$WORK/eragate-memory.toml"
+
+CFG_STDIO="$WORK/eragate-stdio.toml"
+cat > "$CFG_STDIO" <<EOF
+# eragate in front of the fast upstream over stdio (scenario 3): 2026-07-28
+# clients share one pooled child; each legacy client session gets a child of
+# its own, taken from warm spares.
+[listen]
+address = "127.0.0.1:$P_GW_STDIO"
+
+[[upstreams]]
+name = "fast-stdio"
+[upstreams.stdio]
+command = ["$BIN/fast-upstream", "--stdio"]
+spares = 4
+max_children = 96             # 64 legacy sessions at concurrency 64, the pooled child, spares
+EOF
+
+compare() { # NAME TITLE SUBJECT ROUNDS [--sse] TARGET...
+  local name="$1" title="$2" subject="$3" rounds="$4"; shift 4
+  local args=()
+  if [[ ${1:-} == --sse ]]; then args+=(--sse); shift; fi
+  for t in "$@"; do args+=(--target "$t"); done
+  log "scenario $name: $title"
+  "${PIN_LOAD[@]}" "$BIN/mcpload" compare --name "$name" --title "$title" --subject "$subject" \
+    --concurrency "$CONC" --rounds "$rounds" --warmup-ms "$WARM" --duration-ms "$DUR" \
+    --out "$WORK/$name.json" "${args[@]}" 2> >(tee -a "$WORK/logs/mcpload.log" >&2)
+}
+
+# ---------------------------------------------------------------- 1 and 2: HTTP upstream
+log "starting the fast upstream (HTTP) and eragate"
+start upstream "${PIN_SERVER[@]}" "$BIN/fast-upstream" --http "127.0.0.1:$P_UP"; UP_PID=$LAST_PID
+wait_mcp "http://127.0.0.1:$P_UP/mcp" "$UP_PID" legacy
+start eragate-http "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$CFG_HTTP" --shutdown-grace 2s; GW_PID=$LAST_PID
+wait_http "http://127.0.0.1:$P_GW/readyz" "$GW_PID"
+wait_mcp "http://127.0.0.1:$P_GW/mcp" "$GW_PID" modern
+
+DIRECT="http://127.0.0.1:$P_UP/mcp"
+VIA="http://127.0.0.1:$P_GW/mcp"
+compare s1-json "passthrough, JSON" eragate "$ROUNDS_MAIN" \
+  "name=direct,pattern=legacy,url=$DIRECT,pid=$UP_PID" "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID"
+compare s1-sse "passthrough, SSE" eragate "$ROUNDS" --sse \
+  "name=direct,pattern=legacy,url=$DIRECT,pid=$UP_PID" "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID"
+compare s2-json "era translation, JSON" eragate-modern "$ROUNDS" \
+  "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID" \
+  "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID" \
+  "name=per-request-handshake,pattern=handshake,url=$DIRECT,pid=$UP_PID"
+compare s2-sse "era translation, SSE" eragate-modern "$ROUNDS" --sse \
+  "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID" \
+  "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID"
+stop "$GW_PID"
+
+# ---------------------------------------------------------------- 4: memory (a fresh eragate)
+log "scenario memory: idle, $SESSIONS idle legacy sessions, $INFLIGHT in flight"
+start eragate-memory "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$WORK/eragate-memory.toml" --shutdown-grace 2s; MEM_PID=$LAST_PID
+wait_http "http://127.0.0.1:$P_GW_MEM/readyz" "$MEM_PID"
+"${PIN_LOAD[@]}" "$BIN/mcpload" memory --url "http://127.0.0.1:$P_GW_MEM/mcp" --pid "$MEM_PID" \
+  --sessions "$SESSIONS" --inflight "$INFLIGHT" --sleep-ms "$SLEEP_MS" --out "$WORK/memory.json" \
+  2> >(tee -a "$WORK/logs/mcpload.log" >&2)
+stop "$MEM_PID"
+stop "$UP_PID"
+
+# ---------------------------------------------------------------- 3: stdio bridging
+log "starting eragate, supergateway and mcp-proxy in front of fast-upstream --stdio"
+start eragate-stdio "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$CFG_STDIO" --shutdown-grace 2s; GWS_PID=$LAST_PID
+start supergateway "${PIN_SERVER[@]}" node --require "$BIND_LOCALHOST" "$SUPERGW_JS" \
+  --stdio "$BIN/fast-upstream --stdio" --outputTransport streamableHttp --stateful \
+  --port "$P_SUPERGW" --streamableHttpPath /mcp --logLevel none; SG_PID=$LAST_PID
+start mcp-proxy "${PIN_SERVER[@]}" "$MCPPROXY" --host 127.0.0.1 --port "$P_MCPPROXY" --log-level WARNING \
+  -- "$BIN/fast-upstream" --stdio; MP_PID=$LAST_PID
+wait_http "http://127.0.0.1:$P_GW_STDIO/readyz" "$GWS_PID"
+wait_mcp "http://127.0.0.1:$P_GW_STDIO/mcp" "$GWS_PID" legacy
+wait_mcp "http://127.0.0.1:$P_SUPERGW/mcp" "$SG_PID" legacy
+wait_mcp "http://127.0.0.1:$P_MCPPROXY/mcp" "$MP_PID" legacy
+compare s3-stdio "stdio bridging" eragate "$ROUNDS" \
+  "name=eragate,pattern=legacy,url=http://127.0.0.1:$P_GW_STDIO/mcp,pid=$GWS_PID" \
+  "name=supergateway,pattern=legacy,url=http://127.0.0.1:$P_SUPERGW/mcp,pid=$SG_PID" \
+  "name=mcp-proxy,pattern=legacy,url=http://127.0.0.1:$P_MCPPROXY/mcp,pid=$MP_PID" \
+  "name=eragate-modern,pattern=modern,url=http://127.0.0.1:$P_GW_STDIO/mcp,pid=$GWS_PID"
+cleanup
+log "every process stopped"
+
+# ---------------------------------------------------------------- report
+COMMIT="$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+if [[ -n "$(cd "$REPO" && git status --porcelain -- src Cargo.toml 2>/dev/null)" ]]; then COMMIT="$COMMIT (src/ or Cargo.toml modified)"; fi
+ENV_FILE="$WORK/env.txt"
+{
+  echo "mode=$MODE"
+  echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "elapsed_s=$(( $(date +%s) - START_S ))"
+  echo "setup_s=$BUILT_S"
+  echo "loadavg_start=$LOADAVG_START"
+  echo "loadavg_end=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "cores=$CORES"
+  echo "memory=$(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  echo "kernel=$(uname -sr)"
+  echo "commit=$COMMIT"
+  echo "rustc=$(rustc --version)"
+  echo "build=release profile (opt-level 3, no LTO, line tables)"
+  echo "supergateway=$SUPERGW_FOUND (npm), stateful Streamable HTTP mode"
+  echo "mcp_proxy=$MCPPROXY_FOUND (PyPI)"
+  echo "node=$(node --version)"
+  echo "python=$("$PEERS/venv/bin/python" --version 2>&1)"
+  echo "pinning=$PINNING (taskset)"
+  echo "setup=All processes on 127.0.0.1, HTTP/1.1 keep-alive. The load generator (\`mcpload\`, one thread) on its own core so that it does not compete with what it measures; the servers share the other core(s), so eragate competes with the upstream it fronts, as a sidecar would. The fast upstream (\`fast-upstream\`, Rust, hyper, one thread) is the same binary for every scenario, over HTTP or stdio. eragate runs with \`ERAGATE_LOG=$ERAGATE_LOG\`; its configuration files are below. Timing: warm-up $WARM ms, measured $DUR ms per run; $ROUNDS_MAIN rounds for scenario 1a, $ROUNDS for the others.\\n"
+  echo "configs=$CFG_HTTP $CFG_STDIO"
+} > "$ENV_FILE"
+"$BIN/mcpload" report --work "$WORK" --env "$ENV_FILE" --criterion "$TARGET_DIR/criterion" --out "$HERE/RESULTS.md"
+log "wrote bench/RESULTS.md ($MODE run, $(( $(date +%s) - START_S )) s)"

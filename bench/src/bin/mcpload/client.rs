@@ -1,0 +1,222 @@
+//! One MCP client connection over HTTP/1.1 keep-alive, speaking either era.
+
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+
+/// How a client talks to the endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    /// Handshake once per connection, then every request on that session.
+    Legacy,
+    /// 2026-07-28: every request self-contained (headers + `_meta` envelope).
+    Modern,
+    /// Per request: `initialize`, `notifications/initialized`, the call, DELETE.
+    Handshake,
+}
+
+impl Pattern {
+    pub fn parse(text: &str) -> Result<Pattern, String> {
+        match text {
+            "legacy" => Ok(Pattern::Legacy),
+            "modern" => Ok(Pattern::Modern),
+            "handshake" => Ok(Pattern::Handshake),
+            other => Err(format!("unknown pattern {other:?} (legacy, modern, handshake)")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pattern::Legacy => "legacy",
+            Pattern::Modern => "modern",
+            Pattern::Handshake => "handshake",
+        }
+    }
+}
+
+pub const LEGACY_VERSION: &str = "2025-11-25";
+pub const MODERN_VERSION: &str = "2026-07-28";
+const ACCEPT: &str = "application/json, text/event-stream";
+/// The echoed text: small, and recognisable in the answer.
+pub const ECHO_TEXT: &str = "mcpload says hello";
+
+/// Where to send: `host:port` and the MCP path.
+#[derive(Clone, Debug)]
+pub struct Endpoint {
+    pub authority: String,
+    pub path: String,
+}
+
+impl Endpoint {
+    pub fn parse(url: &str) -> Result<Endpoint, String> {
+        let uri: http::Uri = url.parse().map_err(|e| format!("bad URL {url:?}: {e}"))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(format!("only http:// URLs: {url}"));
+        }
+        let authority = uri.authority().ok_or_else(|| format!("URL without host: {url}"))?.to_string();
+        let path = uri.path_and_query().map_or("/".to_owned(), |p| p.as_str().to_owned());
+        Ok(Endpoint { authority, path })
+    }
+}
+
+/// One keep-alive connection.
+pub struct Conn {
+    sender: http1::SendRequest<Full<Bytes>>,
+    endpoint: std::rc::Rc<Endpoint>,
+    next_id: u64,
+}
+
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Conn {
+    pub async fn open(endpoint: std::rc::Rc<Endpoint>) -> Result<Conn, String> {
+        let stream = tokio::net::TcpStream::connect(endpoint.authority.as_str()).await.map_err(|e| format!("connect {}: {e}", endpoint.authority))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) = http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await.map_err(|e| format!("handshake: {e}"))?;
+        tokio::task::spawn_local(async move {
+            let _ = connection.await;
+        });
+        Ok(Conn { sender, endpoint, next_id: 1 })
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    pub async fn send(&mut self, method: Method, headers: &[(&str, &str)], body: Bytes) -> Result<Reply, String> {
+        let mut builder = http::Request::builder()
+            .method(method)
+            .uri(self.endpoint.path.as_str())
+            .header(http::header::HOST, self.endpoint.authority.as_str())
+            .header(http::header::ACCEPT, ACCEPT);
+        if !body.is_empty() {
+            builder = builder.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let request = builder.body(Full::new(body)).map_err(|e| e.to_string())?;
+        self.sender.ready().await.map_err(|e| format!("connection: {e}"))?;
+        let response = self.sender.send_request(request).await.map_err(|e| format!("request: {e}"))?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
+        Ok(Reply { status: parts.status, headers: parts.headers, body })
+    }
+
+    /// `initialize` + `notifications/initialized`; returns the session id.
+    pub async fn handshake(&mut self) -> Result<String, String> {
+        let id = self.id();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"{LEGACY_VERSION}","capabilities":{{}},"clientInfo":{{"name":"mcpload","version":"0"}}}}}}"#
+        );
+        let reply = self.send(Method::POST, &[], Bytes::from(body)).await?;
+        if reply.status != StatusCode::OK {
+            return Err(format!("initialize: HTTP {} {}", reply.status, excerpt(&reply.body)));
+        }
+        let session = reply
+            .headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| "initialize: no Mcp-Session-Id".to_owned())?
+            .to_owned();
+        if !contains(&reply.body, b"\"result\"") {
+            return Err(format!("initialize: {}", excerpt(&reply.body)));
+        }
+        let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", LEGACY_VERSION)];
+        let body = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+        let reply = self.send(Method::POST, &headers, body).await?;
+        if !reply.status.is_success() {
+            return Err(format!("notifications/initialized: HTTP {}", reply.status));
+        }
+        Ok(session)
+    }
+
+    /// Ends a legacy session.
+    pub async fn delete(&mut self, session: &str) -> Result<(), String> {
+        let headers = [("mcp-session-id", session), ("mcp-protocol-version", LEGACY_VERSION)];
+        let reply = self.send(Method::DELETE, &headers, Bytes::new()).await?;
+        if reply.status.is_success() { Ok(()) } else { Err(format!("DELETE: HTTP {}", reply.status)) }
+    }
+
+    /// One `tools/call`: on a legacy session when `session` is given, else as a
+    /// 2026-07-28 request. `sse` asks for progress, which makes the answer a stream.
+    pub async fn call(&mut self, session: Option<&str>, tool: &str, arguments: &str, sse: bool) -> Result<(), String> {
+        let id = self.id();
+        let mut body = String::with_capacity(320);
+        let _ = write!(body, r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}"#);
+        match (session, sse) {
+            (Some(_), false) => {}
+            (Some(_), true) => {
+                let _ = write!(body, r#","_meta":{{"progressToken":{id}}}"#);
+            }
+            (None, sse) => {
+                let _ = write!(
+                    body,
+                    r#","_meta":{{"io.modelcontextprotocol/protocolVersion":"{MODERN_VERSION}","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"mcpload","version":"0"}}"#
+                );
+                if sse {
+                    let _ = write!(body, r#","progressToken":{id}"#);
+                }
+                body.push('}');
+            }
+        }
+        body.push_str("}}");
+        let reply = match session {
+            Some(session) => {
+                let headers = [("mcp-session-id", session), ("mcp-protocol-version", LEGACY_VERSION)];
+                self.send(Method::POST, &headers, Bytes::from(body)).await?
+            }
+            None => {
+                let headers = [("mcp-protocol-version", MODERN_VERSION), ("mcp-method", "tools/call"), ("mcp-name", tool)];
+                self.send(Method::POST, &headers, Bytes::from(body)).await?
+            }
+        };
+        check_call(&reply, sse)
+    }
+}
+
+fn check_call(reply: &Reply, sse: bool) -> Result<(), String> {
+    if reply.status != StatusCode::OK {
+        return Err(format!("tools/call: HTTP {} {}", reply.status, excerpt(&reply.body)));
+    }
+    let content_type = reply.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    // A server may always answer with a stream (supergateway does); asked for
+    // progress, it must.
+    let ok = content_type.starts_with("text/event-stream") || (!sse && content_type.starts_with("application/json"));
+    if !ok {
+        return Err(format!("tools/call: Content-Type {content_type:?} (sse wanted: {sse}): {}", excerpt(&reply.body)));
+    }
+    if sse && !contains(&reply.body, b"notifications/progress") {
+        return Err(format!("tools/call: SSE without progress: {}", excerpt(&reply.body)));
+    }
+    if !contains(&reply.body, b"\"result\"") || !contains(&reply.body, ECHO_TEXT.as_bytes()) {
+        return Err(format!("tools/call: unexpected answer: {}", excerpt(&reply.body)));
+    }
+    Ok(())
+}
+
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+pub fn excerpt(body: &[u8]) -> String {
+    String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()
+}
+
+pub fn echo_arguments() -> String {
+    format!(r#"{{"text":"{ECHO_TEXT}"}}"#)
+}
+
+pub fn sleep_arguments(ms: u64) -> String {
+    format!(r#"{{"ms":{ms},"text":"{ECHO_TEXT}"}}"#)
+}

@@ -1,0 +1,186 @@
+//! Resident memory of a gateway: idle, with many idle legacy sessions open,
+//! and with many requests in flight at once.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::client::{Conn, Endpoint, sleep_arguments};
+use crate::procfs;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MemoryResult {
+    pub pid: u32,
+    pub rss_idle_kib: u64,
+    pub sessions: usize,
+    pub sessions_opened: usize,
+    pub session_errors: u64,
+    pub open_seconds: f64,
+    pub rss_sessions_kib: u64,
+    pub bytes_per_session: f64,
+    pub rss_after_close_kib: u64,
+    pub inflight: usize,
+    pub inflight_peak: usize,
+    pub inflight_ok: usize,
+    pub inflight_errors: usize,
+    pub inflight_first_error: Option<String>,
+    pub sleep_ms: u64,
+    pub rss_inflight_max_kib: u64,
+    pub rss_end_kib: u64,
+}
+
+fn rss(pid: u32) -> u64 {
+    procfs::rss_kib(pid).unwrap_or_else(|| panic!("cannot read /proc/{pid}/status"))
+}
+
+pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, sleep_ms: u64) -> MemoryResult {
+    let endpoint = Rc::new(Endpoint::parse(url).unwrap_or_else(|e| panic!("{e}")));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_idle_kib = rss(pid);
+    eprintln!("  [memory] idle RSS {rss_idle_kib} KiB");
+
+    // Idle legacy sessions: opened over a few connections, then left alone.
+    let began = Instant::now();
+    let connections = 16.min(sessions.max(1));
+    let mut tasks = Vec::new();
+    for worker in 0..connections {
+        let share = sessions / connections + usize::from(worker < sessions % connections);
+        let endpoint = endpoint.clone();
+        tasks.push(tokio::task::spawn_local(async move {
+            let mut ids = Vec::with_capacity(share);
+            let mut errors = 0u64;
+            let mut conn = None;
+            while ids.len() < share && errors < 1000 {
+                if conn.is_none() {
+                    conn = Conn::open(endpoint.clone()).await.ok();
+                }
+                let Some(c) = conn.as_mut() else {
+                    errors += 1;
+                    continue;
+                };
+                match c.handshake().await {
+                    Ok(id) => ids.push(id),
+                    Err(error) => {
+                        if errors == 0 {
+                            eprintln!("  [memory] session error: {error}");
+                        }
+                        errors += 1;
+                        conn = None;
+                    }
+                }
+            }
+            (ids, errors, conn)
+        }));
+    }
+    let mut opened = Vec::new();
+    let mut session_errors = 0;
+    for task in tasks {
+        let (ids, errors, conn) = task.await.expect("session task");
+        session_errors += errors;
+        opened.push((ids, conn));
+    }
+    let open_seconds = began.elapsed().as_secs_f64();
+    let sessions_opened: usize = opened.iter().map(|(ids, _)| ids.len()).sum();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let rss_sessions_kib = rss(pid);
+    let bytes_per_session = (rss_sessions_kib as f64 - rss_idle_kib as f64) * 1024.0 / sessions_opened.max(1) as f64;
+    eprintln!("  [memory] {sessions_opened} sessions in {open_seconds:.1} s: RSS {rss_sessions_kib} KiB, {bytes_per_session:.0} B/session");
+
+    // End them (DELETE), so the in-flight figure starts from a clean gateway.
+    let mut tasks = Vec::new();
+    for (ids, conn) in opened {
+        let endpoint = endpoint.clone();
+        tasks.push(tokio::task::spawn_local(async move {
+            let mut conn = conn;
+            for id in ids {
+                if conn.is_none() {
+                    conn = Conn::open(endpoint.clone()).await.ok();
+                }
+                if let Some(c) = conn.as_mut()
+                    && c.delete(&id).await.is_err()
+                {
+                    conn = None;
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let rss_after_close_kib = rss(pid);
+    eprintln!("  [memory] sessions closed: RSS {rss_after_close_kib} KiB");
+
+    // Requests in flight: each on its own connection, 2026-07-28 clients calling `sleep`.
+    let in_flight = Rc::new(Cell::new(0usize));
+    let peak = Rc::new(Cell::new(0usize));
+    let rss_max = Rc::new(Cell::new(0u64));
+    let done = Rc::new(Cell::new(false));
+    let sampler = {
+        let (in_flight, peak, rss_max, done) = (in_flight.clone(), peak.clone(), rss_max.clone(), done.clone());
+        tokio::task::spawn_local(async move {
+            let mut ticker = tokio::time::interval(Duration::from_millis(50));
+            while !done.get() {
+                ticker.tick().await;
+                if let Some(rss) = procfs::rss_kib(pid) {
+                    rss_max.set(rss_max.get().max(rss));
+                }
+                peak.set(peak.get().max(in_flight.get()));
+            }
+        })
+    };
+    let arguments = sleep_arguments(sleep_ms);
+    let mut tasks = Vec::new();
+    for _ in 0..inflight {
+        let (endpoint, in_flight, arguments) = (endpoint.clone(), in_flight.clone(), arguments.clone());
+        tasks.push(tokio::task::spawn_local(async move {
+            let mut conn = Conn::open(endpoint).await?;
+            in_flight.set(in_flight.get() + 1);
+            let outcome = conn.call(None, "sleep", &arguments, false).await;
+            in_flight.set(in_flight.get() - 1);
+            outcome
+        }));
+    }
+    let (mut inflight_ok, mut inflight_errors, mut inflight_first_error) = (0, 0, None);
+    for task in tasks {
+        match task.await.expect("in-flight task") {
+            Ok(()) => inflight_ok += 1,
+            Err(error) => {
+                inflight_errors += 1;
+                inflight_first_error.get_or_insert(error);
+            }
+        }
+    }
+    done.set(true);
+    let _ = sampler.await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_end_kib = rss(pid);
+    eprintln!(
+        "  [memory] {inflight} in flight (peak {}): max RSS {} KiB, {inflight_ok} ok, {inflight_errors} errors{}",
+        peak.get(),
+        rss_max.get(),
+        inflight_first_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+    );
+    MemoryResult {
+        pid,
+        rss_idle_kib,
+        sessions,
+        sessions_opened,
+        session_errors,
+        open_seconds,
+        rss_sessions_kib,
+        bytes_per_session,
+        rss_after_close_kib,
+        inflight,
+        inflight_peak: peak.get(),
+        inflight_ok,
+        inflight_errors,
+        inflight_first_error,
+        sleep_ms,
+        rss_inflight_max_kib: rss_max.get(),
+        rss_end_kib,
+    }
+}

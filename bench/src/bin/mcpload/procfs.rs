@@ -1,0 +1,26 @@
+//! What /proc says about a process: CPU time and resident memory.
+
+/// Clock ticks per second of /proc/PID/stat (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+/// User + system CPU time of `pid` (its threads, not its children), in microseconds.
+pub fn cpu_us(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces; the fields after it are fixed.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After ")": field 3 (state) is index 0, so utime (14) is 11 and stime (15) is 12.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) * 1e6 / USER_HZ)
+}
+
+/// Resident set size of `pid` in KiB (`VmRSS`).
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}

@@ -1,0 +1,471 @@
+//! Writes `bench/RESULTS.md` from the JSON the other commands left in the work
+//! folder, the machine facts `run.sh` gathered, and criterion's estimates.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::Options;
+use crate::memory::MemoryResult;
+use crate::run::{Comparison, RunResult};
+
+type Env = BTreeMap<String, String>;
+
+fn read_env(path: &Path) -> Result<Env, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect())
+}
+
+fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
+    let bytes = std::fs::read(path).ok()?;
+    serde_json::from_slice(&bytes).map_err(|e| eprintln!("mcpload report: {}: {e}", path.display())).ok()
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    Some(if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 })
+}
+
+fn min_med_max(values: Vec<f64>) -> Option<(f64, f64, f64)> {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    median(values).map(|m| (min, m, max))
+}
+
+impl Comparison {
+    fn runs_of(&self, target: &str, c: usize) -> Vec<&RunResult> {
+        let mut runs: Vec<&RunResult> = self.runs.iter().filter(|r| r.target == target && r.concurrency == c).collect();
+        runs.sort_by_key(|r| r.round);
+        runs
+    }
+
+    /// (subject, other) runs of the same round.
+    fn pairs(&self, other: &str, c: usize) -> Vec<(&RunResult, &RunResult)> {
+        let subject = self.runs_of(&self.subject, c);
+        let others = self.runs_of(other, c);
+        subject
+            .into_iter()
+            .filter_map(|s| others.iter().find(|o| o.round == s.round).map(|o| (s, *o)))
+            .collect()
+    }
+
+    fn throughput_ratio(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
+        min_med_max(self.pairs(other, c).iter().filter(|(_, o)| o.throughput > 0.0).map(|(s, o)| s.throughput / o.throughput).collect())
+    }
+
+    fn added_p50(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
+        min_med_max(self.pairs(other, c).iter().map(|(s, o)| s.p50_us - o.p50_us).collect())
+    }
+
+    fn median_of(&self, target: &str, c: usize, f: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
+        median(self.runs_of(target, c).into_iter().filter_map(f).collect())
+    }
+}
+
+fn fmt(value: Option<f64>, decimals: usize) -> String {
+    value.map_or("–".to_owned(), |v| format!("{v:.decimals$}"))
+}
+
+fn fmt3(value: Option<(f64, f64, f64)>, decimals: usize) -> String {
+    value.map_or("–".to_owned(), |(a, b, c)| format!("{a:.decimals$} / **{b:.decimals$}** / {c:.decimals$}"))
+}
+
+fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Comparison>, blurb: &str) {
+    let _ = writeln!(md, "### {heading}\n\n{blurb}\n");
+    let Some(cmp) = comparison else {
+        let _ = writeln!(md, "_Not run._\n");
+        return;
+    };
+    let _ = writeln!(
+        md,
+        "{} round(s) per concurrency, each run {} ms warm-up + {} ms measured; responses {}.\n",
+        cmp.rounds,
+        cmp.timing.warmup_ms,
+        cmp.timing.duration_ms,
+        if cmp.sse { "as SSE streams (each call asks for progress: one `notifications/progress` event, then the result)" } else { "as `application/json`" }
+    );
+    let _ = writeln!(md, "| target | client | c | ops/s | p50 µs | p90 µs | p99 µs | CPU µs/op | max RSS MiB | errors |");
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &c in &cmp.concurrency {
+        for target in &cmp.targets {
+            let runs = cmp.runs_of(&target.name, c);
+            if runs.is_empty() {
+                continue;
+            }
+            let errors: u64 = runs.iter().map(|r| r.errors).sum();
+            let first_error = runs.iter().find_map(|r| r.first_error.clone());
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                target.name,
+                target.pattern.as_str(),
+                c,
+                fmt(cmp.median_of(&target.name, c, |r| Some(r.throughput)), 0),
+                fmt(cmp.median_of(&target.name, c, |r| Some(r.p50_us)), 0),
+                fmt(cmp.median_of(&target.name, c, |r| Some(r.p90_us)), 0),
+                fmt(cmp.median_of(&target.name, c, |r| Some(r.p99_us)), 0),
+                fmt(cmp.median_of(&target.name, c, |r| r.cpu_us_per_op), 1),
+                fmt(cmp.median_of(&target.name, c, |r| r.rss_max_kib.map(|k| k as f64 / 1024.0)), 1),
+                if errors == 0 { "0".to_owned() } else { format!("{errors} ({})", first_error.unwrap_or_default().replace('|', "/")) },
+            );
+        }
+    }
+    let _ = writeln!(md, "\nRatios, {} against each other target, per interleaved pair (min / **median** / max over the rounds):\n", cmp.subject);
+    let _ = writeln!(md, "| pair | c | throughput ratio | added p50 latency µs | added p99 latency µs (median) |");
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|");
+    for &c in &cmp.concurrency {
+        for other in cmp.targets.iter().filter(|t| t.name != cmp.subject) {
+            let p99 = median(cmp.pairs(&other.name, c).iter().map(|(s, o)| s.p99_us - o.p99_us).collect());
+            let _ = writeln!(
+                md,
+                "| {} / {} | {} | {} | {} | {} |",
+                cmp.subject,
+                other.name,
+                c,
+                fmt3(cmp.throughput_ratio(&other.name, c), 2),
+                fmt3(cmp.added_p50(&other.name, c), 0),
+                fmt(p99, 0)
+            );
+        }
+    }
+    let _ = writeln!(md);
+}
+
+/// One row of the targets table.
+struct Check {
+    what: String,
+    goal: String,
+    measured: String,
+    met: Option<bool>,
+    why: String,
+}
+
+fn verdict(met: Option<bool>) -> &'static str {
+    match met {
+        Some(true) => "met",
+        Some(false) => "**not met**",
+        None => "not measured",
+    }
+}
+
+fn ratio_check(cmp: Option<&Comparison>, other: &str, at: &[usize], goal: f64, what: &str) -> Check {
+    let goal_text = format!("≥ {goal} ×");
+    let Some(cmp) = cmp else {
+        return Check { what: what.into(), goal: goal_text, measured: "–".into(), met: None, why: String::new() };
+    };
+    let mut parts = Vec::new();
+    let mut worst: Option<f64> = None;
+    for &c in at {
+        if let Some((_, median, _)) = cmp.throughput_ratio(other, c) {
+            parts.push(format!("c{c}: {median:.2} ×"));
+            worst = Some(worst.map_or(median, |w: f64| w.min(median)));
+        }
+    }
+    let met = worst.map(|w| w >= goal);
+    let why = match (met, worst) {
+        (Some(false), Some(w)) => format!("worst median {w:.2} ×, short by {:.0} %", (1.0 - w / goal) * 100.0),
+        _ => String::new(),
+    };
+    Check { what: what.into(), goal: goal_text, measured: parts.join(", "), met, why }
+}
+
+fn cpu_check(cmps: &[(&str, Option<&Comparison>, &str)], goal: f64) -> Check {
+    let mut parts = Vec::new();
+    let mut worst: Option<f64> = None;
+    for (label, cmp, target) in cmps {
+        let Some(cmp) = cmp else { continue };
+        let values: Vec<String> = cmp
+            .concurrency
+            .iter()
+            .filter_map(|&c| {
+                let v = cmp.median_of(target, c, |r| r.cpu_us_per_op)?;
+                worst = Some(worst.map_or(v, |w: f64| w.max(v)));
+                Some(format!("c{c} {v:.1}"))
+            })
+            .collect();
+        if !values.is_empty() {
+            parts.push(format!("{label}: {} µs", values.join(", ")));
+        }
+    }
+    let met = worst.map(|w| w <= goal);
+    let why = match (met, worst) {
+        (Some(false), Some(w)) => format!("worst {w:.1} µs, {:.1} × the goal", w / goal),
+        _ => String::new(),
+    };
+    Check { what: "eragate CPU per proxied `tools/call`".into(), goal: format!("≤ {goal} µs"), measured: parts.join("; "), met, why }
+}
+
+pub fn write(options: &Options) -> Result<(), String> {
+    let work = options.path("work")?;
+    let env = read_env(&options.path("env")?)?;
+    let out = options.path("out")?;
+    let get = |key: &str| env.get(key).cloned().unwrap_or_else(|| "?".to_owned());
+
+    let s1_json: Option<Comparison> = load(&work.join("s1-json.json"));
+    let s1_sse: Option<Comparison> = load(&work.join("s1-sse.json"));
+    let s2_json: Option<Comparison> = load(&work.join("s2-json.json"));
+    let s2_sse: Option<Comparison> = load(&work.join("s2-sse.json"));
+    let s3: Option<Comparison> = load(&work.join("s3-stdio.json"));
+    let mem: Option<MemoryResult> = load(&work.join("memory.json"));
+
+    let mut md = String::new();
+    let _ = writeln!(md, "# eragate benchmark results\n");
+    let _ = writeln!(
+        md,
+        "Written by `bench/run.sh{}` on {} in {} s, of which {} s were the (incremental) release build and the peer install check. \
+         Every figure below comes from that one run on this machine; only the ratios between figures of the same run, and CPU µs per \
+         request, are meant to carry over to other machines.\n",
+        if get("mode") == "quick" { " --quick" } else { "" },
+        get("date"),
+        get("elapsed_s"),
+        get("setup_s"),
+    );
+    let _ = writeln!(md, "## Machine and software\n");
+    let _ = writeln!(md, "| | |\n|---|---|");
+    for (label, key) in [
+        ("CPU", "cpu_model"),
+        ("cores", "cores"),
+        ("memory", "memory"),
+        ("kernel", "kernel"),
+        ("eragate commit", "commit"),
+        ("rustc", "rustc"),
+        ("eragate build", "build"),
+        ("supergateway", "supergateway"),
+        ("mcp-proxy", "mcp_proxy"),
+        ("node (runs supergateway)", "node"),
+        ("python (runs mcp-proxy)", "python"),
+        ("CPU pinning", "pinning"),
+        ("load average at start (1, 5, 15 min)", "loadavg_start"),
+        ("load average at end", "loadavg_end"),
+    ] {
+        let _ = writeln!(md, "| {label} | {} |", get(key));
+    }
+    let _ = writeln!(md);
+
+    // Targets first: the reader's question.
+    let mut checks = Vec::new();
+    checks.push(match &s1_json {
+        Some(cmp) => {
+            let added = cmp.added_p50("direct", 1);
+            let met = added.map(|(_, m, _)| m <= 100.0);
+            Check {
+                what: "Added latency at concurrency 1 (p50, JSON)".into(),
+                goal: "≤ 100 µs".into(),
+                measured: fmt3(added, 0).replace("**", "") + " µs (min / median / max)",
+                met,
+                why: match (met, added) {
+                    (Some(false), Some((_, m, _))) => format!("median {:.0} µs over", m - 100.0),
+                    _ => String::new(),
+                },
+            }
+        }
+        None => Check { what: "Added latency at concurrency 1".into(), goal: "≤ 100 µs".into(), measured: "–".into(), met: None, why: String::new() },
+    });
+    checks.push(ratio_check(s1_json.as_ref(), "direct", &[16], 0.8, "Passthrough throughput at concurrency 16 (JSON)"));
+    checks.push(ratio_check(s2_json.as_ref(), "per-request-handshake", &[1, 16, 64], 5.0, "Era translation vs per-request handshake (JSON)"));
+    checks.push(ratio_check(s2_json.as_ref(), "established-session", &[1, 16, 64], 0.8, "Era translation vs established-session limit (JSON)"));
+    checks.push(ratio_check(s3.as_ref(), "supergateway", &[1, 16, 64], 5.0, "stdio bridging vs supergateway"));
+    checks.push(ratio_check(s3.as_ref(), "mcp-proxy", &[1, 16, 64], 5.0, "stdio bridging vs mcp-proxy"));
+    checks.push(match &mem {
+        Some(m) => {
+            let kib = m.bytes_per_session / 1024.0;
+            Check {
+                what: format!("Resident memory per idle legacy session ({} sessions)", m.sessions_opened),
+                goal: "≤ 10 KiB".into(),
+                measured: format!("{kib:.1} KiB"),
+                met: Some(kib <= 10.0),
+                why: if kib > 10.0 { format!("{:.1} × the goal", kib / 10.0) } else { String::new() },
+            }
+        }
+        None => Check { what: "Resident memory per idle legacy session".into(), goal: "≤ 10 KiB".into(), measured: "–".into(), met: None, why: String::new() },
+    });
+    checks.push(match &mem {
+        Some(m) => {
+            let mb = m.rss_idle_kib as f64 * 1024.0 / 1e6;
+            Check {
+                what: "Resident memory idle".into(),
+                goal: "≤ 10 MB".into(),
+                measured: format!("{mb:.1} MB ({} KiB)", m.rss_idle_kib),
+                met: Some(mb <= 10.0),
+                why: if mb > 10.0 { format!("{:.1} MB over", mb - 10.0) } else { String::new() },
+            }
+        }
+        None => Check { what: "Resident memory idle".into(), goal: "≤ 10 MB".into(), measured: "–".into(), met: None, why: String::new() },
+    });
+    checks.push(cpu_check(
+        &[("legacy passthrough", s1_json.as_ref(), "eragate"), ("2026-07-28 → legacy", s2_json.as_ref(), "eragate-modern")],
+        50.0,
+    ));
+
+    let _ = writeln!(md, "## Targets (issue 3)\n");
+    let _ = writeln!(md, "Ratios are medians of the interleaved pairs; a target over several concurrencies is met only if met at each.\n");
+    let _ = writeln!(md, "| target | goal | measured | verdict | by how much |");
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    for check in &checks {
+        let _ = writeln!(md, "| {} | {} | {} | {} | {} |", check.what, check.goal, check.measured, verdict(check.met), check.why);
+    }
+    let met = checks.iter().filter(|c| c.met == Some(true)).count();
+    let _ = writeln!(md, "\n{met} of {} targets met.\n", checks.len());
+
+    let _ = writeln!(md, "## Setup\n");
+    let _ = writeln!(md, "{}\n", get("setup").replace("\\n", "\n"));
+    for path in get("configs").split_whitespace() {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let _ = writeln!(md, "`{name}`:\n\n```toml\n{}```\n", text);
+        }
+    }
+
+    let _ = writeln!(md, "## 1. Passthrough cost\n");
+    let blurb1 = "A legacy client (one session per connection, then `tools/call echo` on it) against the fast upstream directly (`direct`) \
+                  and through eragate in front of the same upstream over Streamable HTTP (`eragate`). Added latency = eragate's p50 − direct p50 of the same round. \
+                  CPU µs/op and RSS are the watched process's: the fast upstream on `direct` rows, eragate (alone, without the upstream) on `eragate` rows.";
+    comparison_section(&mut md, "1a. JSON responses", s1_json.as_ref(), blurb1);
+    comparison_section(&mut md, "1b. SSE responses", s1_sse.as_ref(), blurb1);
+
+    let _ = writeln!(md, "## 2. Era translation\n");
+    let blurb2 = "`eragate-modern`: a 2026-07-28 client (every request self-contained: `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, `_meta` envelope) \
+                  → eragate → the legacy-only fast upstream over HTTP, on eragate's warm pooled upstream session. \
+                  `established-session`: a legacy client holding a session directly on the upstream (the limit). \
+                  `per-request-handshake`: directly on the upstream, each call is `initialize`, `notifications/initialized`, the call and DELETE \
+                  (what a gateway without session pooling pays at least); one op = the whole sequence. \
+                  CPU µs/op and RSS: eragate's on the `eragate-modern` row, the fast upstream's on the others.";
+    comparison_section(&mut md, "2a. JSON responses", s2_json.as_ref(), blurb2);
+    comparison_section(&mut md, "2b. SSE responses", s2_sse.as_ref(), blurb2);
+
+    let _ = writeln!(md, "## 3. stdio bridging\n");
+    comparison_section(
+        &mut md,
+        "3. The fast upstream over stdio, exposed over Streamable HTTP",
+        s3.as_ref(),
+        "The same stdio server (`fast-upstream --stdio`) behind eragate, `supergateway` (stateful Streamable HTTP mode: a child per session) \
+         and `mcp-proxy` (Streamable HTTP, one shared child), all driven by the same legacy load (session per connection). \
+         eragate gives each legacy session a child of its own, taken from warm spares; `eragate-modern` is 2026-07-28 clients on eragate's \
+         one pooled child (peers cannot serve those clients). CPU and RSS are those of the bridge process alone (children excluded).",
+    );
+
+    let _ = writeln!(md, "## 4. Memory\n");
+    match &mem {
+        Some(m) => {
+            let _ = writeln!(
+                md,
+                "eragate in front of the fast upstream over HTTP (each legacy client session holds a dedicated upstream session). \
+                 RSS is `VmRSS` from `/proc/PID/status`.\n"
+            );
+            let _ = writeln!(md, "| state | eragate RSS | |\n|---|---:|---|");
+            let _ = writeln!(md, "| idle (warm pooled session, no client) | {:.1} MiB | |", m.rss_idle_kib as f64 / 1024.0);
+            let _ = writeln!(
+                md,
+                "| {} idle legacy sessions open | {:.1} MiB | {:.0} bytes ({:.1} KiB) per session; opened in {:.1} s, {} errors |",
+                m.sessions_opened,
+                m.rss_sessions_kib as f64 / 1024.0,
+                m.bytes_per_session,
+                m.bytes_per_session / 1024.0,
+                m.open_seconds,
+                m.session_errors
+            );
+            let _ = writeln!(md, "| after DELETE of every session | {:.1} MiB | |", m.rss_after_close_kib as f64 / 1024.0);
+            let _ = writeln!(
+                md,
+                "| {} 2026-07-28 `tools/call sleep({} ms)` in flight, one connection each | {:.1} MiB (max) | peak {} in flight at once; {} ok, {} errors{} |",
+                m.inflight,
+                m.sleep_ms,
+                m.rss_inflight_max_kib as f64 / 1024.0,
+                m.inflight_peak,
+                m.inflight_ok,
+                m.inflight_errors,
+                m.inflight_first_error.as_deref().map(|e| format!(" ({})", e.replace('|', "/"))).unwrap_or_default()
+            );
+            let _ = writeln!(md, "| afterwards | {:.1} MiB | |\n", m.rss_end_kib as f64 / 1024.0);
+        }
+        None => {
+            let _ = writeln!(md, "_Not run._\n");
+        }
+    }
+
+    let _ = writeln!(md, "## 5. Micro benchmarks\n");
+    micro_section(&mut md, options.get("criterion").map(Path::new), &work.join("micro.log"));
+
+    let _ = writeln!(md, "## How to read this\n");
+    let _ = writeln!(
+        md,
+        "- Each comparison runs its targets interleaved: per concurrency and round, every target once, back to back, the order reversed every \
+         other round (A B, B A, …). A ratio is taken within a round, so slow drift of the shared machine cancels out; min / median / max over \
+         the rounds show how stable it is.\n\
+         - Throughput ratio = subject ops/s ÷ other ops/s (higher is better for the subject). Added latency = subject p50 − other p50 (lower is better).\n\
+         - The load is closed-loop: c connections, each sending its next request when the previous one is answered. Latency is per request \
+         (per whole sequence for `per-request-handshake`), from a histogram of the measured window only.\n\
+         - CPU µs/op = the change in the watched process's user + system time (`/proc/PID/stat`) over the measured window ÷ requests completed. \
+         Unlike throughput on a 2-core machine it does not depend on who else was running.\n"
+    );
+    std::fs::write(&out, md).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+fn micro_section(md: &mut String, criterion: Option<&Path>, log: &Path) {
+    let mut allocs: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    if let Ok(text) = std::fs::read_to_string(log) {
+        for line in text.lines() {
+            let mut parts = line.split_whitespace();
+            if parts.next() != Some("ALLOC") {
+                continue;
+            }
+            if let (Some(id), Some(n), Some(bytes)) = (parts.next(), parts.next(), parts.next()) {
+                allocs.insert(id.to_owned(), (n.parse().unwrap_or(f64::NAN), bytes.parse().unwrap_or(f64::NAN)));
+            }
+        }
+    }
+    let mut estimates: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    if let Some(dir) = criterion {
+        collect_estimates(dir, &mut estimates);
+    }
+    if estimates.is_empty() && allocs.is_empty() {
+        let _ = writeln!(md, "_Not run._\n");
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "`cargo bench --bench micro` (criterion, eragate's own functions on realistic messages). Allocations per operation from a counting \
+         global allocator in the bench binary.\n"
+    );
+    let _ = writeln!(md, "| operation | median ns/op | mean ns/op | allocations/op | bytes allocated/op |\n|---|---:|---:|---:|---:|");
+    let mut ids: Vec<&String> = estimates.keys().chain(allocs.keys()).collect();
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        let (median, mean) = estimates.get(id).copied().map_or((None, None), |(m, a)| (Some(m), Some(a)));
+        let (n, bytes) = allocs.get(id).copied().map_or((None, None), |(n, b)| (Some(n), Some(b)));
+        let _ = writeln!(md, "| `{id}` | {} | {} | {} | {} |", fmt(median, 0), fmt(mean, 0), fmt(n, 1), fmt(bytes, 0));
+    }
+    let _ = writeln!(md);
+}
+
+fn collect_estimates(dir: &Path, out: &mut BTreeMap<String, (f64, f64)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if path.file_name().is_some_and(|n| n == "new") {
+            let estimates: Option<Value> = load(&path.join("estimates.json"));
+            let benchmark: Option<Value> = load(&path.join("benchmark.json"));
+            if let (Some(e), Some(b)) = (estimates, benchmark) {
+                let id = b.get("full_id").and_then(Value::as_str).unwrap_or("?").to_owned();
+                let point = |k: &str| e.get(k).and_then(|v| v.get("point_estimate")).and_then(Value::as_f64).unwrap_or(f64::NAN);
+                out.insert(id, (point("median"), point("mean")));
+            }
+        } else if path.file_name().is_some_and(|n| n != "report" && n != "base" && n != "change") {
+            collect_estimates(&path, out);
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! Closed-loop load: C workers, each on its own keep-alive connection, each
+//! sending its next request when the previous one is answered. A warm-up whose
+//! results are discarded, then a measured window; latencies go into an HDR
+//! histogram, and the watched process's CPU time and RSS are read from /proc.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::client::{Conn, Endpoint, Pattern, echo_arguments};
+use crate::procfs;
+
+/// One side of a comparison.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Target {
+    pub name: String,
+    pub pattern: Pattern,
+    pub url: String,
+    /// The process whose CPU and memory are reported (a gateway or bridge).
+    pub pid: Option<u32>,
+}
+
+impl Target {
+    /// `name=N,pattern=P,url=U[,pid=PID]`
+    pub fn parse(spec: &str) -> Result<Target, String> {
+        let (mut name, mut pattern, mut url, mut pid) = (None, None, None, None);
+        for part in spec.split(',') {
+            let (key, value) = part.split_once('=').ok_or_else(|| format!("bad target part {part:?} in {spec:?}"))?;
+            match key {
+                "name" => name = Some(value.to_owned()),
+                "pattern" => pattern = Some(Pattern::parse(value)?),
+                "url" => url = Some(value.to_owned()),
+                "pid" => pid = Some(value.parse().map_err(|_| format!("bad pid {value:?}"))?),
+                other => return Err(format!("unknown target key {other:?}")),
+            }
+        }
+        Ok(Target {
+            name: name.ok_or("target needs name=")?,
+            pattern: pattern.ok_or("target needs pattern=")?,
+            url: url.ok_or("target needs url=")?,
+            pid,
+        })
+    }
+}
+
+/// The figures of one run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunResult {
+    pub target: String,
+    pub concurrency: usize,
+    pub round: usize,
+    pub ops: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
+    pub seconds: f64,
+    pub throughput: f64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    /// CPU time of the watched process per completed operation.
+    pub cpu_us_per_op: Option<f64>,
+    /// Largest RSS of the watched process seen during the window.
+    pub rss_max_kib: Option<u64>,
+}
+
+/// Timing of every run of a comparison.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct Timing {
+    pub warmup_ms: u64,
+    pub duration_ms: u64,
+}
+
+struct WorkerOutcome {
+    histogram: Histogram<u64>,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+/// Runs `concurrency` workers against `target` and measures.
+pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, timing: Timing) -> RunResult {
+    let endpoint = Rc::new(Endpoint::parse(&target.url).unwrap_or_else(|e| panic!("{e}")));
+    let start = Instant::now() + Duration::from_millis(20);
+    let measure_from = start + Duration::from_millis(timing.warmup_ms);
+    let deadline = measure_from + Duration::from_millis(timing.duration_ms);
+    let rss_max = Rc::new(Cell::new(None::<u64>));
+    let cpu = Rc::new(Cell::new((None::<f64>, None::<f64>)));
+    let watcher = target.pid.map(|pid| {
+        let (rss_max, cpu) = (rss_max.clone(), cpu.clone());
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep_until(measure_from).await;
+            cpu.set((procfs::cpu_us(pid), None));
+            let mut ticker = tokio::time::interval(Duration::from_millis(100));
+            while Instant::now() < deadline {
+                ticker.tick().await;
+                if let Some(rss) = procfs::rss_kib(pid) {
+                    rss_max.set(Some(rss_max.get().map_or(rss, |m| m.max(rss))));
+                }
+            }
+            tokio::time::sleep_until(deadline).await;
+            let before = cpu.get().0;
+            cpu.set((before, procfs::cpu_us(pid)));
+        })
+    });
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| tokio::task::spawn_local(worker(endpoint.clone(), target.pattern, sse, start, measure_from, deadline)))
+        .collect();
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 120_000_000_000, 3).expect("histogram bounds");
+    let (mut errors, mut first_error) = (0, None);
+    for worker in workers {
+        let outcome = worker.await.expect("worker panicked");
+        let _ = histogram.add(&outcome.histogram);
+        errors += outcome.errors;
+        first_error = first_error.or(outcome.first_error);
+    }
+    if let Some(watcher) = watcher {
+        let _ = watcher.await;
+    }
+    let seconds = timing.duration_ms as f64 / 1000.0;
+    let ops = histogram.len();
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let cpu_us_per_op = match cpu.get() {
+        (Some(before), Some(after)) if ops > 0 => Some((after - before) / ops as f64),
+        _ => None,
+    };
+    RunResult {
+        target: target.name.clone(),
+        concurrency,
+        round,
+        ops,
+        errors,
+        first_error,
+        seconds,
+        throughput: ops as f64 / seconds,
+        mean_us: histogram.mean() / 1000.0,
+        p50_us: us(histogram.value_at_quantile(0.50)),
+        p90_us: us(histogram.value_at_quantile(0.90)),
+        p99_us: us(histogram.value_at_quantile(0.99)),
+        cpu_us_per_op,
+        rss_max_kib: rss_max.get(),
+    }
+}
+
+async fn worker(endpoint: Rc<Endpoint>, pattern: Pattern, sse: bool, start: Instant, measure_from: Instant, deadline: Instant) -> WorkerOutcome {
+    let mut histogram = Histogram::<u64>::new_with_bounds(1, 120_000_000_000, 3).expect("histogram bounds");
+    let (mut errors, mut first_error) = (0u64, None::<String>);
+    let arguments = echo_arguments();
+    let mut conn: Option<Conn> = None;
+    let mut session: Option<String> = None;
+    tokio::time::sleep_until(start).await;
+    while Instant::now() < deadline {
+        // (Re)connect, and for legacy clients hold one session per connection.
+        if conn.is_none() {
+            match Conn::open(endpoint.clone()).await {
+                Ok(c) => conn = Some(c),
+                Err(e) => {
+                    note(&mut errors, &mut first_error, e);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            }
+        }
+        let Some(c) = conn.as_mut() else { continue };
+        if pattern == Pattern::Legacy && session.is_none() {
+            match c.handshake().await {
+                Ok(s) => session = Some(s),
+                Err(e) => {
+                    note(&mut errors, &mut first_error, e);
+                    conn = None;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+            }
+        }
+        let began = Instant::now();
+        let outcome = match pattern {
+            Pattern::Legacy => c.call(session.as_deref(), "echo", &arguments, sse).await,
+            Pattern::Modern => c.call(None, "echo", &arguments, sse).await,
+            Pattern::Handshake => per_request_handshake(c, &arguments, sse).await,
+        };
+        let ended = Instant::now();
+        match outcome {
+            Ok(()) => {
+                if began >= measure_from && ended <= deadline {
+                    let _ = histogram.record((ended - began).as_nanos().max(1) as u64);
+                }
+            }
+            Err(e) => {
+                if began >= measure_from {
+                    note(&mut errors, &mut first_error, e);
+                }
+                conn = None;
+                session = None;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+    if let (Some(c), Some(s)) = (conn.as_mut(), session.as_deref()) {
+        let _ = c.delete(s).await;
+    }
+    WorkerOutcome { histogram, errors, first_error }
+}
+
+/// What a gateway without session pooling pays at least per call.
+async fn per_request_handshake(c: &mut Conn, arguments: &str, sse: bool) -> Result<(), String> {
+    let session = c.handshake().await?;
+    c.call(Some(&session), "echo", arguments, sse).await?;
+    c.delete(&session).await
+}
+
+fn note(errors: &mut u64, first: &mut Option<String>, error: String) {
+    *errors += 1;
+    if first.is_none() {
+        *first = Some(error);
+    }
+}
+
+/// A whole comparison: every concurrency, every round, the targets interleaved.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Comparison {
+    pub name: String,
+    pub title: String,
+    pub subject: String,
+    pub sse: bool,
+    pub targets: Vec<Target>,
+    pub concurrency: Vec<usize>,
+    pub rounds: usize,
+    pub timing: Timing,
+    pub runs: Vec<RunResult>,
+}
+
+pub async fn compare(mut comparison: Comparison) -> Comparison {
+    for &c in &comparison.concurrency.clone() {
+        for round in 0..comparison.rounds {
+            // A, B, A, B …: the order of the targets alternates every round, so
+            // that a drift of the machine during a round favours neither side.
+            let mut order: Vec<&Target> = comparison.targets.iter().collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
+            for target in order {
+                let result = run(target, comparison.sse, c, round, comparison.timing).await;
+                eprintln!(
+                    "  [{}] {:<22} c={:<3} round {} {:>9.0} ops/s  p50 {:>8.1} µs  p99 {:>8.1} µs{}{}",
+                    comparison.name,
+                    result.target,
+                    c,
+                    round + 1,
+                    result.throughput,
+                    result.p50_us,
+                    result.p99_us,
+                    result.cpu_us_per_op.map(|v| format!("  cpu {v:.1} µs/op")).unwrap_or_default(),
+                    if result.errors > 0 { format!("  ERRORS {} ({})", result.errors, result.first_error.as_deref().unwrap_or("")) } else { String::new() },
+                );
+                comparison.runs.push(result);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    comparison
+}
