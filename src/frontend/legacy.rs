@@ -244,6 +244,8 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
+    // Toward a modern upstream an `input_required` answer is re-issued with the same params.
+    let params_for_reissue = params.clone().filter(|_| session.envelope().is_some());
     let call = match session
         .upstream_session
         .call(&request.method, params, request.id.clone(), OnDrop::Detach)
@@ -262,6 +264,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
     let side = ClientSide::Legacy {
         session,
         method: request.method,
+        reissue: params_for_reissue,
     };
     reply::stream_call(call, side, request.id, Some(timeout), permit)
 }
@@ -330,7 +333,10 @@ fn cancelled_for_upstream(session: &ClientSession, mut notification: Notificatio
     Some(notification)
 }
 
-async fn response_on_session(session: &ClientSession, mut response: Response) -> Reply {
+async fn response_on_session(session: &ClientSession, response: Response) -> Reply {
+    let Err(mut response) = session.answer(response) else {
+        return Reply::Accepted; // an answer eragate itself was waiting for
+    };
     let Some(upstream_id) = response.id.as_ref().and_then(|id| session.take_relayed(id)) else {
         return Reply::rejected(
             400,

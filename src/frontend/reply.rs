@@ -18,7 +18,7 @@ use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, ModernMethod, Response};
 use crate::translate::mrtr::{self, InputKind};
 use crate::translate::{CachePolicy, up};
-use crate::upstream::session::{CallStep, refuse_server_request};
+use crate::upstream::session::{CallStep, OnDrop, refuse_server_request};
 use crate::upstream::{Call, CallEvent, UpstreamError, UpstreamSession};
 
 /// Bound of messages queued toward one streamed answer; a slow reader slows the pump.
@@ -115,6 +115,9 @@ pub enum ClientSide {
         session: Arc<ClientSession>,
         /// The method asked (its answer may need translating).
         method: String,
+        /// Toward a modern upstream: the params sent, for re-issuing the request
+        /// with the client's answers after `input_required`.
+        reissue: Option<Value>,
     },
     /// A 2026-07-28 client in front of a 2026-07-28 upstream: everything passes.
     Passthrough {
@@ -228,6 +231,23 @@ async fn pump(
                         return;
                     }
                 },
+                CallStep::Done(Ok(Response { outcome: Outcome::Result(result), .. }))
+                    if is_input_required(&result) && side.can_reissue() =>
+                {
+                    match side.answer_input(&result, &tx, deadline).await {
+                        Ok(call_again) => match call_again {
+                            Some(next) => {
+                                call = next;
+                                continue;
+                            }
+                            None => break,
+                        },
+                        Err(error) => {
+                            let _ = tx.send(Response::error(Some(client_id.clone()), error).into_message()).await;
+                            break;
+                        }
+                    }
+                }
                 CallStep::Done(result) => {
                     let mut response = side.translate_done(&client_id, result);
                     // A resumed call answers the retry, whose id differs from the first request's.
@@ -317,6 +337,95 @@ fn side_view(side: &ModernSide) -> ModernSide {
 /// a server sends together reach the client in one `input_required`.
 const GATHER_INPUT: Duration = Duration::from_millis(25);
 
+impl ClientSide {
+    /// Whether this is a legacy client over a modern upstream, whose
+    /// `input_required` answers eragate turns into real requests to the client.
+    fn can_reissue(&self) -> bool {
+        matches!(self, ClientSide::Legacy { reissue: Some(_), .. })
+    }
+
+    /// Asks the legacy client what a modern upstream's `input_required` wants
+    /// (only what the client negotiated), then re-issues the request with the
+    /// answers and the upstream's `requestState`. `Ok(None)`: the client left.
+    async fn answer_input(
+        &self,
+        input: &Value,
+        tx: &mpsc::Sender<Message>,
+        deadline: Instant,
+    ) -> Result<Option<Call>, ErrorObject> {
+        let ClientSide::Legacy {
+            session,
+            method,
+            reissue: Some(params),
+        } = self
+        else {
+            return Err(ErrorObject::new(
+                ErrorCode::INTERNAL_ERROR,
+                "cannot re-issue this request",
+            ));
+        };
+        let capabilities = session.modern_capabilities().unwrap_or_default();
+        let empty = serde_json::Map::new();
+        let requests = input.get("inputRequests").and_then(Value::as_object).unwrap_or(&empty);
+        let mut answers = serde_json::Map::new();
+        for (key, asked) in requests {
+            let ask_method = asked.get("method").and_then(Value::as_str).unwrap_or("");
+            let mut ask_params = asked.get("params").cloned().unwrap_or_else(|| serde_json::json!({}));
+            let probe = crate::protocol::Request {
+                id: Id::number(0),
+                method: ask_method.to_owned(),
+                params: Some(ask_params.clone()),
+            };
+            let kind = InputKind::of(&probe);
+            let allowed = kind.is_some_and(|k| k.declared_by(&capabilities))
+                && (kind != Some(InputKind::UrlElicitation)
+                    || session.revision >= crate::protocol::Revision::V2025_11_25);
+            if !allowed {
+                return Err(ErrorObject::new(
+                    ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    format!("the upstream needs {ask_method}, which this client did not declare"),
+                ));
+            }
+            if kind == Some(InputKind::UrlElicitation)
+                && let Some(object) = ask_params.as_object_mut()
+            {
+                object.insert(
+                    "elicitationId".into(),
+                    Value::from(format!("{:032x}", rand::random::<u128>())),
+                );
+            }
+            let (message, answer) = session.ask(ask_method, ask_params);
+            if tx.send(message).await.is_err() {
+                return Ok(None);
+            }
+            let response = tokio::time::timeout_at(deadline, answer)
+                .await
+                .map_err(|_| ErrorObject::new(ErrorCode::INTERNAL_ERROR, "the client did not answer in time"))?
+                .map_err(|_| ErrorObject::new(ErrorCode::INTERNAL_ERROR, "the client session ended"))?;
+            match response.outcome {
+                Outcome::Result(value) => {
+                    answers.insert(key.clone(), value);
+                }
+                Outcome::Error(error) => return Err(error),
+            }
+        }
+        let mut params = params.clone();
+        if let Some(object) = params.as_object_mut() {
+            object.insert("inputResponses".into(), Value::Object(answers));
+            match input.get("requestState") {
+                Some(state) => object.insert("requestState".into(), state.clone()),
+                None => object.remove("requestState"),
+            };
+        }
+        let call = session
+            .upstream_session
+            .call(method, Some(params), Id::number(0), OnDrop::Detach)
+            .await
+            .map_err(|e| e.to_error_object())?;
+        Ok(Some(call))
+    }
+}
+
 impl ModernSide {
     /// Whether this request may be suspended to ask its client `request`.
     fn may_ask(&self, request: &crate::protocol::Request) -> bool {
@@ -382,7 +491,7 @@ impl ClientSide {
             Err(error) => return Response::error(Some(client_id.clone()), error.to_error_object()),
         };
         match self {
-            ClientSide::Legacy { session, method } => match (session.envelope(), response.outcome) {
+            ClientSide::Legacy { session, method, .. } => match (session.envelope(), response.outcome) {
                 (None, outcome) => Response {
                     id: response.id,
                     outcome,

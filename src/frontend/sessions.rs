@@ -17,7 +17,7 @@ use dashmap::DashMap;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::AbortHandle;
 
 use crate::config::SessionsConfig;
@@ -49,6 +49,9 @@ pub struct ClientSession {
     /// Server→client requests relayed to the client: the id eragate gave it → the
     /// upstream's own id. A std mutex, never held across `.await`.
     outbound: Mutex<HashMap<Id, Id>>,
+    /// Requests eragate itself sent the client (for a modern upstream's
+    /// `input_required`), awaiting the client's response.
+    asked: Mutex<HashMap<Id, oneshot::Sender<Response>>>,
     /// Client request ids in flight → upstream ids, for `notifications/cancelled`.
     in_flight: Mutex<HashMap<Id, u64>>,
     /// The client's open GET stream, if any.
@@ -337,6 +340,7 @@ impl ClientSession {
             last_seen: Mutex::new(Instant::now()),
             next_outbound: AtomicU64::new(1),
             outbound: Mutex::new(HashMap::new()),
+            asked: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             stream: Mutex::new(None),
             forwarder: Mutex::new(None),
@@ -382,6 +386,41 @@ impl ClientSession {
         lock(&self.outbound).insert(relayed.clone(), request.id.clone());
         request.id = relayed;
         Message::Request(request)
+    }
+
+    /// Asks the client `method` with `params` under a fresh id; the receiver
+    /// gets the client's response.
+    pub fn ask(&self, method: &str, params: Value) -> (Message, oneshot::Receiver<Response>) {
+        let id = Id::from_value(&Value::from(format!(
+            "eragate-{}",
+            self.next_outbound.fetch_add(1, Ordering::Relaxed)
+        )))
+        .unwrap_or_else(|| Id::number(0));
+        let (tx, rx) = oneshot::channel();
+        lock(&self.asked).insert(id.clone(), tx);
+        let request = Request {
+            id,
+            method: method.to_owned(),
+            params: Some(params),
+        };
+        (Message::Request(request), rx)
+    }
+
+    /// Delivers a client's response to a request eragate asked; gives it back when none waits.
+    pub fn answer(&self, response: Response) -> Result<(), Response> {
+        let waiting = response.id.as_ref().and_then(|id| lock(&self.asked).remove(id));
+        match waiting {
+            Some(tx) => {
+                let _ = tx.send(response);
+                Ok(())
+            }
+            None => Err(response),
+        }
+    }
+
+    /// The client's declared capabilities in 2026-07-28 form (a modern upstream's session only).
+    pub fn modern_capabilities(&self) -> Option<Value> {
+        self.envelope().map(|e| e.client_capabilities)
     }
 
     /// Takes the upstream's id for a client's response to a relayed request.
