@@ -142,8 +142,14 @@ impl HttpFrontend {
                 StatusCode::NOT_ACCEPTABLE,
                 "Not Acceptable: GET needs Accept: text/event-stream",
             ),
-            Method::GET => self.open_stream(&upstream, session_id.as_deref().unwrap_or_default()),
-            Method::DELETE => self.end_session(&upstream, session_id.as_deref().unwrap_or_default()),
+            Method::GET => {
+                self.open_stream(&upstream, session_id.as_deref().unwrap_or_default())
+                    .await
+            }
+            Method::DELETE => {
+                self.end_session(&upstream, session_id.as_deref().unwrap_or_default())
+                    .await
+            }
             _ => method_not_allowed(),
         }
     }
@@ -180,7 +186,7 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        let session = self.lookup(upstream, session_id);
+        let session = self.lookup(upstream, session_id).await;
         let routing = routing_headers(&parts.headers);
         let forwarded = param_headers(&parts.headers);
         let reply = match Frame::parse(&bytes) {
@@ -300,10 +306,10 @@ impl HttpFrontend {
         }
     }
 
-    fn lookup(&self, upstream: &Arc<Upstream>, session_id: Option<&str>) -> SessionLookup {
+    async fn lookup(&self, upstream: &Arc<Upstream>, session_id: Option<&str>) -> SessionLookup {
         match session_id {
             None => SessionLookup::Absent,
-            Some(id) => match self.gateway.sessions.find(id, upstream) {
+            Some(id) => match self.gateway.sessions.find(id, upstream).await {
                 Some(session) => SessionLookup::Found(session),
                 None => SessionLookup::Unknown,
             },
@@ -311,8 +317,8 @@ impl HttpFrontend {
     }
 
     /// The client's GET stream: what its upstream session sends outside any request.
-    fn open_stream(&self, upstream: &Arc<Upstream>, session_id: &str) -> http::Response<Body> {
-        let Some(session) = self.gateway.sessions.find(session_id, upstream) else {
+    async fn open_stream(&self, upstream: &Arc<Upstream>, session_id: &str) -> http::Response<Body> {
+        let Some(session) = self.gateway.sessions.find(session_id, upstream).await else {
             return respond::plain(StatusCode::NOT_FOUND, "Session not found");
         };
         match session.attach_stream() {
@@ -329,8 +335,9 @@ impl HttpFrontend {
     }
 
     /// DELETE: the client ends its session.
-    fn end_session(&self, upstream: &Arc<Upstream>, session_id: &str) -> http::Response<Body> {
-        if self.gateway.sessions.find(session_id, upstream).is_some() && self.gateway.sessions.remove(session_id) {
+    async fn end_session(&self, upstream: &Arc<Upstream>, session_id: &str) -> http::Response<Body> {
+        if self.gateway.sessions.find(session_id, upstream).await.is_some() && self.gateway.sessions.remove(session_id)
+        {
             respond::empty(StatusCode::OK)
         } else {
             respond::plain(StatusCode::NOT_FOUND, "Session not found")

@@ -226,16 +226,10 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
         None => request.params,
         Some(envelope) => match request.method.as_str() {
             "logging/setLevel" => return set_level(&session, request),
-            // Subscriptions to a modern upstream are not relayed yet (and not offered in `initialize`).
+            // Kept as one subscriptions/listen per session toward the modern upstream.
             "resources/subscribe" | "resources/unsubscribe" => {
-                let error = ErrorObject::new(
-                    ErrorCode::METHOD_NOT_FOUND,
-                    format!("Method not found: {}", request.method),
-                );
-                return Reply::Message(
-                    reply::Status::Ok,
-                    Response::error(Some(request.id), error).into_message(),
-                );
+                let result = super::listen::legacy_subscription_change(&session, &request).await;
+                return Reply::result(request.id, result);
             }
             _ => Some(down::legacy_params_for_modern(request.params, &envelope)),
         },

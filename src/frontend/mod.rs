@@ -8,6 +8,7 @@ mod dispatch;
 pub mod http;
 mod legacy;
 pub mod legacy_sse;
+pub mod listen;
 mod modern;
 pub mod mrtr;
 pub mod reply;

@@ -4,14 +4,10 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
-
 use super::Gateway;
 use super::reply::{self, ClientSide, ModernSide, MrtrContext, Reply};
 use crate::protocol::capabilities::{self, ListenSupport};
-use crate::protocol::envelope::SUBSCRIPTION_ID;
-use crate::protocol::{Id, Message, ModernMethod, Notification, Request, Response, Revision};
+use crate::protocol::{Id, ModernMethod, Request, Response, Revision};
 use crate::translate::{ModernRequest, discover, down, mrtr};
 use crate::upstream::pool::gateway_client_info;
 use crate::upstream::probe;
@@ -19,9 +15,7 @@ use crate::upstream::session::OnDrop;
 use crate::upstream::{PartitionKey, Upstream, UpstreamEra, UpstreamError, UpstreamSession};
 
 /// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
-const LISTEN_SUPPORT: ListenSupport = ListenSupport::ListChangedOnly;
-/// Bound of notifications queued toward one listen stream.
-const LISTEN_QUEUE: usize = 64;
+const LISTEN_SUPPORT: ListenSupport = ListenSupport::Bridged;
 
 /// Answers one validated modern request; `forwarded` are the client's
 /// `Mcp-Param-*` headers, passed on to a modern upstream as they came.
@@ -37,7 +31,13 @@ pub async fn serve(
         Ok(UpstreamEra::Modern) => passthrough(upstream, request, modern.method, forwarded).await,
         Ok(UpstreamEra::Legacy) => match modern.method {
             ModernMethod::Discover => discover(upstream, request.id).await,
-            ModernMethod::SubscriptionsListen => listen(gateway, upstream, request, modern).await,
+            ModernMethod::SubscriptionsListen => {
+                let session = match pooled_session(upstream, &modern, false).await {
+                    Ok(session) => session,
+                    Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+                };
+                super::listen::on_legacy_upstream(gateway, session, request).await
+            }
             _ => forward(gateway, upstream, request, modern).await,
         },
     }
@@ -106,8 +106,13 @@ async fn forward(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, 
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
+    let mut permit = permit;
     if let Some(state) = request.param_str("requestState").map(str::to_owned) {
-        return resume(gateway, upstream, request, &state, permit).await;
+        match resume(gateway, upstream, &request, &state, permit).await {
+            Ok(reply) => return reply,
+            // The upstream had ended the call (URL elicitation): send it again, answers stripped.
+            Err(returned) => permit = returned,
+        }
     }
     let may_ask = modern.method.allows_input_required() && mrtr::declares_input(&modern.envelope.client_capabilities);
     let context = may_ask.then(|| MrtrContext {
@@ -184,21 +189,22 @@ async fn pooled_session(
 async fn resume(
     gateway: &Gateway,
     upstream: &Arc<Upstream>,
-    request: Request,
+    request: &Request,
     state: &str,
     permit: tokio::sync::OwnedSemaphorePermit,
-) -> Reply {
+) -> Result<Reply, tokio::sync::OwnedSemaphorePermit> {
     let suspended = match gateway
         .suspended
         .resume(state, &request.method, request.params.as_ref(), "")
     {
         Ok(suspended) => suspended,
         Err(error) => {
-            return Reply::Message(
-                reply::Status::Ok,
-                Response::error(Some(request.id), error).into_message(),
-            );
+            let message = Response::error(Some(request.id.clone()), error).into_message();
+            return Ok(Reply::Message(reply::Status::Ok, message));
         }
+    };
+    let Some(call) = suspended.call else {
+        return Err(permit);
     };
     let responses = request
         .params
@@ -206,7 +212,7 @@ async fn resume(
         .and_then(|p| p.get("inputResponses"))
         .cloned()
         .unwrap_or_default();
-    let session = suspended.call.session().clone();
+    let session = call.session().clone();
     let mut missing = Vec::new();
     for (key, asked) in suspended.awaiting {
         match responses.get(&key) {
@@ -221,7 +227,7 @@ async fn resume(
         let server_info = suspended.side.server_info.clone();
         let method = suspended.side.method;
         let result = gateway.suspended.suspend(
-            suspended.call,
+            Some(call),
             suspended.side,
             missing,
             &request.method,
@@ -230,144 +236,15 @@ async fn resume(
             suspended.deadline,
         );
         let result = crate::translate::up::result_for_modern(result, method, &server_info, Default::default());
-        return Reply::result(request.id, result);
+        return Ok(Reply::result(request.id.clone(), result));
     }
     let timeout = upstream.config().timeout_for(&request.method);
-    reply::resume_call(
-        suspended.call,
+    Ok(reply::resume_call(
+        call,
         suspended.side,
-        request.id,
+        request.id.clone(),
         suspended.deadline,
         timeout,
         permit,
-    )
-}
-
-/// `subscriptions/listen` on a legacy upstream: acknowledge what the upstream
-/// can notify, then relay its list changes tagged with the listen id.
-async fn listen(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
-    let closing = gateway.closing.clone();
-    let session = match pooled_session(upstream, &modern, false).await {
-        Ok(session) => session,
-        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
-    };
-    let capabilities = session
-        .initialize_result()
-        .and_then(|r| r.get("capabilities").cloned())
-        .unwrap_or_default();
-    let wanted = request
-        .params
-        .as_ref()
-        .and_then(|p| p.get("notifications"))
-        .cloned()
-        .unwrap_or(json!({}));
-    let honoured = honoured_filter(&wanted, &capabilities);
-    let listen_id = request.id.to_value();
-    let (tx, rx) = mpsc::channel(LISTEN_QUEUE);
-    let ack = notification_with_subscription(
-        "notifications/subscriptions/acknowledged",
-        json!({"notifications": honoured.clone()}),
-        &listen_id,
-    );
-    let _ = tx.try_send(ack);
-    let mut unsolicited = session.subscribe();
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                message = unsolicited.recv() => match message {
-                    Ok(Message::Notification(n)) if wants(&honoured, &n.method) => {
-                        let tagged = notification_with_subscription(&n.method, n.params.unwrap_or(json!({})), &listen_id);
-                        if tx.send(tagged).await.is_err() { return; }
-                    }
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                        // The upstream session ended: close the listen gracefully.
-                        let _ = tx.send(listen_result(&request.id)).await;
-                        return;
-                    }
-                },
-                () = tx.closed() => return,
-                () = closing.cancelled() => {
-                    // Shutdown: close the listen gracefully with its result.
-                    let _ = tx.send(listen_result(&request.id)).await;
-                    return;
-                }
-            }
-        }
-    });
-    Reply::Stream(rx)
-}
-
-/// The result that ends a listen gracefully.
-fn listen_result(id: &Id) -> Message {
-    let mut meta = Map::new();
-    meta.insert(SUBSCRIPTION_ID.into(), id.to_value());
-    Response::result(id.clone(), json!({"resultType": "complete", "_meta": meta})).into_message()
-}
-
-/// The subset of a listen filter that a legacy upstream's capabilities can honour.
-fn honoured_filter(wanted: &Value, capabilities: &Value) -> Value {
-    let mut honoured = Map::new();
-    for (flag, kind) in [
-        ("toolsListChanged", "tools"),
-        ("promptsListChanged", "prompts"),
-        ("resourcesListChanged", "resources"),
-    ] {
-        let asked = wanted.get(flag).and_then(Value::as_bool) == Some(true);
-        let offered = capabilities
-            .get(kind)
-            .and_then(|c| c.get("listChanged"))
-            .and_then(Value::as_bool)
-            == Some(true);
-        if asked && offered {
-            honoured.insert(flag.into(), Value::Bool(true));
-        }
-    }
-    Value::Object(honoured)
-}
-
-fn wants(honoured: &Value, method: &str) -> bool {
-    let flag = match method {
-        "notifications/tools/list_changed" => "toolsListChanged",
-        "notifications/prompts/list_changed" => "promptsListChanged",
-        "notifications/resources/list_changed" => "resourcesListChanged",
-        _ => return false,
-    };
-    honoured.get(flag).and_then(Value::as_bool) == Some(true)
-}
-
-fn notification_with_subscription(method: &str, mut params: Value, listen_id: &Value) -> Message {
-    if let Some(object) = params.as_object_mut() {
-        let meta = object.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-        if let Some(meta) = meta.as_object_mut() {
-            meta.insert(SUBSCRIPTION_ID.into(), listen_id.clone());
-        }
-    }
-    Message::Notification(Notification {
-        method: method.into(),
-        params: Some(params),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn listen_honours_only_what_the_upstream_offers() {
-        let wanted = json!({"toolsListChanged": true, "promptsListChanged": true, "resourceSubscriptions": ["x://a"]});
-        let capabilities = json!({"tools": {"listChanged": true}, "prompts": {}});
-        assert_eq!(
-            honoured_filter(&wanted, &capabilities),
-            json!({"toolsListChanged": true})
-        );
-        assert!(wants(
-            &json!({"toolsListChanged": true}),
-            "notifications/tools/list_changed"
-        ));
-        assert!(!wants(
-            &json!({"toolsListChanged": true}),
-            "notifications/prompts/list_changed"
-        ));
-    }
+    ))
 }

@@ -33,8 +33,9 @@ pub struct SuspendedCalls {
 
 /// One suspended call.
 pub struct Suspended {
-    /// The upstream call, still in flight.
-    pub call: Call,
+    /// The upstream call, still in flight; `None` when the upstream ended it
+    /// (a 2025-11-25 `-32042`) and the retry re-issues the request instead.
+    pub call: Option<Call>,
     /// How to answer the client when it completes.
     pub side: ModernSide,
     /// The upstream's server→client requests still unanswered, by input key.
@@ -62,7 +63,7 @@ impl SuspendedCalls {
     #[allow(clippy::too_many_arguments)]
     pub fn suspend(
         &self,
-        call: Call,
+        call: Option<Call>,
         side: ModernSide,
         awaiting: Vec<(String, Request)>,
         method: &str,
@@ -143,7 +144,9 @@ impl SuspendedCalls {
         for handle in expired {
             if let Some((_, suspended)) = self.calls.remove(&handle) {
                 tracing::debug!(method = %suspended.method, "input never came; cancelling the suspended upstream call");
-                suspended.call.cancel("the client never answered input_required");
+                if let Some(call) = suspended.call {
+                    call.cancel("the client never answered input_required");
+                }
             }
         }
     }

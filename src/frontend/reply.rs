@@ -92,6 +92,26 @@ pub fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::tas
     }
 }
 
+/// The responses of a batch's replies, in order, for one JSON array answer.
+/// Notifications streamed along the way have no place in a batch answer and are dropped.
+pub async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
+    let mut messages = Vec::new();
+    for reply in replies {
+        match reply {
+            Reply::Accepted => {}
+            Reply::Message(_, message) | Reply::Initialized(message, _) => messages.push(message),
+            Reply::Stream(mut rx) => {
+                while let Some(message) = rx.recv().await {
+                    if matches!(message, Message::Response(_)) {
+                        messages.push(message);
+                    }
+                }
+            }
+        }
+    }
+    messages
+}
+
 /// Relays what a session's upstream sends outside any request onto `out`.
 pub fn forward_unsolicited(session: &ClientSession, out: mpsc::Sender<Message>) {
     if let Ok(mut unsolicited) = session.attach_stream() {
@@ -248,6 +268,14 @@ async fn pump(
                         }
                     }
                 }
+                CallStep::Done(Ok(Response { outcome: Outcome::Error(error), .. }))
+                    if side.takes_url_elicitation(&error) =>
+                {
+                    let ClientSide::Modern(modern) = side else { break };
+                    let result = park_url_elicitation(modern, &error, deadline);
+                    let _ = tx.send(Response::result(client_id.clone(), result).into_message()).await;
+                    return;
+                }
                 CallStep::Done(result) => {
                     let mut response = side.translate_done(&client_id, result);
                     // A resumed call answers the retry, whose id differs from the first request's.
@@ -311,7 +339,7 @@ async fn suspend(
     let awaiting: Vec<(String, crate::protocol::Request)> =
         asked.into_iter().map(|r| (mrtr::input_key(&r), r)).collect();
     let server_info = side.server_info.clone();
-    let result = store.suspend(call, side, awaiting, &method, digest, &principal, deadline);
+    let result = store.suspend(Some(call), side, awaiting, &method, digest, &principal, deadline);
     let method = ModernMethod::classify(&method);
     let result = match method {
         crate::protocol::method::MethodClass::Modern(m) => {
@@ -337,7 +365,52 @@ fn side_view(side: &ModernSide) -> ModernSide {
 /// a server sends together reach the client in one `input_required`.
 const GATHER_INPUT: Duration = Duration::from_millis(25);
 
+/// A 2025-11-25 `-32042` for a client that takes URL elicitation: park a
+/// re-issue and answer `input_required` with the URL requests.
+fn park_url_elicitation(side: ModernSide, error: &ErrorObject, deadline: Instant) -> Value {
+    let Some(context) = side.mrtr.as_ref() else {
+        return Value::Null;
+    };
+    let store = context.store.clone();
+    let (method, digest, principal) = (
+        context.method.clone(),
+        context.digest.clone(),
+        context.principal.clone(),
+    );
+    let asked: Vec<(String, crate::protocol::Request)> = up::url_elicitations(error)
+        .into_iter()
+        .enumerate()
+        .map(|(i, params)| {
+            let id = Id::number(i as u64 + 1);
+            let request = crate::protocol::Request {
+                id,
+                method: "elicitation/create".into(),
+                params: Some(params),
+            };
+            (format!("elicitation-url-{}", i + 1), request)
+        })
+        .collect();
+    let server_info = side.server_info.clone();
+    let modern_method = side.method;
+    let result = store.suspend(None, side, asked, &method, digest, &principal, deadline);
+    up::result_for_modern(result, modern_method, &server_info, CachePolicy::default())
+}
+
 impl ClientSide {
+    /// Whether a `-32042` can become `input_required` for this client: a modern
+    /// request that may be asked for input, from a client that takes URL mode.
+    fn takes_url_elicitation(&self, error: &ErrorObject) -> bool {
+        let ClientSide::Modern(side) = self else { return false };
+        let Some(context) = &side.mrtr else { return false };
+        side.method.allows_input_required()
+            && !up::url_elicitations(error).is_empty()
+            && context
+                .capabilities
+                .get("elicitation")
+                .and_then(|e| e.get("url"))
+                .is_some()
+    }
+
     /// Whether this is a legacy client over a modern upstream, whose
     /// `input_required` answers eragate turns into real requests to the client.
     fn can_reissue(&self) -> bool {

@@ -61,21 +61,7 @@ pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> 
 
 /// Renders several replies as one batch answer (JSON array of their final messages).
 pub async fn render_batch(replies: Vec<Reply>) -> http::Response<Body> {
-    let mut messages = Vec::new();
-    for reply in replies {
-        match reply {
-            Reply::Accepted => {}
-            Reply::Message(_, message) | Reply::Initialized(message, _) => messages.push(message),
-            Reply::Stream(mut rx) => {
-                // A batch answer carries responses only; notifications along the way are not deliverable.
-                while let Some(message) = rx.recv().await {
-                    if matches!(message, Message::Response(_)) {
-                        messages.push(message);
-                    }
-                }
-            }
-        }
-    }
+    let messages = super::reply::batch_responses(replies).await;
     if messages.is_empty() {
         return empty(StatusCode::ACCEPTED);
     }

@@ -8,7 +8,7 @@
 //! upstream session is bound to one process (a stdio child) names its owner
 //! and is refused elsewhere with 404.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
@@ -56,6 +56,9 @@ pub struct ClientSession {
     in_flight: Mutex<HashMap<Id, u64>>,
     /// The client's open GET stream, if any.
     stream: Mutex<Option<mpsc::Sender<Message>>>,
+    /// Toward a modern upstream: the resources the client subscribed to, and the
+    /// listen that carries their notifications.
+    listen: Mutex<(BTreeSet<String>, Option<AbortHandle>)>,
     forwarder: Mutex<Option<AbortHandle>>,
 }
 
@@ -160,12 +163,13 @@ impl SessionStore {
     /// A live session by id: this replica's own, or one minted elsewhere whose
     /// upstream session can be resumed here. A dead upstream session ends it
     /// (the client re-initializes).
-    pub fn find(&self, id: &str, upstream: &Arc<Upstream>) -> Option<Arc<ClientSession>> {
+    pub async fn find(&self, id: &str, upstream: &Arc<Upstream>) -> Option<Arc<ClientSession>> {
         let Some(session) = self.sessions.get(id).map(|s| s.clone()) else {
-            return self.resume(id, upstream);
+            return self.resume(id, upstream).await;
         };
         let idle = lock(&session.last_seen).elapsed();
-        if session.upstream_session.is_closed() || idle > self.config.idle_timeout.0 {
+        // The sealed lifetime holds here too (opening the id checks its expiry).
+        if session.upstream_session.is_closed() || idle > self.config.idle_timeout.0 || self.open(id).is_none() {
             self.remove(id);
             return None;
         }
@@ -173,7 +177,7 @@ impl SessionStore {
         Some(session)
     }
 
-    fn resume(&self, id: &str, upstream: &Arc<Upstream>) -> Option<Arc<ClientSession>> {
+    async fn resume(&self, id: &str, upstream: &Arc<Upstream>) -> Option<Arc<ClientSession>> {
         if self.ended.contains_key(id) {
             return None;
         }
@@ -182,7 +186,9 @@ impl SessionStore {
             return None;
         }
         let revision = Revision::parse(&claims.rev)?;
-        let session = match (&claims.usid, upstream.era_if_known()) {
+        // A replica that has not met this upstream yet learns its era first.
+        let era = upstream.era().await.ok();
+        let session = match (&claims.usid, era) {
             (Some(usid), _) => {
                 let upstream_session = upstream.resume_dedicated(claims.mem.as_deref(), usid, revision)?;
                 ClientSession::open(id.to_owned(), revision, upstream.clone(), upstream_session)
@@ -193,7 +199,7 @@ impl SessionStore {
                     id.to_owned(),
                     revision,
                     upstream.clone(),
-                    upstream.live_modern()?,
+                    upstream.modern_session().await.ok()?,
                     envelope,
                 )
             }
@@ -343,6 +349,7 @@ impl ClientSession {
             asked: Mutex::new(HashMap::new()),
             in_flight: Mutex::new(HashMap::new()),
             stream: Mutex::new(None),
+            listen: Mutex::new((BTreeSet::new(), None)),
             forwarder: Mutex::new(None),
         })
     }
@@ -364,8 +371,34 @@ impl ClientSession {
         }
     }
 
+    /// Adds or removes a subscribed URI; returns the new set.
+    pub fn change_subscriptions(&self, uri: &str, subscribe: bool) -> BTreeSet<String> {
+        let mut listen = lock(&self.listen);
+        if subscribe {
+            listen.0.insert(uri.to_owned());
+        } else {
+            listen.0.remove(uri);
+        }
+        listen.0.clone()
+    }
+
+    /// Installs the task running this session's listen, stopping the previous one.
+    pub fn replace_listen(&self, task: Option<AbortHandle>) {
+        if let Some(previous) = std::mem::replace(&mut lock(&self.listen).1, task) {
+            previous.abort();
+        }
+    }
+
+    /// Delivers a message on the client's GET stream (dropped when none is open).
+    pub fn push(&self, message: Message) {
+        if let Some(stream) = self.stream() {
+            let _ = stream.try_send(message);
+        }
+    }
+
     /// Ends the session and its upstream session.
     pub fn end(&self) {
+        self.replace_listen(None);
         if let Some(handle) = lock(&self.forwarder).take() {
             handle.abort();
         }

@@ -34,11 +34,13 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (out, queue) = mpsc::channel::<Message>(OUT_QUEUE);
-    let writer = tokio::spawn(write_lines(output, queue));
+    let (lines, raw) = mpsc::channel::<Vec<u8>>(OUT_QUEUE);
+    let writer = tokio::spawn(write_lines(output, queue, raw));
     let mut connection = Connection {
         gateway,
         upstream,
         out,
+        lines,
         session: None,
         in_flight: Arc::default(),
     };
@@ -70,6 +72,8 @@ struct Connection {
     gateway: Arc<Gateway>,
     upstream: Arc<Upstream>,
     out: mpsc::Sender<Message>,
+    /// Raw lines (batch answers, which are arrays rather than messages).
+    lines: mpsc::Sender<Vec<u8>>,
     session: Option<Arc<ClientSession>>,
     /// Modern requests in flight by client id, so `notifications/cancelled` can stop them.
     in_flight: Arc<Mutex<HashMap<Id, AbortHandle>>>,
@@ -124,30 +128,35 @@ impl Connection {
             let _ = self.out.send(error.to_response().into_message()).await;
             return;
         }
-        // Batch answers are written member by member; clients match them by id.
+        let mut replies = Vec::with_capacity(items.len());
         for item in items {
-            match item {
+            let reply = match item {
                 Ok(message) => {
-                    let client_id = match &message {
-                        Message::Request(r) => Some(r.id.clone()),
-                        _ => None,
-                    };
-                    let reply = dispatch(
+                    let lookup = self.lookup();
+                    dispatch(
                         &self.gateway,
                         &self.upstream,
                         message,
                         RoutingHeaders::None,
                         &[],
-                        self.lookup(),
+                        lookup,
                     )
-                    .await;
-                    self.deliver(reply, client_id);
+                    .await
                 }
-                Err(error) => {
-                    let _ = self.out.send(error.to_response().into_message()).await;
-                }
-            }
+                Err(error) => Reply::Message(reply::Status::Ok, error.to_response().into_message()),
+            };
+            replies.push(reply);
         }
+        // The answer is one array line, written once every member is answered.
+        let lines = self.lines.clone();
+        tokio::spawn(async move {
+            let responses = reply::batch_responses(replies).await;
+            if responses.is_empty() {
+                return;
+            }
+            let array = serde_json::Value::Array(responses.iter().map(Message::to_value).collect());
+            let _ = lines.send(serde_json::to_vec(&array).unwrap_or_default()).await;
+        });
     }
 
     fn lookup(&self) -> SessionLookup {
@@ -195,9 +204,19 @@ impl Connection {
     }
 }
 
-async fn write_lines<W: AsyncWrite + Unpin>(mut output: W, mut queue: mpsc::Receiver<Message>) {
-    while let Some(message) = queue.recv().await {
-        let mut line = message.to_bytes();
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut output: W,
+    mut queue: mpsc::Receiver<Message>,
+    mut raw: mpsc::Receiver<Vec<u8>>,
+) {
+    loop {
+        let mut line = tokio::select! {
+            message = queue.recv() => match message {
+                Some(message) => message.to_bytes(),
+                None => return,
+            },
+            Some(line) = raw.recv() => line,
+        };
         line.push(b'\n');
         if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
             return;

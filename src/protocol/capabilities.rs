@@ -104,23 +104,17 @@ pub fn client_legacy_to_modern(capabilities: &Value) -> Value {
 }
 
 /// A 2026-07-28 server's capabilities as a legacy client of `revision` may see
-/// them in `InitializeResult`. Subscriptions and list changes are not relayed
-/// to legacy clients of a modern upstream, so they are not claimed.
+/// them in `InitializeResult`. Resource subscriptions are relayed (through a
+/// listen); list changes outside them are not, so `listChanged` is not claimed.
 pub fn server_modern_to_legacy(capabilities: &Value, revision: Revision) -> Value {
     let mut out = capabilities.as_object().cloned().unwrap_or_default();
     out.remove("extensions");
     if revision < Revision::V2025_03_26 {
         out.remove("completions");
     }
-    for (kind, flags) in [
-        ("tools", &["listChanged"][..]),
-        ("prompts", &["listChanged"]),
-        ("resources", &["listChanged", "subscribe"]),
-    ] {
+    for kind in ["tools", "prompts", "resources"] {
         if let Some(Value::Object(object)) = out.get_mut(kind) {
-            for flag in flags {
-                object.remove(*flag);
-            }
+            object.remove("listChanged");
         }
     }
     Value::Object(out)
@@ -212,11 +206,11 @@ mod tests {
         let modern = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}, "completions": {}, "logging": {}, "extensions": {"x/y": {}}});
         assert_eq!(
             server_modern_to_legacy(&modern, Revision::V2025_11_25),
-            json!({"tools": {}, "resources": {}, "completions": {}, "logging": {}})
+            json!({"tools": {}, "resources": {"subscribe": true}, "completions": {}, "logging": {}})
         );
         assert_eq!(
             server_modern_to_legacy(&modern, Revision::V2024_11_05),
-            json!({"tools": {}, "resources": {}, "logging": {}})
+            json!({"tools": {}, "resources": {"subscribe": true}, "logging": {}})
         );
     }
 

@@ -6,6 +6,7 @@ pub mod cache;
 pub mod classify;
 pub mod discover;
 pub mod down;
+pub mod listen;
 pub mod mrtr;
 pub mod up;
 

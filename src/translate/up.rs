@@ -55,7 +55,37 @@ pub fn error_for_modern(mut error: ErrorObject) -> ErrorObject {
     if error.code == ErrorCode::RESOURCE_NOT_FOUND {
         error.code = ErrorCode::INVALID_PARAMS;
     }
+    // -32042 is retired; a client that cannot take URL elicitation lacks a capability.
+    if error.code == ErrorCode::URL_ELICITATION_REQUIRED {
+        error.code = ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY;
+        error.data = Some(serde_json::json!({"requiredCapabilities": {"elicitation": {"url": {}}}}));
+    }
     error
+}
+
+/// The URL elicitations a 2025-11-25 `-32042` error asks for, as
+/// `elicitation/create` requests (`mode: "url"`), when it lists any.
+pub fn url_elicitations(error: &ErrorObject) -> Vec<Value> {
+    let Some(items) = error
+        .data
+        .as_ref()
+        .and_then(|d| d.get("elicitations"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    if error.code != ErrorCode::URL_ELICITATION_REQUIRED {
+        return Vec::new();
+    }
+    items
+        .iter()
+        .filter_map(Value::as_object)
+        .map(|item| {
+            let mut params = item.clone();
+            params.insert("mode".into(), Value::from("url"));
+            Value::Object(params)
+        })
+        .collect()
 }
 
 /// The `InitializeResult` a legacy client gets from a modern upstream's
@@ -247,6 +277,23 @@ mod tests {
             json!({
             "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
             "serverInfo": {"name": "m", "version": "2"}, "instructions": "hi"})
+        );
+    }
+
+    #[test]
+    fn url_elicitation_errors() {
+        let error = ErrorObject::new(ErrorCode::URL_ELICITATION_REQUIRED, "needs a URL").with_data(
+            json!({"elicitations": [{"mode": "url", "elicitationId": "e1", "url": "https://x", "message": "m"}]}),
+        );
+        assert_eq!(
+            url_elicitations(&error),
+            vec![json!({"mode": "url", "elicitationId": "e1", "url": "https://x", "message": "m"})]
+        );
+        let modern = error_for_modern(error);
+        assert_eq!(modern.code, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY);
+        assert_eq!(
+            modern.data,
+            Some(json!({"requiredCapabilities": {"elicitation": {"url": {}}}}))
         );
     }
 

@@ -65,6 +65,8 @@ pub struct UpstreamSession {
     draining: AtomicBool,
     /// eragate itself is closing the session: its end is no fault of the member.
     closing: AtomicBool,
+    /// `resources/subscribe` held on this session, by URI, with how many listens need each.
+    resource_subscriptions: Mutex<HashMap<String, usize>>,
 }
 
 struct Pending {
@@ -125,6 +127,7 @@ impl UpstreamSession {
             born: Instant::now(),
             draining: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            resource_subscriptions: Mutex::new(HashMap::new()),
         })
     }
 
@@ -318,6 +321,30 @@ impl UpstreamSession {
         self.closing.store(true, Ordering::Release);
         self.mark_closed(reason);
         self.link.shutdown(self);
+    }
+
+    /// Counts one more listen needing `uri`; `true` when it is the first (subscribe now).
+    pub fn hold_subscription(&self, uri: &str) -> bool {
+        let mut held = self.resource_subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+        let count = held.entry(uri.to_owned()).or_insert(0);
+        *count += 1;
+        *count == 1
+    }
+
+    /// Counts one listen less needing `uri`; `true` when it was the last (unsubscribe now).
+    pub fn release_subscription(&self, uri: &str) -> bool {
+        let mut held = self.resource_subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+        match held.get_mut(uri) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => {
+                held.remove(uri);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Stops taking requests; the pool closes the session once it is idle.

