@@ -86,6 +86,8 @@ pub struct Call {
     response: Option<oneshot::Receiver<Result<Response, UpstreamError>>>,
     events: mpsc::Receiver<CallEvent>,
     on_drop: OnDrop,
+    /// Why the call is being given up, for the upstream's `notifications/cancelled`.
+    cancel_reason: Option<String>,
 }
 
 /// What dropping an unfinished call means.
@@ -240,6 +242,7 @@ impl UpstreamSession {
             response: Some(response),
             events,
             on_drop,
+            cancel_reason: None,
         };
         self.link
             .send_request(self, upstream_id, message, extra_headers)
@@ -596,6 +599,7 @@ impl Call {
     /// `notifications/cancelled`, whatever the call's drop policy.
     pub fn cancel(mut self, reason: &str) {
         self.on_drop = OnDrop::CancelUpstream;
+        self.cancel_reason = Some(reason.to_owned());
         if let Some(health) = &self.session.health {
             health.record_failure(reason);
         }
@@ -636,7 +640,11 @@ impl Drop for Call {
         let upstream_id = self.upstream_id;
         let mut params = Map::new();
         params.insert("requestId".into(), Value::from(upstream_id));
-        params.insert("reason".into(), Value::from("client closed the request"));
+        let reason = self
+            .cancel_reason
+            .take()
+            .unwrap_or_else(|| "client closed the request".to_owned());
+        params.insert("reason".into(), Value::from(reason));
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
                 session.link_cancel(upstream_id);

@@ -301,9 +301,14 @@ async fn supervise(
     crashes: Arc<CrashTracker>,
 ) {
     let started = Instant::now();
+    // Whether the child ended on its own (a crash, when soon after start), as
+    // opposed to eragate stopping it; a child already dead when the stop comes
+    // (its session closed because it died) ended on its own too.
+    let mut on_its_own = true;
     let status = tokio::select! {
         status = child.wait() => status,
         () = stop.cancelled() => {
+            on_its_own = matches!(child.try_wait(), Ok(Some(_)));
             // stdin is closed by now (the writer is gone); give the child a moment to exit on EOF.
             match tokio::time::timeout(grace, child.wait()).await {
                 Ok(status) => status,
@@ -323,7 +328,7 @@ async fn supervise(
     // Grandchildren (npx → node) may outlive the leader; the group goes with it.
     signal_group(pid, Signal::SIGKILL);
     exited.store(true, Ordering::Release);
-    crashes.record_exit(started.elapsed(), !stop.is_cancelled());
+    crashes.record_exit(started.elapsed(), on_its_own);
     match status {
         Ok(status) => tracing::info!(upstream = %upstream, pid, %status, "upstream child exited"),
         Err(error) => tracing::warn!(upstream = %upstream, pid, error = %error, "lost track of upstream child"),
