@@ -42,7 +42,9 @@ pub enum UnsolicitedRequests {
 /// Bound of the per-request event queue; progress beyond it is dropped, never the response.
 const CALL_EVENT_QUEUE: usize = 64;
 /// Bound of the unsolicited broadcast; slow listeners lose the oldest messages.
-const UNSOLICITED_QUEUE: usize = 256;
+/// tokio allocates every slot up front, and a legacy client session keeps one
+/// such channel for its whole life, so the bound is kept small (idle memory per session).
+const UNSOLICITED_QUEUE: usize = 32;
 
 /// One initialized session with an upstream.
 pub struct UpstreamSession {
@@ -54,7 +56,8 @@ pub struct UpstreamSession {
     closed: AtomicBool,
     initialize_result: OnceLock<Arc<Value>>,
     revision: OnceLock<Revision>,
-    unsolicited: broadcast::Sender<Message>,
+    /// Created on the first `subscribe`: most pooled sessions never have a listener.
+    unsolicited: OnceLock<broadcast::Sender<Message>>,
     unsolicited_requests: UnsolicitedRequests,
     /// The pool member's health, fed by how this session's requests end.
     health: Option<Arc<MemberHealth>>,
@@ -107,7 +110,6 @@ impl UpstreamSession {
         unsolicited_requests: UnsolicitedRequests,
         health: Option<Arc<MemberHealth>>,
     ) -> Arc<UpstreamSession> {
-        let (unsolicited, _) = broadcast::channel(UNSOLICITED_QUEUE);
         // An HTTP upstream session may be shared by replicas (sealed client
         // sessions); a random start keeps their ids apart. Ids stay below 2^53.
         let first_id = match &link {
@@ -122,7 +124,7 @@ impl UpstreamSession {
             closed: AtomicBool::new(false),
             initialize_result: OnceLock::new(),
             revision: OnceLock::new(),
-            unsolicited,
+            unsolicited: OnceLock::new(),
             unsolicited_requests,
             health,
             served: AtomicU64::new(0),
@@ -282,7 +284,9 @@ impl UpstreamSession {
     /// Receives messages tied to no request (list changes, log messages, and,
     /// for dedicated sessions, server→client requests).
     pub fn subscribe(&self) -> broadcast::Receiver<Message> {
-        self.unsolicited.subscribe()
+        self.unsolicited
+            .get_or_init(|| broadcast::channel(UNSOLICITED_QUEUE).0)
+            .subscribe()
     }
 
     /// The upstream's `InitializeResult`, once the handshake is done.
@@ -453,7 +457,7 @@ impl UpstreamSession {
         if is_session_wide(&notification.method) {
             // About a server→client request the upstream gave up on, or about the
             // server's lists: never about the request that happens to be in flight.
-            let _ = self.unsolicited.send(Message::Notification(notification));
+            self.broadcast(Message::Notification(notification));
             return;
         }
         let target = self.related_or_sole(related);
@@ -464,7 +468,7 @@ impl UpstreamSession {
             }
             None => {
                 drop(pending);
-                let _ = self.unsolicited.send(Message::Notification(notification));
+                self.broadcast(Message::Notification(notification));
             }
         }
     }
@@ -489,11 +493,19 @@ impl UpstreamSession {
             }
         };
         let Some(request) = undelivered else { return };
-        if self.unsolicited_requests == UnsolicitedRequests::Forward && self.unsolicited.receiver_count() > 0 {
-            let _ = self.unsolicited.send(Message::Request(request));
+        let listened = self.unsolicited.get().is_some_and(|tx| tx.receiver_count() > 0);
+        if self.unsolicited_requests == UnsolicitedRequests::Forward && listened {
+            self.broadcast(Message::Request(request));
             return;
         }
         self.answer_locally(refuse_server_request(&request));
+    }
+
+    /// Sends to whoever subscribed; nothing when nobody ever did.
+    fn broadcast(&self, message: Message) {
+        if let Some(tx) = self.unsolicited.get() {
+            let _ = tx.send(message);
+        }
     }
 
     fn answer_locally(self: &Arc<Self>, response: Response) {
