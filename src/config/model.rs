@@ -91,6 +91,9 @@ pub struct SessionsConfig {
     pub previous_key_valid_for: Humantime,
     /// Absolute lifetime of a session id, sealed into it. Default 24 h.
     pub lifetime: Humantime,
+    /// How long an upstream call suspended for a 2026-07-28 client's input
+    /// (`input_required`) waits for the retry before it is cancelled. Default 2 min.
+    pub input_expiry: Humantime,
 }
 
 impl Default for SessionsConfig {
@@ -102,6 +105,7 @@ impl Default for SessionsConfig {
             previous_key: None,
             previous_key_valid_for: Humantime(Duration::from_secs(3600)),
             lifetime: Humantime(Duration::from_secs(24 * 3600)),
+            input_expiry: Humantime(Duration::from_secs(120)),
         }
     }
 }

@@ -52,13 +52,14 @@ impl Gateway {
             .map(|u| Upstream::new(u.clone(), supervisor.clone()))
             .collect();
         let sessions = SessionStore::new(config.sessions.clone());
+        let suspended = Arc::new(mrtr::SuspendedCalls::new(config.sessions.input_expiry.0));
         Arc::new(Gateway {
             config: Arc::new(config),
             router: Router::new(upstreams),
             sessions,
             supervisor,
             sse_connections: Arc::default(),
-            suspended: Arc::new(mrtr::SuspendedCalls::new(std::time::Duration::from_secs(120))),
+            suspended,
             closing: tokio_util::sync::CancellationToken::new(),
         })
     }

@@ -238,12 +238,14 @@ async fn resume(
         let result = crate::translate::up::result_for_modern(result, method, &server_info, Default::default());
         return Ok(Reply::result(request.id.clone(), result));
     }
+    // The time the user took to answer is not the upstream's: the retry gets a full timeout.
     let timeout = upstream.config().timeout_for(&request.method);
+    let deadline = tokio::time::Instant::now() + timeout;
     Ok(reply::resume_call(
         call,
         suspended.side,
         request.id.clone(),
-        suspended.deadline,
+        deadline,
         timeout,
         permit,
     ))

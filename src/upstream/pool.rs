@@ -32,6 +32,9 @@ use crate::translate::down;
 
 mod health;
 
+/// `busy_at` of a request that must be alone on its session.
+const EXCLUSIVE: usize = 1;
+
 /// Most pooled partitions per upstream; past it the least recently used idle one is closed.
 const MAX_PARTITIONS: usize = 32;
 
@@ -292,7 +295,7 @@ impl Upstream {
         initialize_params: Value,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let partition = self.partition(key)?;
-        self.pick_with(&partition, Some(initialize_params), 1).await
+        self.pick_with(&partition, Some(initialize_params), EXCLUSIVE).await
     }
 
     /// The stateless session (one of `pool.size`) of a modern upstream.
@@ -469,8 +472,10 @@ impl Upstream {
             healthy.into_iter().copied().collect()
         };
         let best = candidates.iter().min_by_key(|p| p.session.in_flight())?;
-        let room = self.pool_size() > usable.len();
         let busy = best.session.in_flight() >= busy_at;
+        // A request that must be alone on its session never shares one: with no
+        // idle session, another is opened, beyond `pool.size` if need be.
+        let room = self.pool_size() > usable.len() || busy_at == EXCLUSIVE;
         if force || !(busy && room) {
             Some(best.session.clone())
         } else {
@@ -494,6 +499,23 @@ impl Upstream {
             } else if session.is_draining() && session.in_flight() == 0 {
                 partition.remove(session);
                 session.close("replaced");
+            }
+        }
+        // Sessions opened beyond `pool.size` for exclusive requests go once idle.
+        let live: Vec<Pooled> = partition
+            .snapshot()
+            .into_iter()
+            .filter(|p| !p.session.is_closed())
+            .collect();
+        let mut extra = live.len().saturating_sub(self.pool_size());
+        for pooled in live.iter().rev() {
+            if extra == 0 {
+                break;
+            }
+            if pooled.session.in_flight() == 0 {
+                partition.remove(&pooled.session);
+                pooled.session.close("beyond pool.size");
+                extra -= 1;
             }
         }
     }
