@@ -150,10 +150,16 @@ wait_mcp() { # URL PID PATTERN: until one tools/call succeeds
 }
 
 # ---------------------------------------------------------------- ports
-P_UP=18701; P_GW=18702; P_GW_STDIO=18703; P_SUPERGW=18704; P_MCPPROXY=18705; P_GW_MEM=18706
-for p in $P_UP $P_GW $P_GW_STDIO $P_SUPERGW $P_MCPPROXY $P_GW_MEM; do
-  port_free "$p" || die "port $p is in use on 127.0.0.1"
+# Six consecutive free ports: from ERAGATE_BENCH_PORT_BASE (default 18701), else the next free block.
+BASE="${ERAGATE_BENCH_PORT_BASE:-18701}"
+for attempt in $(seq 50); do
+  all_free=1
+  for p in $(seq "$BASE" $((BASE + 5))); do port_free "$p" || { all_free=0; break; }; done
+  (( all_free )) && break
+  (( attempt == 50 )) && die "no six free ports from ${ERAGATE_BENCH_PORT_BASE:-18701} on"
+  BASE=$((BASE + 10))
 done
+P_UP=$BASE; P_GW=$((BASE + 1)); P_GW_STDIO=$((BASE + 2)); P_SUPERGW=$((BASE + 3)); P_MCPPROXY=$((BASE + 4)); P_GW_MEM=$((BASE + 5))
 
 rm -rf "$WORK"
 mkdir -p "$WORK/logs" "$CACHE"
@@ -162,6 +168,9 @@ mkdir -p "$WORK/logs" "$CACHE"
 log "building (release)"
 (cd "$REPO" && cargo build --release --workspace --bins --quiet && cargo bench --no-run --quiet --bench micro 2>/dev/null)
 for b in eragate fast-upstream mcpload; do [[ -x "$BIN/$b" ]] || die "$BIN/$b missing"; done
+# What was built: the commit, and whether src/ differed from it.
+COMMIT="$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
+if [[ -n "$(cd "$REPO" && git status --porcelain -- src 2>/dev/null)" ]]; then COMMIT="$COMMIT + uncommitted changes in src/"; fi
 
 # ---------------------------------------------------------------- peers
 SUPERGW_VERSION=4.0.0
@@ -292,8 +301,6 @@ cleanup
 log "every process stopped"
 
 # ---------------------------------------------------------------- report
-COMMIT="$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
-if [[ -n "$(cd "$REPO" && git status --porcelain -- src Cargo.toml 2>/dev/null)" ]]; then COMMIT="$COMMIT (src/ or Cargo.toml modified)"; fi
 ENV_FILE="$WORK/env.txt"
 {
   echo "mode=$MODE"
@@ -316,6 +323,8 @@ ENV_FILE="$WORK/env.txt"
   echo "pinning=$PINNING (taskset)"
   echo "setup=All processes on 127.0.0.1, HTTP/1.1 keep-alive. The load generator (\`mcpload\`, one thread) on its own core so that it does not compete with what it measures; the servers share the other core(s), so eragate competes with the upstream it fronts, as a sidecar would. The fast upstream (\`fast-upstream\`, Rust, hyper, one thread) is the same binary for every scenario, over HTTP or stdio. eragate runs with \`ERAGATE_LOG=$ERAGATE_LOG\`; its configuration files are below. Timing: warm-up $WARM ms, measured $DUR ms per run; $ROUNDS_MAIN rounds for scenario 1a, $ROUNDS for the others.\\n"
   echo "configs=$CFG_HTTP $CFG_STDIO"
+  echo "repo=$REPO"
+  echo "notes_file=$HERE/NOTES.md"
 } > "$ENV_FILE"
 "$BIN/mcpload" report --work "$WORK" --env "$ENV_FILE" --criterion "$TARGET_DIR/criterion" --out "$HERE/RESULTS.md"
 log "wrote bench/RESULTS.md ($MODE run, $(( $(date +%s) - START_S )) s)"

@@ -56,7 +56,8 @@ static GLOBAL: Counting = Counting;
 const MODERN_CALL: &str = r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mcpload says hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"mcpload","version":"0"},"progressToken":42}}}"#;
 
 /// The legacy upstream's answer to it.
-const LEGACY_RESULT: &str = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"mcpload says hello"}],"isError":false}}"#;
+const LEGACY_RESULT: &str =
+    r#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"mcpload says hello"}],"isError":false}}"#;
 
 /// An upstream SSE answer: one progress event, then the result.
 const SSE_STREAM: &[u8] = b"event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":7,\"progress\":1,\"total\":1}}\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"mcpload says hello\"}],\"isError\":false}}\n\n";
@@ -106,7 +107,11 @@ fn allocations(id: &str, n: u64, mut op: impl FnMut()) {
         op();
     }
     let (a1, b1) = (ALLOCATIONS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
-    println!("ALLOC {id} {:.1} {:.0}", (a1 - a0) as f64 / n as f64, (b1 - b0) as f64 / n as f64);
+    println!(
+        "ALLOC {id} {:.1} {:.0}",
+        (a1 - a0) as f64 / n as f64,
+        (b1 - b0) as f64 / n as f64
+    );
 }
 
 /// Allocation counts of the operations only: inputs are prepared outside the counted region.
@@ -126,7 +131,12 @@ fn count_allocations() {
     let results: Vec<Value> = (0..=N).map(|_| result.clone()).collect();
     let mut results = results.into_iter();
     allocations("translate/up_result_for_modern", N, || {
-        black_box(result_for_modern(results.next().expect("input"), ModernMethod::ToolsCall, &info, CachePolicy::default()));
+        black_box(result_for_modern(
+            results.next().expect("input"),
+            ModernMethod::ToolsCall,
+            &info,
+            CachePolicy::default(),
+        ));
     });
     allocations("headers/encode_plain", N, || {
         black_box(encode_value(black_box("echo")));
@@ -157,7 +167,9 @@ fn benches(c: &mut Criterion) {
     let info = server_info();
 
     let mut group = c.benchmark_group("translate");
-    group.bench_function("classify_modern_tools_call", |b| b.iter(|| classify_once(black_box(&params))));
+    group.bench_function("classify_modern_tools_call", |b| {
+        b.iter(|| classify_once(black_box(&params)))
+    });
     group.bench_function("down_modern_params_for_legacy", |b| {
         b.iter_batched(|| params.clone(), modern_params_for_legacy, BatchSize::SmallInput)
     });
@@ -172,24 +184,39 @@ fn benches(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("headers");
     group.bench_function("encode_plain", |b| b.iter(|| encode_value(black_box("echo")).len()));
-    group.bench_function("encode_sentinel", |b| b.iter(|| encode_value(black_box("Hello, 世界")).len()));
-    group.bench_function("decode_plain", |b| b.iter(|| decode_value(black_box("echo")).map(|v| v.len())));
-    group.bench_function("decode_sentinel", |b| b.iter(|| decode_value(black_box("=?base64?SGVsbG8sIOS4lueVjA==?=")).map(|v| v.len())));
+    group.bench_function("encode_sentinel", |b| {
+        b.iter(|| encode_value(black_box("Hello, 世界")).len())
+    });
+    group.bench_function("decode_plain", |b| {
+        b.iter(|| decode_value(black_box("echo")).map(|v| v.len()))
+    });
+    group.bench_function("decode_sentinel", |b| {
+        b.iter(|| decode_value(black_box("=?base64?SGVsbG8sIOS4lueVjA==?=")).map(|v| v.len()))
+    });
     group.finish();
 
     let mut group = c.benchmark_group("sse");
-    group.bench_function("parse_progress_and_result", |b| b.iter(|| parse_sse(black_box(SSE_STREAM))));
+    group.bench_function("parse_progress_and_result", |b| {
+        b.iter(|| parse_sse(black_box(SSE_STREAM)))
+    });
     group.finish();
 
     let mut group = c.benchmark_group("jsonrpc");
-    group.bench_function("parse_modern_tools_call", |b| b.iter(|| Message::parse(black_box(MODERN_CALL.as_bytes()))));
-    group.bench_function("parse_legacy_result", |b| b.iter(|| Message::parse(black_box(LEGACY_RESULT.as_bytes()))));
+    group.bench_function("parse_modern_tools_call", |b| {
+        b.iter(|| Message::parse(black_box(MODERN_CALL.as_bytes())))
+    });
+    group.bench_function("parse_legacy_result", |b| {
+        b.iter(|| Message::parse(black_box(LEGACY_RESULT.as_bytes())))
+    });
     group.finish();
 }
 
 fn main() {
     // Sanity: the inputs are what the benchmark claims they are.
-    assert!(matches!(classify_once(&modern_params()), Classification::Modern(_)), "the modern call must classify as modern");
+    assert!(
+        matches!(classify_once(&modern_params()), Classification::Modern(_)),
+        "the modern call must classify as modern"
+    );
     assert_eq!(parse_sse(SSE_STREAM), 2, "the SSE stream holds two events");
     count_allocations();
     let mut criterion = Criterion::default().configure_from_args();

@@ -21,44 +21,51 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 
-const HANDSHAKE_REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
-
-fn dual_era_stdio_command(extra: &[&str]) -> Vec<String> {
-    let mut command = legacy_stdio_command();
-    command.push("--dual-era".to_owned());
-    command.extend(extra.iter().map(|s| (*s).to_owned()));
-    command
-}
+use common::matrix::HANDSHAKE_REVISIONS;
 
 fn join_args<'a>(a: &[&'a str], b: &[&'a str]) -> Vec<&'a str> {
     a.iter().chain(b).copied().collect()
 }
 
-fn stdio_gateway(command: &[String]) -> Eragate {
-    let command: Vec<&str> = command.iter().map(String::as_str).collect();
-    Eragate::stdio(&command, "")
+/// An upstream a check runs against.
+enum Upstream {
+    /// `legacy_server.py http` with these arguments.
+    Http(&'static [&'static str]),
+    /// A stdio command.
+    Stdio(Vec<String>),
+    /// The TypeScript SDK v2 fixture over HTTP.
+    Ts2Http,
 }
 
-/// The TS v2 fixture over HTTP, and eragate in front of it.
-fn ts2_gateway() -> (ListeningServer, Eragate) {
-    let upstream = ts2_http_server();
-    let gateway = Eragate::http(&upstream.url, "");
-    (upstream, gateway)
+impl Upstream {
+    /// Starts the upstream (unless it is a stdio one) and eragate in front of it.
+    fn start(self) -> (Option<ListeningServer>, Eragate) {
+        let upstream = match self {
+            Upstream::Http(args) => {
+                let LegacyHttpServer { proc, url } = LegacyHttpServer::start(args);
+                ListeningServer { proc, url }
+            }
+            Upstream::Ts2Http => ts2_http_server(),
+            Upstream::Stdio(command) => return (None, Eragate::stdio(&as_strs(&command), "")),
+        };
+        let gateway = Eragate::http(&upstream.url, "");
+        (Some(upstream), gateway)
+    }
 }
 
-/// Sends one legacy request on `session` and returns the reply.
-fn legacy_request(url: &str, session: &str, version: &str, id: u64, method: &str, params: Value) -> Reply {
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-    send("POST", url, &legacy_headers(session, version), Some(&body))
-}
-
-/// The JSON-RPC response with `id` among a reply's messages (panics with the reply otherwise).
-fn response(reply: &Reply, id: u64) -> Value {
-    reply
-        .messages()
-        .into_iter()
-        .find(|m| m.get("id") == Some(&json!(id)) && (m.get("result").is_some() || m.get("error").is_some()))
-        .unwrap_or_else(|| panic!("no response with id {id} in {reply:?}"))
+/// Runs `check` against eragate in front of each named upstream in turn, then panics with
+/// every problem and each eragate's log.
+fn check_each(upstreams: Vec<(&str, Upstream)>, check: impl Fn(&str, &Eragate, &mut Vec<String>)) {
+    let mut problems = Vec::new();
+    let mut logs = Vec::new();
+    for (name, upstream) in upstreams {
+        let (upstream, gateway) = upstream.start();
+        check(name, &gateway, &mut problems);
+        logs.push((name, gateway.log()));
+        drop(gateway);
+        drop(upstream);
+    }
+    assert_no_problems(&problems, &logs);
 }
 
 /// Checks a driver's `errors` report: the unknown resource with `code` and `data.uri`, the
@@ -88,6 +95,12 @@ fn check_errors_report(problems: &mut Vec<String>, cell: &str, report: &Result<V
     if r["call_fail"] != json!({"text": "failure requested", "is_error": true}) {
         problems.push(format!("{cell}: fail tool: {}", r["call_fail"]));
     }
+}
+
+/// Whether the response to `id` is an error `code` with `data.uri` `test://nope`.
+fn is_not_found(reply: &Reply, id: u64, code: i64) -> bool {
+    let error = &answer(reply, id)["error"];
+    error["code"] == json!(code) && error["data"]["uri"] == json!("test://nope")
 }
 
 /// Runs the drivers' `errors` scenario in every era against `gateway`: modern clients must see
@@ -124,24 +137,16 @@ fn check_resource_not_found(upstream: &str, gateway: &Eragate, problems: &mut Ve
         Some("test://nope"),
         json!({"uri": "test://nope"}),
     );
-    let answer = response(&reply, 7);
-    if answer["error"]["code"] != json!(-32602) || answer["error"]["data"]["uri"] != json!("test://nope") {
+    if !is_not_found(&reply, 7, -32602) {
         problems.push(format!(
             "raw modern resources/read test://nope on {upstream}: {} {}",
             reply.status, reply.body
         ));
     }
     let (session, _) = legacy_initialize(&url, "2025-03-26");
-    let reply = legacy_request(
-        &url,
-        &session,
-        "2025-03-26",
-        8,
-        "resources/read",
-        json!({"uri": "test://nope"}),
-    );
-    let answer = response(&reply, 8);
-    if answer["error"]["code"] != json!(-32002) || answer["error"]["data"]["uri"] != json!("test://nope") {
+    let nope = json!({"uri": "test://nope"});
+    let reply = legacy_request(&url, &session, "2025-03-26", 8, "resources/read", nope);
+    if !is_not_found(&reply, 8, -32002) {
         problems.push(format!(
             "raw legacy 2025-03-26 resources/read test://nope on {upstream}: {} {}",
             reply.status, reply.body
@@ -151,53 +156,17 @@ fn check_resource_not_found(upstream: &str, gateway: &Eragate, problems: &mut Ve
 
 #[test]
 fn resource_not_found_is_mapped_for_each_era() {
-    let mut problems = Vec::new();
-    let mut logs = Vec::new();
-    {
-        // Legacy upstreams answer -32002 (all four handshake revisions).
-        let upstream = LegacyHttpServer::start(&[]);
-        let gateway = Eragate::http(&upstream.url, "");
-        check_resource_not_found("legacy_http_upstream", &gateway, &mut problems);
-        logs.push(("legacy_http_upstream", gateway.log()));
-    }
-    {
-        let gateway = stdio_gateway(&legacy_stdio_command());
-        check_resource_not_found("legacy_stdio_upstream", &gateway, &mut problems);
-        logs.push(("legacy_stdio_upstream", gateway.log()));
-    }
-    {
-        // Modern upstreams answer -32602 with data.uri (2026-07-28).
-        let upstream = LegacyHttpServer::start(&["--dual-era"]);
-        let gateway = Eragate::http(&upstream.url, "");
-        check_resource_not_found("dual_era_http_upstream", &gateway, &mut problems);
-        logs.push(("dual_era_http_upstream", gateway.log()));
-    }
-    {
-        let gateway = stdio_gateway(&dual_era_stdio_command(&[]));
-        check_resource_not_found("dual_era_stdio_upstream", &gateway, &mut problems);
-        logs.push(("dual_era_stdio_upstream", gateway.log()));
-    }
-    {
-        let (_upstream, gateway) = ts2_gateway();
-        check_resource_not_found("ts2_http_upstream", &gateway, &mut problems);
-        logs.push(("ts2_http_upstream", gateway.log()));
-    }
-    report(&problems, &logs);
-}
-
-fn report(problems: &[String], logs: &[(&str, String)]) {
-    if problems.is_empty() {
-        return;
-    }
-    let logs: Vec<String> = logs
-        .iter()
-        .map(|(name, log)| format!("--- eragate log ({name}):\n{log}"))
-        .collect();
-    panic!(
-        "{} problem(s):\n{}\n\n{}",
-        problems.len(),
-        problems.join("\n"),
-        logs.join("\n")
+    check_each(
+        vec![
+            // Legacy upstreams answer -32002 (all four handshake revisions).
+            ("legacy_http_upstream", Upstream::Http(&[])),
+            ("legacy_stdio_upstream", Upstream::Stdio(legacy_stdio_command())),
+            // Modern upstreams answer -32602 with data.uri (2026-07-28).
+            ("dual_era_http_upstream", Upstream::Http(&["--dual-era"])),
+            ("dual_era_stdio_upstream", Upstream::Stdio(dual_era_stdio_command(&[]))),
+            ("ts2_http_upstream", Upstream::Ts2Http),
+        ],
+        check_resource_not_found,
     );
 }
 
@@ -266,7 +235,7 @@ fn check_downgrades(upstream: &str, gateway: &Eragate, problems: &mut Vec<String
     for version in HANDSHAKE_REVISIONS {
         let cell = format!("legacy {version} client__{upstream}");
         let (session, _) = legacy_initialize(&url, version);
-        let call = |id, method, params| response(&legacy_request(&url, &session, version, id, method, params), id);
+        let call = |id, method, params| answer(&legacy_request(&url, &session, version, id, method, params), id);
 
         let rich = call(1, "tools/call", json!({"name": "rich_content", "arguments": {}}));
         check_rich_content(problems, &format!("{cell}: rich_content"), &rich["result"], version);
@@ -292,63 +261,48 @@ fn check_downgrades(upstream: &str, gateway: &Eragate, problems: &mut Vec<String
             (6, "resources/read", json!({"uri": "test://static/hello"})),
             (7, "prompts/list", json!({})),
         ] {
-            let answer = call(id, method, params);
-            if answer.get("result").is_none() {
-                problems.push(format!("{cell}: {method} failed: {answer}"));
+            let response = call(id, method, params);
+            if response.get("result").is_none() {
+                problems.push(format!("{cell}: {method} failed: {response}"));
             }
-            check_no_modern_members(problems, &format!("{cell}: {method}"), &answer["result"]);
+            check_no_modern_members(problems, &format!("{cell}: {method}"), &response["result"]);
         }
     }
 
     // A modern client gets the upstream's content unchanged.
-    let reply = post_modern(
-        &url,
-        10,
-        "tools/call",
-        Some("rich_content"),
-        json!({"name": "rich_content", "arguments": {}}),
-    );
-    let answer = response(&reply, 10);
+    let rich = answer(&modern_call(&url, 10, "rich_content", json!({})), 10);
     check_rich_content(
         problems,
         &format!("modern client__{upstream}: rich_content"),
-        &answer["result"],
+        &rich["result"],
         "2026-07-28",
     );
-    if answer["result"]["resultType"] != json!("complete") {
-        problems.push(format!("modern client__{upstream}: resultType missing: {answer}"));
+    if rich["result"]["resultType"] != json!("complete") {
+        problems.push(format!("modern client__{upstream}: resultType missing: {rich}"));
     }
-    let reply = post_modern(
-        &url,
-        11,
-        "tools/call",
-        Some("structured_list"),
-        json!({"name": "structured_list", "arguments": {}}),
-    );
-    let answer = response(&reply, 11);
-    if answer["result"]["structuredContent"] != json!([1, 2, 3]) {
+    let list = answer(&modern_call(&url, 11, "structured_list", json!({})), 11);
+    if list["result"]["structuredContent"] != json!([1, 2, 3]) {
         problems.push(format!(
-            "modern client__{upstream}: the non-object structuredContent must pass unchanged: {answer}"
+            "modern client__{upstream}: the non-object structuredContent must pass unchanged: {list}"
         ));
     }
 }
 
 #[test]
 fn content_is_downgraded_for_older_legacy_clients_of_a_modern_upstream() {
-    let mut problems = Vec::new();
-    let mut logs = Vec::new();
-    {
-        let upstream = LegacyHttpServer::start(&["--dual-era", "--rich-content"]);
-        let gateway = Eragate::http(&upstream.url, "");
-        check_downgrades("dual_era_http_upstream", &gateway, &mut problems);
-        logs.push(("dual_era_http_upstream", gateway.log()));
-    }
-    {
-        let gateway = stdio_gateway(&dual_era_stdio_command(&["--rich-content"]));
-        check_downgrades("dual_era_stdio_upstream", &gateway, &mut problems);
-        logs.push(("dual_era_stdio_upstream", gateway.log()));
-    }
-    report(&problems, &logs);
+    check_each(
+        vec![
+            (
+                "dual_era_http_upstream",
+                Upstream::Http(&["--dual-era", "--rich-content"]),
+            ),
+            (
+                "dual_era_stdio_upstream",
+                Upstream::Stdio(dual_era_stdio_command(&["--rich-content"])),
+            ),
+        ],
+        check_downgrades,
+    );
 }
 
 // --- batches -------------------------------------------------------------------------------
@@ -412,21 +366,17 @@ fn check_http_batches(upstream: &str, gateway: &Eragate, problems: &mut Vec<Stri
         &legacy_headers(&session, "2025-03-26"),
         Some(&batch_body()),
     );
-    let answer: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
-    if reply.status != 200
-        || !reply
-            .header("content-type")
-            .is_some_and(|c| c.starts_with("application/json"))
-    {
+    let batch: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+    if reply.status != 200 || !reply.content_type_is("application/json") {
         problems.push(format!(
             "{upstream}: 2025-03-26 batch: expected 200 application/json, got {} {:?}",
             reply.status,
             reply.header("content-type")
         ));
     }
-    check_batch_answer(problems, &format!("{upstream}: 2025-03-26 batch"), &answer);
+    check_batch_answer(problems, &format!("{upstream}: 2025-03-26 batch"), &batch);
     // The session still works afterwards.
-    let after = response(
+    let after = answer(
         &legacy_request(
             &url,
             &session,
@@ -444,8 +394,8 @@ fn check_http_batches(upstream: &str, gateway: &Eragate, problems: &mut Vec<Stri
     for version in ["2025-06-18", "2025-11-25"] {
         let (session, _) = legacy_initialize(&url, version);
         let reply = send("POST", &url, &legacy_headers(&session, version), Some(&batch_body()));
-        let answer: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
-        check_batch_refused(problems, &format!("{upstream}: {version} batch"), reply.status, &answer);
+        let batch: Value = serde_json::from_str(&reply.body).unwrap_or(Value::Null);
+        check_batch_refused(problems, &format!("{upstream}: {version} batch"), reply.status, &batch);
     }
 }
 
@@ -568,7 +518,7 @@ fn batches_are_served_for_2025_03_26_and_refused_otherwise() {
         check_stdio_batches("legacy_stdio_upstream", &["stdio", "--stdio", &command], &mut problems);
         logs.push(("legacy_http_upstream", gateway.log()));
     }
-    report(&problems, &logs);
+    assert_no_problems(&problems, &logs);
 }
 
 // --- logging/setLevel over a modern upstream ---------------------------------------------
@@ -610,7 +560,7 @@ fn check_logging(upstream: &str, gateway: &Eragate, problems: &mut Vec<String>) 
 
     // On the wire: setLevel error; critical arrives on the call's stream, warning does not.
     let (session, _) = legacy_initialize(&url, "2025-11-25");
-    let set = response(
+    let set = answer(
         &legacy_request(
             &url,
             &session,
@@ -638,12 +588,7 @@ fn check_logging(upstream: &str, gateway: &Eragate, problems: &mut Vec<String>) 
             "tools/call",
             json!({"name": "log_message", "arguments": {"level": level, "message": format!("at {level}")}}),
         );
-        let logs: Vec<Value> = reply
-            .messages()
-            .into_iter()
-            .filter(|m| m["method"] == json!("notifications/message"))
-            .collect();
-        let answer = response(&reply, id);
+        let logs = reply.notifications("notifications/message");
         let ok = if delivered {
             logs.len() == 1
                 && logs[0]["params"]["level"] == json!(level)
@@ -651,7 +596,7 @@ fn check_logging(upstream: &str, gateway: &Eragate, problems: &mut Vec<String>) 
         } else {
             logs.is_empty()
         };
-        if !ok || answer.get("result").is_none() {
+        if !ok || answer(&reply, id).get("result").is_none() {
             problems.push(format!(
                 "raw__{upstream}: setLevel error, log_message {level}: delivered expected {delivered}; got {reply:?}"
             ));
@@ -661,23 +606,12 @@ fn check_logging(upstream: &str, gateway: &Eragate, problems: &mut Vec<String>) 
 
 #[test]
 fn logging_set_level_of_a_legacy_client_filters_a_modern_upstreams_messages() {
-    let mut problems = Vec::new();
-    let mut logs = Vec::new();
-    {
-        let upstream = LegacyHttpServer::start(&["--dual-era"]);
-        let gateway = Eragate::http(&upstream.url, "");
-        check_logging("dual_era_http_upstream", &gateway, &mut problems);
-        logs.push(("dual_era_http_upstream", gateway.log()));
-    }
-    {
-        let gateway = stdio_gateway(&dual_era_stdio_command(&[]));
-        check_logging("dual_era_stdio_upstream", &gateway, &mut problems);
-        logs.push(("dual_era_stdio_upstream", gateway.log()));
-    }
-    {
-        let (_upstream, gateway) = ts2_gateway();
-        check_logging("ts2_http_upstream", &gateway, &mut problems);
-        logs.push(("ts2_http_upstream", gateway.log()));
-    }
-    report(&problems, &logs);
+    check_each(
+        vec![
+            ("dual_era_http_upstream", Upstream::Http(&["--dual-era"])),
+            ("dual_era_stdio_upstream", Upstream::Stdio(dual_era_stdio_command(&[]))),
+            ("ts2_http_upstream", Upstream::Ts2Http),
+        ],
+        check_logging,
+    );
 }

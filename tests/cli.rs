@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -30,6 +29,19 @@ fn describe(output: &Output) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
+}
+
+/// Asserts that stderr has a `<path>: ` problem line for each key path.
+#[track_caller]
+fn assert_paths_reported(output: &Output, paths: &[&str]) {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for path in paths {
+        assert!(
+            stderr.contains(&format!("{path}: ")),
+            "{path} not reported: {}",
+            describe(output)
+        );
+    }
 }
 
 /// Writes `text` as a config file and runs `check-config` on it.
@@ -256,23 +268,19 @@ fn check_config_lists_every_validation_problem_at_once() {
         [[upstreams]]\nname = \"x\"\nhttp.url = \"http://127.0.0.1:1/\"\n";
     let output = check_config_text(text);
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    for path in [
-        "listen.max_body_bytes",
-        "upstreams[0].name",
-        "upstreams[0].path",
-        "upstreams[0].stdio.command",
-        "upstreams[0].max_in_flight",
-        "upstreams[1].stdio.spares",
-        "upstreams[2].name",
-        "upstreams[2].path",
-    ] {
-        assert!(
-            stderr.contains(&format!("{path}: ")),
-            "{path} not reported: {}",
-            describe(&output)
-        );
-    }
+    assert_paths_reported(
+        &output,
+        &[
+            "listen.max_body_bytes",
+            "upstreams[0].name",
+            "upstreams[0].path",
+            "upstreams[0].stdio.command",
+            "upstreams[0].max_in_flight",
+            "upstreams[1].stdio.spares",
+            "upstreams[2].name",
+            "upstreams[2].path",
+        ],
+    );
 }
 
 /// `check-config` promises to "explain every mistake": a file with an unknown key and a
@@ -284,14 +292,10 @@ fn check_config_reports_a_typo_and_a_validation_problem_together() {
         [[upstreams]]\nname = \"e\"\npath = \"/b\"\nstdio.command = [\"x\"]\n";
     let output = check_config_text(text);
     assert_eq!(output.status.code(), Some(2), "{}", describe(&output));
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    for path in ["listen.adress", "upstreams[0].request_timeout", "upstreams[1].name"] {
-        assert!(
-            stderr.contains(&format!("{path}: ")),
-            "{path} not reported: {}",
-            describe(&output)
-        );
-    }
+    assert_paths_reported(
+        &output,
+        &["listen.adress", "upstreams[0].request_timeout", "upstreams[1].name"],
+    );
 }
 
 #[test]
@@ -397,15 +401,11 @@ fn run_stdio_splits_its_command_like_a_shell() {
         .stderr(std::fs::File::create(&log).expect("log file"));
     let _gateway = Proc::spawn("eragate run --stdio", &mut command);
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "eragate did not listen; log:\n{}",
-            log_text()
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
+    assert!(
+        listening(("127.0.0.1", port), Duration::from_secs(20)),
+        "eragate did not listen; log:\n{}",
+        log_text()
+    );
 
     let url = format!("http://127.0.0.1:{port}/mcp");
     let report = py_client(&[

@@ -11,68 +11,30 @@ use common::*;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-const PLAIN: [(&str, &str); 2] = [
-    ("content-type", "application/json"),
-    ("accept", "application/json, text/event-stream"),
-];
-
-/// A tag unique to this test run, put on the child's command line (`python -X tag`)
-/// so its processes can be found in /proc without touching anyone else's.
-fn unique_tag(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("eragate_faults_{name}_{}_{nanos}", std::process::id())
-}
-
-/// The fixture over stdio, tagged.
-fn tagged_fixture(tag: &str) -> Vec<String> {
-    let peers = peers();
-    vec![
-        peers.python().to_owned(),
-        "-X".to_owned(),
-        tag.to_owned(),
-        peers.script("legacy_server.py"),
-        "stdio".to_owned(),
-    ]
+/// eragate in front of the fixture over stdio, its children tagged with a tag unique to this
+/// run of test `name` (extra `[upstreams.stdio]` keys in `stdio`); returns the tag too.
+fn tagged_gateway(name: &str, stdio: &str) -> (String, Eragate) {
+    let tag = unique_tag(&format!("faults_{name}"));
+    let gateway = Eragate::start(&config(&tagged_fixture(&tag), "", "", stdio));
+    (tag, gateway)
 }
 
 /// A full config: `[listen]` extras, one stdio upstream `fixture` with extra upstream and stdio keys.
 fn config(command: &[String], listen: &str, upstream: &str, stdio: &str) -> String {
-    format!(
-        "[listen]\n{listen}\n[[upstreams]]\nname = \"fixture\"\n{upstream}\n[upstreams.stdio]\ncommand = {}\nkill_grace = \"200ms\"\n{stdio}\n",
-        serde_json::to_string(command).expect("json")
-    )
+    format!("[listen]\n{listen}\n{}", stdio_upstream_toml(command, upstream, stdio))
 }
 
-/// Live (non-zombie) processes whose command line contains `needle`.
-fn pids_with(needle: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            let zombie = stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z'));
-            (text.contains(needle) && !zombie).then_some(pid)
-        })
-        .collect()
+/// A modern `tools/call hang` (id `id`) on a thread of its own.
+fn hang_in_background(url: &str, id: u64) -> std::thread::JoinHandle<Reply> {
+    let url = url.to_owned();
+    std::thread::spawn(move || modern_call(&url, id, "hang", json!({})))
 }
 
-fn wait_until(what: &str, within: Duration, mut pred: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if pred() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    panic!("timed out after {within:?} waiting for {what}");
+/// Runs `f`; returns what it returned and how long it took.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let started = Instant::now();
+    let value = f();
+    (value, started.elapsed())
 }
 
 /// Sends raw bytes (a whole HTTP request, or garbage) and returns what came back until EOF or timeout.
@@ -269,9 +231,7 @@ fn upstream_that_exits_at_once_fails_fast() {
     let gateway = Eragate::stdio(&[peers.python(), "-c", "import sys; sys.exit(3)"], "");
     let url = gateway.url();
     for attempt in 0..2 {
-        let started = Instant::now();
-        let reply = post_modern(&url, 10 + attempt, "tools/list", None, json!({}));
-        let elapsed = started.elapsed();
+        let (reply, elapsed) = timed(|| post_modern(&url, 10 + attempt, "tools/list", None, json!({})));
         println!(
             "modern request to a dead upstream answered in {elapsed:?}: {}",
             reply.body
@@ -279,26 +239,16 @@ fn upstream_that_exits_at_once_fails_fast() {
         assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
         expect_upstream_error(&reply, json!(10 + attempt));
     }
-    let started = Instant::now();
     let init = json!({"jsonrpc": "2.0", "id": 20, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}});
-    let reply = send("POST", &url, &PLAIN, Some(&init.to_string()));
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
+    let (reply, elapsed) = timed(|| send("POST", &url, &PLAIN, Some(&init.to_string())));
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
     expect_upstream_error(&reply, json!(20));
     assert!(
         reply.header("mcp-session-id").is_none(),
         "no session for a failed initialize: {reply:?}"
     );
-    let started = Instant::now();
-    let reply = post_modern(&url, 21, "server/discover", None, json!({}));
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
+    let (reply, elapsed) = timed(|| post_modern(&url, 21, "server/discover", None, json!({})));
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
     expect_upstream_error(&reply, json!(21));
 }
 
@@ -308,24 +258,10 @@ fn hung_upstream_times_out_after_request_timeout() {
     let gateway = Eragate::start(&config(&command, "", "request_timeout = \"1s\"", ""));
     let url = gateway.url();
     // Warm the pooled session so the timing below is the call's alone.
-    let reply = post_modern(
-        &url,
-        1,
-        "tools/call",
-        Some("echo"),
-        json!({"name": "echo", "arguments": {"text": "warm"}}),
-    );
+    let reply = modern_call(&url, 1, "echo", json!({"text": "warm"}));
     assert_eq!(reply.json()["result"]["content"][0]["text"], "echo: warm", "{reply:?}");
 
-    let started = Instant::now();
-    let reply = post_modern(
-        &url,
-        2,
-        "tools/call",
-        Some("hang"),
-        json!({"name": "hang", "arguments": {}}),
-    );
-    let elapsed = started.elapsed();
+    let (reply, elapsed) = timed(|| modern_call(&url, 2, "hang", json!({})));
     println!("modern hang answered after {elapsed:?}: {}", reply.body);
     assert!(
         elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(4),
@@ -334,13 +270,7 @@ fn hung_upstream_times_out_after_request_timeout() {
     expect_upstream_error(&reply, json!(2));
 
     // The session survives a timed-out call.
-    let reply = post_modern(
-        &url,
-        3,
-        "tools/call",
-        Some("echo"),
-        json!({"name": "echo", "arguments": {"text": "still here"}}),
-    );
+    let reply = modern_call(&url, 3, "echo", json!({"text": "still here"}));
     assert_eq!(
         reply.json()["result"]["content"][0]["text"],
         "echo: still here",
@@ -349,11 +279,10 @@ fn hung_upstream_times_out_after_request_timeout() {
 
     // A legacy client's hung call times out the same way.
     let (session, _) = legacy_initialize(&url, "2025-11-25");
-    let started = Instant::now();
-    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
-        .to_string();
-    let reply = send("POST", &url, &legacy_headers(&session, "2025-11-25"), Some(&body));
-    let elapsed = started.elapsed();
+    let (reply, elapsed) = timed(|| {
+        let hang = json!({"name": "hang", "arguments": {}});
+        legacy_request(&url, &session, "2025-11-25", 4, "tools/call", hang)
+    });
     assert!(
         elapsed >= Duration::from_millis(900) && elapsed < Duration::from_secs(4),
         "took {elapsed:?}"
@@ -363,17 +292,9 @@ fn hung_upstream_times_out_after_request_timeout() {
 
 #[test]
 fn a_killed_child_fails_its_call_and_is_replaced() {
-    let tag = unique_tag("kill");
-    let command = tagged_fixture(&tag);
-    let gateway = Eragate::start(&config(&command, "", "", "spares = 0"));
+    let (tag, gateway) = tagged_gateway("kill", "spares = 0");
     let url = gateway.url();
-    let reply = post_modern(
-        &url,
-        1,
-        "tools/call",
-        Some("echo"),
-        json!({"name": "echo", "arguments": {"text": "one"}}),
-    );
+    let reply = modern_call(&url, 1, "echo", json!({"text": "one"}));
     assert_eq!(reply.json()["result"]["content"][0]["text"], "echo: one", "{reply:?}");
     // An era probe may have used a child of its own; it is closed after the probe.
     let mut children = Vec::new();
@@ -395,22 +316,11 @@ fn a_killed_child_fails_its_call_and_is_replaced() {
     );
     let victim = children[0];
 
-    let hang_url = url.clone();
-    let call = std::thread::spawn(move || {
-        post_modern(
-            &hang_url,
-            2,
-            "tools/call",
-            Some("hang"),
-            json!({"name": "hang", "arguments": {}}),
-        )
-    });
+    let call = hang_in_background(&url, 2);
     std::thread::sleep(Duration::from_millis(1000));
     assert!(!call.is_finished(), "hang answered early");
     signal(victim, Signal::SIGKILL);
-    let killed = Instant::now();
-    let reply = call.join().expect("caller");
-    let elapsed = killed.elapsed();
+    let (reply, elapsed) = timed(|| call.join().expect("caller"));
     println!(
         "call on a SIGKILLed child answered {elapsed:?} after the kill: {}",
         reply.body
@@ -419,13 +329,7 @@ fn a_killed_child_fails_its_call_and_is_replaced() {
     expect_upstream_error(&reply, json!(2));
 
     // The next request succeeds on a new child.
-    let reply = post_modern(
-        &url,
-        3,
-        "tools/call",
-        Some("echo"),
-        json!({"name": "echo", "arguments": {"text": "two"}}),
-    );
+    let reply = modern_call(&url, 3, "echo", json!({"text": "two"}));
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(
         reply.json()["result"]["content"][0]["text"],
@@ -449,44 +353,28 @@ fn a_killed_child_fails_its_call_and_is_replaced() {
     });
     let (legacy_url, legacy_session) = (url.clone(), session.clone());
     let call = std::thread::spawn(move || {
-        let body =
-            json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "hang", "arguments": {}}})
-                .to_string();
-        send(
-            "POST",
-            &legacy_url,
-            &legacy_headers(&legacy_session, "2025-11-25"),
-            Some(&body),
-        )
+        let hang = json!({"name": "hang", "arguments": {}});
+        legacy_request(&legacy_url, &legacy_session, "2025-11-25", 5, "tools/call", hang)
     });
     std::thread::sleep(Duration::from_millis(1000));
     for pid in &dedicated {
         signal(*pid, Signal::SIGKILL);
     }
-    let killed = Instant::now();
-    let reply = call.join().expect("caller");
-    assert!(killed.elapsed() < Duration::from_secs(3), "took {:?}", killed.elapsed());
+    let (reply, elapsed) = timed(|| call.join().expect("caller"));
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
     expect_upstream_error(&reply, json!(5));
     let (fresh, _) = legacy_initialize(&url, "2025-11-25");
-    let body = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "three"}}}).to_string();
-    let reply = send("POST", &url, &legacy_headers(&fresh, "2025-11-25"), Some(&body));
+    let echo = json!({"name": "echo", "arguments": {"text": "three"}});
+    let reply = legacy_request(&url, &fresh, "2025-11-25", 6, "tools/call", echo);
     let message = reply.messages().into_iter().find(|m| m["id"] == 6).expect("answer");
     assert_eq!(message["result"]["content"][0]["text"], "echo: three", "{message}");
 }
 
 #[test]
 fn sigterm_stops_every_child() {
-    let tag = unique_tag("term");
-    let command = tagged_fixture(&tag);
-    let mut gateway = Eragate::start(&config(&command, "", "", ""));
+    let (tag, mut gateway) = tagged_gateway("term", "");
     let url = gateway.url();
-    let reply = post_modern(
-        &url,
-        1,
-        "tools/call",
-        Some("echo"),
-        json!({"name": "echo", "arguments": {"text": "x"}}),
-    );
+    let reply = modern_call(&url, 1, "echo", json!({"text": "x"}));
     assert_eq!(reply.status, 200, "{reply:?}");
     let (_session, _) = legacy_initialize(&url, "2025-11-25");
     // pooled child + dedicated child + a spare
@@ -494,9 +382,7 @@ fn sigterm_stops_every_child() {
     assert!(process_alive_with(&tag));
     println!("children before SIGTERM: {:?}", pids_with(&tag));
 
-    let started = Instant::now();
-    let exited = gateway.proc.terminate(Duration::from_secs(10));
-    let elapsed = started.elapsed();
+    let (exited, elapsed) = timed(|| gateway.proc.terminate(Duration::from_secs(10)));
     println!("eragate exited {elapsed:?} after SIGTERM");
     assert!(
         exited,
@@ -588,13 +474,7 @@ fn garbage_never_crashes_the_gateway() {
 
     // Huge strings within the limit: a 1.5 MB argument is echoed back whole.
     let text = "é".repeat(750_000);
-    let reply = post_modern(
-        &url,
-        3,
-        "tools/call",
-        Some("echo"),
-        json!({"name": "echo", "arguments": {"text": text}}),
-    );
+    let reply = modern_call(&url, 3, "echo", json!({"text": text}));
     assert_eq!(reply.status, 200, "{:?}", &reply.body[..reply.body.len().min(300)]);
     let message = reply.messages().into_iter().find(|m| m["id"] == 3).expect("answer");
     assert_eq!(
@@ -648,13 +528,7 @@ fn garbage_never_crashes_the_gateway() {
     }
     healthy(&mut gateway);
     // And it still serves real traffic.
-    let reply = post_modern(
-        &url,
-        9,
-        "tools/call",
-        Some("echo"),
-        json!({"name": "echo", "arguments": {"text": "alive"}}),
-    );
+    let reply = modern_call(&url, 9, "echo", json!({"text": "alive"}));
     assert_eq!(reply.json()["result"]["content"][0]["text"], "echo: alive", "{reply:?}");
 }
 
@@ -662,39 +536,16 @@ fn garbage_never_crashes_the_gateway() {
 fn sigterm_with_work_in_flight_exits_within_the_grace() {
     // A legacy GET stream open and a modern call hanging: eragate drains for at most the
     // shutdown grace (10 s by default), answers the hung call with an error, stops every child.
-    let tag = unique_tag("drain");
-    let command = tagged_fixture(&tag);
-    let mut gateway = Eragate::start(&config(&command, "", "", ""));
+    let (tag, mut gateway) = tagged_gateway("drain", "");
     let url = gateway.url();
     let (session, _) = legacy_initialize(&url, "2025-11-25");
-    let client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client");
-    let stream = client
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .expect("GET stream");
+    let stream = open_legacy_stream(&url, &session, "2025-11-25", Duration::from_secs(60));
     assert_eq!(stream.status().as_u16(), 200);
-    let hang_url = url.clone();
-    let call = std::thread::spawn(move || {
-        post_modern(
-            &hang_url,
-            2,
-            "tools/call",
-            Some("hang"),
-            json!({"name": "hang", "arguments": {}}),
-        )
-    });
+    let call = hang_in_background(&url, 2);
     std::thread::sleep(Duration::from_millis(1000));
     assert!(process_alive_with(&tag));
 
-    let started = Instant::now();
-    let exited = gateway.proc.terminate(Duration::from_secs(15));
-    let elapsed = started.elapsed();
+    let (exited, elapsed) = timed(|| gateway.proc.terminate(Duration::from_secs(15)));
     println!("with a GET stream and a hung call in flight, eragate exited {elapsed:?} after SIGTERM");
     assert!(
         exited && elapsed < Duration::from_secs(12),

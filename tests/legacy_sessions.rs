@@ -10,49 +10,26 @@ use common::*;
 use serde_json::{Value, json};
 
 fn stdio_gateway() -> Eragate {
-    let command = legacy_stdio_command();
-    let command: Vec<&str> = command.iter().map(String::as_str).collect();
-    Eragate::stdio(&command, "")
+    Eragate::stdio(&as_strs(&legacy_stdio_command()), "")
 }
 
-const PLAIN: [(&str, &str); 2] = [
-    ("content-type", "application/json"),
-    ("accept", "application/json, text/event-stream"),
-];
-
-/// The message answering `id` in a reply (JSON or SSE).
-fn answer(reply: &Reply, id: &Value) -> Value {
-    reply
-        .messages()
-        .into_iter()
-        .find(|m| m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some()))
-        .unwrap_or_else(|| panic!("no answer for id {id} in {reply:?}"))
-}
-
-fn request(id: u64, method: &str, params: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
-}
-
+/// A legacy `tools/call` on `session`, which must answer 200.
 fn call_tool(url: &str, session: &str, version: &str, id: u64, name: &str, arguments: Value) -> Reply {
-    let reply = send(
-        "POST",
+    let reply = legacy_request(
         url,
-        &legacy_headers(session, version),
-        Some(&request(
-            id,
-            "tools/call",
-            json!({"name": name, "arguments": arguments}),
-        )),
+        session,
+        version,
+        id,
+        "tools/call",
+        json!({"name": name, "arguments": arguments}),
     );
     assert_eq!(reply.status, 200, "tools/call {name}: {reply:?}");
     reply
 }
 
-fn text_of(message: &Value) -> String {
-    message["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text: {message}"))
-        .to_owned()
+/// The text of the tool result answering `id`.
+fn text_of(reply: &Reply, id: u64) -> String {
+    tool_text(&answer(reply, id)["result"]).to_owned()
 }
 
 #[test]
@@ -74,7 +51,7 @@ fn initialize_negotiation_table() {
         if let Some(offered) = offered {
             params["protocolVersion"] = json!(offered);
         }
-        let reply = send("POST", &url, &PLAIN, Some(&request(1, "initialize", params)));
+        let reply = send("POST", &url, &PLAIN, Some(&request_body(1, "initialize", params)));
         assert_eq!(reply.status, 200, "offer {offered:?}: {reply:?}");
         let session = reply
             .header("mcp-session-id")
@@ -84,7 +61,7 @@ fn initialize_negotiation_table() {
             !session.is_empty() && session.bytes().all(|b| (0x21..=0x7e).contains(&b)),
             "visible ASCII session id: {session:?}"
         );
-        let message = answer(&reply, &json!(1));
+        let message = answer(&reply, 1);
         let result = &message["result"];
         assert_eq!(result["protocolVersion"], expected, "offer {offered:?}: {result}");
         assert_eq!(result["serverInfo"]["name"], "eragate-legacy-fixture", "{result}");
@@ -100,7 +77,7 @@ fn initialize_negotiation_table() {
             202
         );
         let reply = call_tool(&url, &session, expected, 2, "echo", json!({"text": expected}));
-        assert_eq!(text_of(&answer(&reply, &json!(2))), format!("echo: {expected}"));
+        assert_eq!(text_of(&reply, 2), format!("echo: {expected}"));
         sessions.push((session, expected));
     }
     let distinct: std::collections::BTreeSet<&String> = sessions.iter().map(|(s, _)| s).collect();
@@ -124,7 +101,7 @@ fn session_lifecycle() {
         "POST",
         &url,
         &PLAIN,
-        Some(&request(
+        Some(&request_body(
             0,
             "initialize",
             json!({"protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}),
@@ -142,55 +119,30 @@ fn session_lifecycle() {
     assert!(ack.body.is_empty(), "{ack:?}");
 
     // ping is answered with an empty result.
-    let reply = send(
-        "POST",
-        &url,
-        &legacy_headers(&session, v),
-        Some(&request(1, "ping", json!({}))),
-    );
+    let reply = legacy_request(&url, &session, v, 1, "ping", json!({}));
     assert_eq!(reply.status, 200, "{reply:?}");
-    assert_eq!(answer(&reply, &json!(1))["result"], json!({}), "{reply:?}");
+    assert_eq!(answer(&reply, 1)["result"], json!({}), "{reply:?}");
 
     // Requests on the session reach the upstream, undecorated.
-    let reply = send(
-        "POST",
-        &url,
-        &legacy_headers(&session, v),
-        Some(&request(2, "tools/list", json!({}))),
-    );
-    let result = answer(&reply, &json!(2))["result"].clone();
+    let reply = legacy_request(&url, &session, v, 2, "tools/list", json!({}));
+    let result = answer(&reply, 2)["result"].clone();
     assert!(result["tools"].as_array().is_some_and(|t| t.len() >= 7), "{result}");
     assert!(
         result.get("resultType").is_none() && result.get("ttlMs").is_none(),
         "{result}"
     );
     let reply = call_tool(&url, &session, v, 3, "météo", json!({"city": "Zürich"}));
-    assert_eq!(text_of(&answer(&reply, &json!(3))), "météo: Zürich");
+    assert_eq!(text_of(&reply, 3), "météo: Zürich");
 
     // A resource that does not exist stays -32002 for a legacy client, data.uri kept.
-    let reply = send(
-        "POST",
-        &url,
-        &legacy_headers(&session, v),
-        Some(&request(4, "resources/read", json!({"uri": "test://nope/1"}))),
-    );
+    let reply = legacy_request(&url, &session, v, 4, "resources/read", json!({"uri": "test://nope/1"}));
     assert_eq!(reply.status, 200, "{reply:?}");
-    let message = answer(&reply, &json!(4));
+    let message = answer(&reply, 4);
     assert_eq!(message["error"]["code"], -32002, "{message}");
     assert_eq!(message["error"]["data"]["uri"], "test://nope/1", "{message}");
 
     // The GET stream opens for a live session.
-    let client = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("client");
-    let stream = client
-        .get(&url)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", v)
-        .send()
-        .expect("GET stream");
+    let stream = open_legacy_stream(&url, &session, v, Duration::from_secs(10));
     assert_eq!(stream.status().as_u16(), 200, "{stream:?}");
     assert!(
         stream
@@ -203,14 +155,9 @@ fn session_lifecycle() {
     drop(stream);
 
     // An unknown session: 404. No session at all: 400.
-    let reply = send(
-        "POST",
-        &url,
-        &legacy_headers("not-a-session", v),
-        Some(&request(5, "tools/list", json!({}))),
-    );
+    let reply = legacy_request(&url, "not-a-session", v, 5, "tools/list", json!({}));
     assert_eq!(reply.status, 404, "{reply:?}");
-    let reply = send("POST", &url, &PLAIN, Some(&request(6, "tools/list", json!({}))));
+    let reply = send("POST", &url, &PLAIN, Some(&request_body(6, "tools/list", json!({}))));
     assert_eq!(reply.status, 400, "{reply:?}");
     let reply = send(
         "GET",
@@ -227,12 +174,7 @@ fn session_lifecycle() {
     // DELETE ends it; afterwards the session is unknown (404), and so is a second DELETE.
     let reply = send("DELETE", &url, &legacy_headers(&session, v), None);
     assert!(reply.status == 200 || reply.status == 204, "{reply:?}");
-    let reply = send(
-        "POST",
-        &url,
-        &legacy_headers(&session, v),
-        Some(&request(7, "tools/list", json!({}))),
-    );
+    let reply = legacy_request(&url, &session, v, 7, "tools/list", json!({}));
     assert_eq!(reply.status, 404, "after DELETE: {reply:?}");
     assert_eq!(send("DELETE", &url, &legacy_headers(&session, v), None).status, 404);
 }
@@ -248,24 +190,20 @@ fn log_at(url: &str, session: &str, id: u64, level: &str) -> (String, Vec<Value>
         "log_message",
         json!({"level": level, "message": format!("msg {id}")}),
     );
-    let messages = reply.messages();
-    let logs = messages
-        .iter()
-        .filter(|m| m["method"] == "notifications/message")
-        .cloned()
-        .collect();
-    (text_of(&answer(&reply, &json!(id))), logs)
+    (text_of(&reply, id), reply.notifications("notifications/message"))
 }
 
 fn set_level(url: &str, session: &str, id: u64, level: &str) {
-    let reply = send(
-        "POST",
+    let reply = legacy_request(
         url,
-        &legacy_headers(session, "2025-11-25"),
-        Some(&request(id, "logging/setLevel", json!({"level": level}))),
+        session,
+        "2025-11-25",
+        id,
+        "logging/setLevel",
+        json!({"level": level}),
     );
     assert_eq!(reply.status, 200, "{reply:?}");
-    assert_eq!(answer(&reply, &json!(id))["result"], json!({}), "{reply:?}");
+    assert_eq!(answer(&reply, id)["result"], json!({}), "{reply:?}");
 }
 
 #[test]
@@ -331,19 +269,11 @@ fn sessions_through_an_http_upstream() {
     assert_eq!(result_a["serverInfo"]["name"], "eragate-legacy-fixture", "{result_a}");
 
     // Per-session log levels on the upstream's own HTTP sessions.
-    let reply = send(
-        "POST",
-        &url,
-        &legacy_headers(&a, "2025-06-18"),
-        Some(&request(1, "logging/setLevel", json!({"level": "error"}))),
-    );
-    assert_eq!(answer(&reply, &json!(1))["result"], json!({}), "{reply:?}");
+    let reply = legacy_request(&url, &a, "2025-06-18", 1, "logging/setLevel", json!({"level": "error"}));
+    assert_eq!(answer(&reply, 1)["result"], json!({}), "{reply:?}");
     let reply = call_tool(&url, &a, "2025-06-18", 2, "log_message", json!({"level": "warning"}));
-    assert_eq!(text_of(&answer(&reply, &json!(2))), "suppressed warning");
-    assert!(
-        reply.messages().iter().all(|m| m["method"] != "notifications/message"),
-        "{reply:?}"
-    );
+    assert_eq!(text_of(&reply, 2), "suppressed warning");
+    assert!(reply.notifications("notifications/message").is_empty(), "{reply:?}");
     let reply = call_tool(
         &url,
         &a,
@@ -352,12 +282,8 @@ fn sessions_through_an_http_upstream() {
         "log_message",
         json!({"level": "critical", "message": "boom"}),
     );
-    assert_eq!(text_of(&answer(&reply, &json!(3))), "logged critical");
-    let logs: Vec<Value> = reply
-        .messages()
-        .into_iter()
-        .filter(|m| m["method"] == "notifications/message")
-        .collect();
+    assert_eq!(text_of(&reply, 3), "logged critical");
+    let logs = reply.notifications("notifications/message");
     assert_eq!(logs.len(), 1, "{reply:?}");
     assert_eq!(
         (&logs[0]["params"]["level"], &logs[0]["params"]["data"]),
@@ -372,26 +298,18 @@ fn sessions_through_an_http_upstream() {
     let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "slow_progress", "arguments": {"steps": 2}, "_meta": {"progressToken": 4242}}});
     let reply = send("POST", &url, &legacy_headers(&b, "2025-11-25"), Some(&body.to_string()));
-    let messages = reply.messages();
-    let progress: Vec<&Value> = messages
-        .iter()
-        .filter(|m| m["method"] == "notifications/progress")
-        .collect();
-    assert_eq!(progress.len(), 2, "{messages:?}");
+    let progress = reply.notifications("notifications/progress");
+    assert_eq!(progress.len(), 2, "{:?}", reply.messages());
     assert!(
         progress.iter().all(|p| p["params"]["progressToken"] == 4242),
         "{progress:?}"
     );
-    assert_eq!(text_of(&answer(&reply, &json!(5))), "done");
+    assert_eq!(text_of(&reply, 5), "done");
 
     // Resource not found stays -32002.
-    let reply = send(
-        "POST",
-        &url,
-        &legacy_headers(&b, "2025-11-25"),
-        Some(&request(6, "resources/read", json!({"uri": "test://gone"}))),
-    );
-    let message = answer(&reply, &json!(6));
+    let gone = json!({"uri": "test://gone"});
+    let reply = legacy_request(&url, &b, "2025-11-25", 6, "resources/read", gone);
+    let message = answer(&reply, 6);
     assert_eq!(
         (&message["error"]["code"], &message["error"]["data"]["uri"]),
         (&json!(-32002), &json!("test://gone")),
@@ -403,13 +321,8 @@ fn sessions_through_an_http_upstream() {
         send("DELETE", &url, &legacy_headers(&a, "2025-06-18"), None).status,
         200
     );
-    let reply = send(
-        "POST",
-        &url,
-        &legacy_headers(&a, "2025-06-18"),
-        Some(&request(7, "tools/list", json!({}))),
-    );
+    let reply = legacy_request(&url, &a, "2025-06-18", 7, "tools/list", json!({}));
     assert_eq!(reply.status, 404, "a request on a DELETEd session: {reply:?}");
     let reply = call_tool(&url, &b, "2025-11-25", 8, "echo", json!({"text": "b"}));
-    assert_eq!(text_of(&answer(&reply, &json!(8))), "echo: b");
+    assert_eq!(text_of(&reply, 8), "echo: b");
 }

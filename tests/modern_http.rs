@@ -11,7 +11,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,18 +27,7 @@ fn fixture_info() -> Value {
 
 /// eragate in front of the fixture over stdio.
 fn stdio_gateway(extra_upstream_toml: &str) -> Eragate {
-    let command = legacy_stdio_command();
-    let command: Vec<&str> = command.iter().map(String::as_str).collect();
-    Eragate::stdio(&command, extra_upstream_toml)
-}
-
-/// The message answering `id` in a reply (JSON or SSE); panics with the reply otherwise.
-fn answer(reply: &Reply, id: &Value) -> Value {
-    reply
-        .messages()
-        .into_iter()
-        .find(|m| m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some()))
-        .unwrap_or_else(|| panic!("no answer for id {id} in {reply:?}"))
+    Eragate::stdio(&as_strs(&legacy_stdio_command()), extra_upstream_toml)
 }
 
 /// Asserts an HTTP status plus a JSON-RPC error with `code` for `id`; returns the error object.
@@ -57,7 +46,7 @@ fn expect_error(reply: &Reply, status: u16, code: i64, id: Value) -> Value {
 #[track_caller]
 fn expect_modern_result(reply: &Reply, id: Value) -> Value {
     assert_eq!(reply.status, 200, "{reply:?}");
-    let message = answer(reply, &id);
+    let message = answer(reply, id);
     let result = message
         .get("result")
         .unwrap_or_else(|| panic!("expected a result: {message}"))
@@ -82,30 +71,41 @@ fn raw_body(id: Value, method: &str, mut params: Value, meta: Option<Value>) -> 
             .expect("params object")
             .insert("_meta".into(), meta);
     }
-    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+    request_body(id, method, params)
 }
 
-fn envelope() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "eragate-tests", "version": "0"}
-    })
+/// POSTs a [`raw_body`] with `headers`.
+fn post_raw(url: &str, headers: &[(&str, &str)], id: Value, method: &str, params: Value, meta: Option<Value>) -> Reply {
+    send("POST", url, headers, Some(&raw_body(id, method, params, meta)))
+}
+
+/// POSTs `method` with empty params and exactly this `_meta`, with the modern headers.
+fn list_with_meta(url: &str, method: &str, id: Value, meta: Option<Value>) -> Reply {
+    post_raw(url, &modern_headers(method, None), id, method, json!({}), meta)
 }
 
 fn modern_with_id(url: &str, id: Value, method: &str, name: Option<&str>, params: Value) -> Reply {
-    send(
-        "POST",
+    post_raw(
         url,
         &modern_headers(method, name),
-        Some(&raw_body(id, method, params, Some(envelope()))),
+        id,
+        method,
+        params,
+        Some(modern_envelope()),
     )
 }
 
-fn tool_text(result: &Value) -> &str {
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no text content: {result}"))
+/// The six requests whose results are cacheable (`ttlMs`, `cacheScope`), reading `uri`:
+/// (method, Mcp-Name, params).
+fn cacheable_requests(uri: &'static str) -> [(&'static str, Option<&'static str>, Value); 6] {
+    [
+        ("tools/list", None, json!({})),
+        ("prompts/list", None, json!({})),
+        ("resources/list", None, json!({})),
+        ("resources/templates/list", None, json!({})),
+        ("resources/read", Some(uri), json!({ "uri": uri })),
+        ("server/discover", None, json!({})),
+    ]
 }
 
 // --- the traced HTTP upstream -----------------------------------------------------------
@@ -135,14 +135,8 @@ impl TracedUpstream {
         command
             .arg(peers.script("legacy_server.py"))
             .args(["http", "--port", "0", "--trace"])
-            .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&trace).expect("trace file"));
-        let mut proc = Proc::spawn("legacy_server.py http --trace", &mut command);
-        let stdout = proc.child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).expect("ready line");
-        let ready: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad ready line {line:?}: {e}"));
-        let url = ready["listening"].as_str().expect("url").to_owned();
+        let ListeningServer { proc, url } = ListeningServer::spawn("legacy_server.py http --trace", &mut command);
         TracedUpstream {
             _proc: proc,
             url,
@@ -194,15 +188,35 @@ impl TracedUpstream {
 
     /// Waits until `pred` holds for the trace (or panics after `within`).
     fn wait_for(&self, what: &str, within: Duration, pred: impl Fn(&TracedUpstream) -> bool) {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if pred(self) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
+        if !poll_until(within, || pred(self)) {
+            panic!("upstream never saw {what} within {within:?}; trace:\n{}", self.raw());
         }
-        panic!("upstream never saw {what} within {within:?}; trace:\n{}", self.raw());
     }
+
+    /// The upstream's ids of the `hang` calls it received, in order.
+    fn hang_ids(&self) -> Vec<Value> {
+        self.posted("tools/call")
+            .into_iter()
+            .filter(|(_, b)| b["params"]["name"] == "hang")
+            .map(|(_, b)| b["id"].clone())
+            .collect()
+    }
+}
+
+/// Sends a modern `tools/call hang` (id `id`) as raw HTTP on a connection of its own (10 s
+/// read timeout), which stays open.
+fn send_raw_hang(gateway: &Eragate, id: u64) -> TcpStream {
+    let body = modern_body(id, "tools/call", json!({"name": "hang", "arguments": {}}));
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: hang\r\nContent-Length: {len}\r\n\r\n{body}",
+        addr = gateway.addr,
+        len = body.len()
+    );
+    let mut stream = TcpStream::connect(gateway.addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    stream.write_all(request.as_bytes()).expect("write");
+    stream
 }
 
 // --- tests -------------------------------------------------------------------------------
@@ -237,11 +251,7 @@ fn era_is_decided_per_request() {
 
     // A legacy MCP-Protocol-Version and no envelope: the legacy path, which needs a session.
     let bare = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}).to_string();
-    let legacy_header = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2025-06-18"),
-    ];
+    let legacy_header = [PLAIN[0], PLAIN[1], ("mcp-protocol-version", "2025-06-18")];
     let reply = send("POST", &url, &legacy_header, Some(&bare));
     let error = expect_error(&reply, 400, -32600, json!(3));
     assert!(
@@ -252,7 +262,7 @@ fn era_is_decided_per_request() {
     let (session, _) = legacy_initialize(&url, "2025-06-18");
     let reply = send("POST", &url, &legacy_headers(&session, "2025-06-18"), Some(&bare));
     assert_eq!(reply.status, 200, "{reply:?}");
-    let result = answer(&reply, &json!(3))["result"].clone();
+    let result = answer(&reply, 3)["result"].clone();
     assert!(result["tools"].as_array().is_some_and(|t| !t.is_empty()), "{result}");
     for key in ["resultType", "ttlMs", "cacheScope"] {
         assert!(result.get(key).is_none(), "a legacy client gets no {key}: {result}");
@@ -263,12 +273,7 @@ fn era_is_decided_per_request() {
     );
 
     // MCP-Protocol-Version 2026-07-28 without an envelope: 400 / -32602.
-    let reply = send(
-        "POST",
-        &url,
-        &modern_headers("tools/list", None),
-        Some(&raw_body(json!(4), "tools/list", json!({}), None)),
-    );
+    let reply = list_with_meta(&url, "tools/list", json!(4), None);
     expect_error(&reply, 400, -32602, json!(4));
     let no_params = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}).to_string();
     let reply = send("POST", &url, &modern_headers("tools/list", None), Some(&no_params));
@@ -283,20 +288,10 @@ fn envelope_headers_and_methods_are_validated_in_order() {
 
     // Missing envelope keys: 400 / -32602.
     let missing_version = json!({"io.modelcontextprotocol/clientCapabilities": {}});
-    let reply = send(
-        "POST",
-        &url,
-        &h("tools/list", None),
-        Some(&raw_body(json!(10), "tools/list", json!({}), Some(missing_version))),
-    );
+    let reply = list_with_meta(&url, "tools/list", json!(10), Some(missing_version));
     expect_error(&reply, 400, -32602, json!(10));
     let missing_caps = json!({"io.modelcontextprotocol/protocolVersion": MODERN});
-    let reply = send(
-        "POST",
-        &url,
-        &h("prompts/list", None),
-        Some(&raw_body(json!("e-11"), "prompts/list", json!({}), Some(missing_caps))),
-    );
+    let reply = list_with_meta(&url, "prompts/list", json!("e-11"), Some(missing_caps));
     let error = expect_error(&reply, 400, -32602, json!("e-11"));
     assert!(
         error["message"].as_str().unwrap_or("").contains("clientCapabilities"),
@@ -304,21 +299,12 @@ fn envelope_headers_and_methods_are_validated_in_order() {
     );
 
     // MCP-Protocol-Version header differs from _meta: 400 / -32020 (before the version check).
-    let mut meta = envelope();
+    let mut meta = modern_envelope();
     meta["io.modelcontextprotocol/protocolVersion"] = json!("2027-03-01");
-    let reply = send(
-        "POST",
-        &url,
-        &h("tools/list", None),
-        Some(&raw_body(json!(12), "tools/list", json!({}), Some(meta))),
-    );
+    let reply = list_with_meta(&url, "tools/list", json!(12), Some(meta));
     expect_error(&reply, 400, -32020, json!(12));
-    let headers = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2025-11-25"),
-        ("mcp-method", "tools/list"),
-    ];
+    let mut headers = modern_headers("tools/list", None);
+    headers[2] = ("mcp-protocol-version", "2025-11-25");
     let reply = send("POST", &url, &headers, Some(&modern_body(13, "tools/list", json!({}))));
     expect_error(&reply, 400, -32020, json!(13));
     // An envelope but no MCP-Protocol-Version header at all.
@@ -331,20 +317,11 @@ fn envelope_headers_and_methods_are_validated_in_order() {
     expect_error(&reply, 400, -32020, json!(14));
 
     // Unsupported version (header and body agree): 400 / -32022 naming both sides.
-    let mut meta = envelope();
+    let mut meta = modern_envelope();
     meta["io.modelcontextprotocol/protocolVersion"] = json!("2027-03-01");
-    let headers = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2027-03-01"),
-        ("mcp-method", "tools/list"),
-    ];
-    let reply = send(
-        "POST",
-        &url,
-        &headers,
-        Some(&raw_body(json!(15), "tools/list", json!({}), Some(meta))),
-    );
+    let mut headers = modern_headers("tools/list", None);
+    headers[2] = ("mcp-protocol-version", "2027-03-01");
+    let reply = post_raw(&url, &headers, json!(15), "tools/list", json!({}), Some(meta));
     let error = expect_error(&reply, 400, -32022, json!(15));
     assert_eq!(
         error["data"],
@@ -427,7 +404,8 @@ fn envelope_headers_and_methods_are_validated_in_order() {
     // A modern notification: 202, no body.
     for method in ["notifications/cancelled", "notifications/initialized"] {
         let body =
-            json!({"jsonrpc": "2.0", "method": method, "params": {"requestId": 999, "_meta": envelope()}}).to_string();
+            json!({"jsonrpc": "2.0", "method": method, "params": {"requestId": 999, "_meta": modern_envelope()}})
+                .to_string();
         let reply = send("POST", &url, &modern_headers(method, None), Some(&body));
         assert_eq!(reply.status, 202, "{method}: {reply:?}");
         assert!(reply.body.is_empty(), "{reply:?}");
@@ -494,33 +472,17 @@ fn discover_and_result_decoration() {
     let reply = post_modern(&url, 1, "server/discover", None, json!({}));
     check_discover(&expect_modern_result(&reply, json!(1)));
     // A legacy-shaped probe: no _meta at all, no MCP headers.
-    let plain = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-    ];
     for body in [
         json!({"jsonrpc": "2.0", "id": "probe", "method": "server/discover"}),
         json!({"jsonrpc": "2.0", "id": "probe", "method": "server/discover", "params": {}}),
     ] {
-        let reply = send("POST", &url, &plain, Some(&body.to_string()));
+        let reply = send("POST", &url, &PLAIN, Some(&body.to_string()));
         assert_eq!(reply.status, 200, "{body}: {reply:?}");
-        check_discover(&answer(&reply, &json!("probe"))["result"]);
+        check_discover(&answer(&reply, "probe")["result"]);
     }
 
     // The six cacheable results carry ttlMs/cacheScope; the others do not.
-    let cacheable: [(&str, Option<&str>, Value); 6] = [
-        ("tools/list", None, json!({})),
-        ("prompts/list", None, json!({})),
-        ("resources/list", None, json!({})),
-        ("resources/templates/list", None, json!({})),
-        (
-            "resources/read",
-            Some("test://items/42"),
-            json!({"uri": "test://items/42"}),
-        ),
-        ("server/discover", None, json!({})),
-    ];
-    for (i, (method, name, params)) in cacheable.into_iter().enumerate() {
+    for (i, (method, name, params)) in cacheable_requests("test://items/42").into_iter().enumerate() {
         let id = 10 + i as u64;
         let result = expect_modern_result(&post_modern(&url, id, method, name, params), json!(id));
         assert_eq!(result["ttlMs"], 0, "{method}: {result}");
@@ -576,37 +538,19 @@ fn discover_and_result_decoration() {
         json!({"uri": "test://nope/x"}),
     );
     assert!(reply.status == 200 || reply.status == 400, "{reply:?}");
-    let message = answer(&reply, &json!(30));
+    let message = answer(&reply, 30);
     assert_eq!(message["error"]["code"], -32602, "{message}");
     assert_eq!(message["error"]["data"]["uri"], "test://nope/x", "{message}");
     // An unknown tool is the upstream's -32602, relayed.
-    let reply = post_modern(
-        &url,
-        31,
-        "tools/call",
-        Some("nope"),
-        json!({"name": "nope", "arguments": {}}),
-    );
-    assert_eq!(answer(&reply, &json!(31))["error"]["code"], -32602, "{reply:?}");
+    let reply = modern_call(&url, 31, "nope", json!({}));
+    assert_eq!(answer(&reply, 31)["error"]["code"], -32602, "{reply:?}");
 }
 
 #[test]
 fn configured_cache_hints_are_applied() {
     let gateway = stdio_gateway("[upstreams.cache]\nttl_ms = 5000\nscope = \"public\"");
     let url = gateway.url();
-    let cacheable: [(&str, Option<&str>, Value); 6] = [
-        ("tools/list", None, json!({})),
-        ("prompts/list", None, json!({})),
-        ("resources/list", None, json!({})),
-        ("resources/templates/list", None, json!({})),
-        (
-            "resources/read",
-            Some("test://static/hello"),
-            json!({"uri": "test://static/hello"}),
-        ),
-        ("server/discover", None, json!({})),
-    ];
-    for (i, (method, name, params)) in cacheable.into_iter().enumerate() {
+    for (i, (method, name, params)) in cacheable_requests("test://static/hello").into_iter().enumerate() {
         let id = 1 + i as u64;
         let result = expect_modern_result(&post_modern(&url, id, method, name, params), json!(id));
         assert_eq!(
@@ -615,32 +559,19 @@ fn configured_cache_hints_are_applied() {
             "{method}: {result}"
         );
     }
-    let plain = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-    ];
     let reply = send(
         "POST",
         &url,
-        &plain,
+        &PLAIN,
         Some(&json!({"jsonrpc": "2.0", "id": 9, "method": "server/discover"}).to_string()),
     );
-    let result = answer(&reply, &json!(9))["result"].clone();
+    let result = answer(&reply, 9)["result"].clone();
     assert_eq!(
         (&result["ttlMs"], &result["cacheScope"]),
         (&json!(5000), &json!("public")),
         "probe: {result}"
     );
-    let result = expect_modern_result(
-        &post_modern(
-            &url,
-            10,
-            "tools/call",
-            Some("echo"),
-            json!({"name": "echo", "arguments": {"text": "x"}}),
-        ),
-        json!(10),
-    );
+    let result = expect_modern_result(&modern_call(&url, 10, "echo", json!({"text": "x"})), json!(10));
     assert!(
         result.get("ttlMs").is_none() && result.get("cacheScope").is_none(),
         "tools/call: {result}"
@@ -656,12 +587,7 @@ fn progress_and_log_level_stream_on_the_request() {
     let params = json!({"name": "slow_progress", "arguments": {"steps": 3}, "_meta": {"progressToken": "p-1"}});
     let reply = post_modern(&url, 1, "tools/call", Some("slow_progress"), params);
     assert_eq!(reply.status, 200, "{reply:?}");
-    assert!(
-        reply
-            .header("content-type")
-            .is_some_and(|c| c.starts_with("text/event-stream")),
-        "{reply:?}"
-    );
+    assert!(reply.content_type_is("text/event-stream"), "{reply:?}");
     assert_eq!(reply.header("x-accel-buffering"), Some("no"), "{reply:?}");
     let messages = reply.messages();
     let (last, notes) = messages.split_last().expect("messages");
@@ -683,43 +609,29 @@ fn progress_and_log_level_stream_on_the_request() {
     );
 
     // Without a progressToken: no progress, a plain JSON answer.
-    let reply = post_modern(
-        &url,
-        2,
-        "tools/call",
-        Some("slow_progress"),
-        json!({"name": "slow_progress", "arguments": {"steps": 2}}),
-    );
-    assert!(
-        reply
-            .header("content-type")
-            .is_some_and(|c| c.starts_with("application/json")),
-        "{reply:?}"
-    );
+    let reply = modern_call(&url, 2, "slow_progress", json!({"steps": 2}));
+    assert!(reply.content_type_is("application/json"), "{reply:?}");
     assert_eq!(tool_text(&expect_modern_result(&reply, json!(2))), "done");
 
     // logLevel opt-in: notifications/message only at or above the requested level, only when asked.
     let log_call = |id: u64, level: &str, opt_in: Option<&str>| {
-        let mut meta = envelope();
+        let mut meta = modern_envelope();
         if let Some(opt_in) = opt_in {
             meta["io.modelcontextprotocol/logLevel"] = json!(opt_in);
         }
         let params =
             json!({"name": "log_message", "arguments": {"level": level, "message": format!("m{id}")}, "_meta": meta});
-        let reply = send(
-            "POST",
+        let reply = post_raw(
             &url,
             &modern_headers("tools/call", Some("log_message")),
-            Some(&raw_body(json!(id), "tools/call", params, None)),
+            json!(id),
+            "tools/call",
+            params,
+            None,
         );
         assert_eq!(reply.status, 200, "{reply:?}");
-        let messages = reply.messages();
-        let logs: Vec<Value> = messages
-            .iter()
-            .filter(|m| m["method"] == "notifications/message")
-            .cloned()
-            .collect();
-        let result = answer(&reply, &json!(id))["result"].clone();
+        let logs = reply.notifications("notifications/message");
+        let result = answer(&reply, id)["result"].clone();
         assert_eq!(result["resultType"], "complete", "{result}");
         (logs, tool_text(&result).to_owned())
     };
@@ -733,15 +645,10 @@ fn progress_and_log_level_stream_on_the_request() {
     let (logs, _) = log_call(12, "emergency", None);
     assert!(logs.is_empty(), "no opt-in, no notifications/message: {logs:?}");
     // An invalid logLevel is an envelope error.
-    let mut meta = envelope();
+    let mut meta = modern_envelope();
     meta["io.modelcontextprotocol/logLevel"] = json!("loud");
-    let body = raw_body(json!(13), "tools/list", json!({}), Some(meta));
-    expect_error(
-        &send("POST", &url, &modern_headers("tools/list", None), Some(&body)),
-        400,
-        -32602,
-        json!(13),
-    );
+    let reply = list_with_meta(&url, "tools/list", json!(13), Some(meta));
+    expect_error(&reply, 400, -32602, json!(13));
 }
 
 #[test]
@@ -750,18 +657,20 @@ fn reserved_meta_keys_never_reach_the_upstream() {
     let gateway = Eragate::http(&upstream.url, "");
     let url = gateway.url();
     let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
-    let mut meta = envelope();
+    let mut meta = modern_envelope();
     meta["io.modelcontextprotocol/logLevel"] = json!("debug");
     meta["progressToken"] = json!("tok-meta");
     meta["traceparent"] = json!(traceparent);
     meta["tracestate"] = json!("vendor=1");
     meta["com.example/tag"] = json!("keep-me");
     let params = json!({"name": "echo", "arguments": {"text": "meta-probe"}, "_meta": meta});
-    let reply = send(
-        "POST",
+    let reply = post_raw(
         &url,
         &modern_headers("tools/call", Some("echo")),
-        Some(&raw_body(json!(1), "tools/call", params, None)),
+        json!(1),
+        "tools/call",
+        params,
+        None,
     );
     assert_eq!(tool_text(&expect_modern_result(&reply, json!(1))), "echo: meta-probe");
 
@@ -815,18 +724,10 @@ fn reserved_meta_keys_never_reach_the_upstream() {
     // Progress through an HTTP upstream (its notifications arrive on the upstream's POST stream).
     let params = json!({"name": "slow_progress", "arguments": {"steps": 3}, "_meta": {"progressToken": "p-1"}});
     let reply = post_modern(&url, 2, "tools/call", Some("slow_progress"), params);
-    assert!(
-        reply
-            .header("content-type")
-            .is_some_and(|c| c.starts_with("text/event-stream")),
-        "{reply:?}"
-    );
+    assert!(reply.content_type_is("text/event-stream"), "{reply:?}");
     assert_eq!(reply.header("x-accel-buffering"), Some("no"), "{reply:?}");
     let messages = reply.messages();
-    let progress: Vec<&Value> = messages
-        .iter()
-        .filter(|m| m["method"] == "notifications/progress")
-        .collect();
+    let progress = reply.notifications("notifications/progress");
     assert_eq!(progress.len(), 3, "{messages:?}");
     assert!(
         progress.iter().all(|p| p["params"]["progressToken"] == "p-1"),
@@ -847,16 +748,7 @@ fn closing_the_stream_cancels_the_upstream_request() {
         "[listen]\nstream_after = \"100ms\"\nsse_keep_alive = \"100ms\"\n[[upstreams]]\nname = \"fixture\"\n[upstreams.http]\nurl = \"{}\"\n",
         upstream.url
     ));
-    let body = modern_body(77, "tools/call", json!({"name": "hang", "arguments": {}}));
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: hang\r\nContent-Length: {len}\r\n\r\n{body}",
-        addr = gateway.addr,
-        len = body.len()
-    );
-    let mut stream = TcpStream::connect(gateway.addr).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    stream.write_all(request.as_bytes()).expect("write");
+    let mut stream = send_raw_hang(&gateway, 77);
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -870,18 +762,8 @@ fn closing_the_stream_cancels_the_upstream_request() {
         head.contains("content-type: text/event-stream"),
         "a silent call switches to SSE after stream_after: {head}"
     );
-    upstream.wait_for("the hang call", Duration::from_secs(10), |u| {
-        u.posted("tools/call")
-            .iter()
-            .any(|(_, b)| b["params"]["name"] == "hang")
-    });
-    let hang_id = upstream
-        .posted("tools/call")
-        .into_iter()
-        .find(|(_, b)| b["params"]["name"] == "hang")
-        .expect("hang")
-        .1["id"]
-        .clone();
+    upstream.wait_for("the hang call", Duration::from_secs(10), |u| !u.hang_ids().is_empty());
+    let hang_id = upstream.hang_ids()[0].clone();
 
     // The client goes away mid-call.
     let _ = stream.shutdown(std::net::Shutdown::Both);
@@ -902,13 +784,7 @@ fn closing_the_stream_cancels_the_upstream_request() {
     );
 
     // The pooled session is still good.
-    let reply = post_modern(
-        &gateway.url(),
-        78,
-        "tools/call",
-        Some("echo"),
-        json!({"name": "echo", "arguments": {"text": "after"}}),
-    );
+    let reply = modern_call(&gateway.url(), 78, "echo", json!({"text": "after"}));
     assert_eq!(tool_text(&expect_modern_result(&reply, json!(78))), "echo: after");
 }
 
@@ -1000,32 +876,15 @@ fn closing_early_cancels_too_with_default_timing() {
     let upstream = TracedUpstream::start();
     let gateway = Eragate::http(&upstream.url, "");
     for (i, wait_ms) in [(1u64, 0u64), (2, 2500)] {
-        let body = modern_body(i, "tools/call", json!({"name": "hang", "arguments": {}}));
-        let request = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
-             MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: hang\r\nContent-Length: {len}\r\n\r\n{body}",
-            addr = gateway.addr,
-            len = body.len()
-        );
-        let mut stream = TcpStream::connect(gateway.addr).expect("connect");
-        stream.write_all(request.as_bytes()).expect("write");
+        let stream = send_raw_hang(&gateway, i);
         let sent = Instant::now();
         upstream.wait_for("the hang call", Duration::from_secs(10), |u| {
-            u.posted("tools/call")
-                .iter()
-                .filter(|(_, b)| b["params"]["name"] == "hang")
-                .count() as u64
-                == i
+            u.hang_ids().len() as u64 == i
         });
         if let Some(rest) = Duration::from_millis(wait_ms).checked_sub(sent.elapsed()) {
             std::thread::sleep(rest);
         }
-        let hang_ids: Vec<Value> = upstream
-            .posted("tools/call")
-            .into_iter()
-            .filter(|(_, b)| b["params"]["name"] == "hang")
-            .map(|(_, b)| b["id"].clone())
-            .collect();
+        let hang_ids = upstream.hang_ids();
         assert_eq!(
             hang_ids.len() as u64,
             i,

@@ -16,12 +16,7 @@ const KEY: &str = "+lvmRArTdTjUBLud1gW6jkHU/yPJ938rmqyBz7HEOk4=";
 const OTHER_KEY: &str = "0QqbL58aiCRrfbFktQMU66Ol8a+x/KkZnsW5XhA7btw=";
 
 fn http_upstream_toml(url: &str) -> String {
-    format!("[[upstreams]]\nname = \"fixture\"\n[upstreams.http]\nurl = \"{url}\"\n")
-}
-
-fn stdio_upstream_toml(command: &[String]) -> String {
-    let command = serde_json::to_string(command).expect("json");
-    format!("[[upstreams]]\nname = \"fixture\"\n[upstreams.stdio]\ncommand = {command}\nkill_grace = \"200ms\"\n")
+    remote_upstream_toml("http", url, "")
 }
 
 /// An eragate with `[sessions] key = key` (plus `sessions_extra`) in front of `upstream_toml`.
@@ -31,21 +26,30 @@ fn replica(upstream_toml: &str, key: &str, sessions_extra: &str) -> Eragate {
     ))
 }
 
-fn request(url: &str, session: &str, version: &str, id: u64, method: &str, params: Value) -> Reply {
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-    send("POST", url, &legacy_headers(session, version), Some(&body))
-}
-
-/// The response with `id` in a 200 reply, or `None` with the reason.
-fn answer(reply: &Reply, id: u64) -> Result<Value, String> {
+/// The response with `id` in a 200 reply, or the reason there is none.
+fn ok_response(reply: &Reply, id: u64) -> Result<Value, String> {
     if reply.status != 200 {
         return Err(format!("HTTP {}: {}", reply.status, reply.body));
     }
     reply
-        .messages()
-        .into_iter()
-        .find(|m| m.get("id") == Some(&json!(id)) && (m.get("result").is_some() || m.get("error").is_some()))
+        .response(&json!(id))
         .ok_or_else(|| format!("no response with id {id}: {}", reply.body))
+}
+
+/// `logging/setLevel warning` (id 1) on `session` via `url`; what came back unless it worked.
+fn set_level_warning(url: &str, session: &str, version: &str) -> Result<(), String> {
+    let set = legacy_request(
+        url,
+        session,
+        version,
+        1,
+        "logging/setLevel",
+        json!({"level": "warning"}),
+    );
+    match ok_response(&set, 1) {
+        Ok(r) if r["result"] == json!({}) => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
 }
 
 fn first_text(result: &Value) -> Value {
@@ -86,7 +90,7 @@ fn alternate(urls: &[&str], session: &str, version: &str, rounds: u64) -> Vec<St
                 (i + 1).to_string(),
             ),
         };
-        match answer(&request(url, session, version, id, method, params), id) {
+        match ok_response(&legacy_request(url, session, version, id, method, params), id) {
             Ok(response) if response["result"].pointer(pointer) == Some(&json!(expected)) => {}
             Ok(response) => problems.push(format!(
                 "round {i} via {url}: {method}: expected {expected}, got {response}"
@@ -97,25 +101,16 @@ fn alternate(urls: &[&str], session: &str, version: &str, rounds: u64) -> Vec<St
     problems
 }
 
-fn assert_no_problems(problems: &[String], gateways: &[(&str, &Eragate)]) {
-    if problems.is_empty() {
-        return;
-    }
-    let logs: Vec<String> = gateways
-        .iter()
-        .map(|(name, g)| format!("--- eragate log ({name}):\n{}", g.log()))
-        .collect();
-    panic!(
-        "{} problem(s):\n{}\n\n{}",
-        problems.len(),
-        problems.join("\n"),
-        logs.join("\n")
-    );
+/// Panics with every problem and the named replicas' logs, unless there are no problems.
+#[track_caller]
+fn assert_no_problems_on(problems: &[String], gateways: &[(&str, &Eragate)]) {
+    let logs: Vec<(&str, String)> = gateways.iter().map(|(name, g)| (*name, g.log())).collect();
+    assert_no_problems(problems, &logs);
 }
 
 /// The status a request with `session` gets from `url`.
 fn status_with(url: &str, session: &str, version: &str) -> u16 {
-    request(
+    legacy_request(
         url,
         session,
         version,
@@ -150,22 +145,11 @@ fn replicas_sharing_a_key_serve_one_session_over_a_legacy_http_upstream() {
         problems.push(format!("initialize: {init}"));
     }
     // The level lives in the upstream session; the other replica must reach the same one.
-    match answer(
-        &request(
-            &a_url,
-            &session,
-            version,
-            1,
-            "logging/setLevel",
-            json!({"level": "warning"}),
-        ),
-        1,
-    ) {
-        Ok(r) if r["result"] == json!({}) => {}
-        other => problems.push(format!("logging/setLevel via A: {other:?}")),
+    if let Err(e) = set_level_warning(&a_url, &session, version) {
+        problems.push(format!("logging/setLevel via A: {e}"));
     }
-    match answer(
-        &request(
+    match ok_response(
+        &legacy_request(
             &b_url,
             &session,
             version,
@@ -181,7 +165,7 @@ fn replicas_sharing_a_key_serve_one_session_over_a_legacy_http_upstream() {
         )),
     }
     problems.extend(alternate(&[&a_url, &b_url], &session, version, 12));
-    match answer(&request(&b_url, &session, version, 3, "ping", json!({})), 3) {
+    match ok_response(&legacy_request(&b_url, &session, version, 3, "ping", json!({})), 3) {
         Ok(r) if r["result"] == json!({}) => {}
         other => problems.push(format!("ping via B: {other:?}")),
     }
@@ -209,12 +193,12 @@ fn replicas_sharing_a_key_serve_one_session_over_a_legacy_http_upstream() {
     }
     // Still fine on both after the refusals.
     problems.extend(alternate(&[&b_url, &a_url], &session, version, 2));
-    assert_no_problems(&problems, &[("A", &a), ("B", &b), ("C", &c)]);
+    assert_no_problems_on(&problems, &[("A", &a), ("B", &b), ("C", &c)]);
 }
 
 #[test]
 fn a_session_bound_to_a_stdio_child_is_refused_by_another_replica() {
-    let toml = stdio_upstream_toml(&legacy_stdio_command());
+    let toml = stdio_upstream_toml(&legacy_stdio_command(), "", "");
     let d = replica(&toml, KEY, "");
     let e = replica(&toml, KEY, "");
     let version = "2025-06-18";
@@ -228,7 +212,7 @@ fn a_session_bound_to_a_stdio_child_is_refused_by_another_replica() {
     }
     // The owner still serves it.
     problems.extend(alternate(&[&d.url()], &session, version, 4));
-    assert_no_problems(&problems, &[("D", &d), ("E", &e)]);
+    assert_no_problems_on(&problems, &[("D", &d), ("E", &e)]);
 }
 
 #[test]
@@ -258,8 +242,8 @@ fn replicas_sharing_a_key_serve_one_session_over_a_modern_upstream() {
     // What the client negotiated travels with the id: the other replica downgrades for a
     // 2024-11-05 client (no audio, no resource_link) ...
     let (old, _) = legacy_initialize(&f_url, "2024-11-05");
-    match answer(
-        &request(
+    match ok_response(
+        &legacy_request(
             &g_url,
             &old,
             "2024-11-05",
@@ -303,21 +287,19 @@ fn replicas_sharing_a_key_serve_one_session_over_a_modern_upstream() {
             reply.status, reply.body
         ));
     }
-    assert_no_problems(&problems, &[("F", &f), ("G", &g)]);
+    assert_no_problems_on(&problems, &[("F", &f), ("G", &g)]);
 }
 
 #[test]
 fn replicas_sharing_a_key_serve_one_session_over_a_modern_stdio_upstream() {
     // A modern upstream is stateless: even over stdio, the session is not bound to one child.
-    let mut command = legacy_stdio_command();
-    command.push("--dual-era".to_owned());
-    let toml = stdio_upstream_toml(&command);
+    let toml = stdio_upstream_toml(&dual_era_stdio_command(&[]), "", "");
     let h = replica(&toml, KEY, "");
     let i = replica(&toml, KEY, "");
     let version = "2025-03-26";
     let (session, _) = legacy_initialize(&h.url(), version);
     let problems = alternate(&[&h.url(), &i.url()], &session, version, 8);
-    assert_no_problems(&problems, &[("H", &h), ("I", &i)]);
+    assert_no_problems_on(&problems, &[("H", &h), ("I", &i)]);
 }
 
 /// `logging/setLevel` is part of the session: after setting it through one replica, the
@@ -332,23 +314,12 @@ fn the_log_level_of_a_session_over_a_modern_upstream_holds_on_every_replica() {
     let version = "2025-11-25";
     let (session, _) = legacy_initialize(&f.url(), version);
     let mut problems = Vec::new();
-    match answer(
-        &request(
-            &f.url(),
-            &session,
-            version,
-            1,
-            "logging/setLevel",
-            json!({"level": "warning"}),
-        ),
-        1,
-    ) {
-        Ok(r) if r["result"] == json!({}) => {}
-        other => problems.push(format!("logging/setLevel via F: {other:?}")),
+    if let Err(e) = set_level_warning(&f.url(), &session, version) {
+        problems.push(format!("logging/setLevel via F: {e}"));
     }
     for (replica_name, url) in [("F", f.url()), ("G", g.url())] {
         for (id, level, delivered) in [(2, "error", true), (3, "info", false)] {
-            let reply = request(
+            let reply = legacy_request(
                 &url,
                 &session,
                 version,
@@ -356,12 +327,8 @@ fn the_log_level_of_a_session_over_a_modern_upstream_holds_on_every_replica() {
                 "tools/call",
                 json!({"name": "log_message", "arguments": {"level": level}}),
             );
-            let logs: Vec<Value> = reply
-                .messages()
-                .into_iter()
-                .filter(|m| m["method"] == json!("notifications/message"))
-                .collect();
-            if (logs.len() == 1) != delivered || answer(&reply, id).is_err() {
+            let logs = reply.notifications("notifications/message");
+            if (logs.len() == 1) != delivered || ok_response(&reply, id).is_err() {
                 problems.push(format!(
                     "setLevel warning via F, log_message {level} via {replica_name}: a notification expected: {delivered}; got {} {}",
                     reply.status, reply.body
@@ -369,7 +336,7 @@ fn the_log_level_of_a_session_over_a_modern_upstream_holds_on_every_replica() {
             }
         }
     }
-    assert_no_problems(&problems, &[("F", &f), ("G", &g)]);
+    assert_no_problems_on(&problems, &[("F", &f), ("G", &g)]);
 }
 
 #[test]
@@ -417,7 +384,7 @@ fn expired_ids_and_the_previous_key_after_its_overlap_get_404() {
             problems.push(format!("an expired id at {name}: expected 404, got {status}"));
         }
     }
-    assert_no_problems(
+    assert_no_problems_on(
         &problems,
         &[
             ("old", &old),

@@ -7,9 +7,7 @@ use common::*;
 
 #[test]
 fn modern_and_legacy_python_clients_reach_server_everything_over_stdio() {
-    let command = everything_stdio_command();
-    let command: Vec<&str> = command.iter().map(String::as_str).collect();
-    let gateway = Eragate::stdio(&command, "");
+    let gateway = Eragate::stdio(&as_strs(&everything_stdio_command()), "");
     for (mode, expected) in [("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")] {
         let report = py_client(&["--mode", mode, "--url", &gateway.url(), "--profile", "everything"])
             .unwrap_or_else(|e| panic!("{e}\neragate log:\n{}", gateway.log()));

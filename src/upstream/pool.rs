@@ -32,9 +32,6 @@ use crate::translate::down;
 
 mod health;
 
-/// `busy_at` of a request that must be alone on its session.
-const EXCLUSIVE: usize = 1;
-
 /// Most pooled partitions per upstream; past it the least recently used idle one is closed.
 const MAX_PARTITIONS: usize = 32;
 
@@ -295,7 +292,8 @@ impl Upstream {
         initialize_params: Value,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let partition = self.partition(key)?;
-        self.pick_with(&partition, Some(initialize_params), EXCLUSIVE).await
+        self.pick_with(&partition, Some(initialize_params), Sharing::Alone)
+            .await
     }
 
     /// The stateless session (one of `pool.size`) of a modern upstream.
@@ -415,8 +413,7 @@ impl Upstream {
         partition: &Arc<Partition>,
         initialize: Option<Value>,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        self.pick_with(partition, initialize, self.config.pool.max_in_flight_per_session)
-            .await
+        self.pick_with(partition, initialize, Sharing::Pooled).await
     }
 
     /// A session of `partition`: one with fewer than `busy_at` in flight, else a
@@ -425,15 +422,15 @@ impl Upstream {
         self: &Arc<Self>,
         partition: &Arc<Partition>,
         initialize: Option<Value>,
-        busy_at: usize,
+        sharing: Sharing,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         partition.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
         self.retire(partition);
-        if let Some(session) = self.choose_with(partition, false, busy_at) {
+        if let Some(session) = self.choose_with(partition, false, sharing) {
             return Ok(session);
         }
         let _opening = partition.opening.lock().await;
-        if let Some(session) = self.choose_with(partition, false, busy_at) {
+        if let Some(session) = self.choose_with(partition, false, sharing) {
             return Ok(session);
         }
         let member = self.choose_member_for(partition);
@@ -455,10 +452,10 @@ impl Upstream {
     /// The least loaded usable session on a healthy member, unless every one is
     /// busy and the partition may grow (`force` takes any usable session).
     fn choose(&self, partition: &Partition, force: bool) -> Option<Arc<UpstreamSession>> {
-        self.choose_with(partition, force, self.config.pool.max_in_flight_per_session)
+        self.choose_with(partition, force, Sharing::Pooled)
     }
 
-    fn choose_with(&self, partition: &Partition, force: bool, busy_at: usize) -> Option<Arc<UpstreamSession>> {
+    fn choose_with(&self, partition: &Partition, force: bool, sharing: Sharing) -> Option<Arc<UpstreamSession>> {
         let sessions = partition.snapshot();
         let usable: Vec<&Pooled> = sessions
             .iter()
@@ -472,10 +469,16 @@ impl Upstream {
             healthy.into_iter().copied().collect()
         };
         let best = candidates.iter().min_by_key(|p| p.session.in_flight())?;
-        let busy = best.session.in_flight() >= busy_at;
         // A request that must be alone on its session never shares one: with no
         // idle session, another is opened, beyond `pool.size` if need be.
-        let room = self.pool_size() > usable.len() || busy_at == EXCLUSIVE;
+        let (busy_at, room) = match sharing {
+            Sharing::Pooled => (
+                self.config.pool.max_in_flight_per_session,
+                self.pool_size() > usable.len(),
+            ),
+            Sharing::Alone => (1, true),
+        };
+        let busy = best.session.in_flight() >= busy_at;
         if force || !(busy && room) {
             Some(best.session.clone())
         } else {
@@ -686,6 +689,15 @@ impl Upstream {
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
+}
+
+/// Whether a request may share its pooled session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sharing {
+    /// Multiplexed with others, up to `pool.max_in_flight_per_session`.
+    Pooled,
+    /// Alone: a stdio server's question during it can only be its own.
+    Alone,
 }
 
 // === impl Partition ===

@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod conformance;
+pub mod matrix;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -123,28 +126,14 @@ impl Proc {
     /// Sends SIGTERM and waits up to `within`; returns whether it exited.
     pub fn terminate(&mut self, within: Duration) -> bool {
         signal(self.child.id(), Signal::SIGTERM);
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        false
+        poll_until(within, || matches!(self.child.try_wait(), Ok(Some(_))))
     }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            signal(self.child.id(), Signal::SIGTERM);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(25));
-            }
+            self.terminate(Duration::from_secs(5));
         }
         // The group, in case anything outlived its leader.
         if let Ok(pid) = i32::try_from(self.child.id())
@@ -169,9 +158,13 @@ impl Eragate {
     /// Starts eragate with `config` (TOML without `[listen] address`, which the harness sets)
     /// and waits until `/healthz` answers.
     pub fn start(config: &str) -> Eragate {
+        Eragate::start_with_args(config, &[])
+    }
+
+    /// Like [`Eragate::start`], with extra `eragate run` arguments (e.g. `--shutdown-grace 3s`).
+    pub fn start_with_args(config: &str, args: &[&str]) -> Eragate {
         let dir = tempfile::tempdir().expect("tempdir");
-        let port = free_port();
-        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let config = format!("{config}\n");
         let config = if config.contains("[listen]") {
             config.replacen("[listen]", &format!("[listen]\naddress = \"{addr}\""), 1)
@@ -186,6 +179,7 @@ impl Eragate {
         command
             .args(["run", "--config"])
             .arg(&path)
+            .args(args)
             .env(
                 "ERAGATE_LOG",
                 std::env::var("ERAGATE_LOG").unwrap_or_else(|_| "info,eragate=debug".into()),
@@ -199,23 +193,20 @@ impl Eragate {
             log,
             _dir: dir,
         };
-        gateway.wait_healthy(Duration::from_secs(20));
+        if !listening(addr, Duration::from_secs(20)) {
+            panic!("eragate did not start listening on {addr}; log:\n{}", gateway.log());
+        }
         gateway
     }
 
     /// Starts eragate in front of one stdio upstream command.
     pub fn stdio(command: &[&str], extra_upstream_toml: &str) -> Eragate {
-        let command = serde_json::to_string(command).expect("json");
-        Eragate::start(&format!(
-            "[[upstreams]]\nname = \"fixture\"\n{extra_upstream_toml}\n[upstreams.stdio]\ncommand = {command}\nkill_grace = \"200ms\"\n"
-        ))
+        Eragate::start(&stdio_upstream_toml(command, extra_upstream_toml, ""))
     }
 
     /// Starts eragate in front of one Streamable HTTP upstream.
     pub fn http(url: &str, extra_upstream_toml: &str) -> Eragate {
-        Eragate::start(&format!(
-            "[[upstreams]]\nname = \"fixture\"\n{extra_upstream_toml}\n[upstreams.http]\nurl = \"{url}\"\n"
-        ))
+        Eragate::start(&remote_upstream_toml("http", url, extra_upstream_toml))
     }
 
     /// `http://127.0.0.1:PORT/mcp`
@@ -227,17 +218,47 @@ impl Eragate {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
 
-    fn wait_healthy(&self, within: Duration) {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if TcpStream::connect(self.addr).is_ok() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(25));
+/// The TOML of one upstream `fixture` running `command` over stdio: `upstream` holds extra
+/// upstream keys, `stdio` extra `[upstreams.stdio]` keys (or its sub-tables).
+pub fn stdio_upstream_toml<S: AsRef<str>>(command: &[S], upstream: &str, stdio: &str) -> String {
+    let command: Vec<&str> = command.iter().map(AsRef::as_ref).collect();
+    let command = serde_json::to_string(&command).expect("json");
+    format!(
+        "[[upstreams]]\nname = \"fixture\"\n{upstream}\n[upstreams.stdio]\ncommand = {command}\nkill_grace = \"200ms\"\n{stdio}\n"
+    )
+}
+
+/// The TOML of one upstream `fixture` at `url` over `transport` (`http` or `sse`), with extra
+/// upstream keys.
+pub fn remote_upstream_toml(transport: &str, url: &str, extra_upstream_toml: &str) -> String {
+    format!("[[upstreams]]\nname = \"fixture\"\n{extra_upstream_toml}\n[upstreams.{transport}]\nurl = \"{url}\"\n")
+}
+
+/// Polls `pred` every 25 ms for up to `within`; returns whether it came true.
+pub fn poll_until(within: Duration, mut pred: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if pred() {
+            return true;
         }
-        panic!("eragate did not start listening on {}; log:\n{}", self.addr, self.log());
+        std::thread::sleep(Duration::from_millis(25));
     }
+    false
+}
+
+/// Waits up to `within` for `pred`, or panics naming `what`.
+#[track_caller]
+pub fn wait_until(what: &str, within: Duration, pred: impl FnMut() -> bool) {
+    if !poll_until(within, pred) {
+        panic!("timed out after {within:?} waiting for {what}");
+    }
+}
+
+/// Whether `addr` accepts connections within `within`.
+pub fn listening(addr: impl std::net::ToSocketAddrs + Copy, within: Duration) -> bool {
+    poll_until(within, || TcpStream::connect(addr).is_ok())
 }
 
 /// The legacy-only Python fixture server (`tests/peers/legacy_server.py`) over Streamable HTTP.
@@ -249,20 +270,7 @@ pub struct LegacyHttpServer {
 impl LegacyHttpServer {
     /// Starts it on a free port (`extra`: e.g. `--json-response`).
     pub fn start(extra: &[&str]) -> LegacyHttpServer {
-        let peers = peers();
-        let mut command = Command::new(peers.python());
-        command
-            .arg(peers.script("legacy_server.py"))
-            .args(["http", "--port", "0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut proc = Proc::spawn("legacy_server.py http", &mut command);
-        let stdout = proc.child.stdout.take().expect("stdout");
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("ready line");
-        let ready: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad ready line {line:?}: {e}"));
-        let url = ready["listening"].as_str().expect("listening url").to_owned();
+        let ListeningServer { proc, url } = legacy_server("http", extra);
         LegacyHttpServer { proc, url }
     }
 }
@@ -270,21 +278,26 @@ impl LegacyHttpServer {
 /// The command line that runs the legacy fixture over stdio.
 pub fn legacy_stdio_command() -> Vec<String> {
     let peers = peers();
-    vec![
-        peers.python().to_owned(),
-        peers.script("legacy_server.py"),
-        "stdio".to_owned(),
-    ]
+    stdio_command(peers.python(), peers.script("legacy_server.py"))
+}
+
+/// `program script stdio`.
+fn stdio_command(program: &str, script: String) -> Vec<String> {
+    vec![program.to_owned(), script, "stdio".to_owned()]
+}
+
+/// The command line that runs the fixture as a dual-era (modern) server over stdio, with `extra`.
+pub fn dual_era_stdio_command(extra: &[&str]) -> Vec<String> {
+    let mut command = legacy_stdio_command();
+    command.push("--dual-era".to_owned());
+    command.extend(extra.iter().map(|s| (*s).to_owned()));
+    command
 }
 
 /// The command line that runs server-everything over stdio.
 pub fn everything_stdio_command() -> Vec<String> {
     let peers = peers();
-    vec![
-        peers.node20().to_owned(),
-        peers.get("EVERYTHING_JS").to_owned(),
-        "stdio".to_owned(),
-    ]
+    stdio_command(peers.node20(), peers.get("EVERYTHING_JS").to_owned())
 }
 
 /// Runs a peer driver (`py_client.py` or `ts_client.mjs`) and returns its JSON report.
@@ -342,12 +355,14 @@ impl Reply {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
+    /// Whether the Content-Type starts with `prefix` (e.g. `text/event-stream`).
+    pub fn content_type_is(&self, prefix: &str) -> bool {
+        self.header("content-type").is_some_and(|c| c.starts_with(prefix))
+    }
+
     /// The JSON-RPC messages of an SSE body, or the one JSON body.
     pub fn messages(&self) -> Vec<Value> {
-        if self
-            .header("content-type")
-            .is_some_and(|c| c.starts_with("text/event-stream"))
-        {
+        if self.content_type_is("text/event-stream") {
             self.body
                 .split("\n\n")
                 .filter_map(|event| {
@@ -363,6 +378,58 @@ impl Reply {
             vec![self.json()]
         }
     }
+
+    /// The response (result or error) to request `id`, if the reply holds one.
+    pub fn response(&self, id: &Value) -> Option<Value> {
+        self.messages()
+            .into_iter()
+            .find(|m| m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some()))
+    }
+
+    /// The notifications with `method` among the messages, in order.
+    pub fn notifications(&self, method: &str) -> Vec<Value> {
+        self.messages().into_iter().filter(|m| m["method"] == method).collect()
+    }
+}
+
+/// The response to request `id` in a reply (JSON or SSE); panics with the reply otherwise.
+#[track_caller]
+pub fn answer(reply: &Reply, id: impl Into<Value>) -> Value {
+    let id = id.into();
+    reply
+        .response(&id)
+        .unwrap_or_else(|| panic!("no answer for id {id} in {reply:?}"))
+}
+
+/// The first text content of a tool result (panics with the result when there is none).
+#[track_caller]
+pub fn tool_text(result: &Value) -> &str {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content: {result}"))
+}
+
+/// `v` as string slices.
+pub fn as_strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Panics with every problem and each named eragate log, unless there are no problems.
+#[track_caller]
+pub fn assert_no_problems(problems: &[String], logs: &[(&str, String)]) {
+    if problems.is_empty() {
+        return;
+    }
+    let logs: Vec<String> = logs
+        .iter()
+        .map(|(name, log)| format!("--- eragate log ({name}):\n{log}"))
+        .collect();
+    panic!(
+        "{} problem(s):\n{}\n\n{}",
+        problems.len(),
+        problems.join("\n"),
+        logs.join("\n")
+    );
 }
 
 /// A blocking HTTP client for exact protocol checks.
@@ -392,28 +459,40 @@ pub fn send(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str
     Reply { status, headers, body }
 }
 
+/// The headers every JSON-RPC POST carries.
+pub const PLAIN: [(&str, &str); 2] = [
+    ("content-type", "application/json"),
+    ("accept", "application/json, text/event-stream"),
+];
+
+/// A JSON-RPC request body, exactly as given.
+pub fn request_body(id: impl Into<Value>, method: &str, params: Value) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": id.into(), "method": method, "params": params}).to_string()
+}
+
 /// The standard headers of a 2026-07-28 POST for `method` (plus `Mcp-Name` when given).
 pub fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a str, &'a str)> {
-    let mut headers = vec![
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", method),
-    ];
+    let mut headers = PLAIN.to_vec();
+    headers.extend([("mcp-protocol-version", "2026-07-28"), ("mcp-method", method)]);
     if let Some(name) = name {
         headers.push(("mcp-name", name));
     }
     headers
 }
 
-/// A 2026-07-28 request body with the envelope and extra params.
-pub fn modern_body(id: u64, method: &str, params: Value) -> String {
-    let mut params = params;
-    let meta = serde_json::json!({
+/// The `_meta` envelope of a 2026-07-28 request.
+pub fn modern_envelope() -> Value {
+    serde_json::json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
         "io.modelcontextprotocol/clientInfo": {"name": "eragate-tests", "version": "0"}
-    });
+    })
+}
+
+/// A 2026-07-28 request body with the envelope and extra params.
+pub fn modern_body(id: u64, method: &str, params: Value) -> String {
+    let mut params = params;
+    let meta = modern_envelope();
     match params.get_mut("_meta").and_then(Value::as_object_mut) {
         Some(existing) => {
             for (k, v) in meta.as_object().expect("object") {
@@ -427,7 +506,7 @@ pub fn modern_body(id: u64, method: &str, params: Value) -> String {
                 .insert("_meta".into(), meta);
         }
     }
-    serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+    request_body(id, method, params)
 }
 
 /// Posts a modern request and returns the reply.
@@ -440,19 +519,22 @@ pub fn post_modern(url: &str, id: u64, method: &str, name: Option<&str>, params:
     )
 }
 
+/// Posts a modern `tools/call` of `tool` with `arguments` and returns the reply.
+pub fn modern_call(url: &str, id: u64, tool: &str, arguments: Value) -> Reply {
+    post_modern(
+        url,
+        id,
+        "tools/call",
+        Some(tool),
+        serde_json::json!({"name": tool, "arguments": arguments}),
+    )
+}
+
 /// Opens a legacy session with `initialize` offering `version`; returns the session id and result.
 pub fn legacy_initialize(url: &str, version: &str) -> (String, Value) {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "eragate-tests", "version": "0"}}});
-    let reply = send(
-        "POST",
-        url,
-        &[
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-        ],
-        Some(&body.to_string()),
-    );
+    let reply = send("POST", url, &PLAIN, Some(&body.to_string()));
     assert_eq!(reply.status, 200, "initialize failed: {reply:?}");
     let session = reply
         .header("mcp-session-id")
@@ -467,31 +549,81 @@ pub fn legacy_initialize(url: &str, version: &str) -> (String, Value) {
 
 /// Headers of a legacy POST on a session.
 pub fn legacy_headers<'a>(session: &'a str, version: &'a str) -> Vec<(&'a str, &'a str)> {
-    vec![
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-session-id", session),
-        ("mcp-protocol-version", version),
-    ]
+    let mut headers = PLAIN.to_vec();
+    headers.extend([("mcp-session-id", session), ("mcp-protocol-version", version)]);
+    headers
+}
+
+/// Sends one legacy request on `session` and returns the reply.
+pub fn legacy_request(url: &str, session: &str, version: &str, id: u64, method: &str, params: Value) -> Reply {
+    send(
+        "POST",
+        url,
+        &legacy_headers(session, version),
+        Some(&request_body(id, method, params)),
+    )
+}
+
+/// Opens the GET stream of a legacy session (a client with `timeout`).
+pub fn open_legacy_stream(url: &str, session: &str, version: &str, timeout: Duration) -> reqwest::blocking::Response {
+    reqwest::blocking::Client::builder()
+        .timeout(timeout)
+        .build()
+        .expect("client")
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", version)
+        .send()
+        .expect("GET stream")
 }
 
 /// Whether any live process's command line contains `needle` (checked in `/proc`).
 pub fn process_alive_with(needle: &str) -> bool {
+    !pids_with(needle).is_empty()
+}
+
+/// Live (non-zombie) processes whose command line contains `needle`.
+pub fn pids_with(needle: &str) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
+        return Vec::new();
     };
-    entries.flatten().any(|entry| {
-        let cmdline = entry.path().join("cmdline");
-        std::fs::read(&cmdline).is_ok_and(|bytes| {
-            let text = String::from_utf8_lossy(&bytes).replace('\0', " ");
-            text.contains(needle) && !is_zombie(&entry.path())
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            (text.contains(needle) && !is_zombie(&entry.path())).then_some(pid)
         })
-    })
+        .collect()
 }
 
 fn is_zombie(proc_dir: &Path) -> bool {
     std::fs::read_to_string(proc_dir.join("stat"))
         .is_ok_and(|s| s.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
+}
+
+/// A tag unique to this test run (`eragate_<name>_<pid>_<nanos>`), put on a child's command
+/// line (`python -X tag`) so its processes can be found in /proc without touching anyone else's.
+pub fn unique_tag(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("eragate_{name}_{}_{nanos}", std::process::id())
+}
+
+/// The legacy fixture over stdio, tagged.
+pub fn tagged_fixture(tag: &str) -> Vec<String> {
+    let peers = peers();
+    vec![
+        peers.python().to_owned(),
+        "-X".to_owned(),
+        tag.to_owned(),
+        peers.script("legacy_server.py"),
+        "stdio".to_owned(),
+    ]
 }
 
 /// A fixture server that prints `{"listening": URL, ...}` on stdout once it listens
@@ -505,12 +637,13 @@ impl ListeningServer {
     /// Starts `program args` (its stdout piped, stderr inherited) and waits for the ready line.
     pub fn start(name: &str, program: &str, args: &[&str], env: &[(&str, &str)]) -> ListeningServer {
         let mut command = Command::new(program);
-        command
-            .args(args)
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut proc = Proc::spawn(name, &mut command);
+        command.args(args).envs(env.iter().copied()).stderr(Stdio::inherit());
+        ListeningServer::spawn(name, &mut command)
+    }
+
+    /// Spawns `command` with its stdout piped and waits for the ready line.
+    pub fn spawn(name: &str, command: &mut Command) -> ListeningServer {
+        let mut proc = Proc::spawn(name, command.stdout(Stdio::piped()));
         let stdout = proc.child.stdout.take().expect("stdout");
         let mut line = String::new();
         BufReader::new(stdout)
@@ -526,13 +659,18 @@ impl ListeningServer {
     }
 }
 
-/// `legacy_server.py sse --port 0 [extra]`; `url` is its `GET /sse` endpoint.
-pub fn legacy_sse_server(extra: &[&str]) -> ListeningServer {
+/// `legacy_server.py <transport> --port 0 [extra]` (`transport`: `http` or `sse`).
+fn legacy_server(transport: &str, extra: &[&str]) -> ListeningServer {
     let peers = peers();
     let script = peers.script("legacy_server.py");
-    let mut args = vec![script.as_str(), "sse", "--port", "0"];
+    let mut args = vec![script.as_str(), transport, "--port", "0"];
     args.extend_from_slice(extra);
-    ListeningServer::start("legacy_server.py sse", peers.python(), &args, &[])
+    ListeningServer::start(&format!("legacy_server.py {transport}"), peers.python(), &args, &[])
+}
+
+/// `legacy_server.py sse --port 0 [extra]`; `url` is its `GET /sse` endpoint.
+pub fn legacy_sse_server(extra: &[&str]) -> ListeningServer {
+    legacy_server("sse", extra)
 }
 
 /// The TypeScript SDK v2 fixture server (`ts2_server.mjs http`); `url` is its `/mcp` endpoint.
@@ -551,11 +689,7 @@ pub fn ts2_http_server() -> ListeningServer {
 /// through `TS2_SERVER_DIR`, which a child inherits from the test process or gets in config).
 pub fn ts2_stdio_command() -> Vec<String> {
     let peers = peers();
-    vec![
-        peers.node20().to_owned(),
-        peers.script("ts2_server.mjs"),
-        "stdio".to_owned(),
-    ]
+    stdio_command(peers.node20(), peers.script("ts2_server.mjs"))
 }
 
 /// server-everything over `sse` (url: `.../sse`) or `streamableHttp` (url: `.../mcp`) on a free
@@ -575,50 +709,13 @@ pub fn everything_server(transport: &str) -> ListeningServer {
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let proc = Proc::spawn(&format!("server-everything {transport}"), &mut command);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "server-everything {transport} did not listen on {port}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        listening(("127.0.0.1", port), Duration::from_secs(20)),
+        "server-everything {transport} did not listen on {port}"
+    );
     let path = if transport == "sse" { "sse" } else { "mcp" };
     ListeningServer {
         proc,
         url: format!("http://127.0.0.1:{port}/{path}"),
-    }
-}
-
-impl Eragate {
-    /// Like [`Eragate::start`] (for a config without `[listen]`), with extra `eragate run` arguments (e.g. `--shutdown-grace 3s`).
-    pub fn start_with_args(config: &str, args: &[&str]) -> Eragate {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-        let config = format!("[listen]\naddress = \"{addr}\"\n{config}\n");
-        let path = dir.path().join("eragate.toml");
-        std::fs::write(&path, config).expect("write config");
-        let log = dir.path().join("eragate.log");
-        let log_file = std::fs::File::create(&log).expect("log file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_eragate"));
-        command
-            .args(["run", "--config"])
-            .arg(&path)
-            .args(args)
-            .env(
-                "ERAGATE_LOG",
-                std::env::var("ERAGATE_LOG").unwrap_or_else(|_| "info,eragate=debug".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(log_file);
-        let proc = Proc::spawn("eragate", &mut command);
-        let gateway = Eragate {
-            proc,
-            addr,
-            log,
-            _dir: dir,
-        };
-        gateway.wait_healthy(Duration::from_secs(20));
-        gateway
     }
 }

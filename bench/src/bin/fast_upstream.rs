@@ -68,7 +68,11 @@ enum Answer {
     /// `initialize`: the result, and the revision agreed.
     Initialized(Value),
     /// A response after a delay (`sleep`), optionally preceded by progress.
-    Later { delay: Duration, response: Value, progress: Option<Value> },
+    Later {
+        delay: Duration,
+        response: Value,
+        progress: Option<Value>,
+    },
 }
 
 fn answer(message: &Value) -> Answer {
@@ -82,7 +86,10 @@ fn answer(message: &Value) -> Answer {
     let result = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
     match method {
         "initialize" => {
-            let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str).unwrap_or(LATEST);
+            let requested = params
+                .and_then(|p| p.get("protocolVersion"))
+                .and_then(Value::as_str)
+                .unwrap_or(LATEST);
             let version = if LEGACY.contains(&requested) { requested } else { LATEST };
             Answer::Initialized(result(json!({
                 "protocolVersion": version,
@@ -95,7 +102,10 @@ fn answer(message: &Value) -> Answer {
         "tools/call" => {
             let name = params.and_then(|p| p.get("name")).and_then(Value::as_str).unwrap_or("");
             let arguments = params.and_then(|p| p.get("arguments"));
-            let text = arguments.and_then(|a| a.get("text")).and_then(Value::as_str).unwrap_or("");
+            let text = arguments
+                .and_then(|a| a.get("text"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
             let content = result(json!({"content": [{"type": "text", "text": text}], "isError": false}));
             let progress = params
                 .and_then(|p| p.get("_meta"))
@@ -103,18 +113,28 @@ fn answer(message: &Value) -> Answer {
                 .map(|token| json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": token, "progress": 1, "total": 1}}));
             let delay = match name {
                 "echo" => Duration::ZERO,
-                "sleep" => Duration::from_millis(arguments.and_then(|a| a.get("ms")).and_then(Value::as_u64).unwrap_or(0)),
+                "sleep" => {
+                    Duration::from_millis(arguments.and_then(|a| a.get("ms")).and_then(Value::as_u64).unwrap_or(0))
+                }
                 _ => {
-                    return Answer::Now(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": format!("Unknown tool: {name}")}}));
+                    return Answer::Now(
+                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32602, "message": format!("Unknown tool: {name}")}}),
+                    );
                 }
             };
             if delay.is_zero() && progress.is_none() {
                 Answer::Now(content)
             } else {
-                Answer::Later { delay, response: content, progress }
+                Answer::Later {
+                    delay,
+                    response: content,
+                    progress,
+                }
             }
         }
-        other => Answer::Now(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("Method not found: {other}")}})),
+        other => Answer::Now(
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": format!("Method not found: {other}")}}),
+        ),
     }
 }
 
@@ -148,16 +168,26 @@ fn stdio() {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
-        let Ok(message) = serde_json::from_str::<Value>(line.trim()) else { continue };
+        let Ok(message) = serde_json::from_str::<Value>(line.trim()) else {
+            continue;
+        };
         match answer(&message) {
             Answer::Nothing => {}
             Answer::Now(response) | Answer::Initialized(response) => write(&out, &[&response]),
-            Answer::Later { delay, response, progress } if delay.is_zero() => {
+            Answer::Later {
+                delay,
+                response,
+                progress,
+            } if delay.is_zero() => {
                 let mut messages: Vec<&Value> = progress.iter().collect();
                 messages.push(&response);
                 write(&out, &messages);
             }
-            Answer::Later { delay, response, progress } => {
+            Answer::Later {
+                delay,
+                response,
+                progress,
+            } => {
                 let out = out.clone();
                 std::thread::spawn(move || {
                     if let Some(progress) = &progress {
@@ -179,19 +209,27 @@ struct State {
 }
 
 fn http_server(addr: SocketAddr) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.unwrap_or_else(|e| {
             eprintln!("fast-upstream: cannot listen on {addr}: {e}");
             std::process::exit(1);
         });
         eprintln!("fast-upstream: serving MCP at http://{addr}/mcp");
-        let state = Rc::new(State { next_session: AtomicU64::new(1), sessions: Mutex::new(HashSet::new()) });
+        let state = Rc::new(State {
+            next_session: AtomicU64::new(1),
+            sessions: Mutex::new(HashSet::new()),
+        });
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async move {
                 loop {
-                    let Ok((stream, _)) = listener.accept().await else { continue };
+                    let Ok((stream, _)) = listener.accept().await else {
+                        continue;
+                    };
                     let _ = stream.set_nodelay(true);
                     let state = state.clone();
                     tokio::task::spawn_local(async move {
@@ -216,18 +254,28 @@ fn reply(status: StatusCode, content_type: Option<&'static str>, body: impl Into
     let mut response = http::Response::new(Full::new(body.into()));
     *response.status_mut() = status;
     if let Some(content_type) = content_type {
-        response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
     response
 }
 
 fn json_reply(value: &Value) -> Response {
-    reply(StatusCode::OK, Some("application/json"), serde_json::to_vec(value).unwrap_or_default())
+    reply(
+        StatusCode::OK,
+        Some("application/json"),
+        serde_json::to_vec(value).unwrap_or_default(),
+    )
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
     let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
-    reply(status, Some("application/json"), serde_json::to_vec(&body).unwrap_or_default())
+    reply(
+        status,
+        Some("application/json"),
+        serde_json::to_vec(&body).unwrap_or_default(),
+    )
 }
 
 fn session_of(request: &http::Request<Incoming>) -> Option<u64> {
@@ -240,12 +288,18 @@ async fn handle(state: &State, request: http::Request<Incoming>) -> Response {
         return reply(StatusCode::NOT_FOUND, None, "not found");
     }
     let session = session_of(&request);
-    let live = |id: Option<u64>| id.is_some_and(|id| state.sessions.lock().unwrap_or_else(|e| e.into_inner()).contains(&id));
+    let live =
+        |id: Option<u64>| id.is_some_and(|id| state.sessions.lock().unwrap_or_else(|e| e.into_inner()).contains(&id));
     match *request.method() {
         Method::POST => {}
         Method::DELETE => {
-            let removed = session.is_some_and(|id| state.sessions.lock().unwrap_or_else(|e| e.into_inner()).remove(&id));
-            return if removed { reply(StatusCode::OK, None, "") } else { reply(StatusCode::NOT_FOUND, None, "") };
+            let removed =
+                session.is_some_and(|id| state.sessions.lock().unwrap_or_else(|e| e.into_inner()).remove(&id));
+            return if removed {
+                reply(StatusCode::OK, None, "")
+            } else {
+                reply(StatusCode::NOT_FOUND, None, "")
+            };
         }
         _ => return reply(StatusCode::METHOD_NOT_ALLOWED, None, ""),
     }
@@ -255,7 +309,10 @@ async fn handle(state: &State, request: http::Request<Incoming>) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| !LEGACY.contains(&v));
     if modern {
-        return error(StatusCode::BAD_REQUEST, "Bad Request: unsupported protocol version (legacy-only server)");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: unsupported protocol version (legacy-only server)",
+        );
     }
     let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
         return error(StatusCode::BAD_REQUEST, "unreadable body");
@@ -266,7 +323,12 @@ async fn handle(state: &State, request: http::Request<Incoming>) -> Response {
     let answer = answer(&message);
     if !matches!(answer, Answer::Initialized(_)) {
         match session {
-            None => return error(StatusCode::BAD_REQUEST, "Bad Request: Mcp-Session-Id header is required"),
+            None => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: Mcp-Session-Id header is required",
+                );
+            }
             Some(_) if !live(session) => return error(StatusCode::NOT_FOUND, "Session not found"),
             Some(_) => {}
         }
@@ -283,7 +345,11 @@ async fn handle(state: &State, request: http::Request<Incoming>) -> Response {
             }
             reply
         }
-        Answer::Later { delay, response, progress } => {
+        Answer::Later {
+            delay,
+            response,
+            progress,
+        } => {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
@@ -297,7 +363,9 @@ async fn handle(state: &State, request: http::Request<Incoming>) -> Response {
                         body.extend_from_slice(b"\n\n");
                     }
                     let mut reply = reply(StatusCode::OK, Some("text/event-stream"), body);
-                    reply.headers_mut().insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+                    reply
+                        .headers_mut()
+                        .insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
                     reply
                 }
             }

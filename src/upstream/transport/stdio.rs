@@ -125,6 +125,8 @@ pub struct SpawnedChild {
     stdout: ChildStdout,
     pid: u32,
     exited: Arc<AtomicBool>,
+    /// Set when the child's output ended before eragate asked it to stop.
+    ended_first: Arc<AtomicBool>,
     stop: CancellationToken,
     _permit: OwnedSemaphorePermit,
 }
@@ -266,24 +268,27 @@ impl StdioSpawner {
         };
         tracing::info!(upstream = %self.upstream, pid, "started upstream child");
         let exited = Arc::new(AtomicBool::new(false));
+        let ended_first = Arc::new(AtomicBool::new(false));
         let stop = self.supervisor.shutdown.child_token();
         self.supervisor
             .tracker
             .spawn(log_stderr(self.upstream.clone(), pid, stderr));
-        self.supervisor.tracker.spawn(supervise(
-            self.upstream.clone(),
-            child,
+        let watch = Watch {
+            upstream: self.upstream.clone(),
             pid,
-            exited.clone(),
-            stop.clone(),
-            self.config.kill_grace.0,
-            self.crashes.clone(),
-        ));
+            exited: exited.clone(),
+            ended_first: ended_first.clone(),
+            stop: stop.clone(),
+            grace: self.config.kill_grace.0,
+            crashes: self.crashes.clone(),
+        };
+        self.supervisor.tracker.spawn(supervise(child, watch));
         Ok(SpawnedChild {
             stdin,
             stdout,
             pid,
             exited,
+            ended_first,
             stop,
             _permit: permit,
         })
@@ -291,24 +296,33 @@ impl StdioSpawner {
 }
 
 /// Waits for the child; on stop, closes its group down politely, then firmly.
-async fn supervise(
+/// What supervising one child shares with the rest of eragate.
+struct Watch {
     upstream: Arc<str>,
-    mut child: Child,
     pid: u32,
+    /// Set once the child is gone (spares check it).
     exited: Arc<AtomicBool>,
+    /// Set by the reader when the child's output ended before any stop.
+    ended_first: Arc<AtomicBool>,
     stop: CancellationToken,
     grace: Duration,
     crashes: Arc<CrashTracker>,
-) {
+}
+
+async fn supervise(mut child: Child, watch: Watch) {
+    let Watch {
+        upstream,
+        pid,
+        exited,
+        ended_first,
+        stop,
+        grace,
+        crashes,
+    } = watch;
     let started = Instant::now();
-    // Whether the child ended on its own (a crash, when soon after start), as
-    // opposed to eragate stopping it; a child already dead when the stop comes
-    // (its session closed because it died) ended on its own too.
-    let mut on_its_own = true;
     let status = tokio::select! {
         status = child.wait() => status,
         () = stop.cancelled() => {
-            on_its_own = matches!(child.try_wait(), Ok(Some(_)));
             // stdin is closed by now (the writer is gone); give the child a moment to exit on EOF.
             match tokio::time::timeout(grace, child.wait()).await {
                 Ok(status) => status,
@@ -328,7 +342,13 @@ async fn supervise(
     // Grandchildren (npx → node) may outlive the leader; the group goes with it.
     signal_group(pid, Signal::SIGKILL);
     exited.store(true, Ordering::Release);
-    crashes.record_exit(started.elapsed(), on_its_own);
+    // The child ended on its own (a crash, when soon after start) unless eragate
+    // asked it to stop before its output ended: a child whose death closed its
+    // session (and so led to the stop) ended on its own too.
+    crashes.record_exit(
+        started.elapsed(),
+        ended_first.load(Ordering::Acquire) || !stop.is_cancelled(),
+    );
     match status {
         Ok(status) => tracing::info!(upstream = %upstream, pid, %status, "upstream child exited"),
         Err(error) => tracing::warn!(upstream = %upstream, pid, error = %error, "lost track of upstream child"),
@@ -369,21 +389,25 @@ impl StdioLink {
             stdout,
             pid,
             exited: _,
+            ended_first,
             stop,
             _permit,
         } = child;
         tokio::spawn(write_lines(stdin, queue));
+        let reader = StdioReader {
+            stdout,
+            pid,
+            ended_first,
+            stop: stop.clone(),
+            permit: _permit,
+        };
         (
             StdioLink {
                 writer: Mutex::new(Some(writer)),
                 stop,
                 pid,
             },
-            StdioReader {
-                stdout,
-                pid,
-                permit: _permit,
-            },
+            reader,
         )
     }
 
@@ -424,6 +448,8 @@ impl Drop for StdioLink {
 pub struct StdioReader {
     stdout: ChildStdout,
     pid: u32,
+    ended_first: Arc<AtomicBool>,
+    stop: CancellationToken,
     /// Held until the child's output ends, so `max_children` counts the child, not the session.
     permit: OwnedSemaphorePermit,
 }
@@ -432,7 +458,13 @@ impl StdioReader {
     /// Routes every line the child writes into `session` until EOF, then closes it.
     pub fn start(self, session: Weak<UpstreamSession>) {
         tokio::spawn(async move {
-            let StdioReader { stdout, pid, permit } = self;
+            let StdioReader {
+                stdout,
+                pid,
+                ended_first,
+                stop,
+                permit,
+            } = self;
             let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
             let reason = loop {
                 let Some(line) = lines.next().await else {
@@ -453,6 +485,9 @@ impl StdioReader {
                     }
                 }
             };
+            if !stop.is_cancelled() {
+                ended_first.store(true, Ordering::Release);
+            }
             if let Some(session) = session.upgrade() {
                 session.mark_closed(&reason);
             }

@@ -58,7 +58,10 @@ impl Endpoint {
         if uri.scheme_str() != Some("http") {
             return Err(format!("only http:// URLs: {url}"));
         }
-        let authority = uri.authority().ok_or_else(|| format!("URL without host: {url}"))?.to_string();
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("URL without host: {url}"))?
+            .to_string();
         let path = uri.path_and_query().map_or("/".to_owned(), |p| p.as_str().to_owned());
         Ok(Endpoint { authority, path })
     }
@@ -79,13 +82,21 @@ pub struct Reply {
 
 impl Conn {
     pub async fn open(endpoint: std::rc::Rc<Endpoint>) -> Result<Conn, String> {
-        let stream = tokio::net::TcpStream::connect(endpoint.authority.as_str()).await.map_err(|e| format!("connect {}: {e}", endpoint.authority))?;
+        let stream = tokio::net::TcpStream::connect(endpoint.authority.as_str())
+            .await
+            .map_err(|e| format!("connect {}: {e}", endpoint.authority))?;
         let _ = stream.set_nodelay(true);
-        let (sender, connection) = http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream)).await.map_err(|e| format!("handshake: {e}"))?;
+        let (sender, connection) = http1::handshake::<_, Full<Bytes>>(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("handshake: {e}"))?;
         tokio::task::spawn_local(async move {
             let _ = connection.await;
         });
-        Ok(Conn { sender, endpoint, next_id: 1 })
+        Ok(Conn {
+            sender,
+            endpoint,
+            next_id: 1,
+        })
     }
 
     fn id(&mut self) -> u64 {
@@ -107,10 +118,18 @@ impl Conn {
         }
         let request = builder.body(Full::new(body)).map_err(|e| e.to_string())?;
         self.sender.ready().await.map_err(|e| format!("connection: {e}"))?;
-        let response = self.sender.send_request(request).await.map_err(|e| format!("request: {e}"))?;
+        let response = self
+            .sender
+            .send_request(request)
+            .await
+            .map_err(|e| format!("request: {e}"))?;
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
-        Ok(Reply { status: parts.status, headers: parts.headers, body })
+        Ok(Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
     }
 
     /// `initialize` + `notifications/initialized`; returns the session id.
@@ -132,7 +151,10 @@ impl Conn {
         if !contains(&reply.body, b"\"result\"") {
             return Err(format!("initialize: {}", excerpt(&reply.body)));
         }
-        let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", LEGACY_VERSION)];
+        let headers = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", LEGACY_VERSION),
+        ];
         let body = Bytes::from_static(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         let reply = self.send(Method::POST, &headers, body).await?;
         if !reply.status.is_success() {
@@ -145,7 +167,11 @@ impl Conn {
     pub async fn delete(&mut self, session: &str) -> Result<(), String> {
         let headers = [("mcp-session-id", session), ("mcp-protocol-version", LEGACY_VERSION)];
         let reply = self.send(Method::DELETE, &headers, Bytes::new()).await?;
-        if reply.status.is_success() { Ok(()) } else { Err(format!("DELETE: HTTP {}", reply.status)) }
+        if reply.status.is_success() {
+            Ok(())
+        } else {
+            Err(format!("DELETE: HTTP {}", reply.status))
+        }
     }
 
     /// One `tools/call`: on a legacy session when `session` is given, else as a
@@ -153,7 +179,10 @@ impl Conn {
     pub async fn call(&mut self, session: Option<&str>, tool: &str, arguments: &str, sse: bool) -> Result<(), String> {
         let id = self.id();
         let mut body = String::with_capacity(320);
-        let _ = write!(body, r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}"#);
+        let _ = write!(
+            body,
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}"#
+        );
         match (session, sse) {
             (Some(_), false) => {}
             (Some(_), true) => {
@@ -177,7 +206,11 @@ impl Conn {
                 self.send(Method::POST, &headers, Bytes::from(body)).await?
             }
             None => {
-                let headers = [("mcp-protocol-version", MODERN_VERSION), ("mcp-method", "tools/call"), ("mcp-name", tool)];
+                let headers = [
+                    ("mcp-protocol-version", MODERN_VERSION),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", tool),
+                ];
                 self.send(Method::POST, &headers, Bytes::from(body)).await?
             }
         };
@@ -189,12 +222,19 @@ fn check_call(reply: &Reply, sse: bool) -> Result<(), String> {
     if reply.status != StatusCode::OK {
         return Err(format!("tools/call: HTTP {} {}", reply.status, excerpt(&reply.body)));
     }
-    let content_type = reply.headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let content_type = reply
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     // A server may always answer with a stream (supergateway does); asked for
     // progress, it must.
     let ok = content_type.starts_with("text/event-stream") || (!sse && content_type.starts_with("application/json"));
     if !ok {
-        return Err(format!("tools/call: Content-Type {content_type:?} (sse wanted: {sse}): {}", excerpt(&reply.body)));
+        return Err(format!(
+            "tools/call: Content-Type {content_type:?} (sse wanted: {sse}): {}",
+            excerpt(&reply.body)
+        ));
     }
     if sse && !contains(&reply.body, b"notifications/progress") {
         return Err(format!("tools/call: SSE without progress: {}", excerpt(&reply.body)));

@@ -35,7 +35,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     let local = tokio::task::LocalSet::new();
     let outcome = local.block_on(&runtime, async move {
         match command.as_str() {
@@ -73,7 +76,9 @@ impl Options {
         let (mut pairs, mut flags) = (Vec::new(), Vec::new());
         let mut iter = args.iter();
         while let Some(arg) = iter.next() {
-            let key = arg.strip_prefix("--").ok_or_else(|| format!("unexpected argument {arg:?}"))?;
+            let key = arg
+                .strip_prefix("--")
+                .ok_or_else(|| format!("unexpected argument {arg:?}"))?;
             if FLAGS.contains(&key) {
                 flags.push(key.to_owned());
                 continue;
@@ -93,7 +98,10 @@ impl Options {
     }
 
     fn all(&self, key: &str) -> impl Iterator<Item = &str> {
-        self.pairs.iter().filter(move |(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.pairs
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     fn flag(&self, key: &str) -> bool {
@@ -130,7 +138,10 @@ async fn probe(options: &Options) -> Result<(), String> {
 }
 
 async fn compare(options: &Options) -> Result<(), String> {
-    let targets = options.all("target").map(Target::parse).collect::<Result<Vec<_>, _>>()?;
+    let targets = options
+        .all("target")
+        .map(Target::parse)
+        .collect::<Result<Vec<_>, _>>()?;
     if targets.len() < 2 {
         return Err("a comparison needs at least two --target".into());
     }
@@ -152,7 +163,10 @@ async fn compare(options: &Options) -> Result<(), String> {
         targets,
         concurrency,
         rounds: options.number("rounds", 3)?,
-        timing: Timing { warmup_ms: options.number("warmup-ms", 500)?, duration_ms: options.number("duration-ms", 2000)? },
+        timing: Timing {
+            warmup_ms: options.number("warmup-ms", 500)?,
+            duration_ms: options.number("duration-ms", 2000)?,
+        },
         runs: Vec::new(),
     };
     let out = options.path("out")?;

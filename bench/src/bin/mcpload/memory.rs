@@ -1,5 +1,5 @@
-//! Resident memory of a gateway: idle, with many idle legacy sessions open,
-//! and with many requests in flight at once.
+//! Resident memory of a gateway: idle, with many requests in flight at once,
+//! and with many idle legacy sessions open.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -15,13 +15,6 @@ use crate::procfs;
 pub struct MemoryResult {
     pub pid: u32,
     pub rss_idle_kib: u64,
-    pub sessions: usize,
-    pub sessions_opened: usize,
-    pub session_errors: u64,
-    pub open_seconds: f64,
-    pub rss_sessions_kib: u64,
-    pub bytes_per_session: f64,
-    pub rss_after_close_kib: u64,
     pub inflight: usize,
     pub inflight_peak: usize,
     pub inflight_ok: usize,
@@ -29,21 +22,28 @@ pub struct MemoryResult {
     pub inflight_first_error: Option<String>,
     pub sleep_ms: u64,
     pub rss_inflight_max_kib: u64,
-    pub rss_end_kib: u64,
+    pub rss_after_inflight_kib: u64,
+    pub sessions: usize,
+    pub sessions_opened: usize,
+    pub session_errors: u64,
+    pub open_seconds: f64,
+    pub rss_sessions_kib: u64,
+    /// (RSS with the sessions open − RSS before opening them) ÷ sessions.
+    pub bytes_per_session: f64,
+    pub rss_after_close_kib: u64,
+    /// The same number of sessions opened again after the first lot was ended:
+    /// no growth means the first lot's memory was freed and reused (no leak).
+    pub rss_reopened_kib: u64,
 }
 
 fn rss(pid: u32) -> u64 {
     procfs::rss_kib(pid).unwrap_or_else(|| panic!("cannot read /proc/{pid}/status"))
 }
 
-pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, sleep_ms: u64) -> MemoryResult {
-    let endpoint = Rc::new(Endpoint::parse(url).unwrap_or_else(|e| panic!("{e}")));
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_idle_kib = rss(pid);
-    eprintln!("  [memory] idle RSS {rss_idle_kib} KiB");
+type Opened = Vec<(Vec<String>, Option<Conn>)>;
 
-    // Idle legacy sessions: opened over a few connections, then left alone.
-    let began = Instant::now();
+/// Opens `sessions` legacy sessions over 16 connections and leaves them idle.
+async fn open_sessions(endpoint: &Rc<Endpoint>, sessions: usize) -> (Opened, u64) {
     let connections = 16.min(sessions.max(1));
     let mut tasks = Vec::new();
     for worker in 0..connections {
@@ -76,20 +76,17 @@ pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, slee
         }));
     }
     let mut opened = Vec::new();
-    let mut session_errors = 0;
+    let mut errors = 0;
     for task in tasks {
-        let (ids, errors, conn) = task.await.expect("session task");
-        session_errors += errors;
+        let (ids, e, conn) = task.await.expect("session task");
+        errors += e;
         opened.push((ids, conn));
     }
-    let open_seconds = began.elapsed().as_secs_f64();
-    let sessions_opened: usize = opened.iter().map(|(ids, _)| ids.len()).sum();
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let rss_sessions_kib = rss(pid);
-    let bytes_per_session = (rss_sessions_kib as f64 - rss_idle_kib as f64) * 1024.0 / sessions_opened.max(1) as f64;
-    eprintln!("  [memory] {sessions_opened} sessions in {open_seconds:.1} s: RSS {rss_sessions_kib} KiB, {bytes_per_session:.0} B/session");
+    (opened, errors)
+}
 
-    // End them (DELETE), so the in-flight figure starts from a clean gateway.
+/// Ends every session with DELETE.
+async fn close_sessions(endpoint: &Rc<Endpoint>, opened: Opened) {
     let mut tasks = Vec::new();
     for (ids, conn) in opened {
         let endpoint = endpoint.clone();
@@ -110,11 +107,18 @@ pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, slee
     for task in tasks {
         let _ = task.await;
     }
-    tokio::time::sleep(Duration::from_millis(1000)).await;
-    let rss_after_close_kib = rss(pid);
-    eprintln!("  [memory] sessions closed: RSS {rss_after_close_kib} KiB");
+}
 
-    // Requests in flight: each on its own connection, 2026-07-28 clients calling `sleep`.
+struct InFlight {
+    peak: usize,
+    ok: usize,
+    errors: usize,
+    first_error: Option<String>,
+    rss_max_kib: u64,
+}
+
+/// `n` 2026-07-28 clients, each on its own connection, all calling `sleep` at once.
+async fn in_flight(endpoint: &Rc<Endpoint>, pid: u32, n: usize, sleep_ms: u64) -> InFlight {
     let in_flight = Rc::new(Cell::new(0usize));
     let peak = Rc::new(Cell::new(0usize));
     let rss_max = Rc::new(Cell::new(0u64));
@@ -134,7 +138,7 @@ pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, slee
     };
     let arguments = sleep_arguments(sleep_ms);
     let mut tasks = Vec::new();
-    for _ in 0..inflight {
+    for _ in 0..n {
         let (endpoint, in_flight, arguments) = (endpoint.clone(), in_flight.clone(), arguments.clone());
         tasks.push(tokio::task::spawn_local(async move {
             let mut conn = Conn::open(endpoint).await?;
@@ -144,29 +148,86 @@ pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, slee
             outcome
         }));
     }
-    let (mut inflight_ok, mut inflight_errors, mut inflight_first_error) = (0, 0, None);
+    let (mut ok, mut errors, mut first_error) = (0, 0, None);
     for task in tasks {
         match task.await.expect("in-flight task") {
-            Ok(()) => inflight_ok += 1,
+            Ok(()) => ok += 1,
             Err(error) => {
-                inflight_errors += 1;
-                inflight_first_error.get_or_insert(error);
+                errors += 1;
+                first_error.get_or_insert(error);
             }
         }
     }
     done.set(true);
     let _ = sampler.await;
+    InFlight {
+        peak: peak.get(),
+        ok,
+        errors,
+        first_error,
+        rss_max_kib: rss_max.get(),
+    }
+}
+
+pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, sleep_ms: u64) -> MemoryResult {
+    let endpoint = Rc::new(Endpoint::parse(url).unwrap_or_else(|e| panic!("{e}")));
+    let settle = || tokio::time::sleep(Duration::from_millis(1000));
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss_end_kib = rss(pid);
+    let rss_idle_kib = rss(pid);
+    eprintln!("  [memory] idle RSS {rss_idle_kib} KiB");
+
+    // Requests in flight, from a clean gateway.
+    let flight = in_flight(&endpoint, pid, inflight, sleep_ms).await;
+    settle().await;
+    let rss_after_inflight_kib = rss(pid);
     eprintln!(
-        "  [memory] {inflight} in flight (peak {}): max RSS {} KiB, {inflight_ok} ok, {inflight_errors} errors{}",
-        peak.get(),
-        rss_max.get(),
-        inflight_first_error.as_deref().map(|e| format!(" ({e})")).unwrap_or_default()
+        "  [memory] {inflight} in flight (peak {}): max RSS {} KiB, {} ok, {} errors{}; afterwards {rss_after_inflight_kib} KiB",
+        flight.peak,
+        flight.rss_max_kib,
+        flight.ok,
+        flight.errors,
+        flight
+            .first_error
+            .as_deref()
+            .map(|e| format!(" ({e})"))
+            .unwrap_or_default()
     );
+
+    // Idle legacy sessions.
+    let rss_before_sessions = rss(pid);
+    let began = Instant::now();
+    let (opened, session_errors) = open_sessions(&endpoint, sessions).await;
+    let open_seconds = began.elapsed().as_secs_f64();
+    let sessions_opened: usize = opened.iter().map(|(ids, _)| ids.len()).sum();
+    settle().await;
+    let rss_sessions_kib = rss(pid);
+    let bytes_per_session =
+        (rss_sessions_kib as f64 - rss_before_sessions as f64) * 1024.0 / sessions_opened.max(1) as f64;
+    eprintln!(
+        "  [memory] {sessions_opened} sessions in {open_seconds:.1} s: RSS {rss_sessions_kib} KiB, {bytes_per_session:.0} B/session"
+    );
+    close_sessions(&endpoint, opened).await;
+    settle().await;
+    let rss_after_close_kib = rss(pid);
+    let (reopened, _) = open_sessions(&endpoint, sessions).await;
+    settle().await;
+    let rss_reopened_kib = rss(pid);
+    close_sessions(&endpoint, reopened).await;
+    eprintln!(
+        "  [memory] sessions closed: RSS {rss_after_close_kib} KiB; the same number opened again: {rss_reopened_kib} KiB"
+    );
+
     MemoryResult {
         pid,
         rss_idle_kib,
+        inflight,
+        inflight_peak: flight.peak,
+        inflight_ok: flight.ok,
+        inflight_errors: flight.errors,
+        inflight_first_error: flight.first_error,
+        sleep_ms,
+        rss_inflight_max_kib: flight.rss_max_kib,
+        rss_after_inflight_kib,
         sessions,
         sessions_opened,
         session_errors,
@@ -174,13 +235,6 @@ pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, slee
         rss_sessions_kib,
         bytes_per_session,
         rss_after_close_kib,
-        inflight,
-        inflight_peak: peak.get(),
-        inflight_ok,
-        inflight_errors,
-        inflight_first_error,
-        sleep_ms,
-        rss_inflight_max_kib: rss_max.get(),
-        rss_end_kib,
+        rss_reopened_kib,
     }
 }

@@ -24,7 +24,9 @@ fn read_env(path: &Path) -> Result<Env, String> {
 
 fn load<T: serde::de::DeserializeOwned>(path: &Path) -> Option<T> {
     let bytes = std::fs::read(path).ok()?;
-    serde_json::from_slice(&bytes).map_err(|e| eprintln!("mcpload report: {}: {e}", path.display())).ok()
+    serde_json::from_slice(&bytes)
+        .map_err(|e| eprintln!("mcpload report: {}: {e}", path.display()))
+        .ok()
 }
 
 fn median(mut values: Vec<f64>) -> Option<f64> {
@@ -33,7 +35,11 @@ fn median(mut values: Vec<f64>) -> Option<f64> {
     }
     values.sort_by(f64::total_cmp);
     let n = values.len();
-    Some(if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    })
 }
 
 fn min_med_max(values: Vec<f64>) -> Option<(f64, f64, f64)> {
@@ -44,7 +50,11 @@ fn min_med_max(values: Vec<f64>) -> Option<(f64, f64, f64)> {
 
 impl Comparison {
     fn runs_of(&self, target: &str, c: usize) -> Vec<&RunResult> {
-        let mut runs: Vec<&RunResult> = self.runs.iter().filter(|r| r.target == target && r.concurrency == c).collect();
+        let mut runs: Vec<&RunResult> = self
+            .runs
+            .iter()
+            .filter(|r| r.target == target && r.concurrency == c)
+            .collect();
         runs.sort_by_key(|r| r.round);
         runs
     }
@@ -60,7 +70,13 @@ impl Comparison {
     }
 
     fn throughput_ratio(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
-        min_med_max(self.pairs(other, c).iter().filter(|(_, o)| o.throughput > 0.0).map(|(s, o)| s.throughput / o.throughput).collect())
+        min_med_max(
+            self.pairs(other, c)
+                .iter()
+                .filter(|(_, o)| o.throughput > 0.0)
+                .map(|(s, o)| s.throughput / o.throughput)
+                .collect(),
+        )
     }
 
     fn added_p50(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
@@ -77,7 +93,9 @@ fn fmt(value: Option<f64>, decimals: usize) -> String {
 }
 
 fn fmt3(value: Option<(f64, f64, f64)>, decimals: usize) -> String {
-    value.map_or("–".to_owned(), |(a, b, c)| format!("{a:.decimals$} / **{b:.decimals$}** / {c:.decimals$}"))
+    value.map_or("–".to_owned(), |(a, b, c)| {
+        format!("{a:.decimals$} / **{b:.decimals$}** / {c:.decimals$}")
+    })
 }
 
 fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Comparison>, blurb: &str) {
@@ -92,9 +110,16 @@ fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Compar
         cmp.rounds,
         cmp.timing.warmup_ms,
         cmp.timing.duration_ms,
-        if cmp.sse { "as SSE streams (each call asks for progress: one `notifications/progress` event, then the result)" } else { "as `application/json`" }
+        if cmp.sse {
+            "as SSE streams (each call asks for progress: one `notifications/progress` event, then the result)"
+        } else {
+            "as `application/json`"
+        }
     );
-    let _ = writeln!(md, "| target | client | c | ops/s | p50 µs | p90 µs | p99 µs | CPU µs/op | max RSS MiB | errors |");
+    let _ = writeln!(
+        md,
+        "| target | client | c | ops/s | p50 µs | p90 µs | p99 µs | CPU µs/op | max RSS MiB | errors |"
+    );
     let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &c in &cmp.concurrency {
         for target in &cmp.targets {
@@ -115,17 +140,36 @@ fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Compar
                 fmt(cmp.median_of(&target.name, c, |r| Some(r.p90_us)), 0),
                 fmt(cmp.median_of(&target.name, c, |r| Some(r.p99_us)), 0),
                 fmt(cmp.median_of(&target.name, c, |r| r.cpu_us_per_op), 1),
-                fmt(cmp.median_of(&target.name, c, |r| r.rss_max_kib.map(|k| k as f64 / 1024.0)), 1),
-                if errors == 0 { "0".to_owned() } else { format!("{errors} ({})", first_error.unwrap_or_default().replace('|', "/")) },
+                fmt(
+                    cmp.median_of(&target.name, c, |r| r.rss_max_kib.map(|k| k as f64 / 1024.0)),
+                    1
+                ),
+                if errors == 0 {
+                    "0".to_owned()
+                } else {
+                    format!("{errors} ({})", first_error.unwrap_or_default().replace('|', "/"))
+                },
             );
         }
     }
-    let _ = writeln!(md, "\nRatios, {} against each other target, per interleaved pair (min / **median** / max over the rounds):\n", cmp.subject);
-    let _ = writeln!(md, "| pair | c | throughput ratio | added p50 latency µs | added p99 latency µs (median) |");
+    let _ = writeln!(
+        md,
+        "\nRatios, {} against each other target, per interleaved pair (min / **median** / max over the rounds):\n",
+        cmp.subject
+    );
+    let _ = writeln!(
+        md,
+        "| pair | c | throughput ratio | added p50 latency µs | added p99 latency µs (median) |"
+    );
     let _ = writeln!(md, "|---|---:|---:|---:|---:|");
     for &c in &cmp.concurrency {
         for other in cmp.targets.iter().filter(|t| t.name != cmp.subject) {
-            let p99 = median(cmp.pairs(&other.name, c).iter().map(|(s, o)| s.p99_us - o.p99_us).collect());
+            let p99 = median(
+                cmp.pairs(&other.name, c)
+                    .iter()
+                    .map(|(s, o)| s.p99_us - o.p99_us)
+                    .collect(),
+            );
             let _ = writeln!(
                 md,
                 "| {} / {} | {} | {} | {} | {} |",
@@ -161,7 +205,13 @@ fn verdict(met: Option<bool>) -> &'static str {
 fn ratio_check(cmp: Option<&Comparison>, other: &str, at: &[usize], goal: f64, what: &str) -> Check {
     let goal_text = format!("≥ {goal} ×");
     let Some(cmp) = cmp else {
-        return Check { what: what.into(), goal: goal_text, measured: "–".into(), met: None, why: String::new() };
+        return Check {
+            what: what.into(),
+            goal: goal_text,
+            measured: "–".into(),
+            met: None,
+            why: String::new(),
+        };
     };
     let mut parts = Vec::new();
     let mut worst: Option<f64> = None;
@@ -176,7 +226,13 @@ fn ratio_check(cmp: Option<&Comparison>, other: &str, at: &[usize], goal: f64, w
         (Some(false), Some(w)) => format!("worst median {w:.2} ×, short by {:.0} %", (1.0 - w / goal) * 100.0),
         _ => String::new(),
     };
-    Check { what: what.into(), goal: goal_text, measured: parts.join(", "), met, why }
+    Check {
+        what: what.into(),
+        goal: goal_text,
+        measured: parts.join(", "),
+        met,
+        why,
+    }
 }
 
 fn cpu_check(cmps: &[(&str, Option<&Comparison>, &str)], goal: f64) -> Check {
@@ -202,7 +258,13 @@ fn cpu_check(cmps: &[(&str, Option<&Comparison>, &str)], goal: f64) -> Check {
         (Some(false), Some(w)) => format!("worst {w:.1} µs, {:.1} × the goal", w / goal),
         _ => String::new(),
     };
-    Check { what: "eragate CPU per proxied `tools/call`".into(), goal: format!("≤ {goal} µs"), measured: parts.join("; "), met, why }
+    Check {
+        what: "eragate CPU per proxied `tools/call`".into(),
+        goal: format!("≤ {goal} µs"),
+        measured: parts.join("; "),
+        met,
+        why,
+    }
 }
 
 pub fn write(options: &Options) -> Result<(), String> {
@@ -269,25 +331,95 @@ pub fn write(options: &Options) -> Result<(), String> {
                 },
             }
         }
-        None => Check { what: "Added latency at concurrency 1".into(), goal: "≤ 100 µs".into(), measured: "–".into(), met: None, why: String::new() },
+        None => Check {
+            what: "Added latency at concurrency 1".into(),
+            goal: "≤ 100 µs".into(),
+            measured: "–".into(),
+            met: None,
+            why: String::new(),
+        },
     });
-    checks.push(ratio_check(s1_json.as_ref(), "direct", &[16], 0.8, "Passthrough throughput at concurrency 16 (JSON)"));
-    checks.push(ratio_check(s2_json.as_ref(), "per-request-handshake", &[1, 16, 64], 5.0, "Era translation vs per-request handshake (JSON)"));
-    checks.push(ratio_check(s2_json.as_ref(), "established-session", &[1, 16, 64], 0.8, "Era translation vs established-session limit (JSON)"));
-    checks.push(ratio_check(s3.as_ref(), "supergateway", &[1, 16, 64], 5.0, "stdio bridging vs supergateway"));
-    checks.push(ratio_check(s3.as_ref(), "mcp-proxy", &[1, 16, 64], 5.0, "stdio bridging vs mcp-proxy"));
+    checks.push(ratio_check(
+        s1_json.as_ref(),
+        "direct",
+        &[16],
+        0.8,
+        "Passthrough throughput at concurrency 16 (JSON)",
+    ));
+    let mut handshake = ratio_check(
+        s2_json.as_ref(),
+        "per-request-handshake",
+        &[1, 16, 64],
+        5.0,
+        "Era translation vs per-request handshake (JSON)",
+    );
+    if let Some(cmp) = &s2_json {
+        // The ceiling on this upstream: how much faster than a per-request
+        // handshake is even the established session, with no gateway at all?
+        let limits: Vec<String> = cmp
+            .concurrency
+            .iter()
+            .filter_map(|&c| {
+                let established = cmp.median_of("established-session", c, |r| Some(r.throughput))?;
+                let per_request = cmp.median_of("per-request-handshake", c, |r| Some(r.throughput))?;
+                (per_request > 0.0).then(|| format!("c{c} {:.1} ×", established / per_request))
+            })
+            .collect();
+        if handshake.met == Some(false) && !limits.is_empty() {
+            handshake.why = format!(
+                "{}; even the established session without any gateway is only {} the per-request handshake on this upstream",
+                handshake.why,
+                limits.join(", ")
+            );
+        }
+    }
+    checks.push(handshake);
+    checks.push(ratio_check(
+        s2_json.as_ref(),
+        "established-session",
+        &[1, 16, 64],
+        0.8,
+        "Era translation vs established-session limit (JSON)",
+    ));
+    checks.push(ratio_check(
+        s3.as_ref(),
+        "supergateway",
+        &[1, 16, 64],
+        5.0,
+        "stdio bridging vs supergateway",
+    ));
+    checks.push(ratio_check(
+        s3.as_ref(),
+        "mcp-proxy",
+        &[1, 16, 64],
+        5.0,
+        "stdio bridging vs mcp-proxy",
+    ));
     checks.push(match &mem {
         Some(m) => {
             let kib = m.bytes_per_session / 1024.0;
             Check {
-                what: format!("Resident memory per idle legacy session ({} sessions)", m.sessions_opened),
+                what: format!(
+                    "Resident memory per idle legacy session ({} sessions)",
+                    m.sessions_opened
+                ),
                 goal: "≤ 10 KiB".into(),
                 measured: format!("{kib:.1} KiB"),
                 met: Some(kib <= 10.0),
-                why: if kib > 10.0 { format!("{:.1} × the goal", kib / 10.0) } else { String::new() },
+                why: if kib > 10.0 {
+                    format!("{:.1} × the goal", kib / 10.0)
+                } else {
+                    String::new()
+                },
             }
         }
-        None => Check { what: "Resident memory per idle legacy session".into(), goal: "≤ 10 KiB".into(), measured: "–".into(), met: None, why: String::new() },
+        None => Check {
+            what: "Resident memory per idle legacy session".into(),
+            goal: "≤ 10 KiB".into(),
+            measured: "–".into(),
+            met: None,
+            why: String::new(),
+        },
     });
     checks.push(match &mem {
         Some(m) => {
@@ -297,31 +429,67 @@ pub fn write(options: &Options) -> Result<(), String> {
                 goal: "≤ 10 MB".into(),
                 measured: format!("{mb:.1} MB ({} KiB)", m.rss_idle_kib),
                 met: Some(mb <= 10.0),
-                why: if mb > 10.0 { format!("{:.1} MB over", mb - 10.0) } else { String::new() },
+                why: if mb > 10.0 {
+                    format!("{:.1} MB over", mb - 10.0)
+                } else {
+                    String::new()
+                },
             }
         }
-        None => Check { what: "Resident memory idle".into(), goal: "≤ 10 MB".into(), measured: "–".into(), met: None, why: String::new() },
+        None => Check {
+            what: "Resident memory idle".into(),
+            goal: "≤ 10 MB".into(),
+            measured: "–".into(),
+            met: None,
+            why: String::new(),
+        },
     });
     checks.push(cpu_check(
-        &[("legacy passthrough", s1_json.as_ref(), "eragate"), ("2026-07-28 → legacy", s2_json.as_ref(), "eragate-modern")],
+        &[
+            ("legacy passthrough", s1_json.as_ref(), "eragate"),
+            ("2026-07-28 → legacy", s2_json.as_ref(), "eragate-modern"),
+        ],
         50.0,
     ));
 
     let _ = writeln!(md, "## Targets (issue 3)\n");
-    let _ = writeln!(md, "Ratios are medians of the interleaved pairs; a target over several concurrencies is met only if met at each.\n");
+    let _ = writeln!(
+        md,
+        "Ratios are medians of the interleaved pairs; a target over several concurrencies is met only if met at each.\n"
+    );
     let _ = writeln!(md, "| target | goal | measured | verdict | by how much |");
     let _ = writeln!(md, "|---|---|---|---|---|");
     for check in &checks {
-        let _ = writeln!(md, "| {} | {} | {} | {} | {} |", check.what, check.goal, check.measured, verdict(check.met), check.why);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} |",
+            check.what,
+            check.goal,
+            check.measured,
+            verdict(check.met),
+            check.why
+        );
     }
     let met = checks.iter().filter(|c| c.met == Some(true)).count();
     let _ = writeln!(md, "\n{met} of {} targets met.\n", checks.len());
+    // The why: profiles and their evidence, kept by hand in bench/NOTES.md.
+    if let Some(notes) = env.get("notes_file").and_then(|p| std::fs::read_to_string(p).ok()) {
+        let _ = writeln!(md, "{}\n", notes.trim_end());
+    }
 
     let _ = writeln!(md, "## Setup\n");
     let _ = writeln!(md, "{}\n", get("setup").replace("\\n", "\n"));
     for path in get("configs").split_whitespace() {
         if let Ok(text) = std::fs::read_to_string(path) {
-            let name = Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            // Paths inside the checkout, relative to it: the report is committed.
+            let text = match env.get("repo") {
+                Some(repo) => text.replace(&format!("{repo}/"), ""),
+                None => text,
+            };
+            let name = Path::new(path)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let _ = writeln!(md, "`{name}`:\n\n```toml\n{}```\n", text);
         }
     }
@@ -363,18 +531,11 @@ pub fn write(options: &Options) -> Result<(), String> {
                  RSS is `VmRSS` from `/proc/PID/status`.\n"
             );
             let _ = writeln!(md, "| state | eragate RSS | |\n|---|---:|---|");
-            let _ = writeln!(md, "| idle (warm pooled session, no client) | {:.1} MiB | |", m.rss_idle_kib as f64 / 1024.0);
             let _ = writeln!(
                 md,
-                "| {} idle legacy sessions open | {:.1} MiB | {:.0} bytes ({:.1} KiB) per session; opened in {:.1} s, {} errors |",
-                m.sessions_opened,
-                m.rss_sessions_kib as f64 / 1024.0,
-                m.bytes_per_session,
-                m.bytes_per_session / 1024.0,
-                m.open_seconds,
-                m.session_errors
+                "| idle (warm pooled session, no client) | {:.1} MiB | |",
+                m.rss_idle_kib as f64 / 1024.0
             );
-            let _ = writeln!(md, "| after DELETE of every session | {:.1} MiB | |", m.rss_after_close_kib as f64 / 1024.0);
             let _ = writeln!(
                 md,
                 "| {} 2026-07-28 `tools/call sleep({} ms)` in flight, one connection each | {:.1} MiB (max) | peak {} in flight at once; {} ok, {} errors{} |",
@@ -384,9 +545,42 @@ pub fn write(options: &Options) -> Result<(), String> {
                 m.inflight_peak,
                 m.inflight_ok,
                 m.inflight_errors,
-                m.inflight_first_error.as_deref().map(|e| format!(" ({})", e.replace('|', "/"))).unwrap_or_default()
+                m.inflight_first_error
+                    .as_deref()
+                    .map(|e| format!(" ({})", e.replace('|', "/")))
+                    .unwrap_or_default()
             );
-            let _ = writeln!(md, "| afterwards | {:.1} MiB | |\n", m.rss_end_kib as f64 / 1024.0);
+            let _ = writeln!(
+                md,
+                "| after they finished | {:.1} MiB | |",
+                m.rss_after_inflight_kib as f64 / 1024.0
+            );
+            let _ = writeln!(
+                md,
+                "| {} idle legacy sessions open | {:.1} MiB | {:.0} bytes ({:.1} KiB) per session (growth over the previous row ÷ sessions); opened in {:.1} s, {} errors |",
+                m.sessions_opened,
+                m.rss_sessions_kib as f64 / 1024.0,
+                m.bytes_per_session,
+                m.bytes_per_session / 1024.0,
+                m.open_seconds,
+                m.session_errors
+            );
+            let _ = writeln!(
+                md,
+                "| after DELETE of every session | {:.1} MiB | memory the allocator keeps |",
+                m.rss_after_close_kib as f64 / 1024.0
+            );
+            let _ = writeln!(
+                md,
+                "| the same number of sessions opened again | {:.1} MiB | {:+.1} MiB against the first lot: {} |\n",
+                m.rss_reopened_kib as f64 / 1024.0,
+                (m.rss_reopened_kib as f64 - m.rss_sessions_kib as f64) / 1024.0,
+                if m.rss_reopened_kib <= m.rss_sessions_kib + m.rss_sessions_kib / 10 {
+                    "its memory was freed and reused, no leak"
+                } else {
+                    "**memory of ended sessions is not reused (a leak?)**"
+                }
+            );
         }
         None => {
             let _ = writeln!(md, "_Not run._\n");
@@ -394,7 +588,11 @@ pub fn write(options: &Options) -> Result<(), String> {
     }
 
     let _ = writeln!(md, "## 5. Micro benchmarks\n");
-    micro_section(&mut md, options.get("criterion").map(Path::new), &work.join("micro.log"));
+    micro_section(
+        &mut md,
+        options.get("criterion").map(Path::new),
+        &work.join("micro.log"),
+    );
 
     let _ = writeln!(md, "## How to read this\n");
     let _ = writeln!(
@@ -420,7 +618,10 @@ fn micro_section(md: &mut String, criterion: Option<&Path>, log: &Path) {
                 continue;
             }
             if let (Some(id), Some(n), Some(bytes)) = (parts.next(), parts.next(), parts.next()) {
-                allocs.insert(id.to_owned(), (n.parse().unwrap_or(f64::NAN), bytes.parse().unwrap_or(f64::NAN)));
+                allocs.insert(
+                    id.to_owned(),
+                    (n.parse().unwrap_or(f64::NAN), bytes.parse().unwrap_or(f64::NAN)),
+                );
             }
         }
     }
@@ -437,14 +638,30 @@ fn micro_section(md: &mut String, criterion: Option<&Path>, log: &Path) {
         "`cargo bench --bench micro` (criterion, eragate's own functions on realistic messages). Allocations per operation from a counting \
          global allocator in the bench binary.\n"
     );
-    let _ = writeln!(md, "| operation | median ns/op | mean ns/op | allocations/op | bytes allocated/op |\n|---|---:|---:|---:|---:|");
+    let _ = writeln!(
+        md,
+        "| operation | median ns/op | mean ns/op | allocations/op | bytes allocated/op |\n|---|---:|---:|---:|---:|"
+    );
     let mut ids: Vec<&String> = estimates.keys().chain(allocs.keys()).collect();
     ids.sort();
     ids.dedup();
     for id in ids {
-        let (median, mean) = estimates.get(id).copied().map_or((None, None), |(m, a)| (Some(m), Some(a)));
-        let (n, bytes) = allocs.get(id).copied().map_or((None, None), |(n, b)| (Some(n), Some(b)));
-        let _ = writeln!(md, "| `{id}` | {} | {} | {} | {} |", fmt(median, 0), fmt(mean, 0), fmt(n, 1), fmt(bytes, 0));
+        let (median, mean) = estimates
+            .get(id)
+            .copied()
+            .map_or((None, None), |(m, a)| (Some(m), Some(a)));
+        let (n, bytes) = allocs
+            .get(id)
+            .copied()
+            .map_or((None, None), |(n, b)| (Some(n), Some(b)));
+        let _ = writeln!(
+            md,
+            "| `{id}` | {} | {} | {} | {} |",
+            fmt(median, 0),
+            fmt(mean, 0),
+            fmt(n, 1),
+            fmt(bytes, 0)
+        );
     }
     let _ = writeln!(md);
 }
@@ -461,10 +678,18 @@ fn collect_estimates(dir: &Path, out: &mut BTreeMap<String, (f64, f64)>) {
             let benchmark: Option<Value> = load(&path.join("benchmark.json"));
             if let (Some(e), Some(b)) = (estimates, benchmark) {
                 let id = b.get("full_id").and_then(Value::as_str).unwrap_or("?").to_owned();
-                let point = |k: &str| e.get(k).and_then(|v| v.get("point_estimate")).and_then(Value::as_f64).unwrap_or(f64::NAN);
+                let point = |k: &str| {
+                    e.get(k)
+                        .and_then(|v| v.get("point_estimate"))
+                        .and_then(Value::as_f64)
+                        .unwrap_or(f64::NAN)
+                };
                 out.insert(id, (point("median"), point("mean")));
             }
-        } else if path.file_name().is_some_and(|n| n != "report" && n != "base" && n != "change") {
+        } else if path
+            .file_name()
+            .is_some_and(|n| n != "report" && n != "base" && n != "change")
+        {
             collect_estimates(&path, out);
         }
     }

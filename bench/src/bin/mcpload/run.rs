@@ -29,7 +29,9 @@ impl Target {
     pub fn parse(spec: &str) -> Result<Target, String> {
         let (mut name, mut pattern, mut url, mut pid) = (None, None, None, None);
         for part in spec.split(',') {
-            let (key, value) = part.split_once('=').ok_or_else(|| format!("bad target part {part:?} in {spec:?}"))?;
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("bad target part {part:?} in {spec:?}"))?;
             match key {
                 "name" => name = Some(value.to_owned()),
                 "pattern" => pattern = Some(Pattern::parse(value)?),
@@ -107,7 +109,16 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
         })
     });
     let workers: Vec<_> = (0..concurrency)
-        .map(|_| tokio::task::spawn_local(worker(endpoint.clone(), target.pattern, sse, start, measure_from, deadline)))
+        .map(|_| {
+            tokio::task::spawn_local(worker(
+                endpoint.clone(),
+                target.pattern,
+                sse,
+                start,
+                measure_from,
+                deadline,
+            ))
+        })
         .collect();
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 120_000_000_000, 3).expect("histogram bounds");
     let (mut errors, mut first_error) = (0, None);
@@ -145,7 +156,14 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
     }
 }
 
-async fn worker(endpoint: Rc<Endpoint>, pattern: Pattern, sse: bool, start: Instant, measure_from: Instant, deadline: Instant) -> WorkerOutcome {
+async fn worker(
+    endpoint: Rc<Endpoint>,
+    pattern: Pattern,
+    sse: bool,
+    start: Instant,
+    measure_from: Instant,
+    deadline: Instant,
+) -> WorkerOutcome {
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 120_000_000_000, 3).expect("histogram bounds");
     let (mut errors, mut first_error) = (0u64, None::<String>);
     let arguments = echo_arguments();
@@ -202,7 +220,11 @@ async fn worker(endpoint: Rc<Endpoint>, pattern: Pattern, sse: bool, start: Inst
     if let (Some(c), Some(s)) = (conn.as_mut(), session.as_deref()) {
         let _ = c.delete(s).await;
     }
-    WorkerOutcome { histogram, errors, first_error }
+    WorkerOutcome {
+        histogram,
+        errors,
+        first_error,
+    }
 }
 
 /// What a gateway without session pooling pays at least per call.
@@ -253,8 +275,19 @@ pub async fn compare(mut comparison: Comparison) -> Comparison {
                     result.throughput,
                     result.p50_us,
                     result.p99_us,
-                    result.cpu_us_per_op.map(|v| format!("  cpu {v:.1} µs/op")).unwrap_or_default(),
-                    if result.errors > 0 { format!("  ERRORS {} ({})", result.errors, result.first_error.as_deref().unwrap_or("")) } else { String::new() },
+                    result
+                        .cpu_us_per_op
+                        .map(|v| format!("  cpu {v:.1} µs/op"))
+                        .unwrap_or_default(),
+                    if result.errors > 0 {
+                        format!(
+                            "  ERRORS {} ({})",
+                            result.errors,
+                            result.first_error.as_deref().unwrap_or("")
+                        )
+                    } else {
+                        String::new()
+                    },
                 );
                 comparison.runs.push(result);
                 tokio::time::sleep(Duration::from_millis(100)).await;
