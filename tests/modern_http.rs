@@ -10,8 +10,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -108,91 +106,9 @@ fn cacheable_requests(uri: &'static str) -> [(&'static str, Option<&'static str>
     ]
 }
 
-// --- the traced HTTP upstream -----------------------------------------------------------
-
-/// legacy_server.py over Streamable HTTP with `--trace`, its stderr in a file.
-struct TracedUpstream {
-    _proc: Proc,
-    url: String,
-    trace: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-/// One HTTP request the upstream received.
-#[derive(Debug)]
-struct Traced {
-    method: String,
-    headers: Value,
-    body: Option<Value>,
-}
+// --- the traced HTTP upstream (`common::TracedUpstream`) -----------------------------------
 
 impl TracedUpstream {
-    fn start() -> TracedUpstream {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let trace = dir.path().join("trace.log");
-        let peers = peers();
-        let mut command = Command::new(peers.python());
-        command
-            .arg(peers.script("legacy_server.py"))
-            .args(["http", "--port", "0", "--trace"])
-            .stderr(std::fs::File::create(&trace).expect("trace file"));
-        let ListeningServer { proc, url } = ListeningServer::spawn("legacy_server.py http --trace", &mut command);
-        TracedUpstream {
-            _proc: proc,
-            url,
-            trace,
-            _dir: dir,
-        }
-    }
-
-    fn raw(&self) -> String {
-        std::fs::read_to_string(&self.trace).unwrap_or_default()
-    }
-
-    /// Every complete request line of the trace.
-    fn requests(&self) -> Vec<Traced> {
-        let raw = self.raw();
-        let complete = match raw.rfind('\n') {
-            Some(end) => &raw[..end],
-            None => "",
-        };
-        complete
-            .lines()
-            .filter_map(|line| line.strip_prefix("TRACE "))
-            .filter(|rest| !rest.starts_with("->"))
-            .filter_map(|rest| {
-                let (method, rest) = rest.split_once(' ')?;
-                let (_, rest) = rest.split_once(" headers=")?;
-                let (headers, body) = match rest.split_once(" body=") {
-                    Some((h, b)) => (h, Some(b)),
-                    None => (rest, None),
-                };
-                Some(Traced {
-                    method: method.to_owned(),
-                    headers: serde_json::from_str(headers).unwrap_or(Value::Null),
-                    body: body.and_then(|b| serde_json::from_str(b).ok()),
-                })
-            })
-            .collect()
-    }
-
-    /// JSON-RPC bodies POSTed with this `method`.
-    fn posted(&self, method: &str) -> Vec<(Value, Value)> {
-        self.requests()
-            .into_iter()
-            .filter(|r| r.method == "POST")
-            .filter_map(|r| r.body.map(|b| (r.headers, b)))
-            .filter(|(_, b)| b["method"] == method)
-            .collect()
-    }
-
-    /// Waits until `pred` holds for the trace (or panics after `within`).
-    fn wait_for(&self, what: &str, within: Duration, pred: impl Fn(&TracedUpstream) -> bool) {
-        if !poll_until(within, || pred(self)) {
-            panic!("upstream never saw {what} within {within:?}; trace:\n{}", self.raw());
-        }
-    }
-
     /// The upstream's ids of the `hang` calls it received, in order.
     fn hang_ids(&self) -> Vec<Value> {
         self.posted("tools/call")
@@ -813,10 +729,10 @@ fn a_thousand_modern_calls_share_one_upstream_initialize() {
                     }
                     let text = format!("call-{i}-{}", "x".repeat((i % 7) as usize));
                     let body = modern_body(i, "tools/call", json!({"name": "echo", "arguments": {"text": text}}));
-                    let mut request = client.post(&url).body(body);
-                    for (k, v) in modern_headers("tools/call", Some("echo")) {
-                        request = request.header(k, v);
-                    }
+                    let request = client
+                        .post(&url)
+                        .headers(modern_header_map("tools/call", Some("echo")))
+                        .body(body);
                     let outcome = request.send().and_then(|r| Ok((r.status().as_u16(), r.text()?)));
                     let problem = match outcome {
                         Err(e) => Some(format!("#{i}: {e}")),

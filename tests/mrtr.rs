@@ -1031,15 +1031,7 @@ fn a_suspended_call_does_not_take_the_next_requests_input_away() {
 #[test]
 #[ignore = "waits out the 2-minute MRTR expiry"]
 fn a_suspended_call_never_retried_is_cancelled_upstream_at_expiry() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let trace = dir.path().join("trace.log");
-    let peers = peers();
-    let mut command = Command::new(peers.python());
-    command
-        .arg(peers.script("legacy_server.py"))
-        .args(["http", "--port", "0", "--mrtr", "--trace"])
-        .stderr(std::fs::File::create(&trace).expect("trace"));
-    let server = ListeningServer::spawn("legacy_server.py http --trace", &mut command);
+    let server = TracedUpstream::start_with(&["--mrtr"]);
     let gate = Gate::start(&remote_upstream_toml("http", &server.url, ""));
     let url = gate.url();
     let first = call(
@@ -1057,7 +1049,7 @@ fn a_suspended_call_never_retried_is_cancelled_upstream_at_expiry() {
     });
     assert!(started.elapsed() > Duration::from_secs(100), "expired too early");
     wait_until("notifications/cancelled upstream", Duration::from_secs(10), || {
-        std::fs::read_to_string(&trace).is_ok_and(|t| t.contains("notifications/cancelled"))
+        server.raw().contains("notifications/cancelled")
     });
     gate.assert_drained();
 }

@@ -6,9 +6,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -16,58 +13,6 @@ use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 // === helpers ===
-
-/// A tag unique to this test run, put on a child's command line (`python -X tag`)
-/// so its processes can be found in /proc without touching anyone else's.
-fn unique_tag(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("eragate_pools_{name}_{}_{nanos}", std::process::id())
-}
-
-/// The legacy fixture over stdio, tagged.
-fn tagged_fixture(tag: &str) -> Vec<String> {
-    let peers = peers();
-    vec![
-        peers.python().to_owned(),
-        "-X".to_owned(),
-        tag.to_owned(),
-        peers.script("legacy_server.py"),
-        "stdio".to_owned(),
-    ]
-}
-
-/// Live (non-zombie) processes whose command line contains `needle`.
-fn pids_with(needle: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| {
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            let zombie = stat.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z'));
-            (text.contains(needle) && !zombie).then_some(pid)
-        })
-        .collect()
-}
-
-#[track_caller]
-fn wait_until(what: &str, within: Duration, mut pred: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if pred() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    panic!("timed out after {within:?} waiting for {what}");
-}
 
 /// eragate with an admin listener; `rest` is the TOML after `[admin]` (no `[listen]`).
 struct Gateway {
@@ -96,7 +41,7 @@ impl Gateway {
     /// One stdio upstream `fixture` running `command`, with extra upstream keys (TOML after the
     /// `[[upstreams]]` header: plain keys first, then tables) and extra `[upstreams.stdio]` keys.
     fn stdio(command: &[String], upstream: &str, stdio: &str) -> Gateway {
-        Gateway::start(&stdio_config(command, upstream, stdio))
+        Gateway::start(&stdio_upstream_toml(command, upstream, stdio))
     }
 
     fn url(&self) -> String {
@@ -131,33 +76,6 @@ impl Gateway {
     }
 }
 
-fn stdio_config(command: &[String], upstream: &str, stdio: &str) -> String {
-    format!(
-        "[[upstreams]]\nname = \"fixture\"\n{upstream}\n[upstreams.stdio]\ncommand = {}\nkill_grace = \"200ms\"\n{stdio}\n",
-        serde_json::to_string(command).expect("json")
-    )
-}
-
-fn call(url: &str, id: u64, tool: &str, arguments: Value) -> Reply {
-    post_modern(
-        url,
-        id,
-        "tools/call",
-        Some(tool),
-        json!({"name": tool, "arguments": arguments}),
-    )
-}
-
-/// The answer to request `id` in a reply (JSON or SSE).
-#[track_caller]
-fn answer(reply: &Reply, id: u64) -> Value {
-    reply
-        .messages()
-        .into_iter()
-        .find(|m| m.get("id") == Some(&json!(id)) && (m.get("result").is_some() || m.get("error").is_some()))
-        .unwrap_or_else(|| panic!("no answer for id {id}: {reply:?}"))
-}
-
 /// The first text content of a successful tool result, or a panic with the message.
 #[track_caller]
 fn text_of(reply: &Reply, id: u64) -> String {
@@ -166,6 +84,14 @@ fn text_of(reply: &Reply, id: u64) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("expected a tool result for {id}: {message}"))
         .to_owned()
+}
+
+/// A [`Gateway::stdio`] in front of the fixture, its children tagged for this run of test
+/// `name` (see [`unique_tag`]); returns the tag too.
+fn tagged_gateway(name: &str, upstream: &str, stdio: &str) -> (String, Gateway) {
+    let tag = unique_tag(&format!("pools_{name}"));
+    let gateway = Gateway::stdio(&tagged_fixture(&tag), upstream, stdio);
+    (tag, gateway)
 }
 
 /// A JSON-RPC error for `id` that names the upstream `fixture`.
@@ -188,76 +114,12 @@ fn count_lines(text: &str, needle: &str) -> usize {
     text.lines().filter(|l| l.contains(needle)).count()
 }
 
-/// `legacy_server.py http --trace` on `port` (0: any), its stderr (the trace) in `log`.
-struct TracedServer {
-    proc: Proc,
-    url: String,
-    port: u16,
-    log: PathBuf,
-}
-
-impl TracedServer {
-    fn start(port: u16, log: &Path) -> TracedServer {
-        let peers = peers();
-        // The port was just freed by a killed server: retry while it is still taken.
-        for _ in 0..40 {
-            let stderr = std::fs::File::create(log).expect("trace log");
-            let mut command = Command::new(peers.python());
-            command
-                .arg(peers.script("legacy_server.py"))
-                .args(["http", "--port", &port.to_string(), "--trace"])
-                .stdout(Stdio::piped())
-                .stderr(stderr);
-            let mut proc = Proc::spawn("legacy_server.py http --trace", &mut command);
-            let stdout = proc.child.stdout.take().expect("stdout");
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            if let Ok(ready) = serde_json::from_str::<Value>(&line) {
-                let url = ready["listening"].as_str().expect("listening url").to_owned();
-                let port = ready["port"].as_u64().expect("port") as u16;
-                return TracedServer {
-                    proc,
-                    url,
-                    port,
-                    log: log.to_owned(),
-                };
-            }
-            drop(proc);
-            std::thread::sleep(Duration::from_millis(250));
-        }
-        panic!(
-            "legacy_server.py http did not start on port {port}: {}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-    }
-
-    fn trace(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// JSON-RPC messages POSTed to it with `method`.
-    fn posted(&self, method: &str) -> Vec<Value> {
-        posted(&self.trace(), method)
-    }
-}
-
-/// The bodies of `TRACE POST` lines whose JSON-RPC method is `method`.
-fn posted(trace: &str, method: &str) -> Vec<Value> {
-    trace
-        .lines()
-        .filter(|l| l.starts_with("TRACE POST"))
-        .filter_map(|l| l.split_once(" body=").map(|(_, body)| body))
-        .filter_map(|body| serde_json::from_str::<Value>(body).ok())
-        .filter(|m| m["method"] == method)
-        .collect()
-}
-
 /// `n` concurrent `slow_progress` calls (`steps` × 50 ms); returns each reply with its id.
 fn concurrent_slow_calls(url: &str, first_id: u64, n: u64, steps: u64) -> Vec<(u64, Reply)> {
     let handles: Vec<_> = (first_id..first_id + n)
         .map(|id| {
             let url = url.to_owned();
-            std::thread::spawn(move || (id, call(&url, id, "slow_progress", json!({"steps": steps}))))
+            std::thread::spawn(move || (id, modern_call(&url, id, "slow_progress", json!({"steps": steps}))))
         })
         .collect();
     handles.into_iter().map(|h| h.join().expect("caller")).collect()
@@ -270,11 +132,10 @@ fn concurrent_slow_calls(url: &str, first_id: u64, n: u64, steps: u64) -> Vec<(u
 /// child, and `/pools` counts the restart.
 #[test]
 fn killed_child_fails_its_call_and_is_restarted() {
-    let tag = unique_tag("kill");
-    let gateway = Gateway::stdio(&tagged_fixture(&tag), "request_timeout = \"20s\"", "spares = 0");
+    let (tag, gateway) = tagged_gateway("kill", "request_timeout = \"20s\"", "spares = 0");
     let url = gateway.url();
     assert_eq!(
-        text_of(&call(&url, 1, "echo", json!({"text": "warm"})), 1),
+        text_of(&modern_call(&url, 1, "echo", json!({"text": "warm"})), 1),
         "echo: warm"
     );
     let mut children = Vec::new();
@@ -325,7 +186,7 @@ fn killed_child_fails_its_call_and_is_restarted() {
 
     // After the restart backoff (≤ backoff_initial = 250 ms), a new child serves.
     std::thread::sleep(Duration::from_millis(400));
-    let reply = call(&url, 3, "echo", json!({"text": "after the backoff"}));
+    let reply = modern_call(&url, 3, "echo", json!({"text": "after the backoff"}));
     assert_eq!(text_of(&reply, 3), "echo: after the backoff", "log:\n{}", gateway.log());
     let now = pids_with(&tag);
     assert!(
@@ -342,12 +203,12 @@ fn killed_child_fails_its_call_and_is_restarted() {
     // must succeed on a restarted child, not fail with "restarting after crashes".
     let second = now[0];
     let hang_url = url.clone();
-    let caller = std::thread::spawn(move || call(&hang_url, 4, "hang", json!({})));
+    let caller = std::thread::spawn(move || modern_call(&hang_url, 4, "hang", json!({})));
     std::thread::sleep(Duration::from_millis(500));
     signal(second, Signal::SIGKILL);
     upstream_error(&caller.join().expect("caller"), 4);
     let started = Instant::now();
-    let reply = call(&url, 5, "echo", json!({"text": "right after"}));
+    let reply = modern_call(&url, 5, "echo", json!({"text": "right after"}));
     println!(
         "request right after the second kill answered in {:?}: {}",
         started.elapsed(),
@@ -365,9 +226,8 @@ fn killed_child_fails_its_call_and_is_restarted() {
 /// requests keep succeeding on the other; restarted on its port, it is probed back in.
 #[test]
 fn http_member_leaves_and_rejoins_rotation() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let a = TracedServer::start(0, &dir.path().join("a.log"));
-    let mut b = TracedServer::start(0, &dir.path().join("b.log"));
+    let a = TracedUpstream::start();
+    let mut b = TracedUpstream::start();
     let gateway = Gateway::start(&format!(
         "[[upstreams]]\nname = \"fixture\"\nrequest_timeout = \"5s\"\n\
          [upstreams.http]\nurls = [\"{}\", \"{}\"]\n\
@@ -389,7 +249,7 @@ fn http_member_leaves_and_rejoins_rotation() {
             assert_eq!(text_of(&reply, id), "done", "log:\n{}", gateway.log());
         }
     }
-    let (on_a, on_b) = (a.posted("tools/call").len(), b.posted("tools/call").len());
+    let (on_a, on_b) = (a.posted_bodies("tools/call").len(), b.posted_bodies("tools/call").len());
     println!("both up: tools/call on a = {on_a}, on b = {on_b}");
     assert_eq!(on_a + on_b, 18);
     assert!(
@@ -417,7 +277,7 @@ fn http_member_leaves_and_rejoins_rotation() {
     );
     assert!(gateway.member(1)["consecutive_failures"].as_u64() >= Some(1));
     assert_eq!(gateway.member(0)["healthy"], true);
-    let a_before = a.posted("tools/call").len();
+    let a_before = a.posted_bodies("tools/call").len();
     for _ in 0..3 {
         for (id, reply) in round(6) {
             assert_eq!(
@@ -428,12 +288,16 @@ fn http_member_leaves_and_rejoins_rotation() {
             );
         }
     }
-    assert_eq!(a.posted("tools/call").len(), a_before + 18, "every call went to a");
+    assert_eq!(
+        a.posted_bodies("tools/call").len(),
+        a_before + 18,
+        "every call went to a"
+    );
 
     // b returns on the same port: probed back in, then it serves again.
     let port = b.port;
     drop(b);
-    let b = TracedServer::start(port, &dir.path().join("b2.log"));
+    let b = TracedUpstream::start_on(port);
     assert_eq!(b.port, port);
     let back = Instant::now();
     wait_until("b back in rotation", Duration::from_secs(5), || {
@@ -449,7 +313,7 @@ fn http_member_leaves_and_rejoins_rotation() {
             assert_eq!(text_of(&reply, id), "done", "log:\n{}", gateway.log());
         }
     }
-    let on_b = b.posted("tools/call").len();
+    let on_b = b.posted_bodies("tools/call").len();
     println!("after b's return: tools/call on b = {on_b}");
     assert!(
         on_b >= 3,
@@ -463,8 +327,7 @@ fn http_member_leaves_and_rejoins_rotation() {
 /// for exactly that request.
 #[test]
 fn per_method_timeout_cancels_the_hung_call_upstream() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let server = TracedServer::start(0, &dir.path().join("trace.log"));
+    let server = TracedUpstream::start();
     let gateway = Gateway::start(&format!(
         "[[upstreams]]\nname = \"fixture\"\nrequest_timeout = \"30s\"\n\
          [upstreams.timeouts]\n\"tools/call\" = \"1s\"\n\
@@ -473,12 +336,12 @@ fn per_method_timeout_cancels_the_hung_call_upstream() {
     ));
     let url = gateway.url();
     assert_eq!(
-        text_of(&call(&url, 1, "echo", json!({"text": "warm"})), 1),
+        text_of(&modern_call(&url, 1, "echo", json!({"text": "warm"})), 1),
         "echo: warm"
     );
     // request_timeout is 30 s: the 1 s bound is the per-method one.
     let started = Instant::now();
-    let reply = call(&url, 2, "hang", json!({}));
+    let reply = modern_call(&url, 2, "hang", json!({}));
     let elapsed = started.elapsed();
     println!("hung call answered after {elapsed:?}: {}", reply.body);
     assert!(
@@ -493,13 +356,13 @@ fn per_method_timeout_cancels_the_hung_call_upstream() {
 
     // The upstream got notifications/cancelled for the hang request's upstream id.
     let hang = server
-        .posted("tools/call")
+        .posted_bodies("tools/call")
         .into_iter()
         .find(|m| m["params"]["name"] == "hang")
         .expect("hang reached the upstream");
     let mut cancelled = Vec::new();
     wait_until("notifications/cancelled upstream", Duration::from_secs(3), || {
-        cancelled = server.posted("notifications/cancelled");
+        cancelled = server.posted_bodies("notifications/cancelled");
         !cancelled.is_empty()
     });
     println!("upstream got {}", cancelled[0]);
@@ -512,11 +375,11 @@ fn per_method_timeout_cancels_the_hung_call_upstream() {
 
     // The session is still usable; a call just under the bound (500 ms) is not cut.
     assert_eq!(
-        text_of(&call(&url, 3, "slow_progress", json!({"steps": 10})), 3),
+        text_of(&modern_call(&url, 3, "slow_progress", json!({"steps": 10})), 3),
         "done"
     );
     assert_eq!(
-        text_of(&call(&url, 4, "echo", json!({"text": "after"})), 4),
+        text_of(&modern_call(&url, 4, "echo", json!({"text": "after"})), 4),
         "echo: after"
     );
 }
@@ -525,15 +388,14 @@ fn per_method_timeout_cancels_the_hung_call_upstream() {
 /// request (id and content); none is lost or crossed.
 #[test]
 fn thousand_concurrent_calls_over_four_children() {
-    let tag = unique_tag("thousand");
-    let gateway = Gateway::stdio(
-        &tagged_fixture(&tag),
+    let (tag, gateway) = tagged_gateway(
+        "thousand",
         "max_in_flight = 2000\nrequest_timeout = \"60s\"\n[upstreams.pool]\nsize = 4\nmax_in_flight_per_session = 4\nqueue = 2000\nqueue_timeout = \"60s\"",
         "spares = 0",
     );
     let url = gateway.url();
     assert_eq!(
-        text_of(&call(&url, 1, "echo", json!({"text": "warm"})), 1),
+        text_of(&modern_call(&url, 1, "echo", json!({"text": "warm"})), 1),
         "echo: warm"
     );
 
@@ -558,10 +420,10 @@ fn thousand_concurrent_calls_over_four_children() {
                 let text = format!("message {i} of {nonce} «{}»", "x".repeat((i % 7) as usize));
                 tokio::spawn(async move {
                     let body = modern_body(id, "tools/call", json!({"name": "echo", "arguments": {"text": text}}));
-                    let mut request = client.post(&url).body(body);
-                    for (name, value) in modern_headers("tools/call", Some("echo")) {
-                        request = request.header(name, value);
-                    }
+                    let request = client
+                        .post(&url)
+                        .headers(modern_header_map("tools/call", Some("echo")))
+                        .body(body);
                     let result = async {
                         let response = request.send().await.map_err(|e| e.to_string())?;
                         let status = response.status().as_u16();
@@ -630,7 +492,7 @@ fn overload_gets_503_with_retry_after() {
     );
     let url = gateway.url();
     assert_eq!(
-        text_of(&call(&url, 1, "echo", json!({"text": "warm"})), 1),
+        text_of(&modern_call(&url, 1, "echo", json!({"text": "warm"})), 1),
         "echo: warm"
     );
 
@@ -642,7 +504,7 @@ fn overload_gets_503_with_retry_after() {
             let url = poll_url.clone();
             std::thread::spawn(move || {
                 let started = Instant::now();
-                let reply = call(&url, id, "slow_progress", json!({"steps": 10}));
+                let reply = modern_call(&url, id, "slow_progress", json!({"steps": 10}));
                 (id, reply, started.elapsed())
             })
         })
@@ -708,7 +570,7 @@ fn overload_gets_503_with_retry_after() {
         .map(|id| {
             let url = url.clone();
             let steps = if id == 32 { 1 } else { 2 }; // 2 × 100 ms running, 1 queued
-            std::thread::spawn(move || (id, call(&url, id, "slow_progress", json!({"steps": steps}))))
+            std::thread::spawn(move || (id, modern_call(&url, id, "slow_progress", json!({"steps": steps}))))
         })
         .collect();
     for handle in handles {
@@ -726,9 +588,9 @@ fn overload_gets_503_with_retry_after() {
 /// new requests are refused, eragate exits within the grace and no child survives.
 #[test]
 fn sigterm_drains_in_flight_calls_then_stops_every_child() {
-    let tag = unique_tag("drain");
+    let tag = unique_tag("pools_drain");
     let mut gateway = Gateway::start_with_args(
-        &stdio_config(
+        &stdio_upstream_toml(
             &tagged_fixture(&tag),
             "[upstreams.pool]\nsize = 2\nmax_in_flight_per_session = 1",
             "",
@@ -749,11 +611,13 @@ fn sigterm_drains_in_flight_calls_then_stops_every_child() {
     let mut handles: Vec<_> = (10..13)
         .map(|id| {
             let url = url.clone();
-            std::thread::spawn(move || (id, call(&url, id, "slow_progress", json!({"steps": 30}))))
+            std::thread::spawn(move || (id, modern_call(&url, id, "slow_progress", json!({"steps": 30}))))
         })
         .collect();
     let hang_url = url.clone();
-    handles.push(std::thread::spawn(move || (20, call(&hang_url, 20, "hang", json!({})))));
+    handles.push(std::thread::spawn(move || {
+        (20, modern_call(&hang_url, 20, "hang", json!({})))
+    }));
     let (legacy_url, legacy_session) = (url.clone(), session.clone());
     handles.push(std::thread::spawn(move || {
         let body = json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": {"name": "slow_progress", "arguments": {"steps": 30}}}).to_string();
@@ -773,15 +637,15 @@ fn sigterm_drains_in_flight_calls_then_stops_every_child() {
         .timeout(Duration::from_secs(10))
         .build()
         .expect("client");
-    let mut late = client.post(&url).body(modern_body(
-        40,
-        "tools/call",
-        json!({"name": "echo", "arguments": {"text": "late"}}),
-    ));
-    for (name, value) in modern_headers("tools/call", Some("echo")) {
-        late = late.header(name, value);
-    }
-    let late = late.send();
+    let late = client
+        .post(&url)
+        .headers(modern_header_map("tools/call", Some("echo")))
+        .body(modern_body(
+            40,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "late"}}),
+        ))
+        .send();
     match &late {
         Err(e) => println!("request after SIGTERM refused: {e}"),
         Ok(r) => {
@@ -852,7 +716,7 @@ fn crash_loop_is_reported_not_restarted_in_a_tight_loop() {
     while started.elapsed() < Duration::from_millis(2500) {
         id += 1;
         let sent = Instant::now();
-        let reply = call(&url, id, "echo", json!({"text": "x"}));
+        let reply = modern_call(&url, id, "echo", json!({"text": "x"}));
         let took = sent.elapsed();
         assert!(took < Duration::from_secs(2), "request {id} took {took:?}");
         assert!(reply.status == 200 || reply.status == 503, "{reply:?}");
@@ -901,9 +765,8 @@ fn crash_loop_is_reported_not_restarted_in_a_tight_loop() {
 /// replacements are not counted as crashes, and replaced children are stopped.
 #[test]
 fn worn_children_are_replaced_without_failing_requests() {
-    let tag = unique_tag("worn");
-    let gateway = Gateway::stdio(
-        &tagged_fixture(&tag),
+    let (tag, gateway) = tagged_gateway(
+        "worn",
         "[upstreams.pool]\nsize = 1\n[upstreams.restart]\nmax_requests = 5",
         "",
     );
@@ -911,7 +774,7 @@ fn worn_children_are_replaced_without_failing_requests() {
     let mut seen_children = std::collections::BTreeSet::new();
     for id in 1..=20u64 {
         assert_eq!(
-            text_of(&call(&url, id, "echo", json!({"text": id.to_string()})), id),
+            text_of(&modern_call(&url, id, "echo", json!({"text": id.to_string()})), id),
             format!("echo: {id}"),
             "log:\n{}",
             gateway.log()

@@ -480,6 +480,21 @@ pub fn modern_headers<'a>(method: &'a str, name: Option<&'a str>) -> Vec<(&'a st
     headers
 }
 
+/// [`modern_headers`] as a header map, for a request built on a client of one's own
+/// (`.headers(...)`, blocking or async).
+pub fn modern_header_map(method: &str, name: Option<&str>) -> reqwest::header::HeaderMap {
+    use reqwest::header::{HeaderName, HeaderValue};
+    modern_headers(method, name)
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                HeaderName::from_bytes(k.as_bytes()).expect("header name"),
+                HeaderValue::from_str(v).expect("header value"),
+            )
+        })
+        .collect()
+}
+
 /// The `_meta` envelope of a 2026-07-28 request.
 pub fn modern_envelope() -> Value {
     serde_json::json!({
@@ -643,19 +658,24 @@ impl ListeningServer {
 
     /// Spawns `command` with its stdout piped and waits for the ready line.
     pub fn spawn(name: &str, command: &mut Command) -> ListeningServer {
+        ListeningServer::try_spawn(name, command).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`ListeningServer::spawn`], but an error (the process stopped) when no good ready
+    /// line comes, e.g. because its port is still taken.
+    pub fn try_spawn(name: &str, command: &mut Command) -> Result<ListeningServer, String> {
         let mut proc = Proc::spawn(name, command.stdout(Stdio::piped()));
         let stdout = proc.child.stdout.take().expect("stdout");
         let mut line = String::new();
         BufReader::new(stdout)
             .read_line(&mut line)
-            .unwrap_or_else(|e| panic!("{name}: no ready line: {e}"));
-        let ready: Value =
-            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{name}: bad ready line {line:?}: {e}"));
+            .map_err(|e| format!("{name}: no ready line: {e}"))?;
+        let ready: Value = serde_json::from_str(&line).map_err(|e| format!("{name}: bad ready line {line:?}: {e}"))?;
         let url = ready["listening"]
             .as_str()
-            .unwrap_or_else(|| panic!("{name}: no url in {line:?}"))
+            .ok_or_else(|| format!("{name}: no url in {line:?}"))?
             .to_owned();
-        ListeningServer { proc, url }
+        Ok(ListeningServer { proc, url })
     }
 }
 
@@ -671,6 +691,131 @@ fn legacy_server(transport: &str, extra: &[&str]) -> ListeningServer {
 /// `legacy_server.py sse --port 0 [extra]`; `url` is its `GET /sse` endpoint.
 pub fn legacy_sse_server(extra: &[&str]) -> ListeningServer {
     legacy_server("sse", extra)
+}
+
+/// `legacy_server.py http --trace` (the legacy fixture over Streamable HTTP), its stderr (the
+/// trace: one line per HTTP request it receives) in a file.
+pub struct TracedUpstream {
+    pub proc: Proc,
+    pub url: String,
+    /// The port it listens on.
+    pub port: u16,
+    pub trace: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+/// One HTTP request the traced upstream received.
+#[derive(Debug)]
+pub struct Traced {
+    pub method: String,
+    pub headers: Value,
+    pub body: Option<Value>,
+}
+
+impl TracedUpstream {
+    /// Starts it on a free port.
+    pub fn start() -> TracedUpstream {
+        TracedUpstream::start_with(&[])
+    }
+
+    /// Starts it on a free port with extra arguments (e.g. `--mrtr`).
+    pub fn start_with(extra: &[&str]) -> TracedUpstream {
+        TracedUpstream::try_start(0, extra).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Starts it on `port` (a port just freed by a killed server: retried while still taken).
+    pub fn start_on(port: u16) -> TracedUpstream {
+        let mut last = String::new();
+        for _ in 0..40 {
+            match TracedUpstream::try_start(port, &[]) {
+                Ok(upstream) => return upstream,
+                Err(e) => last = e,
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        panic!("legacy_server.py http did not start on port {port}: {last}");
+    }
+
+    fn try_start(port: u16, extra: &[&str]) -> Result<TracedUpstream, String> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let trace = dir.path().join("trace.log");
+        let peers = peers();
+        let mut command = Command::new(peers.python());
+        command
+            .arg(peers.script("legacy_server.py"))
+            .args(["http", "--port", &port.to_string(), "--trace"])
+            .args(extra)
+            .stderr(std::fs::File::create(&trace).expect("trace file"));
+        let ListeningServer { proc, url } =
+            ListeningServer::try_spawn("legacy_server.py http --trace", &mut command)
+                .map_err(|e| format!("{e}; trace:\n{}", std::fs::read_to_string(&trace).unwrap_or_default()))?;
+        let port = reqwest::Url::parse(&url)
+            .ok()
+            .and_then(|u| u.port())
+            .unwrap_or_else(|| panic!("no port in {url}"));
+        Ok(TracedUpstream {
+            proc,
+            url,
+            port,
+            trace,
+            _dir: dir,
+        })
+    }
+
+    /// The trace so far.
+    pub fn raw(&self) -> String {
+        std::fs::read_to_string(&self.trace).unwrap_or_default()
+    }
+
+    /// Every complete request line of the trace.
+    pub fn requests(&self) -> Vec<Traced> {
+        let raw = self.raw();
+        let complete = match raw.rfind('\n') {
+            Some(end) => &raw[..end],
+            None => "",
+        };
+        complete
+            .lines()
+            .filter_map(|line| line.strip_prefix("TRACE "))
+            .filter(|rest| !rest.starts_with("->"))
+            .filter_map(|rest| {
+                let (method, rest) = rest.split_once(' ')?;
+                let (_, rest) = rest.split_once(" headers=")?;
+                let (headers, body) = match rest.split_once(" body=") {
+                    Some((h, b)) => (h, Some(b)),
+                    None => (rest, None),
+                };
+                Some(Traced {
+                    method: method.to_owned(),
+                    headers: serde_json::from_str(headers).unwrap_or(Value::Null),
+                    body: body.and_then(|b| serde_json::from_str(b).ok()),
+                })
+            })
+            .collect()
+    }
+
+    /// JSON-RPC bodies POSTed with this `method`, with the headers they came with.
+    pub fn posted(&self, method: &str) -> Vec<(Value, Value)> {
+        self.requests()
+            .into_iter()
+            .filter(|r| r.method == "POST")
+            .filter_map(|r| r.body.map(|b| (r.headers, b)))
+            .filter(|(_, b)| b["method"] == method)
+            .collect()
+    }
+
+    /// JSON-RPC bodies POSTed with this `method`.
+    pub fn posted_bodies(&self, method: &str) -> Vec<Value> {
+        self.posted(method).into_iter().map(|(_, body)| body).collect()
+    }
+
+    /// Waits until `pred` holds for the trace (or panics after `within`).
+    #[track_caller]
+    pub fn wait_for(&self, what: &str, within: Duration, pred: impl Fn(&TracedUpstream) -> bool) {
+        if !poll_until(within, || pred(self)) {
+            panic!("upstream never saw {what} within {within:?}; trace:\n{}", self.raw());
+        }
+    }
 }
 
 /// The TypeScript SDK v2 fixture server (`ts2_server.mjs http`); `url` is its `/mcp` endpoint.
