@@ -14,7 +14,6 @@ use http::{HeaderValue, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::Frame;
-use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -65,8 +64,7 @@ pub async fn render_batch(replies: Vec<Reply>) -> http::Response<Body> {
     if messages.is_empty() {
         return empty(StatusCode::ACCEPTED);
     }
-    let array = Value::Array(messages.iter().map(Message::to_value).collect());
-    let mut response = with_status(StatusCode::OK, full(serde_json::to_vec(&array).unwrap_or_default()));
+    let mut response = with_status(StatusCode::OK, full(serde_json::to_vec(&messages).unwrap_or_default()));
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

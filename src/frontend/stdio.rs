@@ -154,8 +154,7 @@ impl Connection {
             if responses.is_empty() {
                 return;
             }
-            let array = serde_json::Value::Array(responses.iter().map(Message::to_value).collect());
-            let _ = lines.send(serde_json::to_vec(&array).unwrap_or_default()).await;
+            let _ = lines.send(serde_json::to_vec(&responses).unwrap_or_default()).await;
         });
     }
 

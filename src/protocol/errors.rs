@@ -89,6 +89,19 @@ impl ErrorObject {
     }
 }
 
+impl serde::Serialize for ErrorObject {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("code", &self.code.0)?;
+        map.serialize_entry("message", &self.message)?;
+        if let Some(data) = &self.data {
+            map.serialize_entry("data", data)?;
+        }
+        map.end()
+    }
+}
+
 /// Who produced an error: it decides the HTTP status under 2026-07-28.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ErrorOrigin {

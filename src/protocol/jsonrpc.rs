@@ -236,10 +236,11 @@ impl Message {
         Value::Object(object)
     }
 
-    /// Serialises to one line of JSON (no embedded newline, as stdio framing needs).
+    /// Serialises to one line of JSON (no embedded newline, as stdio framing
+    /// needs), straight from the message: params and results are not copied.
     pub fn to_bytes(&self) -> Vec<u8> {
-        // Serialising a `Value` cannot fail: its keys are strings.
-        serde_json::to_vec(&self.to_value()).unwrap_or_default()
+        // Serialising JSON values with string keys cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
     }
 
     /// The method, for requests and notifications.
@@ -248,6 +249,46 @@ impl Message {
             Message::Request(r) => Some(&r.method),
             Message::Notification(n) => Some(&n.method),
             Message::Response(_) => None,
+        }
+    }
+}
+
+impl serde::Serialize for Message {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("jsonrpc", "2.0")?;
+        match self {
+            Message::Request(r) => {
+                map.serialize_entry("id", &r.id)?;
+                map.serialize_entry("method", &r.method)?;
+                if let Some(params) = &r.params {
+                    map.serialize_entry("params", params)?;
+                }
+            }
+            Message::Notification(n) => {
+                map.serialize_entry("method", &n.method)?;
+                if let Some(params) = &n.params {
+                    map.serialize_entry("params", params)?;
+                }
+            }
+            Message::Response(r) => {
+                map.serialize_entry("id", &r.id)?;
+                match &r.outcome {
+                    Outcome::Result(result) => map.serialize_entry("result", result)?,
+                    Outcome::Error(error) => map.serialize_entry("error", error)?,
+                }
+            }
+        }
+        map.end()
+    }
+}
+
+impl serde::Serialize for Id {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match &self.0 {
+            IdRepr::Number(n) => n.serialize(serializer),
+            IdRepr::String(s) => serializer.serialize_str(s),
         }
     }
 }
@@ -377,6 +418,23 @@ mod tests {
             "params":{"name":"t","arguments":{"a":[1,2]},"vendor/extra":{"k":true}}});
         let message = Message::from_value(text.clone()).unwrap();
         assert_eq!(message.to_value(), text);
+    }
+
+    #[test]
+    fn direct_serialisation_matches_the_value_form() {
+        let messages = [
+            json!({"jsonrpc":"2.0","id":"x-1","method":"tools/call","params":{"name":"t","arguments":{"a":[1,2.5,null]}}}),
+            json!({"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":0.5}}),
+            json!({"jsonrpc":"2.0","id":7,"result":{"content":[],"_meta":{"k":"v"}}}),
+            json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m","data":{"d":1}}}),
+            json!({"jsonrpc":"2.0","id":3,"method":"ping"}),
+        ];
+        for value in messages {
+            let message = Message::from_value(value.clone()).unwrap();
+            let reparsed: Value = serde_json::from_slice(&message.to_bytes()).unwrap();
+            assert_eq!(reparsed, value);
+            assert_eq!(reparsed, message.to_value());
+        }
     }
 
     #[test]
