@@ -45,6 +45,8 @@ pub struct ClientSession {
     /// dedicated one) or leaves it to the pool (shared and stateless ones).
     owns_upstream: bool,
     last_seen: Mutex<Instant>,
+    /// The sealed expiry (seconds since the Unix epoch), read once when stored.
+    expires: AtomicU64,
     next_outbound: AtomicU64,
     /// Server→client requests relayed to the client: the id eragate gave it → the
     /// upstream's own id. A std mutex, never held across `.await`.
@@ -157,6 +159,9 @@ impl SessionStore {
     /// recently used session when the store is full.
     pub fn insert(&self, session: Arc<ClientSession>) {
         self.make_room();
+        // Opened once here, so that every later request compares a number instead.
+        let expires = self.open(&session.id).map_or(0, |claims| claims.exp);
+        session.expires.store(expires, Ordering::Relaxed);
         self.sessions.insert(session.id.clone(), session);
     }
 
@@ -169,7 +174,8 @@ impl SessionStore {
         };
         let idle = lock(&session.last_seen).elapsed();
         // The sealed lifetime holds here too (opening the id checks its expiry).
-        if session.upstream_session.is_closed() || idle > self.config.idle_timeout.0 || self.open(id).is_none() {
+        let expired = session.expires.load(Ordering::Relaxed) <= unix_now();
+        if session.upstream_session.is_closed() || idle > self.config.idle_timeout.0 || expired {
             self.remove(id);
             return None;
         }
@@ -344,6 +350,7 @@ impl ClientSession {
             envelope,
             owns_upstream,
             last_seen: Mutex::new(Instant::now()),
+            expires: AtomicU64::new(0),
             next_outbound: AtomicU64::new(1),
             outbound: Mutex::new(HashMap::new()),
             asked: Mutex::new(HashMap::new()),
