@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 tests/peers/install.sh
 cargo fmt --all --check
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --lib --bins --tests --locked -- --test-threads="${ERAGATE_TEST_THREADS:-2}"
 # Criterion benches run once each, as a smoke test (their own harness takes no test flags).
 cargo test --benches --locked
