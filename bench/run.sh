@@ -48,10 +48,10 @@ CONC="1,16,64"
 CORES=$(nproc)
 if (( CORES >= 2 )); then
   LOAD_CPUS=0; SERVER_CPUS="1-$((CORES - 1))"
-  PIN_LOAD=(taskset -c "$LOAD_CPUS"); PIN_SERVER=(taskset -c "$SERVER_CPUS")
+  PIN_LOAD=(taskset -c "$LOAD_CPUS"); PIN_SERVER=(taskset -c "$SERVER_CPUS"); SERVER_CORES=$((CORES - 1))
   PINNING="load generator on CPU $LOAD_CPUS; every server (fast upstream, eragate, supergateway, mcp-proxy and their children) on CPU(s) $SERVER_CPUS"
 else
-  PIN_LOAD=(); PIN_SERVER=()
+  PIN_LOAD=(); PIN_SERVER=(); SERVER_CORES=1
   PINNING="none (1 CPU)"
 fi
 
@@ -321,6 +321,7 @@ ENV_FILE="$WORK/env.txt"
   echo "node=$(node --version)"
   echo "python=$("$PEERS/venv/bin/python" --version 2>&1)"
   echo "pinning=$PINNING (taskset)"
+  echo "server_cores=$SERVER_CORES"
   echo "setup=All processes on 127.0.0.1, HTTP/1.1 keep-alive. The load generator (\`mcpload\`, one thread) on its own core so that it does not compete with what it measures; the servers share the other core(s), so eragate competes with the upstream it fronts, as a sidecar would. The fast upstream (\`fast-upstream\`, Rust, hyper, one thread) is the same binary for every scenario, over HTTP or stdio. eragate runs with \`ERAGATE_LOG=$ERAGATE_LOG\`; its configuration files are below. Timing: warm-up $WARM ms, measured $DUR ms per run; $ROUNDS_MAIN rounds for scenario 1a, $ROUNDS for the others.\\n"
   echo "configs=$CFG_HTTP $CFG_STDIO"
   echo "repo=$REPO"

@@ -31,9 +31,10 @@ pub struct MemoryResult {
     /// (RSS with the sessions open − RSS before opening them) ÷ sessions.
     pub bytes_per_session: f64,
     pub rss_after_close_kib: u64,
-    /// The same number of sessions opened again after the first lot was ended:
-    /// no growth means the first lot's memory was freed and reused (no leak).
-    pub rss_reopened_kib: u64,
+    /// RSS with the same number of sessions open again, after the previous lot
+    /// was ended, once per round: steady figures mean the memory of ended
+    /// sessions is reused; growth every round means it is not (a leak).
+    pub rss_reopened_kib: Vec<u64>,
 }
 
 fn rss(pid: u32) -> u64 {
@@ -209,12 +210,16 @@ pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, slee
     close_sessions(&endpoint, opened).await;
     settle().await;
     let rss_after_close_kib = rss(pid);
-    let (reopened, _) = open_sessions(&endpoint, sessions).await;
-    settle().await;
-    let rss_reopened_kib = rss(pid);
-    close_sessions(&endpoint, reopened).await;
+    let mut rss_reopened_kib = Vec::new();
+    for _ in 0..2 {
+        let (reopened, _) = open_sessions(&endpoint, sessions).await;
+        settle().await;
+        rss_reopened_kib.push(rss(pid));
+        close_sessions(&endpoint, reopened).await;
+        settle().await;
+    }
     eprintln!(
-        "  [memory] sessions closed: RSS {rss_after_close_kib} KiB; the same number opened again: {rss_reopened_kib} KiB"
+        "  [memory] sessions closed: RSS {rss_after_close_kib} KiB; the same number opened again, twice: {rss_reopened_kib:?} KiB"
     );
 
     MemoryResult {
