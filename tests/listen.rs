@@ -1,0 +1,125 @@
+//! `subscriptions/listen` from a 2026-07-28 client to a legacy upstream
+//! (server-everything over stdio): the acknowledgement names what the upstream
+//! honours, resource subscriptions become `resources/subscribe` upstream, and
+//! `notifications/resources/updated` arrive tagged with the listen's id.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+const URI: &str = "demo://resource/static/document/features.md";
+
+#[test]
+fn a_listen_on_a_legacy_upstream_relays_resource_updates() {
+    let command = everything_stdio_command();
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    let gateway = Eragate::stdio(&command, "");
+    let url = gateway.url();
+
+    // Open the listen; its answer is a long-lived SSE stream.
+    let body = modern_body(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": [URI], "toolsListChanged": true, "promptsListChanged": false}}),
+    );
+    let mut request = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+        .post(&url)
+        .body(body);
+    for (name, value) in modern_headers("subscriptions/listen", None) {
+        request = request.header(name, value);
+    }
+    let response = request.send().expect("listen");
+    assert_eq!(response.status().as_u16(), 200);
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    assert!(content_type.starts_with("text/event-stream"), "{content_type}");
+    let mut events = SseLines(BufReader::new(response));
+
+    let ack = events
+        .next_message(Duration::from_secs(20))
+        .expect("an acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 1,
+        "{ack}"
+    );
+    let honoured = &ack["params"]["notifications"];
+    assert_eq!(honoured["resourceSubscriptions"], json!([URI]), "{ack}");
+    assert_eq!(honoured["toolsListChanged"], true, "{ack}");
+    assert!(
+        honoured.get("promptsListChanged").is_none(),
+        "not asked, not honoured: {ack}"
+    );
+
+    // Ask server-everything (same capability profile, so the same upstream session) to send updates.
+    let toggled = post_modern(
+        &url,
+        2,
+        "tools/call",
+        Some("toggle-subscriber-updates"),
+        json!({"name": "toggle-subscriber-updates", "arguments": {}}),
+    );
+    let answer = toggled
+        .messages()
+        .into_iter()
+        .find(|m| m["id"] == 2)
+        .expect("an answer");
+    assert!(answer.get("result").is_some(), "{answer}");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let update = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no resources/updated within 20 s; log:\n{}",
+            gateway.log()
+        );
+        let message = events
+            .next_message()
+            .unwrap_or_else(|| panic!("the listen ended before resources/updated; log:\n{}", gateway.log()));
+        if message["method"] == "notifications/resources/updated" {
+            break message;
+        }
+        assert_ne!(
+            message["method"], "notifications/message",
+            "log messages never go on a listen: {message}"
+        );
+    };
+    assert_eq!(update["params"]["uri"], URI, "{update}");
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 1,
+        "{update}"
+    );
+}
+
+/// The JSON-RPC messages of an SSE body, read as they come.
+struct SseLines<R: BufRead>(R);
+
+impl<R: BufRead> SseLines<R> {
+    /// The next message, or `None` when the stream ends (the client's read timeout bounds the wait).
+    fn next_message(&mut self) -> Option<Value> {
+        let mut data = String::new();
+        loop {
+            let mut line = String::new();
+            if self.0.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let line = line.trim_end_matches(['\r', '\n']);
+            if let Some(rest) = line.strip_prefix("data:") {
+                data.push_str(rest.trim_start());
+            } else if line.is_empty() && !data.is_empty() {
+                return serde_json::from_str(&data).ok();
+            }
+        }
+    }
+}
