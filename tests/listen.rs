@@ -46,9 +46,7 @@ fn a_listen_on_a_legacy_upstream_relays_resource_updates() {
     assert!(content_type.starts_with("text/event-stream"), "{content_type}");
     let mut events = SseLines(BufReader::new(response));
 
-    let ack = events
-        .next_message(Duration::from_secs(20))
-        .expect("an acknowledgement");
+    let ack = events.next_message().expect("an acknowledgement");
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
     assert_eq!(
         ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 1,
