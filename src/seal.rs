@@ -138,6 +138,14 @@ impl Sealer {
     }
 }
 
+/// Seconds since the Unix epoch: the clock sealed expiries are written in, so
+/// replicas agree on them.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

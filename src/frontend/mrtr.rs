@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::reply::ModernSide;
 use crate::protocol::{ErrorCode, ErrorObject, Request};
-use crate::seal::{Purpose, SealKey, Sealer};
+use crate::seal::{Purpose, SealKey, Sealer, unix_now};
 use crate::translate::mrtr::{self, RequestStateClaims};
 use crate::upstream::Call;
 
@@ -173,10 +173,4 @@ impl SuspendedCalls {
             }
         });
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

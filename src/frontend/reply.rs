@@ -290,7 +290,7 @@ async fn pump(
                     upstream: call.session().upstream_name().to_owned(),
                     after_ms: timeout.as_millis() as u64,
                 };
-                call.cancel("request timed out");
+                call.time_out();
                 let _ = tx.send(Response::error(Some(client_id.clone()), error.to_error_object()).into_message()).await;
                 side.finish(&client_id);
                 return;

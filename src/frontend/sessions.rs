@@ -23,7 +23,7 @@ use tokio::task::AbortHandle;
 use crate::config::SessionsConfig;
 use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Id, Message, Request, Response, Revision};
-use crate::seal::{Purpose, SealKey, Sealer};
+use crate::seal::{Purpose, SealKey, Sealer, unix_now};
 use crate::upstream::session::refuse_server_request;
 use crate::upstream::{Upstream, UpstreamEra, UpstreamSession};
 
@@ -542,12 +542,6 @@ pub fn stateless_envelope(capabilities: &Value, client_info: &Value) -> Envelope
         client_info: Some(client_info.clone()).filter(|v| !v.is_null()),
         log_level: None,
     }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -34,12 +34,10 @@ pub fn server_legacy_to_modern(capabilities: &Value, listen: ListenSupport) -> V
             ("resources", &["listChanged", "subscribe"]),
         ],
     };
-    {
-        for (kind, flags) in cleared {
-            if let Some(Value::Object(object)) = out.get_mut(*kind) {
-                for flag in flags.iter() {
-                    object.remove(*flag);
-                }
+    for (kind, flags) in cleared {
+        if let Some(Value::Object(object)) = out.get_mut(*kind) {
+            for flag in flags.iter() {
+                object.remove(*flag);
             }
         }
     }

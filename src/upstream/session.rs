@@ -612,10 +612,17 @@ impl Call {
     pub fn cancel(mut self, reason: &str) {
         self.on_drop = OnDrop::CancelUpstream;
         self.cancel_reason = Some(reason.to_owned());
-        if let Some(health) = &self.session.health {
-            health.record_failure(reason);
-        }
         tracing::debug!(upstream = %self.session.upstream_name(), upstream_id = self.upstream_id, reason, "cancelling upstream request");
+    }
+
+    /// Gives up on a request the upstream did not answer in time: cancelled as
+    /// above, and counted against the member's health (a slow member is unwell;
+    /// a client that never answers `input_required` is not the member's fault).
+    pub fn time_out(self) {
+        if let Some(health) = &self.session.health {
+            health.record_failure("request timed out");
+        }
+        self.cancel("request timed out");
     }
 
     /// The session this call runs on (to answer server→client requests).

@@ -110,7 +110,7 @@ impl HttpLink {
                 Ok(response) => read_response(&session, upstream_id, response).await,
                 Err(reason) => session.fail(upstream_id, unavailable(&session, reason)),
             }
-            if let super::Link::Http(link) = session_link(&session) {
+            if let super::Link::Http(link) = session.link() {
                 link.forget(upstream_id);
             }
         });
@@ -262,12 +262,8 @@ impl HttpLink {
     }
 }
 
-fn session_link(session: &UpstreamSession) -> &super::Link {
-    session.link()
-}
-
 async fn read_response(session: &Arc<UpstreamSession>, upstream_id: u64, response: http::Response<Incoming>) {
-    if let super::Link::Http(link) = session_link(session) {
+    if let super::Link::Http(link) = session.link() {
         link.remember_session_id(&response);
         if response.status() == StatusCode::NOT_FOUND && link.has_session() {
             session.mark_closed("the upstream ended the session (404)");
