@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod auth;
 pub mod config;
 pub mod frontend;
 pub mod protocol;
@@ -48,7 +49,7 @@ pub async fn run(
         Some(address) => Some(tokio::net::TcpListener::bind(address).await?),
         None => None,
     };
-    let gateway = frontend::Gateway::new(config);
+    let gateway = frontend::Gateway::new(config)?;
     gateway.warm();
     gateway.spawn_session_reaper(Duration::from_secs(30));
     gateway.spawn_health_checks();
@@ -75,7 +76,7 @@ pub async fn run(
 /// upstream named `upstream` (the first configured one by default), until
 /// stdin ends; then stops every upstream child.
 pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result<(), std::io::Error> {
-    let gateway = frontend::Gateway::new(config);
+    let gateway = frontend::Gateway::new(config)?;
     let chosen = match upstream {
         Some(name) => gateway.router.upstreams().find(|u| u.name() == name).cloned(),
         None => gateway

@@ -150,6 +150,7 @@ impl Config {
                 "listen" => config.listen = section(&key, value, &mut issues).unwrap_or_default(),
                 "sessions" => config.sessions = section(&key, value, &mut issues).unwrap_or_default(),
                 "admin" => config.admin = section(&key, value, &mut issues).unwrap_or_default(),
+                "auth" => config.auth = section(&key, value, &mut issues).unwrap_or_default(),
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -172,7 +173,8 @@ impl Config {
                 }
                 _ => issues.push(ConfigIssue {
                     path: key,
-                    message: "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`".into(),
+                    message: "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`"
+                        .into(),
                 }),
             }
         }
@@ -238,6 +240,16 @@ impl Config {
         }
         if self.sessions.max_sessions == 0 {
             push("sessions.max_sessions".into(), "must be greater than 0");
+        }
+        for (i, token) in self.auth.tokens.iter().enumerate() {
+            if let TokenSource::Env(name) = &token.source
+                && std::env::var(name).map_or(true, |v| v.is_empty())
+            {
+                push(
+                    format!("auth.tokens[{i}].env"),
+                    &format!("environment variable {name} is not set"),
+                );
+            }
         }
         for (upstream, &i) in self.upstreams.iter().zip(indexes) {
             let at = |key: &str| format!("upstreams[{i}].{key}");

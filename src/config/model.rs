@@ -26,6 +26,82 @@ pub struct Config {
     /// The operators' listener.
     #[serde(default)]
     pub admin: AdminConfig,
+    /// Who may use the MCP endpoints.
+    #[serde(default)]
+    pub auth: AuthConfig,
+}
+
+/// `[auth]`: bearer tokens clients must present. With none configured (the
+/// default) every client is admitted as the same anonymous principal.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `[[auth.tokens]]`: each token and the principal it names. Several tokens
+    /// may name one principal (rotation).
+    pub tokens: Vec<TokenConfig>,
+}
+
+/// `[[auth.tokens]]`: `principal` and exactly one of `sha256` (the hex SHA-256
+/// of the token, so the file holds no secret) or `env` (a variable holding the token).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(try_from = "RawToken")]
+pub struct TokenConfig {
+    /// Who the token's bearer is: the partition of their upstream sessions, the
+    /// owner of their legacy sessions and `requestState`.
+    pub principal: String,
+    /// Where the token comes from.
+    pub source: TokenSource,
+}
+
+/// Where a configured token comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenSource {
+    /// Its SHA-256 digest.
+    Sha256([u8; 32]),
+    /// The environment variable holding it, read at start.
+    Env(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToken {
+    principal: String,
+    sha256: Option<String>,
+    env: Option<String>,
+}
+
+impl TryFrom<RawToken> for TokenConfig {
+    type Error = String;
+
+    fn try_from(raw: RawToken) -> Result<TokenConfig, String> {
+        if raw.principal.is_empty() {
+            return Err("principal must not be empty".into());
+        }
+        let source = match (raw.sha256, raw.env) {
+            (Some(hex), None) => TokenSource::Sha256(parse_digest(&hex)?),
+            (None, Some(env)) if !env.is_empty() => TokenSource::Env(env),
+            (None, Some(_)) => return Err("env must name an environment variable".into()),
+            _ => return Err("give exactly one of `sha256` (hex SHA-256 of the token) or `env`".into()),
+        };
+        Ok(TokenConfig {
+            principal: raw.principal,
+            source,
+        })
+    }
+}
+
+fn parse_digest(hex: &str) -> Result<[u8; 32], String> {
+    let invalid = || "sha256 must be 64 hex digits: `printf %s \"$TOKEN\" | sha256sum`".to_owned();
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(invalid());
+    }
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        let text = std::str::from_utf8(pair).map_err(|_| invalid())?;
+        *byte = u8::from_str_radix(text, 16).map_err(|_| invalid())?;
+    }
+    Ok(digest)
 }
 
 /// `[admin]`: a separate listener for operators, off unless `address` is set.

@@ -7,13 +7,15 @@ use super::Gateway;
 use super::legacy::{self, SessionLookup};
 use super::modern;
 use super::reply::Reply;
+use crate::auth::Principal;
 use crate::protocol::Message;
 use crate::protocol::errors::{ErrorOrigin, http_status};
 use crate::translate::{Classification, RoutingHeaders, classify};
 use crate::upstream::Upstream;
 
 /// Serves one message from a client. `forwarded` are transport headers a modern
-/// upstream must see as they came (`Mcp-Param-*`); stdio has none.
+/// upstream must see as they came (`Mcp-Param-*`); stdio has none. The
+/// request runs as `principal`.
 pub async fn dispatch(
     gateway: &Gateway,
     upstream: &Arc<Upstream>,
@@ -21,6 +23,7 @@ pub async fn dispatch(
     routing: RoutingHeaders<'_>,
     forwarded: &[(String, String)],
     session: SessionLookup,
+    principal: &Principal,
 ) -> Reply {
     let verdict = match &message {
         Message::Request(r) => classify::classify(&r.method, r.params.as_ref(), true, routing),
@@ -28,9 +31,9 @@ pub async fn dispatch(
         Message::Response(_) => Classification::Legacy,
     };
     match (verdict, message) {
-        (Classification::Legacy, message) => legacy::serve(gateway, upstream, message, session).await,
+        (Classification::Legacy, message) => legacy::serve(gateway, upstream, message, session, principal).await,
         (Classification::Modern(request), Message::Request(message)) => {
-            modern::serve(gateway, upstream, message, request, forwarded).await
+            modern::serve(gateway, upstream, message, request, forwarded, principal).await
         }
         // On HTTP a modern client cancels by closing its stream; notifications need no answer.
         (Classification::ModernNotification, _) | (Classification::Modern(_), _) => Reply::Accepted,

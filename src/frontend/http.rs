@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN};
+use http::header::{ACCEPT, ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -24,6 +24,7 @@ use super::legacy::SessionLookup;
 use super::reply::Reply;
 use super::respond::{self, Body, StreamTiming};
 use super::sessions::AttachError;
+use crate::auth::{Denied, Principal};
 use crate::protocol::errors::{ErrorOrigin, http_status};
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::protocol::jsonrpc::{Frame, FrameError};
@@ -117,6 +118,11 @@ impl HttpFrontend {
                 ErrorObject::new(ErrorCode::INVALID_REQUEST, "Forbidden: Origin not allowed"),
             );
         }
+        let authorization = request.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
+        let principal = match self.gateway.auth.authenticate(authorization) {
+            Ok(principal) => principal,
+            Err(denied) => return unauthorized(denied),
+        };
         match endpoint {
             Endpoint::Mcp => {}
             Endpoint::SseStream if request.method() == Method::GET => {
@@ -124,17 +130,20 @@ impl HttpFrontend {
                 let keep_alive = self.gateway.config.listen.sse_keep_alive.0;
                 return self.gateway.sse_connections.open(
                     upstream,
+                    principal,
                     &messages_path,
                     keep_alive,
                     self.gateway.closing.clone(),
                 );
             }
-            Endpoint::SseMessages if request.method() == Method::POST => return self.sse_message(request).await,
+            Endpoint::SseMessages if request.method() == Method::POST => {
+                return self.sse_message(request, &principal).await;
+            }
             Endpoint::SseStream | Endpoint::SseMessages => return method_not_allowed(),
         }
         let session_id = header_text(request.headers(), MCP_SESSION_ID).map(str::to_owned);
         match *request.method() {
-            Method::POST => self.post(request, &upstream, session_id.as_deref()).await,
+            Method::POST => self.post(request, &upstream, session_id.as_deref(), &principal).await,
             Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id.as_deref()) => {
                 method_not_allowed()
             }
@@ -143,11 +152,11 @@ impl HttpFrontend {
                 "Not Acceptable: GET needs Accept: text/event-stream",
             ),
             Method::GET => {
-                self.open_stream(&upstream, session_id.as_deref().unwrap_or_default())
+                self.open_stream(&upstream, session_id.as_deref().unwrap_or_default(), &principal)
                     .await
             }
             Method::DELETE => {
-                self.end_session(&upstream, session_id.as_deref().unwrap_or_default())
+                self.end_session(&upstream, session_id.as_deref().unwrap_or_default(), &principal)
                     .await
             }
             _ => method_not_allowed(),
@@ -159,6 +168,7 @@ impl HttpFrontend {
         request: http::Request<Incoming>,
         upstream: &Arc<Upstream>,
         session_id: Option<&str>,
+        principal: &Principal,
     ) -> http::Response<Body> {
         let headers = request.headers();
         if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
@@ -186,15 +196,24 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        let session = self.lookup(upstream, session_id).await;
+        let session = self.lookup(upstream, session_id, principal).await;
         let routing = routing_headers(&parts.headers);
         let forwarded = param_headers(&parts.headers);
         let reply = match Frame::parse(&bytes) {
             Ok(Frame::Single(message)) => {
-                dispatch(&self.gateway, upstream, message, routing, &forwarded, session).await
+                dispatch(
+                    &self.gateway,
+                    upstream,
+                    message,
+                    routing,
+                    &forwarded,
+                    session,
+                    principal,
+                )
+                .await
             }
             Ok(Frame::Batch(items)) if batches_allowed(&session) => {
-                return self.batch(upstream, items, routing, session).await;
+                return self.batch(upstream, items, routing, session, principal).await;
             }
             Ok(Frame::Batch(_)) => {
                 let error = FrameError::Invalid {
@@ -215,6 +234,7 @@ impl HttpFrontend {
         items: Vec<Result<Message, FrameError>>,
         routing: RoutingHeaders<'_>,
         session: SessionLookup,
+        principal: &Principal,
     ) -> http::Response<Body> {
         let SessionLookup::Found(session) = session else {
             return respond::empty(StatusCode::BAD_REQUEST);
@@ -229,7 +249,7 @@ impl HttpFrontend {
                 ),
                 Ok(message) => {
                     let lookup = SessionLookup::Found(session.clone());
-                    dispatch(&self.gateway, upstream, message, routing, &[], lookup).await
+                    dispatch(&self.gateway, upstream, message, routing, &[], lookup, principal).await
                 }
                 Err(error) => Reply::Message(super::reply::Status::Ok, error.to_response().into_message()),
             };
@@ -239,7 +259,7 @@ impl HttpFrontend {
     }
 
     /// A POST for a 2024-11-05 HTTP+SSE stream: answered on the stream, acknowledged with 202.
-    async fn sse_message(&self, request: http::Request<Incoming>) -> http::Response<Body> {
+    async fn sse_message(&self, request: http::Request<Incoming>, principal: &Principal) -> http::Response<Body> {
         let connection = request
             .uri()
             .query()
@@ -267,7 +287,7 @@ impl HttpFrontend {
         match self
             .gateway
             .sse_connections
-            .post(&self.gateway, &connection, message)
+            .post(&self.gateway, &connection, principal, message)
             .await
         {
             Some(()) => respond::empty(StatusCode::ACCEPTED),
@@ -306,10 +326,10 @@ impl HttpFrontend {
         }
     }
 
-    async fn lookup(&self, upstream: &Arc<Upstream>, session_id: Option<&str>) -> SessionLookup {
+    async fn lookup(&self, upstream: &Arc<Upstream>, session_id: Option<&str>, principal: &Principal) -> SessionLookup {
         match session_id {
             None => SessionLookup::Absent,
-            Some(id) => match self.gateway.sessions.find(id, upstream).await {
+            Some(id) => match self.gateway.sessions.find(id, upstream, principal).await {
                 Some(session) => SessionLookup::Found(session),
                 None => SessionLookup::Unknown,
             },
@@ -317,8 +337,13 @@ impl HttpFrontend {
     }
 
     /// The client's GET stream: what its upstream session sends outside any request.
-    async fn open_stream(&self, upstream: &Arc<Upstream>, session_id: &str) -> http::Response<Body> {
-        let Some(session) = self.gateway.sessions.find(session_id, upstream).await else {
+    async fn open_stream(
+        &self,
+        upstream: &Arc<Upstream>,
+        session_id: &str,
+        principal: &Principal,
+    ) -> http::Response<Body> {
+        let Some(session) = self.gateway.sessions.find(session_id, upstream, principal).await else {
             return respond::plain(StatusCode::NOT_FOUND, "Session not found");
         };
         match session.attach_stream() {
@@ -335,8 +360,19 @@ impl HttpFrontend {
     }
 
     /// DELETE: the client ends its session.
-    async fn end_session(&self, upstream: &Arc<Upstream>, session_id: &str) -> http::Response<Body> {
-        if self.gateway.sessions.find(session_id, upstream).await.is_some() && self.gateway.sessions.remove(session_id)
+    async fn end_session(
+        &self,
+        upstream: &Arc<Upstream>,
+        session_id: &str,
+        principal: &Principal,
+    ) -> http::Response<Body> {
+        if self
+            .gateway
+            .sessions
+            .find(session_id, upstream, principal)
+            .await
+            .is_some()
+            && self.gateway.sessions.remove(session_id)
         {
             respond::empty(StatusCode::OK)
         } else {
@@ -390,6 +426,19 @@ fn rejection(response: crate::protocol::Response) -> http::Response<Body> {
         StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
         &response.into_message(),
     )
+}
+
+/// 401 with the RFC 6750 challenge; the body is an id-less JSON-RPC error.
+fn unauthorized(denied: Denied) -> http::Response<Body> {
+    let mut response = respond::rpc_error(
+        StatusCode::UNAUTHORIZED,
+        None,
+        ErrorObject::new(ErrorCode::INVALID_REQUEST, denied.message()),
+    );
+    response
+        .headers_mut()
+        .insert(WWW_AUTHENTICATE, HeaderValue::from_static(denied.challenge()));
+    response
 }
 
 fn too_large(limit: usize) -> http::Response<Body> {

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::reply::{self, ClientSide, Reply};
 use super::sessions::{ClientSession, SessionClaims, stateless_envelope};
+use crate::auth::Principal;
 use crate::config::LegacySessions;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
@@ -28,11 +29,17 @@ pub enum SessionLookup {
 }
 
 /// Serves one legacy message.
-pub async fn serve(gateway: &Gateway, upstream: &Arc<Upstream>, message: Message, session: SessionLookup) -> Reply {
+pub async fn serve(
+    gateway: &Gateway,
+    upstream: &Arc<Upstream>,
+    message: Message,
+    session: SessionLookup,
+    principal: &Principal,
+) -> Reply {
     if let Message::Request(request) = &message
         && request.method == "initialize"
     {
-        return initialize(gateway, upstream, request.clone()).await;
+        return initialize(gateway, upstream, request.clone(), principal).await;
     }
     let session = match session {
         SessionLookup::Found(session) if Arc::ptr_eq(&session.upstream, upstream) => session,
@@ -46,7 +53,7 @@ pub async fn serve(gateway: &Gateway, upstream: &Arc<Upstream>, message: Message
     }
 }
 
-async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request) -> Reply {
+async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, principal: &Principal) -> Reply {
     let requested = request
         .params
         .as_ref()
@@ -55,16 +62,18 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
     let negotiated = Revision::negotiate_legacy(requested);
     match upstream.era().await {
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
-        Ok(UpstreamEra::Modern) => return initialize_over_modern(gateway, upstream, request, negotiated).await,
+        Ok(UpstreamEra::Modern) => {
+            return initialize_over_modern(gateway, upstream, request, negotiated, principal).await;
+        }
         Ok(UpstreamEra::Legacy) => {}
     }
     let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
     let shared = upstream.config().pool.legacy_sessions == LegacySessions::Shared;
     let opened = if shared {
-        // One pooled session per revision and capability set, shared by every such client.
+        // One pooled session per principal, revision and capability set, shared by every such client.
         let capabilities = params.get("capabilities").cloned().unwrap_or_default();
         let key = PartitionKey::new(
-            "",
+            principal.as_str(),
             &json!({"revision": negotiated.as_str(), "capabilities": capabilities}),
         );
         upstream.pooled(key, params).await
@@ -85,7 +94,7 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
         rev: revision.as_str().to_owned(),
         caps: params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default(),
         info: params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default(),
-        prn: String::new(),
+        prn: principal.as_str().to_owned(),
         ups: upstream.name().to_owned(),
         usid: upstream_session.transport_session_id(),
         mem: upstream_session.transport_endpoint(),
@@ -110,6 +119,7 @@ async fn initialize_over_modern(
     upstream: &Arc<Upstream>,
     request: Request,
     negotiated: Revision,
+    principal: &Principal,
 ) -> Reply {
     let params = request.params.as_ref();
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();
@@ -161,7 +171,7 @@ async fn initialize_over_modern(
         rev: negotiated.as_str().to_owned(),
         caps: capabilities,
         info: client_info,
-        prn: String::new(),
+        prn: principal.as_str().to_owned(),
         ups: upstream.name().to_owned(),
         usid: None,
         mem: None,

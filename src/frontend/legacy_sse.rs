@@ -19,6 +19,7 @@ use super::legacy::SessionLookup;
 use super::reply::{self, Reply};
 use super::respond;
 use super::sessions::ClientSession;
+use crate::auth::Principal;
 use crate::protocol::Message;
 use crate::protocol::sse::{KEEP_ALIVE, event_frame};
 use crate::translate::RoutingHeaders;
@@ -36,6 +37,8 @@ pub struct SseConnections {
 /// One client's stream.
 pub struct SseConnection {
     upstream: Arc<Upstream>,
+    /// Who opened the stream: only they may post to it.
+    principal: Principal,
     out: mpsc::Sender<Message>,
     /// Set by `initialize`; a std mutex, never held across `.await`.
     session: Mutex<Option<Arc<ClientSession>>>,
@@ -46,6 +49,7 @@ impl SseConnections {
     pub fn open(
         self: &Arc<Self>,
         upstream: Arc<Upstream>,
+        principal: Principal,
         messages_path: &str,
         keep_alive: Duration,
         closing: CancellationToken,
@@ -54,6 +58,7 @@ impl SseConnections {
         let (out, mut messages) = mpsc::channel(OUT_QUEUE);
         let connection = Arc::new(SseConnection {
             upstream,
+            principal,
             out,
             session: Mutex::new(None),
         });
@@ -80,9 +85,14 @@ impl SseConnections {
         response
     }
 
-    /// Serves one POSTed message on connection `id`; `None` when there is no such connection.
-    pub async fn post(&self, gateway: &Gateway, id: &str, message: Message) -> Option<()> {
-        let connection = self.connections.get(id).map(|c| c.clone())?;
+    /// Serves one POSTed message on connection `id`; `None` when there is no
+    /// such connection, or it is another principal's.
+    pub async fn post(&self, gateway: &Gateway, id: &str, principal: &Principal, message: Message) -> Option<()> {
+        let connection = self
+            .connections
+            .get(id)
+            .map(|c| c.clone())
+            .filter(|c| c.principal == *principal)?;
         let is_initialize = matches!(&message, Message::Request(r) if r.method == "initialize");
         let lookup = match connection.session() {
             Some(session) => SessionLookup::Found(session),
@@ -95,6 +105,7 @@ impl SseConnections {
             RoutingHeaders::None,
             &[],
             lookup,
+            principal,
         )
         .await;
         if is_initialize && let Reply::Initialized(_, session) = &reply {

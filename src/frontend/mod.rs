@@ -18,6 +18,7 @@ pub mod stdio;
 
 use std::sync::Arc;
 
+use crate::auth::Authenticator;
 use crate::config::Config;
 use crate::router::Router;
 use crate::upstream::Upstream;
@@ -40,11 +41,16 @@ pub struct Gateway {
     pub suspended: Arc<mrtr::SuspendedCalls>,
     /// Cancelled when shutdown begins: standing streams end then.
     pub closing: tokio_util::sync::CancellationToken,
+    /// Who may use the MCP endpoints, and as whom.
+    pub auth: Authenticator,
 }
 
 impl Gateway {
-    /// Builds the gateway for `config`. Nothing is started yet.
-    pub fn new(config: Config) -> Arc<Gateway> {
+    /// Builds the gateway for `config`. Nothing is started yet. Fails when a
+    /// configured token's environment variable is unset.
+    pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
+        let auth = Authenticator::from_config(&config.auth)
+            .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let supervisor = ChildSupervisor::default();
         let upstreams = config
             .upstreams
@@ -53,7 +59,7 @@ impl Gateway {
             .collect();
         let sessions = SessionStore::new(config.sessions.clone());
         let suspended = Arc::new(mrtr::SuspendedCalls::new(config.sessions.input_expiry.0));
-        Arc::new(Gateway {
+        Ok(Arc::new(Gateway {
             config: Arc::new(config),
             router: Router::new(upstreams),
             sessions,
@@ -61,7 +67,8 @@ impl Gateway {
             sse_connections: Arc::default(),
             suspended,
             closing: tokio_util::sync::CancellationToken::new(),
-        })
+            auth,
+        }))
     }
 
     /// Warms every upstream in the background: spares started, the first session initialized.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::Gateway;
 use super::reply::{self, ClientSide, ModernSide, MrtrContext, Reply};
+use crate::auth::Principal;
 use crate::protocol::capabilities::{self, ListenSupport};
 use crate::protocol::{Id, ModernMethod, Request, Response, Revision};
 use crate::translate::{ModernRequest, discover, down, mrtr};
@@ -25,6 +26,7 @@ pub async fn serve(
     request: Request,
     modern: ModernRequest,
     forwarded: &[(String, String)],
+    principal: &Principal,
 ) -> Reply {
     match upstream.era().await {
         Err(error) => Reply::upstream_failure(Some(request.id), &error),
@@ -32,13 +34,13 @@ pub async fn serve(
         Ok(UpstreamEra::Legacy) => match modern.method {
             ModernMethod::Discover => discover(upstream, request.id).await,
             ModernMethod::SubscriptionsListen => {
-                let session = match pooled_session(upstream, &modern, false).await {
+                let session = match pooled_session(upstream, &modern, principal, false).await {
                     Ok(session) => session,
                     Err(error) => return Reply::upstream_failure(Some(request.id), &error),
                 };
                 super::listen::on_legacy_upstream(gateway, session, request).await
             }
-            _ => forward(gateway, upstream, request, modern).await,
+            _ => forward(gateway, upstream, request, modern, principal).await,
         },
     }
 }
@@ -101,14 +103,20 @@ pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> Reply {
     }
 }
 
-async fn forward(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, modern: ModernRequest) -> Reply {
+async fn forward(
+    gateway: &Gateway,
+    upstream: &Arc<Upstream>,
+    request: Request,
+    modern: ModernRequest,
+    principal: &Principal,
+) -> Reply {
     let permit = match upstream.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
     let mut permit = permit;
     if let Some(state) = request.param_str("requestState").map(str::to_owned) {
-        match resume(gateway, upstream, &request, &state, permit).await {
+        match resume(gateway, upstream, &request, &state, principal, permit).await {
             Ok(reply) => return reply,
             // The upstream had ended the call (URL elicitation): send it again, answers stripped.
             Err(returned) => permit = returned,
@@ -120,12 +128,12 @@ async fn forward(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, 
         capabilities: modern.envelope.client_capabilities.clone(),
         method: request.method.clone(),
         digest: mrtr::params_digest(request.params.as_ref()),
-        principal: String::new(),
+        principal: principal.as_str().to_owned(),
     });
     let params = request.params.map(down::modern_params_for_legacy);
     let mut retried = false;
     loop {
-        let session = match pooled_session(upstream, &modern, may_ask).await {
+        let session = match pooled_session(upstream, &modern, principal, may_ask).await {
             Ok(session) => session,
             Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         };
@@ -164,11 +172,12 @@ async fn forward(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, 
 async fn pooled_session(
     upstream: &Arc<Upstream>,
     modern: &ModernRequest,
+    principal: &Principal,
     exclusive: bool,
 ) -> Result<Arc<UpstreamSession>, UpstreamError> {
     let revision = Revision::LATEST_LEGACY;
     let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
-    let key = PartitionKey::new("", &capabilities);
+    let key = PartitionKey::new(principal.as_str(), &capabilities);
     let params = down::initialize_for_envelope(
         &modern.envelope,
         revision,
@@ -191,11 +200,12 @@ async fn resume(
     upstream: &Arc<Upstream>,
     request: &Request,
     state: &str,
+    principal: &Principal,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<Reply, tokio::sync::OwnedSemaphorePermit> {
     let suspended = match gateway
         .suspended
-        .resume(state, &request.method, request.params.as_ref(), "")
+        .resume(state, &request.method, request.params.as_ref(), principal.as_str())
     {
         Ok(suspended) => suspended,
         Err(error) => {
@@ -232,7 +242,7 @@ async fn resume(
             missing,
             &request.method,
             digest,
-            "",
+            principal.as_str(),
             suspended.deadline,
         );
         let result = crate::translate::up::result_for_modern(result, method, &server_info, Default::default());

@@ -336,8 +336,7 @@ async fn suspend(
         context.digest.clone(),
         context.principal.clone(),
     );
-    let awaiting: Vec<(String, crate::protocol::Request)> =
-        asked.into_iter().map(|r| (mrtr::input_key(&r), r)).collect();
+    let awaiting = mrtr::input_keys(asked);
     let server_info = side.server_info.clone();
     let result = store.suspend(Some(call), side, awaiting, &method, digest, &principal, deadline);
     let method = ModernMethod::classify(&method);

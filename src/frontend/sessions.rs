@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 use dashmap::DashMap;
@@ -20,6 +20,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use crate::auth::Principal;
 use crate::config::SessionsConfig;
 use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Id, Message, Request, Response, Revision};
@@ -47,6 +48,8 @@ pub struct ClientSession {
     last_seen: Mutex<Instant>,
     /// The sealed expiry (seconds since the Unix epoch), read once when stored.
     expires: AtomicU64,
+    /// The sealed principal, read once when stored: only they may use the session.
+    principal: OnceLock<String>,
     next_outbound: AtomicU64,
     /// Server→client requests relayed to the client: the id eragate gave it → the
     /// upstream's own id. A std mutex, never held across `.await`.
@@ -160,18 +163,28 @@ impl SessionStore {
     pub fn insert(&self, session: Arc<ClientSession>) {
         self.make_room();
         // Opened once here, so that every later request compares a number instead.
-        let expires = self.open(&session.id).map_or(0, |claims| claims.exp);
+        let (expires, principal) = self
+            .open(&session.id)
+            .map_or((0, None), |claims| (claims.exp, Some(claims.prn)));
         session.expires.store(expires, Ordering::Relaxed);
+        if let Some(principal) = principal {
+            let _ = session.principal.set(principal);
+        }
         self.sessions.insert(session.id.clone(), session);
     }
 
-    /// A live session by id: this replica's own, or one minted elsewhere whose
-    /// upstream session can be resumed here. A dead upstream session ends it
-    /// (the client re-initializes).
-    pub async fn find(&self, id: &str, upstream: &Arc<Upstream>) -> Option<Arc<ClientSession>> {
+    /// A live session of `principal` by id: this replica's own, or one minted
+    /// elsewhere whose upstream session can be resumed here. A dead upstream
+    /// session ends it (the client re-initializes). Another principal's session
+    /// is not found, exactly like an unknown one.
+    pub async fn find(&self, id: &str, upstream: &Arc<Upstream>, principal: &Principal) -> Option<Arc<ClientSession>> {
         let Some(session) = self.sessions.get(id).map(|s| s.clone()) else {
-            return self.resume(id, upstream).await;
+            return self.resume(id, upstream, principal).await;
         };
+        if session.principal.get().map(String::as_str) != Some(principal.as_str()) {
+            tracing::warn!(?principal, "a session id used by a principal it does not belong to");
+            return None;
+        }
         let idle = lock(&session.last_seen).elapsed();
         // The sealed lifetime holds here too (opening the id checks its expiry).
         let expired = session.expires.load(Ordering::Relaxed) <= unix_now();
@@ -183,12 +196,12 @@ impl SessionStore {
         Some(session)
     }
 
-    async fn resume(&self, id: &str, upstream: &Arc<Upstream>) -> Option<Arc<ClientSession>> {
+    async fn resume(&self, id: &str, upstream: &Arc<Upstream>, principal: &Principal) -> Option<Arc<ClientSession>> {
         if self.ended.contains_key(id) {
             return None;
         }
         let claims = self.open(id)?;
-        if claims.ups != upstream.name() {
+        if claims.ups != upstream.name() || claims.prn != principal.as_str() {
             return None;
         }
         let revision = Revision::parse(&claims.rev)?;
@@ -351,6 +364,7 @@ impl ClientSession {
             owns_upstream,
             last_seen: Mutex::new(Instant::now()),
             expires: AtomicU64::new(0),
+            principal: OnceLock::new(),
             next_outbound: AtomicU64::new(1),
             outbound: Mutex::new(HashMap::new()),
             asked: Mutex::new(HashMap::new()),

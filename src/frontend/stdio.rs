@@ -19,6 +19,7 @@ use super::dispatch::dispatch;
 use super::legacy::SessionLookup;
 use super::reply::{self, Reply};
 use super::sessions::ClientSession;
+use crate::auth::Principal;
 use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::{Id, Message};
 use crate::translate::{Classification, RoutingHeaders, classify};
@@ -109,6 +110,7 @@ impl Connection {
             RoutingHeaders::None,
             &[],
             self.lookup(),
+            &Principal::anonymous(),
         )
         .await;
         if is_initialize && let Reply::Initialized(_, session) = &reply {
@@ -140,6 +142,7 @@ impl Connection {
                         RoutingHeaders::None,
                         &[],
                         lookup,
+                        &Principal::anonymous(),
                     )
                     .await
                 }

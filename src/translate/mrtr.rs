@@ -67,7 +67,42 @@ pub fn declares_input(capabilities: &Value) -> bool {
         .any(|k| capabilities.get(*k).is_some())
 }
 
-/// The `inputRequests` key for an upstream request: its method's noun and the upstream's id.
+/// The `_meta` member a legacy server may set on a server→client request to
+/// name its `inputRequests` key (an eragate convention: a handshake-era request
+/// has no name of its own, and clients of that era ignore unknown `_meta`).
+pub const INPUT_KEY_META: &str = "dev.eragate/inputKey";
+
+/// The longest input key a server may choose.
+const MAX_NAMED_KEY: usize = 64;
+
+/// The `inputRequests` keys of upstream requests asked together: the name a
+/// server gave in [`INPUT_KEY_META`] when it is usable (1–64 of `A–Z a–z 0–9 _ . -`)
+/// and not taken, else [`input_key`]. Keys are unique within one `input_required`.
+pub fn input_keys(requests: Vec<Request>) -> Vec<(String, Request)> {
+    let mut taken = std::collections::HashSet::with_capacity(requests.len());
+    requests
+        .into_iter()
+        .map(|request| {
+            let named = named_key(&request).filter(|k| !taken.contains(*k)).map(str::to_owned);
+            let mut key = named.unwrap_or_else(|| input_key(&request));
+            while taken.contains(&key) {
+                key.push('_');
+            }
+            taken.insert(key.clone());
+            (key, request)
+        })
+        .collect()
+}
+
+fn named_key(request: &Request) -> Option<&str> {
+    let key = request.params.as_ref()?.get("_meta")?.get(INPUT_KEY_META)?.as_str()?;
+    let usable = !key.is_empty()
+        && key.len() <= MAX_NAMED_KEY
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    usable.then_some(key)
+}
+
+/// The default `inputRequests` key for an upstream request: its method's noun and the upstream's id.
 pub fn input_key(request: &Request) -> String {
     let noun = request.method.split('/').next().unwrap_or("input");
     let id = request.id.to_value();
@@ -78,11 +113,18 @@ pub fn input_key(request: &Request) -> String {
 }
 
 /// The `inputRequests` entry for an upstream request: `{method, params}`, no
-/// JSON-RPC id, and no `elicitationId` (the gateway keeps it).
+/// JSON-RPC id, no `elicitationId` (the gateway keeps it) and no [`INPUT_KEY_META`].
 pub fn input_request(request: &Request) -> Value {
     let mut params = request.params.clone().unwrap_or_else(|| json!({}));
     if let Some(object) = params.as_object_mut() {
         object.remove("elicitationId");
+        let meta = object.get_mut("_meta").and_then(Value::as_object_mut);
+        if let Some(meta) = meta {
+            meta.remove(INPUT_KEY_META);
+            if meta.is_empty() {
+                object.remove("_meta");
+            }
+        }
     }
     json!({"method": request.method, "params": params})
 }
@@ -178,6 +220,54 @@ mod tests {
         let result = input_required(&[("elicitation-7".into(), input_request(&url))], "state");
         assert_eq!(result["resultType"], "input_required");
         assert_eq!(result["requestState"], "state");
+    }
+
+    #[test]
+    fn servers_may_name_their_inputs() {
+        let named = |id: u64, key: Value| Request {
+            id: Id::number(id),
+            method: "elicitation/create".into(),
+            params: Some(json!({"message": "m", "_meta": {INPUT_KEY_META: key, "other": 1}})),
+        };
+        let cases = [
+            (vec![named(1, json!("user_name"))], vec!["user_name"]),
+            (
+                vec![named(1, json!("a")), named(2, json!("a"))],
+                vec!["a", "elicitation-2"],
+            ),
+            (vec![named(1, json!("has space"))], vec!["elicitation-1"]),
+            (vec![named(1, json!(""))], vec!["elicitation-1"]),
+            (vec![named(1, json!(7))], vec!["elicitation-1"]),
+            (vec![named(1, json!("k".repeat(65)))], vec!["elicitation-1"]),
+            (
+                vec![
+                    named(1, json!("elicitation-2")),
+                    request("elicitation/create", json!({})),
+                ],
+                vec!["elicitation-2", "elicitation-7"],
+            ),
+            (
+                vec![named(7, json!("elicitation-7")), named(7, json!("x y"))],
+                vec!["elicitation-7", "elicitation-7_"],
+            ),
+        ];
+        for (requests, expected) in cases {
+            let keys: Vec<String> = input_keys(requests).into_iter().map(|(k, _)| k).collect();
+            assert_eq!(keys, expected);
+        }
+        // The name is eragate's; the rest of `_meta` is the server's and passes through.
+        assert_eq!(
+            input_request(&named(1, json!("user_name"))),
+            json!({"method": "elicitation/create", "params": {"message": "m", "_meta": {"other": 1}}})
+        );
+        let only_name = Request {
+            params: Some(json!({"message": "m", "_meta": {INPUT_KEY_META: "k"}})),
+            ..named(1, json!("k"))
+        };
+        assert_eq!(
+            input_request(&only_name),
+            json!({"method": "elicitation/create", "params": {"message": "m"}})
+        );
     }
 
     #[test]
