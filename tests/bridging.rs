@@ -615,3 +615,80 @@ fn logging_set_level_of_a_legacy_client_filters_a_modern_upstreams_messages() {
         check_logging,
     );
 }
+
+/// A legacy Python SDK client calls `regional` (its `region` argument is annotated
+/// `x-mcp-header: Region`) on a modern HTTP upstream that enforces the header.
+const REGIONAL_CLIENT: &str = r#"
+import asyncio, json, sys
+import mcp
+
+async def main(url):
+    out = {}
+    async with mcp.Client(url, mode="legacy") as client:
+        for region in ["eu-west", "Zürich", " padded "]:
+            r = await client.call_tool("regional", {"region": region, "text": "hi"})
+            out[region] = {"text": r.content[0].text, "is_error": bool(r.is_error)}
+    print(json.dumps(out))
+
+asyncio.run(main(sys.argv[1]))
+"#;
+
+#[test]
+fn a_legacy_clients_call_carries_the_mcp_param_headers_a_modern_upstream_requires() {
+    let upstream = TracedUpstream::start_with(&["--dual-era", "--param-headers"]);
+
+    // The upstream enforces the annotation: a modern call without the header is refused.
+    let direct = modern_call(&upstream.url, 1, "regional", json!({"region": "eu-west"}));
+    assert_eq!(
+        direct.status, 400,
+        "the fixture must enforce Mcp-Param-Region: {direct:?}"
+    );
+    assert_eq!(direct.json()["error"]["code"], -32020, "{direct:?}");
+
+    let gateway = Eragate::http(&upstream.url, "era = \"modern\"");
+    let output = Command::new(peers().python())
+        .args(["-c", REGIONAL_CLIENT, &gateway.url()])
+        .output()
+        .expect("python");
+    assert!(
+        output.status.success(),
+        "{}\n{}\neragate log:\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+        gateway.log()
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("json report");
+    for region in ["eu-west", "Zürich", " padded "] {
+        assert_eq!(report[region]["text"], format!("regional: {region} hi"), "{report:#}");
+        assert_eq!(report[region]["is_error"], false, "{report:#}");
+    }
+
+    // What eragate sent: the mirrored header, sentinel-encoded where the value is not header-safe.
+    let calls = upstream.posted("tools/call");
+    let mirrored: Vec<&str> = calls
+        .iter()
+        .filter_map(|(headers, _)| headers["mcp-param-region"].as_str())
+        .collect();
+    assert_eq!(
+        mirrored,
+        ["eu-west", "=?base64?WsO8cmljaA==?=", "=?base64?IHBhZGRlZCA=?="],
+        "{}",
+        upstream.raw()
+    );
+
+    // The listing is kept (for the upstream's ttlMs): more calls read no tools/list.
+    let listed = upstream.posted_bodies("tools/list").len();
+    let (session, _) = legacy_initialize(&gateway.url(), "2025-06-18");
+    for id in 1..=3 {
+        let reply = legacy_request(
+            &gateway.url(),
+            &session,
+            "2025-06-18",
+            id,
+            "tools/call",
+            json!({"name": "regional", "arguments": {"region": "ap-1"}}),
+        );
+        assert_eq!(tool_text(&answer(&reply, id)["result"]), "regional: ap-1 ", "{reply:?}");
+    }
+    assert_eq!(upstream.posted_bodies("tools/list").len(), listed, "{}", upstream.raw());
+}

@@ -232,6 +232,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
         return Reply::result(request.id, json!({}));
     }
     let upstream = session.upstream.clone();
+    let mut param_headers = Vec::new();
     let params = match session.envelope() {
         None => request.params,
         Some(envelope) => match request.method.as_str() {
@@ -240,6 +241,13 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
             "resources/subscribe" | "resources/unsubscribe" => {
                 let result = super::listen::legacy_subscription_change(&session, &request).await;
                 return Reply::result(request.id, result);
+            }
+            "tools/call" => {
+                param_headers = gateway
+                    .tool_headers
+                    .headers_for_call(&session, &envelope, request.params.as_ref())
+                    .await;
+                Some(down::legacy_params_for_modern(request.params, &envelope))
             }
             _ => Some(down::legacy_params_for_modern(request.params, &envelope)),
         },
@@ -252,7 +260,13 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
     let params_for_reissue = params.clone().filter(|_| session.envelope().is_some());
     let call = match session
         .upstream_session
-        .call(&request.method, params, request.id.clone(), OnDrop::Detach)
+        .call_with_headers(
+            &request.method,
+            params,
+            request.id.clone(),
+            OnDrop::Detach,
+            &param_headers,
+        )
         .await
     {
         Ok(call) => call,
@@ -269,6 +283,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
         session,
         method: request.method,
         reissue: params_for_reissue,
+        param_headers,
     };
     reply::stream_call(call, side, request.id, Some(timeout), permit)
 }

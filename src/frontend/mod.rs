@@ -11,6 +11,7 @@ pub mod legacy_sse;
 pub mod listen;
 mod modern;
 pub mod mrtr;
+mod param_headers;
 pub mod reply;
 pub mod respond;
 pub mod sessions;
@@ -43,6 +44,8 @@ pub struct Gateway {
     pub closing: tokio_util::sync::CancellationToken,
     /// Who may use the MCP endpoints, and as whom.
     pub auth: Authenticator,
+    /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
+    pub tool_headers: param_headers::ToolHeaderCache,
 }
 
 impl Gateway {
@@ -68,6 +71,7 @@ impl Gateway {
             suspended,
             closing: tokio_util::sync::CancellationToken::new(),
             auth,
+            tool_headers: param_headers::ToolHeaderCache::default(),
         }))
     }
 

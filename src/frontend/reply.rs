@@ -138,6 +138,8 @@ pub enum ClientSide {
         /// Toward a modern upstream: the params sent, for re-issuing the request
         /// with the client's answers after `input_required`.
         reissue: Option<Value>,
+        /// The `Mcp-Param-*` headers eragate mirrored from the arguments (sent again on a re-issue).
+        param_headers: Vec<(String, String)>,
     },
     /// A 2026-07-28 client in front of a 2026-07-28 upstream: everything passes.
     Passthrough {
@@ -429,6 +431,7 @@ impl ClientSide {
             session,
             method,
             reissue: Some(params),
+            param_headers,
         } = self
         else {
             return Err(ErrorObject::new(
@@ -491,7 +494,7 @@ impl ClientSide {
         }
         let call = session
             .upstream_session
-            .call(method, Some(params), Id::number(0), OnDrop::Detach)
+            .call_with_headers(method, Some(params), Id::number(0), OnDrop::Detach, param_headers)
             .await
             .map_err(|e| e.to_error_object())?;
         Ok(Some(call))

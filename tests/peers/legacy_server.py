@@ -14,6 +14,8 @@ It speaks only the `initialize` handshake revisions (2024-11-05 .. 2025-11-25) a
      can carry, for checking eragate's downgrade of them for older clients)
     (every mode also takes --mrtr: tools, a prompt and a resource that ask the client for input;
      see the "--mrtr" section below)
+    (stdio and http also take --param-headers: the `regional` tool, whose `region` argument is
+     annotated `x-mcp-header: Region`, so 2026-07-28 HTTP calls must carry Mcp-Param-Region)
 
 --port 0 picks a free port. The HTTP modes print one line to stdout once listening:
     {"listening": "http://127.0.0.1:PORT/mcp", "port": PORT}    (".../sse" in sse mode)
@@ -151,6 +153,24 @@ RICH_TOOLS = [
 ]
 RICH_CONTENT = False  # set by --rich-content
 
+# --param-headers: a tool whose argument a 2026-07-28 HTTP client must mirror into a header
+# (`x-mcp-header`); the SDK's modern HTTP entry answers 400/-32020 when the header is missing.
+PARAM_HEADER_TOOLS = [
+    types.Tool(
+        name="regional",
+        description="Mirrors `region` into Mcp-Param-Region; returns 'regional: <region> <text>'",
+        input_schema={
+            "type": "object",
+            "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "text": {"type": "string"},
+            },
+            "required": ["region"],
+        },
+    ),
+]
+PARAM_HEADERS = False  # set by --param-headers
+
 
 def _text(text: str) -> list[types.TextContent]:
     return [types.TextContent(type="text", text=text)]
@@ -163,7 +183,12 @@ def _conn_state(ctx: Any) -> dict[str, Any]:
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=TOOLS + (RICH_TOOLS if RICH_CONTENT else []) + (MRTR_TOOLS if MRTR else []))
+    return types.ListToolsResult(
+        tools=TOOLS
+        + (RICH_TOOLS if RICH_CONTENT else [])
+        + (MRTR_TOOLS if MRTR else [])
+        + (PARAM_HEADER_TOOLS if PARAM_HEADERS else [])
+    )
 
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -173,6 +198,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return await mrtr_call_tool(ctx, params)
     if name == "echo":
         return types.CallToolResult(content=_text(f"echo: {args.get('text', '')}"))
+    if name == "regional" and PARAM_HEADERS:
+        return types.CallToolResult(content=_text(f"regional: {args.get('region', '')} {args.get('text', '')}"))
     if name == "add":
         try:
             a, b = int(args["a"]), int(args["b"])
@@ -791,6 +818,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     for p in (p_http, p_sse):
         p.add_argument("--trace", action="store_true", help="log every HTTP request (headers, body) to stderr")
+    for p in (p_stdio, p_http):
+        p.add_argument(
+            "--param-headers",
+            action="store_true",
+            help="add the `regional` tool, whose `region` argument carries x-mcp-header: Region",
+        )
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
@@ -798,6 +831,8 @@ def main(argv: list[str] | None = None) -> int:
     dual_era = getattr(args, "dual_era", False)
     global RICH_CONTENT  # noqa: PLW0603 - a process-wide fixture switch
     RICH_CONTENT = args.rich_content
+    global PARAM_HEADERS  # noqa: PLW0603 - a process-wide fixture switch
+    PARAM_HEADERS = getattr(args, "param_headers", False)
     global MRTR  # noqa: PLW0603 - a process-wide fixture switch
     MRTR = args.mrtr
     server = build_server(dual_era)
