@@ -138,28 +138,30 @@ wait_http() { # URL PID: until GET URL answers 200
   die "$url not ready"
 }
 
-wait_mcp() { # URL PID PATTERN: until one tools/call succeeds
-  local url="$1" pid="$2" pattern="$3" i
+wait_mcp() { # URL PID PATTERN [PROBE ARGS]: until one tools/call succeeds
+  local url="$1" pid="$2" pattern="$3" extra=() i
+  [[ -n ${4:-} ]] && read -r -a extra <<< "$4"
   for i in $(seq 300); do
     builtin kill -0 "$pid" 2>/dev/null || die "process $pid for $url exited; see $WORK/logs/"
-    "$BIN/mcpload" probe --url "$url" --pattern "$pattern" 2>/dev/null && return 0
+    "$BIN/mcpload" probe --url "$url" --pattern "$pattern" "${extra[@]}" 2>/dev/null && return 0
     sleep 0.1
   done
-  "$BIN/mcpload" probe --url "$url" --pattern "$pattern" || true
+  "$BIN/mcpload" probe --url "$url" --pattern "$pattern" "${extra[@]}" || true
   die "$url does not serve MCP"
 }
 
 # ---------------------------------------------------------------- ports
-# Six consecutive free ports: from ERAGATE_BENCH_PORT_BASE (default 18701), else the next free block.
+# Eight consecutive free ports: from ERAGATE_BENCH_PORT_BASE (default 18701), else the next free block.
 BASE="${ERAGATE_BENCH_PORT_BASE:-18701}"
 for attempt in $(seq 50); do
   all_free=1
-  for p in $(seq "$BASE" $((BASE + 5))); do port_free "$p" || { all_free=0; break; }; done
+  for p in $(seq "$BASE" $((BASE + 7))); do port_free "$p" || { all_free=0; break; }; done
   (( all_free )) && break
-  (( attempt == 50 )) && die "no six free ports from ${ERAGATE_BENCH_PORT_BASE:-18701} on"
+  (( attempt == 50 )) && die "no eight free ports from ${ERAGATE_BENCH_PORT_BASE:-18701} on"
   BASE=$((BASE + 10))
 done
 P_UP=$BASE; P_GW=$((BASE + 1)); P_GW_STDIO=$((BASE + 2)); P_SUPERGW=$((BASE + 3)); P_MCPPROXY=$((BASE + 4)); P_GW_MEM=$((BASE + 5))
+P_EVERY=$((BASE + 6)); P_GW_EVERY=$((BASE + 7))
 
 rm -rf "$WORK"
 mkdir -p "$WORK/logs" "$CACHE"
@@ -175,23 +177,27 @@ if [[ -n "$(cd "$REPO" && git status --porcelain -- src 2>/dev/null)" ]]; then C
 # ---------------------------------------------------------------- peers
 SUPERGW_VERSION=4.0.0
 MCPPROXY_VERSION=0.13.0
+EVERYTHING_VERSION=2026.8.31
 PEERS="$CACHE/peers"
 SUPERGW_JS="$PEERS/npm/node_modules/supergateway/dist/index.js"
 MCPPROXY="$PEERS/venv/bin/mcp-proxy"
-STAMP_WANT="supergateway@$SUPERGW_VERSION mcp-proxy==$MCPPROXY_VERSION python=$(python3 -c 'import sys; print(sys.version.split()[0])') node=$(node --version)"
+EVERYTHING_JS="$PEERS/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+STAMP_WANT="supergateway@$SUPERGW_VERSION server-everything@$EVERYTHING_VERSION mcp-proxy==$MCPPROXY_VERSION python=$(python3 -c 'import sys; print(sys.version.split()[0])') node=$(node --version)"
 if [[ ! -f "$PEERS/.installed" || "$(cat "$PEERS/.installed")" != "$STAMP_WANT" ]]; then
   log "installing peers into $PEERS"
   rm -rf "$PEERS"; mkdir -p "$PEERS/npm"
-  npm install --prefix "$PEERS/npm" --no-audit --no-fund --loglevel=error "supergateway@$SUPERGW_VERSION" > "$WORK/logs/npm-install.log" 2>&1 \
+  npm install --prefix "$PEERS/npm" --no-audit --no-fund --loglevel=error "supergateway@$SUPERGW_VERSION" \
+    "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" > "$WORK/logs/npm-install.log" 2>&1 \
     || die "npm install failed; see $WORK/logs/npm-install.log"
   python3 -m venv "$PEERS/venv"
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check "mcp-proxy==$MCPPROXY_VERSION" > "$WORK/logs/pip-install.log" 2>&1 \
     || die "pip install failed; see $WORK/logs/pip-install.log"
   echo "$STAMP_WANT" > "$PEERS/.installed"
 fi
-[[ -f "$SUPERGW_JS" && -x "$MCPPROXY" ]] || die "peers missing in $PEERS"
+[[ -f "$SUPERGW_JS" && -f "$EVERYTHING_JS" && -x "$MCPPROXY" ]] || die "peers missing in $PEERS"
 BUILT_S=$(( $(date +%s) - START_S ))
 SUPERGW_FOUND=$(node -p "require('$PEERS/npm/node_modules/supergateway/package.json').version")
+EVERYTHING_FOUND=$(node -p "require('$PEERS/npm/node_modules/@modelcontextprotocol/server-everything/package.json').version")
 MCPPROXY_FOUND=$("$PEERS/venv/bin/python" -c 'import importlib.metadata as m; print(m.version("mcp-proxy"), "(mcp", m.version("mcp") + ")")')
 BIND_LOCALHOST="$REPO/tests/peers/bind-localhost.cjs"
 [[ -f $BIND_LOCALHOST ]] || die "$BIND_LOCALHOST missing"
@@ -236,6 +242,19 @@ spares = 4
 max_children = 96             # 64 legacy sessions at concurrency 64, the pooled child, spares
 EOF
 
+CFG_EVERY="$WORK/eragate-everything.toml"
+cat > "$CFG_EVERY" <<EOF
+# eragate in front of server-everything (a TypeScript SDK server) over Streamable HTTP
+# (scenario 2c): an upstream whose handshake costs what a real SDK server's costs.
+[listen]
+address = "127.0.0.1:$P_GW_EVERY"
+
+[[upstreams]]
+name = "everything"
+[upstreams.http]
+url = "http://127.0.0.1:$P_EVERY/mcp"
+EOF
+
 compare() { # NAME TITLE SUBJECT ROUNDS [--sse] TARGET...
   local name="$1" title="$2" subject="$3" rounds="$4"; shift 4
   local args=()
@@ -269,6 +288,21 @@ compare s2-sse "era translation, SSE" eragate-modern "$ROUNDS" --sse \
   "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID" \
   "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID"
 stop "$GW_PID"
+
+# ---------------------------------------------------------------- 2c: era translation, a real SDK upstream
+log "starting server-everything (Streamable HTTP) and eragate in front of it"
+PORT=$P_EVERY start everything "${PIN_SERVER[@]}" node --require "$BIND_LOCALHOST" "$EVERYTHING_JS" streamableHttp; EV_PID=$LAST_PID
+wait_mcp "http://127.0.0.1:$P_EVERY/mcp" "$EV_PID" legacy "--arg message"
+start eragate-everything "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$CFG_EVERY" --shutdown-grace 2s; GWE_PID=$LAST_PID
+wait_http "http://127.0.0.1:$P_GW_EVERY/readyz" "$GWE_PID"
+wait_mcp "http://127.0.0.1:$P_GW_EVERY/mcp" "$GWE_PID" modern "--arg message"
+EV_DIRECT="http://127.0.0.1:$P_EVERY/mcp"
+compare s2e-json "era translation, server-everything, JSON" eragate-modern "$ROUNDS" \
+  "name=eragate-modern,pattern=modern,url=http://127.0.0.1:$P_GW_EVERY/mcp,pid=$GWE_PID,arg=message" \
+  "name=established-session,pattern=legacy,url=$EV_DIRECT,pid=$EV_PID,arg=message" \
+  "name=per-request-handshake,pattern=handshake,url=$EV_DIRECT,pid=$EV_PID,arg=message"
+stop "$GWE_PID"
+stop "$EV_PID"
 
 # ---------------------------------------------------------------- 4: memory (a fresh eragate)
 log "scenario memory: idle, $SESSIONS idle legacy sessions, $INFLIGHT in flight"
@@ -317,6 +351,7 @@ ENV_FILE="$WORK/env.txt"
   echo "rustc=$(rustc --version)"
   echo "build=release profile (opt-level 3, no LTO, line tables)"
   echo "supergateway=$SUPERGW_FOUND (npm), stateful Streamable HTTP mode"
+  echo "everything=@modelcontextprotocol/server-everything $EVERYTHING_FOUND (npm), streamableHttp mode"
   echo "mcp_proxy=$MCPPROXY_FOUND (PyPI)"
   echo "node=$(node --version)"
   echo "python=$("$PEERS/venv/bin/python" --version 2>&1)"

@@ -1,7 +1,9 @@
 //! `subscriptions/listen` from a 2026-07-28 client to a legacy upstream
 //! (server-everything over stdio): the acknowledgement names what the upstream
 //! honours, resource subscriptions become `resources/subscribe` upstream, and
-//! `notifications/resources/updated` arrive tagged with the listen's id.
+//! `notifications/resources/updated` arrive tagged with the listen's id. And the same listen
+//! passed through to a 2026-07-28 upstream (`legacy_server.py --dual-era --subscriptions`):
+//! what it streams carries the client's listen id, not the id eragate sent upstream.
 
 mod common;
 
@@ -96,6 +98,60 @@ fn a_listen_on_a_legacy_upstream_relays_resource_updates() {
     assert_eq!(update["params"]["uri"], URI, "{update}");
     assert_eq!(
         update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 1,
+        "{update}"
+    );
+}
+
+#[test]
+fn a_listen_on_a_modern_upstream_is_tagged_with_the_clients_id() {
+    let upstream = LegacyHttpServer::start(&["--dual-era", "--subscriptions"]);
+    let gateway = Eragate::http(&upstream.url, "");
+    let url = gateway.url();
+    let (a, b) = ("test://items/a", "test://items/b");
+
+    let body = modern_body(
+        41,
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": [a]}}),
+    );
+    let mut request = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+        .post(&url)
+        .body(body);
+    for (name, value) in modern_headers("subscriptions/listen", None) {
+        request = request.header(name, value);
+    }
+    let response = request.send().expect("listen");
+    assert_eq!(response.status().as_u16(), 200);
+    let mut events = SseLines(BufReader::new(response));
+
+    // The upstream acknowledges once it holds the listen, so what is touched next reaches it.
+    let ack = events
+        .next_message()
+        .unwrap_or_else(|| panic!("no acknowledgement; log:\n{}", gateway.log()));
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([a]),
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 41,
+        "{ack}"
+    );
+    for (id, uri) in [(2, b), (3, a)] {
+        let touched = modern_call(&url, id, "touch", json!({"uri": uri}));
+        assert_eq!(tool_text(&answer(&touched, id)["result"]), format!("touched {uri}"));
+    }
+    let update = events
+        .next_message()
+        .unwrap_or_else(|| panic!("the listen ended before resources/updated; log:\n{}", gateway.log()));
+    assert_eq!(update["method"], "notifications/resources/updated", "{update}");
+    assert_eq!(update["params"]["uri"], a, "b was not subscribed: {update}");
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 41,
         "{update}"
     );
 }

@@ -18,6 +18,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use super::UpstreamError;
 use super::member::MemberHealth;
 use super::transport::Link;
+use crate::protocol::envelope::SUBSCRIPTION_ID;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
 
@@ -454,6 +455,16 @@ impl UpstreamSession {
             let _ = entry.events.try_send(CallEvent::Notification(notification));
             return;
         }
+        if let Some(listen) = subscription_of(&notification) {
+            // A 2026-07-28 upstream's listen stream: its list changes and resource updates belong
+            // to that listen (stdio gives no other hint), tagged with the id its caller gave.
+            let pending = self.lock_pending();
+            if let Some(entry) = pending.get(&listen) {
+                retag_subscription(&mut notification, entry.original_id.to_value());
+                let _ = entry.events.try_send(CallEvent::Notification(notification));
+                return;
+            }
+        }
         if is_session_wide(&notification.method) {
             // About a server→client request the upstream gave up on, or about the
             // server's lists: never about the request that happens to be in flight.
@@ -569,6 +580,28 @@ pub fn refuse_server_request(request: &Request) -> Response {
             format!("{} cannot be relayed to this client", request.method),
         ),
     )
+}
+
+/// The upstream id of the listen a notification is tagged with (`_meta` subscription id).
+fn subscription_of(notification: &Notification) -> Option<u64> {
+    notification
+        .params
+        .as_ref()?
+        .get("_meta")?
+        .get(SUBSCRIPTION_ID)?
+        .as_u64()
+}
+
+/// Replaces a notification's subscription id (the upstream id) with the caller's listen id.
+fn retag_subscription(notification: &mut Notification, listen_id: Value) {
+    let meta = notification
+        .params
+        .as_mut()
+        .and_then(|p| p.get_mut("_meta"))
+        .and_then(Value::as_object_mut);
+    if let Some(meta) = meta {
+        meta.insert(SUBSCRIPTION_ID.into(), listen_id);
+    }
 }
 
 /// Replaces `params._meta.progressToken` with the upstream id, returning the original.
@@ -696,6 +729,25 @@ mod tests {
         assert_eq!(params, Some(json!({"_meta": {"progressToken": 42}, "name": "x"})));
         let mut none = Some(json!({"name": "x"}));
         assert_eq!(rewrite_progress_token(&mut none, 1), None);
+    }
+
+    #[test]
+    fn listen_notifications_name_their_listen_and_get_the_callers_id() {
+        let mut updated = Notification {
+            method: "notifications/resources/updated".into(),
+            params: Some(json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: 42}})),
+        };
+        assert_eq!(subscription_of(&updated), Some(42));
+        retag_subscription(&mut updated, json!("listen-1"));
+        assert_eq!(
+            updated.params,
+            Some(json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: "listen-1"}}))
+        );
+        let untagged = Notification {
+            method: "notifications/resources/updated".into(),
+            params: Some(json!({"uri": "x://a"})),
+        };
+        assert_eq!(subscription_of(&untagged), None);
     }
 
     #[test]

@@ -16,6 +16,11 @@ It speaks only the `initialize` handshake revisions (2024-11-05 .. 2025-11-25) a
      see the "--mrtr" section below)
     (stdio and http also take --param-headers: the `regional` tool, whose `region` argument is
      annotated `x-mcp-header: Region`, so 2026-07-28 HTTP calls must carry Mcp-Param-Region)
+    (stdio and http also take --subscriptions, meant with --dual-era: serve 2026-07-28
+     `subscriptions/listen` with the SDK's ListenHandler on an in-process bus, and add the `touch`
+     tool that publishes a resource update to it)
+    (every mode also takes --events FILE: one JSON line appended per fixture event, for tests to
+     see what the server observed; see "Events" below)
 
 --port 0 picks a free port. The HTTP modes print one line to stdout once listening:
     {"listening": "http://127.0.0.1:PORT/mcp", "port": PORT}    (".../sse" in sse mode)
@@ -44,6 +49,18 @@ Fixture surface:
   prompts    greet{name} -> "Hello, <name>!"
   completion greet/name -> values of ["alice","bob","carol"] starting with the prefix
   logging    logging/setLevel per connection (default: everything is sent)
+  with --subscriptions also:
+  tools      touch{uri} -> publishes notifications/resources/updated for <uri> to every open
+             2026-07-28 listen that subscribed to it, then "touched <uri>" (handshake-era
+             connections have no resources/subscribe here: nothing reaches them)
+  listen     subscriptions/listen: the SDK's ListenHandler (acknowledgement, then matching events)
+
+Events (--events FILE), each a JSON object on its own line, in the order the server saw them:
+  {"event": "started", "tool": "hang", "id": <request id>}     hang began
+  {"event": "cancelled", "tool": "hang", "id": <request id>}   hang was cancelled (a stdio
+      notifications/cancelled, or the HTTP request dropped)
+  {"event": "listen", "id": <request id>, "uris": [...]}       a listen opened (sorted URIs)
+  {"event": "listen_closed", "id": <request id>, "uris": [...]}  that listen ended, however
 """
 
 from __future__ import annotations
@@ -62,6 +79,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 
 from mcp.server.lowlevel import Server
 from mcp.server.runner import serve_loop
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
 SERVER_NAME = "eragate-legacy-fixture"
@@ -171,6 +189,28 @@ PARAM_HEADER_TOOLS = [
 ]
 PARAM_HEADERS = False  # set by --param-headers
 
+SUBSCRIPTION_TOOLS = [
+    types.Tool(
+        name="touch",
+        description="Publish notifications/resources/updated for the URI to the listens that subscribed to it",
+        input_schema={
+            "type": "object",
+            "properties": {"uri": {"type": "string"}},
+            "required": ["uri"],
+        },
+    ),
+]
+SUBSCRIPTIONS = False  # set by --subscriptions
+EVENTS: str | None = None  # set by --events
+
+
+def record(event: str, **fields: Any) -> None:
+    """Appends one event line to the --events file (nothing without it)."""
+    if EVENTS is None:
+        return
+    with open(EVENTS, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"event": event, **fields}) + "\n")
+
 
 def _text(text: str) -> list[types.TextContent]:
     return [types.TextContent(type="text", text=text)]
@@ -188,6 +228,7 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         + (RICH_TOOLS if RICH_CONTENT else [])
         + (MRTR_TOOLS if MRTR else [])
         + (PARAM_HEADER_TOOLS if PARAM_HEADERS else [])
+        + (SUBSCRIPTION_TOOLS if SUBSCRIPTIONS else [])
     )
 
 
@@ -226,11 +267,20 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             await ctx.session.send_log_message(level, message, logger=SERVER_NAME, related_request_id=ctx.request_id)
         return types.CallToolResult(content=_text(f"logged {level}"))
     if name == "hang":
-        await anyio.sleep_forever()
+        record("started", tool="hang", id=ctx.request_id)
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            record("cancelled", tool="hang", id=ctx.request_id)
+            raise
     if name == "fail":
         return types.CallToolResult(content=_text("failure requested"), is_error=True)
     if name == "météo":
         return types.CallToolResult(content=_text(f"météo: {args.get('city', '')}"))
+    if SUBSCRIPTIONS and name == "touch":
+        uri = str(args.get("uri", ""))
+        await BUS.publish(ResourceUpdated(uri=uri))
+        return types.CallToolResult(content=_text(f"touched {uri}"))
     if RICH_CONTENT and name == "rich_content":
         return types.CallToolResult(
             content=[
@@ -630,6 +680,22 @@ async def mrtr_complete(ctx: Any) -> types.CompleteResult:
     return types.CompleteResult(completion=types.Completion(values=values, total=len(values), has_more=False))
 
 
+# --- --subscriptions: 2026-07-28 subscriptions/listen --------------------------------------
+
+BUS = InMemorySubscriptionBus()
+LISTEN = ListenHandler(BUS)
+
+
+async def subscriptions_listen(ctx: Any, params: types.SubscriptionsListenRequestParams) -> Any:
+    """The SDK's ListenHandler, with the listen's opening and end recorded (--events)."""
+    uris = sorted(params.notifications.resource_subscriptions or [])
+    record("listen", id=ctx.request_id, uris=uris)
+    try:
+        return await LISTEN(ctx, params)
+    finally:
+        record("listen_closed", id=ctx.request_id, uris=uris)
+
+
 def build_server(dual_era: bool = False) -> Server[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # on_set_logging_level is deprecated at 2026-07-28; we are legacy.
@@ -646,6 +712,7 @@ def build_server(dual_era: bool = False) -> Server[Any]:
             on_get_prompt=get_prompt,
             on_completion=complete,
             on_set_logging_level=set_logging_level,
+            on_subscriptions_listen=subscriptions_listen if SUBSCRIPTIONS else None,
         )
     if not dual_era:
         # A legacy server has no server/discover: answer it -32601 like any unknown method.
@@ -816,6 +883,13 @@ def main(argv: list[str] | None = None) -> int:
             action="store_true",
             help="add the tools, prompt and resource that ask the client for input (sampling, elicitation, roots)",
         )
+        p.add_argument("--events", metavar="FILE", help="append one JSON line per fixture event to FILE")
+    for p in (p_stdio, p_http):
+        p.add_argument(
+            "--subscriptions",
+            action="store_true",
+            help="serve 2026-07-28 subscriptions/listen and add the touch tool (use with --dual-era)",
+        )
     for p in (p_http, p_sse):
         p.add_argument("--trace", action="store_true", help="log every HTTP request (headers, body) to stderr")
     for p in (p_stdio, p_http):
@@ -835,6 +909,10 @@ def main(argv: list[str] | None = None) -> int:
     PARAM_HEADERS = getattr(args, "param_headers", False)
     global MRTR  # noqa: PLW0603 - a process-wide fixture switch
     MRTR = args.mrtr
+    global SUBSCRIPTIONS  # noqa: PLW0603 - a process-wide fixture switch
+    SUBSCRIPTIONS = getattr(args, "subscriptions", False)
+    global EVENTS  # noqa: PLW0603 - a process-wide fixture switch
+    EVENTS = args.events
     server = build_server(dual_era)
     try:
         if args.transport == "stdio":

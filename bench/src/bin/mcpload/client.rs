@@ -253,8 +253,10 @@ pub fn excerpt(body: &[u8]) -> String {
     String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()
 }
 
-pub fn echo_arguments() -> String {
-    format!(r#"{{"text":"{ECHO_TEXT}"}}"#)
+/// The echo tool's arguments when the text goes in `name` (`text` for the fast
+/// upstream, `message` for server-everything).
+pub fn echo_arguments_named(name: &str) -> String {
+    format!(r#"{{"{name}":"{ECHO_TEXT}"}}"#)
 }
 
 pub fn sleep_arguments(ms: u64) -> String {

@@ -1,8 +1,8 @@
 //! mcpload: the load generator and report writer of eragate's benchmark.
 //!
 //! ```text
-//! mcpload probe   --url URL --pattern legacy|modern [--sse]
-//! mcpload compare --name S --title T --subject NAME --target name=..,pattern=..,url=..[,pid=..] ...
+//! mcpload probe   --url URL --pattern legacy|modern [--sse] [--tool echo] [--arg text]
+//! mcpload compare --name S --title T --subject NAME --target name=..,pattern=..,url=..[,pid=..][,tool=..][,arg=..] ...
 //!                 [--sse] [--concurrency 1,16,64] [--rounds N] [--warmup-ms N] [--duration-ms N] --out FILE
 //! mcpload memory  --url URL --pid PID [--sessions N] [--inflight N] [--sleep-ms N] --out FILE
 //! mcpload report  --work DIR --env FILE --criterion DIR --out FILE
@@ -125,14 +125,15 @@ async fn probe(options: &Options) -> Result<(), String> {
     let pattern = Pattern::parse(options.get("pattern").unwrap_or("legacy"))?;
     let sse = options.flag("sse");
     let mut conn = client::Conn::open(endpoint).await?;
-    let arguments = client::echo_arguments();
+    let tool = options.get("tool").unwrap_or("echo");
+    let arguments = client::echo_arguments_named(options.get("arg").unwrap_or("text"));
     match pattern {
         Pattern::Legacy | Pattern::Handshake => {
             let session = conn.handshake().await?;
-            conn.call(Some(&session), "echo", &arguments, sse).await?;
+            conn.call(Some(&session), tool, &arguments, sse).await?;
             conn.delete(&session).await?;
         }
-        Pattern::Modern => conn.call(None, "echo", &arguments, sse).await?,
+        Pattern::Modern => conn.call(None, tool, &arguments, sse).await?,
     }
     Ok(())
 }

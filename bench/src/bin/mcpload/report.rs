@@ -308,6 +308,7 @@ pub fn write(options: &Options) -> Result<(), String> {
     let s1_sse: Option<Comparison> = load(&work.join("s1-sse.json"));
     let s2_json: Option<Comparison> = load(&work.join("s2-json.json"));
     let s2_sse: Option<Comparison> = load(&work.join("s2-sse.json"));
+    let s2e: Option<Comparison> = load(&work.join("s2e-json.json"));
     let s3: Option<Comparison> = load(&work.join("s3-stdio.json"));
     let mem: Option<MemoryResult> = load(&work.join("memory.json"));
 
@@ -334,6 +335,7 @@ pub fn write(options: &Options) -> Result<(), String> {
         ("rustc", "rustc"),
         ("eragate build", "build"),
         ("supergateway", "supergateway"),
+        ("server-everything", "everything"),
         ("mcp-proxy", "mcp_proxy"),
         ("node (runs supergateway)", "node"),
         ("python (runs mcp-proxy)", "python"),
@@ -429,6 +431,28 @@ pub fn write(options: &Options) -> Result<(), String> {
         established.why = format!("{}; {why}", established.why);
     }
     checks.push(established);
+    checks.push(ratio_check(
+        s2e.as_ref(),
+        "per-request-handshake",
+        &[1, 16, 64],
+        5.0,
+        "Era translation vs per-request handshake (server-everything upstream, JSON)",
+    ));
+    let mut established_everything = ratio_check(
+        s2e.as_ref(),
+        "established-session",
+        &[1, 16, 64],
+        0.8,
+        "Era translation vs established-session limit (server-everything upstream, JSON)",
+    );
+    if established_everything.met == Some(false)
+        && let Some(why) = s2e
+            .as_ref()
+            .and_then(|cmp| cpu_ceiling(cmp, "established-session", 16, 0.8, server_cores))
+    {
+        established_everything.why = format!("{}; {why}", established_everything.why);
+    }
+    checks.push(established_everything);
     checks.push(ratio_check(
         s3.as_ref(),
         "supergateway",
@@ -558,6 +582,17 @@ pub fn write(options: &Options) -> Result<(), String> {
                   CPU µs/op and RSS: eragate's on the `eragate-modern` row, the fast upstream's on the others.";
     comparison_section(&mut md, "2a. JSON responses", s2_json.as_ref(), blurb2);
     comparison_section(&mut md, "2b. SSE responses", s2_sse.as_ref(), blurb2);
+    let blurb2c = "The same three patterns in front of `@modelcontextprotocol/server-everything` (the TypeScript SDK's reference \
+                   server, Streamable HTTP, one SDK server and transport per session) instead of the fast upstream: an upstream whose \
+                   `initialize` costs what a real SDK server's costs, which is what the per-request-handshake pattern pays on every call. \
+                   Its `echo` tool (argument `message`) is called. CPU µs/op and RSS: eragate's on the `eragate-modern` row, \
+                   server-everything's on the others.";
+    comparison_section(
+        &mut md,
+        "2c. A real SDK upstream (server-everything), JSON",
+        s2e.as_ref(),
+        blurb2c,
+    );
 
     let _ = writeln!(md, "## 3. stdio bridging\n");
     comparison_section(

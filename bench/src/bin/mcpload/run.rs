@@ -11,7 +11,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::client::{Conn, Endpoint, Pattern, echo_arguments};
+use crate::client::{Conn, Endpoint, Pattern, echo_arguments_named};
 use crate::procfs;
 
 /// One side of a comparison.
@@ -22,12 +22,27 @@ pub struct Target {
     pub url: String,
     /// The process whose CPU and memory are reported (a gateway or bridge).
     pub pid: Option<u32>,
+    /// The echo tool's name (`echo` unless given).
+    #[serde(default = "default_tool")]
+    pub tool: String,
+    /// Its argument carrying the text (`text` unless given; server-everything's is `message`).
+    #[serde(default = "default_arg")]
+    pub arg: String,
+}
+
+fn default_tool() -> String {
+    "echo".into()
+}
+
+fn default_arg() -> String {
+    "text".into()
 }
 
 impl Target {
-    /// `name=N,pattern=P,url=U[,pid=PID]`
+    /// `name=N,pattern=P,url=U[,pid=PID][,tool=T][,arg=A]`
     pub fn parse(spec: &str) -> Result<Target, String> {
         let (mut name, mut pattern, mut url, mut pid) = (None, None, None, None);
+        let (mut tool, mut arg) = (default_tool(), default_arg());
         for part in spec.split(',') {
             let (key, value) = part
                 .split_once('=')
@@ -37,6 +52,8 @@ impl Target {
                 "pattern" => pattern = Some(Pattern::parse(value)?),
                 "url" => url = Some(value.to_owned()),
                 "pid" => pid = Some(value.parse().map_err(|_| format!("bad pid {value:?}"))?),
+                "tool" => tool = value.to_owned(),
+                "arg" => arg = value.to_owned(),
                 other => return Err(format!("unknown target key {other:?}")),
             }
         }
@@ -45,6 +62,8 @@ impl Target {
             pattern: pattern.ok_or("target needs pattern=")?,
             url: url.ok_or("target needs url=")?,
             pid,
+            tool,
+            arg,
         })
     }
 }
@@ -108,11 +127,16 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
             cpu.set((before, procfs::cpu_us(pid)));
         })
     });
+    let call = Rc::new(EchoCall {
+        tool: target.tool.clone(),
+        arguments: echo_arguments_named(&target.arg),
+    });
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
             tokio::task::spawn_local(worker(
                 endpoint.clone(),
                 target.pattern,
+                call.clone(),
                 sse,
                 start,
                 measure_from,
@@ -156,9 +180,16 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
     }
 }
 
+/// The `tools/call` every worker of a run sends.
+struct EchoCall {
+    tool: String,
+    arguments: String,
+}
+
 async fn worker(
     endpoint: Rc<Endpoint>,
     pattern: Pattern,
+    call: Rc<EchoCall>,
     sse: bool,
     start: Instant,
     measure_from: Instant,
@@ -166,7 +197,6 @@ async fn worker(
 ) -> WorkerOutcome {
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 120_000_000_000, 3).expect("histogram bounds");
     let (mut errors, mut first_error) = (0u64, None::<String>);
-    let arguments = echo_arguments();
     let mut conn: Option<Conn> = None;
     let mut session: Option<String> = None;
     tokio::time::sleep_until(start).await;
@@ -196,9 +226,9 @@ async fn worker(
         }
         let began = Instant::now();
         let outcome = match pattern {
-            Pattern::Legacy => c.call(session.as_deref(), "echo", &arguments, sse).await,
-            Pattern::Modern => c.call(None, "echo", &arguments, sse).await,
-            Pattern::Handshake => per_request_handshake(c, &arguments, sse).await,
+            Pattern::Legacy => c.call(session.as_deref(), &call.tool, &call.arguments, sse).await,
+            Pattern::Modern => c.call(None, &call.tool, &call.arguments, sse).await,
+            Pattern::Handshake => per_request_handshake(c, &call.tool, &call.arguments, sse).await,
         };
         let ended = Instant::now();
         match outcome {
@@ -228,9 +258,9 @@ async fn worker(
 }
 
 /// What a gateway without session pooling pays at least per call.
-async fn per_request_handshake(c: &mut Conn, arguments: &str, sse: bool) -> Result<(), String> {
+async fn per_request_handshake(c: &mut Conn, tool: &str, arguments: &str, sse: bool) -> Result<(), String> {
     let session = c.handshake().await?;
-    c.call(Some(&session), "echo", arguments, sse).await?;
+    c.call(Some(&session), tool, arguments, sse).await?;
     c.delete(&session).await
 }
 
