@@ -76,7 +76,7 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
             principal.as_str(),
             &json!({"revision": negotiated.as_str(), "capabilities": capabilities}),
         );
-        upstream.pooled(key, params).await
+        upstream.pooled(key, move || params).await
     } else {
         upstream.open_dedicated(params).await
     };

@@ -178,11 +178,14 @@ async fn pooled_session(
     let revision = Revision::LATEST_LEGACY;
     let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
     let key = PartitionKey::new(principal.as_str(), &capabilities);
-    let params = down::initialize_for_envelope(
-        &modern.envelope,
-        revision,
-        &crate::upstream::pool::gateway_client_info(),
-    );
+    // Built only when a session has to be opened: a warm one needs no handshake.
+    let params = || {
+        down::initialize_for_envelope(
+            &modern.envelope,
+            revision,
+            &crate::upstream::pool::gateway_client_info(),
+        )
+    };
     if exclusive {
         // On stdio a server→client request names no request: keep requests that
         // may be asked for input alone on their session so it can only be theirs.

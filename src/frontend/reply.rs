@@ -113,7 +113,7 @@ pub async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
 }
 
 /// Relays what a session's upstream sends outside any request onto `out`.
-pub fn forward_unsolicited(session: &ClientSession, out: mpsc::Sender<Message>) {
+pub fn forward_unsolicited(session: &Arc<ClientSession>, out: mpsc::Sender<Message>) {
     if let Ok(mut unsolicited) = session.attach_stream() {
         tokio::spawn(async move {
             while let Some(message) = unsolicited.recv().await {

@@ -27,6 +27,8 @@ pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// Bound of frames queued toward one SSE body.
 const SSE_QUEUE: usize = 32;
+/// Most messages joined into one frame (one write).
+const SSE_BATCH: usize = 32;
 
 /// Timing of streamed answers.
 #[derive(Clone, Copy, Debug)]
@@ -87,25 +89,40 @@ fn message_response(status: Status, message: &Message) -> http::Response<Body> {
 
 /// An SSE response carrying `first` and then everything from `messages`.
 /// A standing stream (a GET stream) also ends when `until` is cancelled (shutdown).
+///
+/// Messages that are ready together go out as one frame (one write): a call
+/// answered with a progress notification and its result, both already here,
+/// is a complete body with no task and no channel at all.
 pub fn stream(
     first: Option<Message>,
     mut messages: mpsc::Receiver<Message>,
     keep_alive: Duration,
     until: Option<CancellationToken>,
 ) -> http::Response<Body> {
+    let mut ready = Vec::new();
+    if let Some(first) = &first {
+        sse::append_message_frame(&mut ready, &first.to_bytes());
+    }
+    if drain_ready(&mut messages, &mut ready) {
+        return sse_response(full(ready));
+    }
     let until = until.unwrap_or_default();
     let (tx, response) = sse();
+    if !ready.is_empty() {
+        // A fresh channel has room: the frame is there when the body is first polled.
+        let _ = tx.try_send(Bytes::from(ready));
+    }
     tokio::spawn(async move {
-        if let Some(first) = first
-            && tx.send(sse_frame(&first)).await.is_err()
-        {
-            return;
-        }
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + keep_alive, keep_alive);
         loop {
             tokio::select! {
                 message = messages.recv() => match message {
-                    Some(message) => if tx.send(sse_frame(&message)).await.is_err() { return },
+                    Some(message) => {
+                        let mut frames = Vec::new();
+                        sse::append_message_frame(&mut frames, &message.to_bytes());
+                        let ended = drain_ready(&mut messages, &mut frames);
+                        if tx.send(Bytes::from(frames)).await.is_err() || ended { return }
+                    }
                     None => return,
                 },
                 _ = ticker.tick() => if tx.send(Bytes::from_static(KEEP_ALIVE)).await.is_err() { return },
@@ -116,6 +133,19 @@ pub fn stream(
         }
     });
     response
+}
+
+/// Appends the frames of every message already queued; `true` when the sender
+/// is gone (nothing more will come). Bounded by the channel's own bound.
+fn drain_ready(messages: &mut mpsc::Receiver<Message>, out: &mut Vec<u8>) -> bool {
+    for _ in 0..SSE_BATCH {
+        match messages.try_recv() {
+            Ok(message) => sse::append_message_frame(out, &message.to_bytes()),
+            Err(mpsc::error::TryRecvError::Empty) => return false,
+            Err(mpsc::error::TryRecvError::Disconnected) => return true,
+        }
+    }
+    false
 }
 
 /// A body from bytes.
@@ -159,12 +189,16 @@ pub fn sse() -> (mpsc::Sender<Bytes>, http::Response<Body>) {
             .await
             .map(|bytes| (Ok::<_, Infallible>(Frame::data(bytes)), rx))
     });
-    let mut response = with_status(StatusCode::OK, StreamBody::new(stream).boxed_unsync());
+    (tx, sse_response(StreamBody::new(stream).boxed_unsync()))
+}
+
+fn sse_response(body: Body) -> http::Response<Body> {
+    let mut response = with_status(StatusCode::OK, body);
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    (tx, response)
+    response
 }
 
 /// Frames a message for an SSE stream.

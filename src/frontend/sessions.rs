@@ -30,8 +30,9 @@ use crate::upstream::{Upstream, UpstreamEra, UpstreamSession};
 
 /// One legacy client's session.
 pub struct ClientSession {
-    /// The `Mcp-Session-Id` given to the client.
-    pub id: String,
+    /// The `Mcp-Session-Id` given to the client (shared with the store's key: a
+    /// sealed id is a few hundred bytes).
+    pub id: Arc<str>,
     /// The revision negotiated with the client.
     pub revision: Revision,
     /// The upstream this session is bound to.
@@ -72,7 +73,7 @@ pub const STREAM_QUEUE: usize = 64;
 
 /// Every live legacy client session on this replica.
 pub struct SessionStore {
-    sessions: DashMap<String, Arc<ClientSession>>,
+    sessions: DashMap<Arc<str>, Arc<ClientSession>>,
     /// Ids this replica ended (DELETE, expiry): a sealed id stays valid until
     /// its expiry, so it must not be resumed again. Pruned at that expiry.
     ended: DashMap<String, u64>,
@@ -249,7 +250,7 @@ impl SessionStore {
         let now = unix_now();
         self.ended.retain(|_, expiry| *expiry > now);
         let timeout = self.config.idle_timeout.0;
-        let expired: Vec<String> = self
+        let expired: Vec<Arc<str>> = self
             .sessions
             .iter()
             .filter(|s| lock(&s.last_seen).elapsed() > timeout || s.upstream_session.is_closed())
@@ -262,7 +263,7 @@ impl SessionStore {
 
     /// Ends every session (shutdown).
     pub fn close_all(&self) {
-        let ids: Vec<String> = self.sessions.iter().map(|s| s.id.clone()).collect();
+        let ids: Vec<Arc<str>> = self.sessions.iter().map(|s| s.id.clone()).collect();
         for id in ids {
             self.remove(&id);
         }
@@ -298,7 +299,7 @@ impl SessionStore {
 
 impl ClientSession {
     /// A session for a freshly initialized upstream session; its unsolicited
-    /// traffic starts flowing to [`ClientSession::attach_stream`] at once.
+    /// traffic flows to the client once it opens its stream ([`ClientSession::attach_stream`]).
     pub fn open(
         id: String,
         revision: Revision,
@@ -326,13 +327,10 @@ impl ClientSession {
         upstream_session: Arc<UpstreamSession>,
         owns_upstream: bool,
     ) -> Arc<ClientSession> {
-        let session = ClientSession::build(id, revision, upstream, upstream_session, None, owns_upstream);
-        let forwarder = tokio::spawn(forward_unsolicited(
-            Arc::downgrade(&session),
-            session.upstream_session.subscribe(),
-        ));
-        *lock(&session.forwarder) = Some(forwarder.abort_handle());
-        session
+        // The forwarder of unsolicited traffic starts with the client's GET stream
+        // (`attach_stream`): until then there is nowhere to deliver it, and an idle
+        // session pays for no task and no broadcast buffer.
+        ClientSession::build(id, revision, upstream, upstream_session, None, owns_upstream)
     }
 
     /// A session in front of a modern upstream: no upstream session of its own,
@@ -356,7 +354,7 @@ impl ClientSession {
         owns_upstream: bool,
     ) -> Arc<ClientSession> {
         Arc::new(ClientSession {
-            id,
+            id: id.into(),
             revision,
             upstream,
             upstream_session,
@@ -497,14 +495,33 @@ impl ClientSession {
         lock(&self.in_flight).get(client_id).copied()
     }
 
-    /// Attaches the client's GET stream.
-    pub fn attach_stream(&self) -> Result<mpsc::Receiver<Message>, AttachError> {
-        let mut slot = lock(&self.stream);
-        if slot.as_ref().is_some_and(|s| !s.is_closed()) {
-            return Err(AttachError::AlreadyOpen);
+    /// Attaches the client's GET stream. The first one also starts relaying what
+    /// the upstream session sends outside any request (a session bound to an
+    /// upstream session of its own or a shared one; a stateless session has none).
+    ///
+    /// Nothing is lost by starting late: without a stream, notifications had
+    /// nowhere to go and server→client requests are refused, which is what the
+    /// upstream session does itself while nobody subscribes.
+    pub fn attach_stream(self: &Arc<Self>) -> Result<mpsc::Receiver<Message>, AttachError> {
+        let rx = {
+            let mut slot = lock(&self.stream);
+            if slot.as_ref().is_some_and(|s| !s.is_closed()) {
+                return Err(AttachError::AlreadyOpen);
+            }
+            let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+            *slot = Some(tx);
+            rx
+        };
+        if self.envelope.is_none() {
+            let mut forwarder = lock(&self.forwarder);
+            if forwarder.is_none() {
+                let task = tokio::spawn(forward_unsolicited(
+                    Arc::downgrade(self),
+                    self.upstream_session.subscribe(),
+                ));
+                *forwarder = Some(task.abort_handle());
+            }
         }
-        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-        *slot = Some(tx);
         Ok(rx)
     }
 

@@ -113,10 +113,17 @@ impl SseParser {
 /// Frames one JSON message as an SSE `message` event.
 pub fn message_frame(json: &[u8]) -> Vec<u8> {
     let mut frame = Vec::with_capacity(json.len() + 24);
-    frame.extend_from_slice(b"event: message\ndata: ");
-    frame.extend_from_slice(json);
-    frame.extend_from_slice(b"\n\n");
+    append_message_frame(&mut frame, json);
     frame
+}
+
+/// Appends the SSE event for one JSON-RPC message to `out` (frames ready
+/// together are written at once).
+pub fn append_message_frame(out: &mut Vec<u8>, json: &[u8]) {
+    out.reserve(json.len() + 24);
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
 }
 
 /// An SSE event with a custom type (for example the legacy `endpoint` event).

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use serde_json::{Value, json};
 
 use super::transport::stdio::StdioSpawner;
-use super::transport::streamable_http::HttpClient;
+use super::transport::streamable_http::Endpoint;
 use crate::config::HealthConfig;
 
 /// How a member is reached.
@@ -16,9 +16,9 @@ pub enum Target {
     /// Children of one command.
     Stdio(Arc<StdioSpawner>),
     /// A Streamable HTTP endpoint.
-    Http(HttpClient, http::Uri),
+    Http(Arc<Endpoint>),
     /// A 2024-11-05 HTTP+SSE endpoint.
-    Sse(HttpClient, http::Uri),
+    Sse(Arc<Endpoint>),
 }
 
 /// A pool member and its health.

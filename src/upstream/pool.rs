@@ -24,7 +24,7 @@ use super::session::{OnDrop, UnsolicitedRequests, UpstreamSession};
 use super::transport::Link;
 use super::transport::sse::SseLink;
 use super::transport::stdio::{ChildSupervisor, StdioLink, StdioSpawner};
-use super::transport::streamable_http::{self, HttpLink};
+use super::transport::streamable_http::{self, Endpoint, HttpLink};
 use crate::config::{EraSetting, StdioConfig, UpstreamConfig};
 use crate::protocol::{Id, Revision};
 use crate::translate::CachePolicy;
@@ -265,22 +265,24 @@ impl Upstream {
         }
         let key = PartitionKey::new("", &json!({}));
         let params = down::initialize_params(Revision::LATEST_LEGACY, json!({}), gateway_client_info());
-        let session = self.pooled(key, params).await?;
+        let session = self.pooled(key, move || params).await?;
         session
             .initialize_result()
             .cloned()
             .ok_or_else(|| session.protocol_error("session has no InitializeResult".into()))
     }
 
-    /// A warm pooled session for `key`, opened with `initialize_params` when
-    /// every session of the partition is busy (and it has room) or none is alive.
+    /// A warm pooled session for `key`, opened with `initialize_params()` when
+    /// every session of the partition is busy (and it has room) or none is alive
+    /// (the params are built only then: a warm session needs none).
     pub async fn pooled(
         self: &Arc<Self>,
         key: PartitionKey,
-        initialize_params: Value,
+        initialize_params: impl FnOnce() -> Value + Send,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let partition = self.partition(key)?;
-        self.pick(&partition, Some(initialize_params)).await
+        self.pick_with(&partition, Some(initialize_params), Sharing::Pooled)
+            .await
     }
 
     /// Like [`Upstream::pooled`], but a session with nothing in flight is
@@ -289,7 +291,7 @@ impl Upstream {
     pub async fn pooled_exclusive(
         self: &Arc<Self>,
         key: PartitionKey,
-        initialize_params: Value,
+        initialize_params: impl FnOnce() -> Value + Send,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let partition = self.partition(key)?;
         self.pick_with(&partition, Some(initialize_params), Sharing::Alone)
@@ -299,7 +301,7 @@ impl Upstream {
     /// The stateless session (one of `pool.size`) of a modern upstream.
     pub async fn modern_session(self: &Arc<Self>) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let partition = self.partition(PartitionKey::stateless())?;
-        self.pick(&partition, None).await
+        self.pick_with(&partition, None::<fn() -> Value>, Sharing::Pooled).await
     }
 
     /// A live stateless session of a modern upstream, without opening one.
@@ -331,10 +333,10 @@ impl Upstream {
             .iter()
             .find(|m| endpoint.is_none_or(|e| m.label == e))
             .or_else(|| self.members.first())?;
-        let Target::Http(client, url) = &member.target else {
+        let Target::Http(endpoint) = &member.target else {
             return None;
         };
-        let link = HttpLink::resumed(client.clone(), url.clone(), self.name.clone(), upstream_session_id)?;
+        let link = HttpLink::resumed(endpoint.clone(), self.name.clone(), upstream_session_id)?;
         let health = Some(member.health.clone());
         let session = UpstreamSession::new(
             self.name.clone(),
@@ -408,20 +410,12 @@ impl Upstream {
 
     // === picking and opening ===
 
-    async fn pick(
-        self: &Arc<Self>,
-        partition: &Arc<Partition>,
-        initialize: Option<Value>,
-    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        self.pick_with(partition, initialize, Sharing::Pooled).await
-    }
-
     /// A session of `partition`: one with fewer than `busy_at` in flight, else a
     /// new one while the partition has room, else the least loaded.
     async fn pick_with(
         self: &Arc<Self>,
         partition: &Arc<Partition>,
-        initialize: Option<Value>,
+        initialize: Option<impl FnOnce() -> Value + Send>,
         sharing: Sharing,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         partition.last_used_ms.store(self.now_ms(), Ordering::Relaxed);
@@ -435,7 +429,7 @@ impl Upstream {
         }
         let member = self.choose_member_for(partition);
         let session = match initialize {
-            Some(params) => self.open(member, params, UnsolicitedRequests::AnswerLocally).await?,
+            Some(params) => self.open(member, params(), UnsolicitedRequests::AnswerLocally).await?,
             None => {
                 let session = self.connect(member, UnsolicitedRequests::AnswerLocally).await?;
                 session.start_modern();
@@ -584,13 +578,14 @@ impl Upstream {
                 reader.start(Arc::downgrade(&session));
                 session
             }
-            Target::Http(client, url) => {
-                let link = HttpLink::new(client.clone(), url.clone(), self.name.clone());
+            Target::Http(endpoint) => {
+                let link = HttpLink::new(endpoint.clone(), self.name.clone());
                 UpstreamSession::new(self.name.clone(), Link::Http(Box::new(link)), unsolicited, health)
             }
-            Target::Sse(client, url) => {
+            Target::Sse(endpoint) => {
                 let timeout = self.config.handshake_timeout.0;
-                let pending = match SseLink::connect(client.clone(), url.clone(), self.name.clone(), timeout).await {
+                let (client, url) = (endpoint.client.clone(), endpoint.url.clone());
+                let pending = match SseLink::connect(client, url, self.name.clone(), timeout).await {
                     Ok(pending) => pending,
                     Err(error) => {
                         member.health.record_failure(&error.to_string());
@@ -617,7 +612,8 @@ impl Upstream {
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let session = self.connect(member, unsolicited).await?;
         let timeout = self.config.handshake_timeout.0;
-        let result = match tokio::time::timeout(timeout, session.initialize(initialize_params)).await {
+        let known = self.latest_initialize.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let result = match tokio::time::timeout(timeout, session.initialize(initialize_params, known)).await {
             Ok(Ok(result)) => result,
             Ok(Err(error)) => {
                 session.close("handshake failed");
@@ -743,11 +739,20 @@ fn members(name: &Arc<str>, config: &UpstreamConfig, supervisor: ChildSupervisor
         return http
             .members()
             .into_iter()
-            .map(|url| Member::new(Target::Http(client.clone(), url.clone()), url.to_string(), health))
+            .map(|url| {
+                let endpoint = Arc::new(Endpoint {
+                    client: client.clone(),
+                    url: url.clone(),
+                });
+                Member::new(Target::Http(endpoint), url.to_string(), health)
+            })
             .collect();
     }
     if let Some(sse) = &config.sse {
-        let target = Target::Sse(streamable_http::client(), sse.url.clone());
+        let target = Target::Sse(Arc::new(Endpoint {
+            client: streamable_http::client(),
+            url: sse.url.clone(),
+        }));
         return vec![Member::new(target, sse.url.to_string(), health)];
     }
     // Validation guarantees a transport; an empty command fails at spawn with a clear error.

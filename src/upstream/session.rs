@@ -4,16 +4,17 @@
 //! Every request sent upstream gets a fresh numeric id from this session's
 //! counter (and its `progressToken`, if any, becomes that same number), so
 //! concurrent requests from many clients never collide. The response goes to
-//! its caller through a oneshot that cannot be lost; notifications and
-//! server→client requests tied to a request go through a small bounded queue.
+//! its caller through a slot that cannot lose it; notifications and
+//! server→client requests tied to a request queue beside it, bounded (the queue
+//! is allocated only when the first of them arrives: most calls have none).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use serde_json::{Map, Value, json};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{Notify, broadcast};
 
 use super::UpstreamError;
 use super::member::MemberHealth;
@@ -41,6 +42,7 @@ pub enum UnsolicitedRequests {
 }
 
 /// Bound of the per-request event queue; progress beyond it is dropped, never the response.
+/// The queue grows on demand up to this bound (a call without events allocates none).
 const CALL_EVENT_QUEUE: usize = 64;
 /// Bound of the unsolicited broadcast; slow listeners lose the oldest messages.
 /// tokio allocates every slot up front, and a legacy client session keeps one
@@ -74,10 +76,123 @@ pub struct UpstreamSession {
 }
 
 struct Pending {
-    respond: oneshot::Sender<Result<Response, UpstreamError>>,
-    events: mpsc::Sender<CallEvent>,
+    slot: Arc<CallSlot>,
     original_id: Id,
     original_progress_token: Option<Value>,
+}
+
+impl Pending {
+    /// Settles the call (a response or the reason there is none).
+    fn respond(self, result: Result<Response, UpstreamError>) {
+        self.slot.settle(result);
+    }
+
+    /// Queues an event for the caller; gives it back when the caller is gone or
+    /// the queue is full.
+    fn send_event(&self, event: CallEvent) -> Result<(), CallEvent> {
+        self.slot.push_event(event)
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        // Dropped without an answer (the session itself went away): its caller must not wait forever.
+        self.slot.abandon();
+    }
+}
+
+/// What a call in flight shares with the session that routes its answer: one
+/// allocation per call, in place of a oneshot and an event channel.
+struct CallSlot {
+    state: Mutex<SlotState>,
+    /// Wakes the caller; a notification without a waiter is kept as a permit, so none is lost.
+    wake: Notify,
+}
+
+#[derive(Default)]
+struct SlotState {
+    /// Events before the response, oldest first, at most [`CALL_EVENT_QUEUE`].
+    events: VecDeque<CallEvent>,
+    response: Option<Result<Response, UpstreamError>>,
+    /// Nothing more will be settled: the response came, or the session let go of the call.
+    settled: bool,
+    /// The caller dropped its [`Call`]: events have nobody to go to.
+    detached: bool,
+}
+
+/// What the caller finds in its slot.
+enum Taken {
+    Event(CallEvent),
+    Done(Result<Response, UpstreamError>),
+    Abandoned,
+}
+
+impl CallSlot {
+    fn new() -> Arc<CallSlot> {
+        Arc::new(CallSlot {
+            state: Mutex::new(SlotState::default()),
+            wake: Notify::new(),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn settle(&self, result: Result<Response, UpstreamError>) {
+        {
+            let mut state = self.lock();
+            if state.settled {
+                return;
+            }
+            state.settled = true;
+            state.response = Some(result);
+        }
+        self.wake.notify_one();
+    }
+
+    fn abandon(&self) {
+        {
+            let mut state = self.lock();
+            if state.settled {
+                return;
+            }
+            state.settled = true;
+        }
+        self.wake.notify_one();
+    }
+
+    fn push_event(&self, event: CallEvent) -> Result<(), CallEvent> {
+        {
+            let mut state = self.lock();
+            if state.detached || state.events.len() >= CALL_EVENT_QUEUE {
+                return Err(event);
+            }
+            state.events.push_back(event);
+        }
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// Events first (in order), then the response.
+    fn take(&self, skip_events: bool) -> Option<Taken> {
+        let mut state = self.lock();
+        if skip_events {
+            state.events = VecDeque::new();
+        } else if let Some(event) = state.events.pop_front() {
+            return Some(Taken::Event(event));
+        }
+        if let Some(result) = state.response.take() {
+            return Some(Taken::Done(result));
+        }
+        state.settled.then_some(Taken::Abandoned)
+    }
+
+    fn detach(&self) {
+        let mut state = self.lock();
+        state.detached = true;
+        state.events = VecDeque::new();
+    }
 }
 
 /// A request in flight. Await [`Call::response`]; drain [`Call::next_event`]
@@ -87,8 +202,9 @@ struct Pending {
 pub struct Call {
     session: Arc<UpstreamSession>,
     upstream_id: u64,
-    response: Option<oneshot::Receiver<Result<Response, UpstreamError>>>,
-    events: mpsc::Receiver<CallEvent>,
+    slot: Arc<CallSlot>,
+    /// The response (or its failure) was handed out.
+    finished: bool,
     on_drop: OnDrop,
     /// Why the call is being given up, for the upstream's `notifications/cancelled`.
     cancel_reason: Option<String>,
@@ -137,7 +253,15 @@ impl UpstreamSession {
     }
 
     /// Runs the handshake: `initialize`, then `notifications/initialized`.
-    pub async fn initialize(self: &Arc<Self>, params: Value) -> Result<Arc<Value>, UpstreamError> {
+    ///
+    /// `known` is an `InitializeResult` already held (the upstream's previous
+    /// one): when the answer equals it, the session shares it instead of keeping
+    /// a copy of its own (a parsed result is a few KiB, a session lives long).
+    pub async fn initialize(
+        self: &Arc<Self>,
+        params: Value,
+        known: Option<Arc<Value>>,
+    ) -> Result<Arc<Value>, UpstreamError> {
         let call = self
             .call("initialize", Some(params), Id::number(0), OnDrop::Detach)
             .await?;
@@ -160,7 +284,10 @@ impl UpstreamSession {
             })?;
         let _ = self.revision.set(revision);
         self.link.on_initialized(revision);
-        let result = Arc::new(result);
+        let result = match known {
+            Some(known) if *known == result => known,
+            _ => Arc::new(result),
+        };
         let _ = self.initialize_result.set(result.clone());
         self.notify("notifications/initialized", None).await?;
         self.link.open_event_stream(self);
@@ -225,11 +352,9 @@ impl UpstreamSession {
         let upstream_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.served.fetch_add(1, Ordering::Relaxed);
         let original_progress_token = rewrite_progress_token(&mut params, upstream_id);
-        let (respond, response) = oneshot::channel();
-        let (events_tx, events) = mpsc::channel(CALL_EVENT_QUEUE);
+        let slot = CallSlot::new();
         let pending = Pending {
-            respond,
-            events: events_tx,
+            slot: slot.clone(),
             original_id,
             original_progress_token,
         };
@@ -242,8 +367,8 @@ impl UpstreamSession {
         let call = Call {
             session: self.clone(),
             upstream_id,
-            response: Some(response),
-            events,
+            slot,
+            finished: false,
             on_drop,
             cancel_reason: None,
         };
@@ -388,7 +513,7 @@ impl UpstreamSession {
         }
         let drained: Vec<Pending> = self.lock_pending().drain().map(|(_, p)| p).collect();
         for pending in drained {
-            let _ = pending.respond.send(Err(self.closed_error(reason)));
+            pending.respond(Err(self.closed_error(reason)));
         }
     }
 
@@ -400,7 +525,7 @@ impl UpstreamSession {
             health.record_failure(&error.to_string());
         }
         if let Some(pending) = self.lock_pending().remove(&upstream_id) {
-            let _ = pending.respond.send(Err(error));
+            pending.respond(Err(error));
         }
     }
 
@@ -424,15 +549,15 @@ impl UpstreamSession {
             tracing::warn!(upstream = %self.upstream, "response with an id eragate never sent; dropped");
             return;
         };
-        let Some(pending) = self.lock_pending().remove(&upstream_id) else {
+        let Some(mut pending) = self.lock_pending().remove(&upstream_id) else {
             tracing::debug!(upstream = %self.upstream, upstream_id, "response for a finished or cancelled request; dropped");
             return;
         };
-        response.id = Some(pending.original_id);
+        response.id = Some(std::mem::replace(&mut pending.original_id, Id::number(0)));
         if let Some(health) = &self.health {
             health.record_success();
         }
-        let _ = pending.respond.send(Ok(response));
+        pending.respond(Ok(response));
     }
 
     fn handle_notification(&self, mut notification: Notification, related: Option<u64>) {
@@ -452,7 +577,7 @@ impl UpstreamSession {
             ) {
                 params.insert("progressToken".into(), original.clone());
             }
-            let _ = entry.events.try_send(CallEvent::Notification(notification));
+            let _ = entry.send_event(CallEvent::Notification(notification));
             return;
         }
         if let Some(listen) = subscription_of(&notification) {
@@ -461,7 +586,7 @@ impl UpstreamSession {
             let pending = self.lock_pending();
             if let Some(entry) = pending.get(&listen) {
                 retag_subscription(&mut notification, entry.original_id.to_value());
-                let _ = entry.events.try_send(CallEvent::Notification(notification));
+                let _ = entry.send_event(CallEvent::Notification(notification));
                 return;
             }
         }
@@ -475,7 +600,7 @@ impl UpstreamSession {
         let pending = self.lock_pending();
         match target.and_then(|id| pending.get(&id)) {
             Some(entry) => {
-                let _ = entry.events.try_send(CallEvent::Notification(notification));
+                let _ = entry.send_event(CallEvent::Notification(notification));
             }
             None => {
                 drop(pending);
@@ -493,12 +618,10 @@ impl UpstreamSession {
         let undelivered = {
             let pending = self.lock_pending();
             match target.and_then(|id| pending.get(&id)) {
-                Some(entry) => match entry.events.try_send(CallEvent::ServerRequest(request)) {
+                Some(entry) => match entry.send_event(CallEvent::ServerRequest(request)) {
                     Ok(()) => None,
-                    Err(e) => match e.into_inner() {
-                        CallEvent::ServerRequest(r) => Some(r),
-                        CallEvent::Notification(_) => None,
-                    },
+                    Err(CallEvent::ServerRequest(r)) => Some(r),
+                    Err(CallEvent::Notification(_)) => None,
                 },
                 None => Some(request),
             }
@@ -614,28 +737,37 @@ fn rewrite_progress_token(params: &mut Option<Value>, upstream_id: u64) -> Optio
 
 impl Call {
     /// The upstream's answer, with the caller's id restored.
+    /// Events meanwhile are dropped.
     pub async fn response(mut self) -> Result<Response, UpstreamError> {
-        let receiver = self.response.take();
-        match receiver {
-            Some(receiver) => receiver
-                .await
-                .unwrap_or_else(|_| Err(self.session.closed_error("session dropped"))),
-            None => Err(self.session.closed_error("response already taken")),
+        match self.step(true).await {
+            CallStep::Done(result) => result,
+            CallStep::Event(_) => Err(self.session.closed_error("response already taken")),
         }
     }
 
-    /// The next event, or the response once it is here. `None` never happens
-    /// before the response: the session always settles a pending call.
+    /// The next event, or the response once it is here. The session always
+    /// settles a pending call, so this never waits past the call's end.
+    /// Cancel-safe: nothing is taken from the call until this returns.
     pub async fn next(&mut self) -> CallStep {
-        let Some(receiver) = self.response.as_mut() else {
+        self.step(false).await
+    }
+
+    async fn step(&mut self, skip_events: bool) -> CallStep {
+        if self.finished {
             return CallStep::Done(Err(self.session.closed_error("response already taken")));
-        };
-        tokio::select! {
-            biased;
-            Some(event) = self.events.recv() => CallStep::Event(event),
-            result = receiver => {
-                self.response = None;
-                CallStep::Done(result.unwrap_or_else(|_| Err(self.session.closed_error("session dropped"))))
+        }
+        loop {
+            match self.slot.take(skip_events) {
+                Some(Taken::Event(event)) => return CallStep::Event(event),
+                Some(Taken::Done(result)) => {
+                    self.finished = true;
+                    return CallStep::Done(result);
+                }
+                Some(Taken::Abandoned) => {
+                    self.finished = true;
+                    return CallStep::Done(Err(self.session.closed_error("session dropped")));
+                }
+                None => self.slot.wake.notified().await,
             }
         }
     }
@@ -680,7 +812,8 @@ pub enum CallStep {
 
 impl Drop for Call {
     fn drop(&mut self) {
-        if self.response.is_none() || !self.session.is_pending(self.upstream_id) {
+        self.slot.detach();
+        if self.finished || !self.session.is_pending(self.upstream_id) {
             return;
         }
         if self.on_drop == OnDrop::Detach {
@@ -729,6 +862,100 @@ mod tests {
         assert_eq!(params, Some(json!({"_meta": {"progressToken": 42}, "name": "x"})));
         let mut none = Some(json!({"name": "x"}));
         assert_eq!(rewrite_progress_token(&mut none, 1), None);
+    }
+
+    fn progress(n: u64) -> CallEvent {
+        CallEvent::Notification(Notification {
+            method: "notifications/progress".into(),
+            params: Some(json!({"progress": n})),
+        })
+    }
+
+    fn server_request() -> CallEvent {
+        CallEvent::ServerRequest(Request {
+            id: Id::number(9),
+            method: "sampling/createMessage".into(),
+            params: None,
+        })
+    }
+
+    #[test]
+    fn a_call_slot_gives_events_in_order_then_the_response() {
+        let slot = CallSlot::new();
+        assert!(slot.take(false).is_none());
+        assert!(slot.push_event(progress(1)).is_ok());
+        slot.settle(Ok(Response::result(Id::number(1), json!({}))));
+        assert!(slot.push_event(progress(2)).is_ok());
+        assert!(
+            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params == Some(json!({"progress": 1})))
+        );
+        assert!(
+            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params == Some(json!({"progress": 2})))
+        );
+        assert!(matches!(slot.take(false), Some(Taken::Done(Ok(_)))));
+        // A second settlement (a pending entry dropped after answering) changes nothing.
+        slot.abandon();
+        assert!(slot.lock().response.is_none());
+    }
+
+    #[test]
+    fn a_call_slot_is_bounded_and_refuses_events_once_detached() {
+        let slot = CallSlot::new();
+        assert_eq!(slot.lock().events.capacity(), 0, "no queue before the first event");
+        for n in 0..CALL_EVENT_QUEUE as u64 {
+            assert!(slot.push_event(progress(n)).is_ok());
+        }
+        assert!(matches!(
+            slot.push_event(server_request()),
+            Err(CallEvent::ServerRequest(_))
+        ));
+        slot.settle(Ok(Response::result(Id::number(1), json!({}))));
+        // Waiting for the response only skips the events.
+        assert!(matches!(slot.take(true), Some(Taken::Done(Ok(_)))));
+        let slot = CallSlot::new();
+        slot.detach();
+        assert!(matches!(
+            slot.push_event(server_request()),
+            Err(CallEvent::ServerRequest(_))
+        ));
+    }
+
+    #[test]
+    fn an_abandoned_call_slot_ends_the_wait() {
+        let slot = CallSlot::new();
+        slot.abandon();
+        assert!(matches!(slot.take(false), Some(Taken::Abandoned)));
+        slot.settle(Ok(Response::result(Id::number(1), json!({}))));
+        assert!(
+            matches!(slot.take(false), Some(Taken::Abandoned)),
+            "nothing settles an abandoned call"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiting_caller_is_woken_by_an_event_and_by_the_response() {
+        let slot = CallSlot::new();
+        let producer = slot.clone();
+        let task = tokio::spawn(async move {
+            tokio::task::yield_now().await;
+            let _ = producer.push_event(progress(1));
+            tokio::task::yield_now().await;
+            producer.settle(Ok(Response::result(Id::number(1), json!({}))));
+        });
+        let mut seen = Vec::new();
+        loop {
+            match slot.take(false) {
+                Some(Taken::Event(_)) => seen.push("event"),
+                Some(Taken::Done(_)) => {
+                    seen.push("done");
+                    break;
+                }
+                Some(Taken::Abandoned) => panic!("abandoned"),
+                None => slot.wake.notified().await,
+            }
+        }
+        assert_eq!(seen, ["event", "done"]);
+        task.await.expect("producer");
     }
 
     #[test]

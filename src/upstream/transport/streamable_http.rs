@@ -38,10 +38,18 @@ pub fn client() -> HttpClient {
         .build(connector)
 }
 
+/// One Streamable HTTP endpoint and the client reaching it, shared by every
+/// session on it (a client is a few hundred bytes; a session should not copy it).
+pub struct Endpoint {
+    /// The pooled client.
+    pub client: HttpClient,
+    /// The endpoint's URL.
+    pub url: Uri,
+}
+
 /// One session on a Streamable HTTP endpoint.
 pub struct HttpLink {
-    client: HttpClient,
-    url: Uri,
+    endpoint: Arc<Endpoint>,
     upstream: Arc<str>,
     /// Set from the `initialize` response; std locks, never held across `.await`.
     session_id: RwLock<Option<HeaderValue>>,
@@ -51,10 +59,9 @@ pub struct HttpLink {
 
 impl HttpLink {
     /// A link that has not initialized yet.
-    pub fn new(client: HttpClient, url: Uri, upstream: Arc<str>) -> HttpLink {
+    pub fn new(endpoint: Arc<Endpoint>, upstream: Arc<str>) -> HttpLink {
         HttpLink {
-            client,
-            url,
+            endpoint,
             upstream,
             session_id: RwLock::new(None),
             protocol_version: RwLock::new(None),
@@ -63,16 +70,16 @@ impl HttpLink {
     }
 
     /// A link on a session the upstream already knows by `session_id`.
-    pub fn resumed(client: HttpClient, url: Uri, upstream: Arc<str>, session_id: &str) -> Option<HttpLink> {
+    pub fn resumed(endpoint: Arc<Endpoint>, upstream: Arc<str>, session_id: &str) -> Option<HttpLink> {
         let value = HeaderValue::from_str(session_id).ok()?;
-        let link = HttpLink::new(client, url, upstream);
+        let link = HttpLink::new(endpoint, upstream);
         *link.session_id.write().unwrap_or_else(|e| e.into_inner()) = Some(value);
         Some(link)
     }
 
     /// The endpoint.
     pub fn url(&self) -> &Uri {
-        &self.url
+        &self.endpoint.url
     }
 
     /// The upstream's `Mcp-Session-Id`, once it gave one.
@@ -98,7 +105,7 @@ impl HttpLink {
         extra: &[(String, String)],
     ) {
         let request = self.post(&message, extra);
-        let client = self.client.clone();
+        let client = self.endpoint.client.clone();
         let session_weak = Arc::downgrade(session);
         let task = tokio::spawn(async move {
             let outcome = match request {
@@ -129,6 +136,7 @@ impl HttpLink {
             .post(&message, &[])
             .map_err(|reason| unavailable(session, reason))?;
         let response = self
+            .endpoint
             .client
             .request(request)
             .await
@@ -160,7 +168,7 @@ impl HttpLink {
         else {
             return;
         };
-        let client = self.client.clone();
+        let client = self.endpoint.client.clone();
         let session = Arc::downgrade(session);
         tokio::spawn(async move {
             let Ok(response) = client.request(request).await else {
@@ -190,7 +198,7 @@ impl HttpLink {
         let Ok(request) = self.builder(Method::DELETE).body(Full::new(Bytes::new())) else {
             return;
         };
-        let client = self.client.clone();
+        let client = self.endpoint.client.clone();
         tokio::spawn(async move {
             let _ = tokio::time::timeout(Duration::from_secs(5), client.request(request)).await;
         });
@@ -242,7 +250,7 @@ impl HttpLink {
     }
 
     fn builder(&self, method: Method) -> http::request::Builder {
-        let mut builder = http::Request::builder().method(method).uri(self.url.clone());
+        let mut builder = http::Request::builder().method(method).uri(self.endpoint.url.clone());
         if let Some(id) = self.session_id.read().unwrap_or_else(|e| e.into_inner()).clone() {
             builder = builder.header(MCP_SESSION_ID, id);
         }
