@@ -496,6 +496,13 @@ fn cancel_through(front: &Front, upstream: &Modern, events: &Events, offer: &str
             .map(|b| b["id"].clone())
             .collect();
         assert_eq!(hang, started, "trace:\n{}\n{context}", traced.raw());
+        // 2026-07-28 over HTTP: the closed stream is the cancellation, no notification (spec §1.6).
+        assert_eq!(
+            traced.posted("notifications/cancelled").len(),
+            0,
+            "trace:\n{}\n{context}",
+            traced.raw()
+        );
     }
     assert_eq!(
         report["after"], "echo: still alive",

@@ -388,13 +388,16 @@ impl UpstreamSession {
     }
 
     /// Cancels a request in flight by its upstream id: it is failed locally, the
-    /// transport stops waiting, and the upstream gets `notifications/cancelled`.
+    /// transport stops waiting, and the upstream gets `notifications/cancelled`
+    /// (except a 2026-07-28 HTTP upstream, for which the closed stream says it).
     pub fn cancel_request(self: &Arc<Self>, upstream_id: u64, reason: &str) {
         if !self.is_pending(upstream_id) {
             return;
         }
         self.fail(upstream_id, self.closed_error("cancelled"));
-        self.link.cancel_request(upstream_id);
+        if self.link.cancel_request(upstream_id) {
+            return;
+        }
         let session = self.clone();
         let params = json!({"requestId": upstream_id, "reason": reason});
         tokio::spawn(async move {
@@ -832,7 +835,9 @@ impl Drop for Call {
         params.insert("reason".into(), Value::from(reason));
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(async move {
-                session.link_cancel(upstream_id);
+                if session.link_cancel(upstream_id) {
+                    return; // the closed stream is the cancellation
+                }
                 let _ = session
                     .notify("notifications/cancelled", Some(Value::Object(params)))
                     .await;
@@ -842,8 +847,9 @@ impl Drop for Call {
 }
 
 impl UpstreamSession {
-    fn link_cancel(&self, upstream_id: u64) {
-        self.link.cancel_request(upstream_id);
+    /// See [`Link::cancel_request`].
+    fn link_cancel(&self, upstream_id: u64) -> bool {
+        self.link.cancel_request(upstream_id)
     }
 
     pub(crate) fn link(&self) -> &Link {

@@ -70,9 +70,16 @@ impl Link {
     }
 
     /// Stops waiting for one request's answer at the transport level.
-    pub(crate) fn cancel_request(&self, upstream_id: u64) {
-        if let Link::Http(link) = self {
-            link.abort(upstream_id);
+    /// `true` when that is the whole cancellation: a 2026-07-28 HTTP upstream
+    /// learns it from its request's stream closing and takes no
+    /// `notifications/cancelled` (spec §1.6); every other link also needs one.
+    pub(crate) fn cancel_request(&self, upstream_id: u64) -> bool {
+        match self {
+            Link::Http(link) => {
+                link.abort(upstream_id);
+                link.is_modern()
+            }
+            Link::Stdio(_) | Link::Sse(_) => false,
         }
     }
 

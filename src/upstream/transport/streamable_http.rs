@@ -239,7 +239,8 @@ impl HttpLink {
             .map_err(|e| e.to_string())
     }
 
-    fn is_modern(&self) -> bool {
+    /// Whether this link speaks 2026-07-28 (its revision header is a modern one).
+    pub(crate) fn is_modern(&self) -> bool {
         self.protocol_version
             .read()
             .unwrap_or_else(|e| e.into_inner())
