@@ -326,3 +326,66 @@ fn sessions_through_an_http_upstream() {
     let reply = call_tool(&url, &b, "2025-11-25", 8, "echo", json!({"text": "b"}));
     assert_eq!(text_of(&reply, 8), "echo: b");
 }
+
+/// A dedicated upstream session opens its GET stream only when its client opens one: an idle
+/// legacy client holds no upstream connection, and an attached one still gets what the
+/// upstream sends outside any request.
+#[test]
+fn a_dedicated_sessions_upstream_stream_opens_with_the_clients() {
+    // Counted at a traced upstream: no GET while the client has none, one once it opens its own.
+    let upstream = TracedUpstream::start();
+    let gateway = Eragate::http(&upstream.url, "");
+    let url = gateway.url();
+    let (session, _) = legacy_initialize(&url, "2025-06-18");
+    let reply = call_tool(&url, &session, "2025-06-18", 1, "echo", json!({"text": "idle"}));
+    assert_eq!(text_of(&reply, 1), "echo: idle");
+    // The client's own upstream session (the warm pooled one has a GET stream of its own).
+    let dedicated = upstream
+        .posted("tools/call")
+        .first()
+        .and_then(|(headers, _)| headers["mcp-session-id"].as_str().map(str::to_owned))
+        .expect("the call's upstream session id");
+    let gets = |u: &TracedUpstream| {
+        u.requests()
+            .into_iter()
+            .filter(|r| r.method == "GET" && r.headers["mcp-session-id"] == dedicated.as_str())
+            .count()
+    };
+    assert_eq!(
+        gets(&upstream),
+        0,
+        "an idle client's session opened a GET:\n{}",
+        upstream.raw()
+    );
+    let _stream = open_legacy_stream(&url, &session, "2025-06-18", Duration::from_secs(10));
+    upstream.wait_for("the session's GET stream", Duration::from_secs(10), |u| gets(u) == 1);
+
+    // Delivered: server-everything's resource updates reach the client's GET stream.
+    let everything = everything_server("streamableHttp");
+    let gateway = Eragate::http(&everything.url, "");
+    let url = gateway.url();
+    let (session, _) = legacy_initialize(&url, "2025-06-18");
+    let uri = "demo://resource/static/document/features.md";
+    let subscribed = legacy_request(
+        &url,
+        &session,
+        "2025-06-18",
+        1,
+        "resources/subscribe",
+        json!({"uri": uri}),
+    );
+    assert!(answer(&subscribed, 1).get("result").is_some(), "{subscribed:?}");
+    let stream = open_legacy_stream(&url, &session, "2025-06-18", Duration::from_secs(30));
+    assert_eq!(stream.status().as_u16(), 200);
+    let toggled = call_tool(&url, &session, "2025-06-18", 2, "toggle-subscriber-updates", json!({}));
+    assert!(answer(&toggled, 2).get("result").is_some(), "{toggled:?}");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stream));
+    let update = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .filter_map(|line| line.strip_prefix("data:").map(|d| d.trim().to_owned()))
+        .filter_map(|data| serde_json::from_str::<Value>(&data).ok())
+        .find(|m| m["method"] == "notifications/resources/updated");
+    let update = update.unwrap_or_else(|| panic!("no resources/updated on the GET stream; log:\n{}", gateway.log()));
+    assert_eq!(update["params"]["uri"], uri, "{update}");
+}

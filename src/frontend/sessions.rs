@@ -520,6 +520,8 @@ impl ClientSession {
                     self.upstream_session.subscribe(),
                 ));
                 *forwarder = Some(task.abort_handle());
+                // Subscribed first, so nothing the upstream stream brings is missed.
+                self.upstream_session.open_event_stream();
             }
         }
         Ok(rx)

@@ -628,6 +628,11 @@ impl Upstream {
             }
         };
         *self.latest_initialize.write().unwrap_or_else(|e| e.into_inner()) = Some(result);
+        if unsolicited == UnsolicitedRequests::AnswerLocally {
+            // Pooled: its list changes feed listens. A dedicated session opens
+            // its stream when its client opens one (`ClientSession::attach_stream`).
+            session.open_event_stream();
+        }
         tracing::debug!(upstream = %self.name, revision = ?session.revision(), "upstream session initialized");
         Ok(session)
     }

@@ -71,6 +71,8 @@ pub struct UpstreamSession {
     draining: AtomicBool,
     /// eragate itself is closing the session: its end is no fault of the member.
     closing: AtomicBool,
+    /// The transport's stream for messages tied to no request was asked for.
+    event_stream: AtomicBool,
     /// `resources/subscribe` held on this session, by URI, with how many listens need each.
     resource_subscriptions: Mutex<HashMap<String, usize>>,
 }
@@ -248,6 +250,7 @@ impl UpstreamSession {
             born: Instant::now(),
             draining: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            event_stream: AtomicBool::new(false),
             resource_subscriptions: Mutex::new(HashMap::new()),
         })
     }
@@ -290,7 +293,6 @@ impl UpstreamSession {
         };
         let _ = self.initialize_result.set(result.clone());
         self.notify("notifications/initialized", None).await?;
-        self.link.open_event_stream(self);
         Ok(result)
     }
 
@@ -299,7 +301,16 @@ impl UpstreamSession {
     pub fn resume(self: &Arc<Self>, revision: Revision) {
         let _ = self.revision.set(revision);
         self.link.on_initialized(revision);
-        self.link.open_event_stream(self);
+    }
+
+    /// Opens the transport's stream for messages tied to no request (an HTTP
+    /// upstream's GET stream), once. Pooled sessions open it when initialized;
+    /// a dedicated session when its client opens its own, so that an idle
+    /// legacy client holds no upstream connection.
+    pub fn open_event_stream(self: &Arc<Self>) {
+        if !self.event_stream.swap(true, Ordering::AcqRel) {
+            self.link.open_event_stream(self);
+        }
     }
 
     /// The transport's own session id (an HTTP upstream's `Mcp-Session-Id`), if any.
