@@ -18,6 +18,8 @@ fn check_config(path: &Path) -> Output {
     eragate()
         .arg("check-config")
         .arg(path)
+        // config/auth.toml reads its token from the environment, as its comment says to run it.
+        .env("ERAGATE_TOKEN", "example-token")
         .output()
         .expect("run eragate check-config")
 }
