@@ -389,3 +389,76 @@ fn a_dedicated_sessions_upstream_stream_opens_with_the_clients() {
     let update = update.unwrap_or_else(|| panic!("no resources/updated on the GET stream; log:\n{}", gateway.log()));
     assert_eq!(update["params"]["uri"], uri, "{update}");
 }
+
+/// A legacy client's `notifications/cancelled` toward a legacy upstream: the upstream gets it
+/// (with its own id), eragate stops waiting at once (the admission slot is free again, long
+/// before `request_timeout`), and the client gets no answer for the request it gave up on.
+#[test]
+fn a_cancelled_request_frees_its_slot_and_gets_no_answer() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let events = dir.path().join("events.jsonl");
+    let mut command = legacy_stdio_command();
+    command.extend(["--events".to_owned(), events.display().to_string()]);
+    let admin = format!("127.0.0.1:{}", free_port());
+    let gateway = Eragate::start(&format!(
+        "[admin]\naddress = \"{admin}\"\n{}",
+        stdio_upstream_toml(&command, "request_timeout = \"60s\"", "")
+    ));
+    wait_until("the admin listener", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(&admin).is_ok()
+    });
+    let in_flight =
+        || send("GET", &format!("http://{admin}/pools"), &[], None).json()["upstreams"][0]["in_flight"].clone();
+    let seen = |event: &str| -> Vec<Value> {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["event"] == event)
+            .collect()
+    };
+    let url = gateway.url();
+    let (session, _) = legacy_initialize(&url, "2025-06-18");
+
+    let hang = {
+        let (url, session) = (url.clone(), session.clone());
+        let arguments = json!({"name": "hang", "arguments": {}});
+        std::thread::spawn(move || legacy_request(&url, &session, "2025-06-18", 7, "tools/call", arguments))
+    };
+    wait_until("hang to start upstream", Duration::from_secs(10), || {
+        !seen("started").is_empty()
+    });
+    assert_eq!(in_flight(), 1);
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "user pressed stop"}});
+    let ack = send(
+        "POST",
+        &url,
+        &legacy_headers(&session, "2025-06-18"),
+        Some(&cancel.to_string()),
+    );
+    assert_eq!(ack.status, 202, "{ack:?}");
+
+    // Freed now, not at the 60 s request_timeout.
+    assert!(
+        poll_until(Duration::from_secs(5), || in_flight() == 0),
+        "the slot stayed taken"
+    );
+    let reply = hang.join().expect("hang thread");
+    // 202 with no body (cancelled before the answer turned into a stream), or a stream that ends
+    // without a response.
+    let answered = !reply.body.trim().is_empty() && reply.messages().iter().any(|m| m.get("id").is_some());
+    assert!(!answered, "a cancelled request gets no answer: {reply:?}");
+    wait_until("the upstream to see the cancellation", Duration::from_secs(10), || {
+        !seen("cancelled").is_empty()
+    });
+    assert_eq!(
+        seen("cancelled")[0]["id"],
+        seen("started")[0]["id"],
+        "the upstream's own id"
+    );
+
+    // The session goes on.
+    let reply = call_tool(&url, &session, "2025-06-18", 8, "echo", json!({"text": "after"}));
+    assert_eq!(text_of(&reply, 8), "echo: after");
+}

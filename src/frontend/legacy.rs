@@ -307,49 +307,43 @@ fn set_level(session: &ClientSession, request: Request) -> Reply {
 }
 
 async fn notification_on_session(session: &ClientSession, notification: Notification) -> Reply {
-    if session.envelope().is_some() {
-        // A modern upstream takes no notifications but cancellation, which it learns by the request ending.
-        if notification.method == "notifications/cancelled"
-            && let Some(client_id) = notification
-                .params
-                .as_ref()
-                .and_then(|p| p.get("requestId"))
-                .and_then(Id::from_value)
-            && let Some(upstream_id) = session.upstream_id_of(&client_id)
-        {
-            session.upstream_session.cancel_request(upstream_id, "client cancelled");
-        }
+    if notification.method == "notifications/cancelled" {
+        cancel_on_session(session, notification.params.as_ref());
         return Reply::Accepted;
     }
-    let forwarded = match notification.method.as_str() {
-        // eragate completed the upstream handshake when it opened the session.
-        "notifications/initialized" => None,
-        "notifications/cancelled" => cancelled_for_upstream(session, notification),
-        _ => Some(notification),
-    };
-    if let Some(notification) = forwarded
-        && let Err(error) = session
-            .upstream_session
-            .notify(&notification.method, notification.params)
-            .await
+    if session.envelope().is_some() {
+        return Reply::Accepted; // a modern upstream takes no notifications from clients
+    }
+    if notification.method == "notifications/initialized" {
+        return Reply::Accepted; // eragate completed the upstream handshake when it opened the session
+    }
+    if let Err(error) = session
+        .upstream_session
+        .notify(&notification.method, notification.params)
+        .await
     {
         tracing::debug!(session = %session.id, error = %error, "could not forward a notification");
     }
     Reply::Accepted
 }
 
-/// Rewrites `requestId` from the client's id to the upstream's.
-fn cancelled_for_upstream(session: &ClientSession, mut notification: Notification) -> Option<Notification> {
-    let client_id = notification
-        .params
-        .as_ref()
-        .and_then(|p| p.get("requestId"))
-        .and_then(Id::from_value)?;
-    let upstream_id = session.upstream_id_of(&client_id)?;
-    if let Some(params) = notification.params.as_mut().and_then(Value::as_object_mut) {
-        params.insert("requestId".into(), Value::from(upstream_id));
-    }
-    Some(notification)
+/// The client gave up on a request: eragate stops waiting for it at once
+/// (freeing its admission slot), tells the upstream (`notifications/cancelled`
+/// with the upstream's id and the client's reason; a 2026-07-28 HTTP upstream
+/// learns it from its stream closing), and answers the client nothing for it.
+fn cancel_on_session(session: &ClientSession, params: Option<&Value>) {
+    let Some(client_id) = params.and_then(|p| p.get("requestId")).and_then(Id::from_value) else {
+        return;
+    };
+    // Untracked first: the request's pump sees it is no longer in flight and stays silent.
+    let Some(upstream_id) = session.untrack(&client_id) else {
+        return; // finished already, or never ours
+    };
+    let reason = params
+        .and_then(|p| p.get("reason"))
+        .and_then(Value::as_str)
+        .unwrap_or("client cancelled");
+    session.upstream_session.cancel_request(upstream_id, reason);
 }
 
 async fn response_on_session(session: &ClientSession, response: Response) -> Reply {

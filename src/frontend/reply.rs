@@ -278,6 +278,7 @@ async fn pump(
                     let _ = tx.send(Response::result(client_id.clone(), result).into_message()).await;
                     return;
                 }
+                CallStep::Done(_) if side.cancelled_by_client(&client_id) => break,
                 CallStep::Done(result) => {
                     let mut response = side.translate_done(&client_id, result);
                     // A resumed call answers the retry, whose id differs from the first request's.
@@ -314,7 +315,12 @@ async fn suspend(
 ) {
     let mut asked = vec![first];
     let session = call.session().clone();
-    while let Ok(step) = tokio::time::timeout(GATHER_INPUT, call.next()).await {
+    let gather_until = Instant::now() + GATHER_INPUT_AT_MOST;
+    loop {
+        let quiet_until = (Instant::now() + GATHER_INPUT).min(gather_until);
+        let Ok(step) = tokio::time::timeout_at(quiet_until, call.next()).await else {
+            break;
+        };
         match step {
             CallStep::Event(CallEvent::ServerRequest(request)) if side.may_ask(&request) => asked.push(request),
             CallStep::Event(event) => {
@@ -362,9 +368,13 @@ fn side_view(side: &ModernSide) -> ModernSide {
     }
 }
 
-/// How long to wait for more input requests after the first, so that requests
-/// a server sends together reach the client in one `input_required`.
-const GATHER_INPUT: Duration = Duration::from_millis(25);
+/// How long the upstream may stay quiet after an input request before the
+/// client is asked, so that requests a server sends together (a busy server's
+/// writes may be tens of ms apart) reach the client in one `input_required`.
+const GATHER_INPUT: Duration = Duration::from_millis(100);
+
+/// The most time spent gathering, however chatty the upstream (progress keeps coming).
+const GATHER_INPUT_AT_MOST: Duration = Duration::from_secs(1);
 
 /// A 2025-11-25 `-32042` for a client that takes URL elicitation: park a
 /// re-issue and answer `input_required` with the URL requests.
@@ -611,6 +621,11 @@ impl ClientSide {
         if let ClientSide::Legacy { session, .. } = self {
             session.untrack(client_id);
         }
+    }
+
+    /// Whether a legacy client cancelled this request (it then gets no answer).
+    fn cancelled_by_client(&self, client_id: &Id) -> bool {
+        matches!(self, ClientSide::Legacy { session, .. } if !session.is_in_flight(client_id))
     }
 }
 

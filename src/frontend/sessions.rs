@@ -485,14 +485,14 @@ impl ClientSession {
         lock(&self.in_flight).insert(client_id, upstream_id);
     }
 
-    /// Forgets a finished client request.
-    pub fn untrack(&self, client_id: &Id) {
-        lock(&self.in_flight).remove(client_id);
+    /// Forgets a client request (finished, or cancelled by the client); its upstream id.
+    pub fn untrack(&self, client_id: &Id) -> Option<u64> {
+        lock(&self.in_flight).remove(client_id)
     }
 
-    /// The upstream id of a client request in flight.
-    pub fn upstream_id_of(&self, client_id: &Id) -> Option<u64> {
-        lock(&self.in_flight).get(client_id).copied()
+    /// Whether a request this client sent is still in flight (not finished, not cancelled).
+    pub fn is_in_flight(&self, client_id: &Id) -> bool {
+        lock(&self.in_flight).contains_key(client_id)
     }
 
     /// Attaches the client's GET stream. The first one also starts relaying what
