@@ -23,22 +23,11 @@ fn a_listen_on_a_legacy_upstream_relays_resource_updates() {
     let url = gateway.url();
 
     // Open the listen; its answer is a long-lived SSE stream.
-    let body = modern_body(
+    let response = open_listen(
+        &url,
         1,
-        "subscriptions/listen",
-        json!({"notifications": {"resourceSubscriptions": [URI], "toolsListChanged": true, "promptsListChanged": false}}),
+        json!({"resourceSubscriptions": [URI], "toolsListChanged": true, "promptsListChanged": false}),
     );
-    let mut request = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("client")
-        .post(&url)
-        .body(body);
-    for (name, value) in modern_headers("subscriptions/listen", None) {
-        request = request.header(name, value);
-    }
-    let response = request.send().expect("listen");
-    assert_eq!(response.status().as_u16(), 200);
     let content_type = response
         .headers()
         .get("content-type")
@@ -109,22 +98,7 @@ fn a_listen_on_a_modern_upstream_is_tagged_with_the_clients_id() {
     let url = gateway.url();
     let (a, b) = ("test://items/a", "test://items/b");
 
-    let body = modern_body(
-        41,
-        "subscriptions/listen",
-        json!({"notifications": {"resourceSubscriptions": [a]}}),
-    );
-    let mut request = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("client")
-        .post(&url)
-        .body(body);
-    for (name, value) in modern_headers("subscriptions/listen", None) {
-        request = request.header(name, value);
-    }
-    let response = request.send().expect("listen");
-    assert_eq!(response.status().as_u16(), 200);
+    let response = open_listen(&url, 41, json!({"resourceSubscriptions": [a]}));
     let mut events = SseLines(BufReader::new(response));
 
     // The upstream acknowledges once it holds the listen, so what is touched next reaches it.
@@ -157,6 +131,24 @@ fn a_listen_on_a_modern_upstream_is_tagged_with_the_clients_id() {
 }
 
 /// The JSON-RPC messages of an SSE body, read as they come.
+/// POSTs a 2026-07-28 `subscriptions/listen` with id `id` for `notifications`; its 200 answer,
+/// read with a 30 s timeout.
+fn open_listen(url: &str, id: u64, notifications: serde_json::Value) -> reqwest::blocking::Response {
+    let body = modern_body(id, "subscriptions/listen", json!({"notifications": notifications}));
+    let mut request = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+        .post(url)
+        .body(body);
+    for (name, value) in modern_headers("subscriptions/listen", None) {
+        request = request.header(name, value);
+    }
+    let response = request.send().expect("listen");
+    assert_eq!(response.status().as_u16(), 200);
+    response
+}
+
 struct SseLines<R: BufRead>(R);
 
 impl<R: BufRead> SseLines<R> {

@@ -5,7 +5,7 @@
 //! annotations for the `ttlMs` the upstream gave, and adds the headers itself.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::RwLock;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -30,7 +30,7 @@ const MAX_PAGES: usize = 50;
 /// Each modern HTTP upstream's tool annotations, by upstream name.
 #[derive(Default)]
 pub struct ToolHeaderCache {
-    listings: RwLock<HashMap<String, Arc<Listing>>>,
+    listings: RwLock<HashMap<String, Listing>>,
     /// Serialises refreshing, so a burst of calls costs one `tools/list`.
     refreshing: tokio::sync::Mutex<()>,
 }
@@ -59,33 +59,38 @@ impl ToolHeaderCache {
         };
         let arguments = params.and_then(|p| p.get("arguments"));
         let upstream = session.upstream.name();
-        if let Some(declared) = self.fresh(upstream, tool) {
-            return param_headers::headers_for(&declared, arguments);
+        if let Some(headers) = self.fresh_headers(upstream, tool, arguments) {
+            return headers;
         }
         let _refreshing = self.refreshing.lock().await;
-        if let Some(declared) = self.fresh(upstream, tool) {
-            return param_headers::headers_for(&declared, arguments);
+        if let Some(headers) = self.fresh_headers(upstream, tool, arguments) {
+            return headers; // another call refreshed the listing meanwhile
         }
         let Some(listing) = list_tools(session, envelope).await else {
             return Vec::new();
         };
-        let declared = listing.tools.get(tool).cloned().unwrap_or_default();
+        let headers = listing
+            .tools
+            .get(tool)
+            .map(|declared| param_headers::headers_for(declared, arguments))
+            .unwrap_or_default();
         self.listings
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(upstream.to_owned(), Arc::new(listing));
-        param_headers::headers_for(&declared, arguments)
+            .insert(upstream.to_owned(), listing);
+        headers
     }
 
-    /// The annotations of `tool` from a listing still fresh; `None` when the
+    /// The headers for `tool` from a listing still fresh; `None` when the
     /// listing is stale or absent, or does not know the tool (it may be new).
-    fn fresh(&self, upstream: &str, tool: &str) -> Option<Vec<ParamHeader>> {
+    fn fresh_headers(&self, upstream: &str, tool: &str, arguments: Option<&Value>) -> Option<Vec<(String, String)>> {
         let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
         let listing = listings.get(upstream)?;
         if listing.until <= Instant::now() {
             return None;
         }
-        listing.tools.get(tool).cloned()
+        let declared = listing.tools.get(tool)?;
+        Some(param_headers::headers_for(declared, arguments))
     }
 }
 

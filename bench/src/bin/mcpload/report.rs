@@ -298,6 +298,38 @@ fn cpu_check(cmps: &[(&str, Option<&Comparison>, &str)], goal: f64) -> Check {
     }
 }
 
+/// The two era-translation targets of one comparison (scenario 2 or 2c): against
+/// the per-request handshake and against the established session; `upstream`
+/// names the upstream in their titles (empty for the fast one).
+fn era_translation_checks(comparison: Option<&Comparison>, upstream: &str, server_cores: f64) -> [Check; 2] {
+    let mut handshake = ratio_check(
+        comparison,
+        "per-request-handshake",
+        &[1, 16, 64],
+        5.0,
+        &format!("Era translation vs per-request handshake ({upstream}JSON)"),
+    );
+    explain_handshake_ceiling(&mut handshake, comparison);
+    let mut established = ratio_check(
+        comparison,
+        "established-session",
+        &[1, 16, 64],
+        0.8,
+        &format!("Era translation vs established-session limit ({upstream}JSON)"),
+    );
+    explain_cpu_ceiling(&mut established, comparison, "established-session", server_cores);
+    [handshake, established]
+}
+
+/// When a throughput ratio against `other` is missed: the ceiling CPU per request sets at c16.
+fn explain_cpu_ceiling(check: &mut Check, comparison: Option<&Comparison>, other: &str, server_cores: f64) {
+    if check.met == Some(false)
+        && let Some(why) = comparison.and_then(|cmp| cpu_ceiling(cmp, other, 16, 0.8, server_cores))
+    {
+        check.why = format!("{}; {why}", check.why);
+    }
+}
+
 /// When the handshake ratio is missed: how much faster than a per-request
 /// handshake is even the established session, with no gateway at all, on that upstream?
 fn explain_handshake_ceiling(check: &mut Check, comparison: Option<&Comparison>) {
@@ -402,62 +434,14 @@ pub fn write(options: &Options) -> Result<(), String> {
         0.8,
         "Passthrough throughput at concurrency 16 (JSON)",
     );
-    if passthrough.met == Some(false)
-        && let Some(why) = s1_json
-            .as_ref()
-            .and_then(|cmp| cpu_ceiling(cmp, "direct", 16, 0.8, server_cores))
-    {
-        passthrough.why = format!("{}; {why}", passthrough.why);
-    }
+    explain_cpu_ceiling(&mut passthrough, s1_json.as_ref(), "direct", server_cores);
     checks.push(passthrough);
-    let mut handshake = ratio_check(
-        s2_json.as_ref(),
-        "per-request-handshake",
-        &[1, 16, 64],
-        5.0,
-        "Era translation vs per-request handshake (JSON)",
-    );
-    explain_handshake_ceiling(&mut handshake, s2_json.as_ref());
-    checks.push(handshake);
-    let mut established = ratio_check(
-        s2_json.as_ref(),
-        "established-session",
-        &[1, 16, 64],
-        0.8,
-        "Era translation vs established-session limit (JSON)",
-    );
-    if established.met == Some(false)
-        && let Some(why) = s2_json
-            .as_ref()
-            .and_then(|cmp| cpu_ceiling(cmp, "established-session", 16, 0.8, server_cores))
-    {
-        established.why = format!("{}; {why}", established.why);
-    }
-    checks.push(established);
-    let mut handshake_everything = ratio_check(
+    checks.extend(era_translation_checks(s2_json.as_ref(), "", server_cores));
+    checks.extend(era_translation_checks(
         s2e.as_ref(),
-        "per-request-handshake",
-        &[1, 16, 64],
-        5.0,
-        "Era translation vs per-request handshake (server-everything upstream, JSON)",
-    );
-    explain_handshake_ceiling(&mut handshake_everything, s2e.as_ref());
-    checks.push(handshake_everything);
-    let mut established_everything = ratio_check(
-        s2e.as_ref(),
-        "established-session",
-        &[1, 16, 64],
-        0.8,
-        "Era translation vs established-session limit (server-everything upstream, JSON)",
-    );
-    if established_everything.met == Some(false)
-        && let Some(why) = s2e
-            .as_ref()
-            .and_then(|cmp| cpu_ceiling(cmp, "established-session", 16, 0.8, server_cores))
-    {
-        established_everything.why = format!("{}; {why}", established_everything.why);
-    }
-    checks.push(established_everything);
+        "server-everything upstream, ",
+        server_cores,
+    ));
     checks.push(ratio_check(
         s3.as_ref(),
         "supergateway",
