@@ -462,3 +462,53 @@ fn a_cancelled_request_frees_its_slot_and_gets_no_answer() {
     let reply = call_tool(&url, &session, "2025-06-18", 8, "echo", json!({"text": "after"}));
     assert_eq!(text_of(&reply, 8), "echo: after");
 }
+
+/// Three `tools/call`s with the same JSON-RPC id in flight at once on one
+/// session (the spec forbids it; load tools and retries do it): each is
+/// answered on its own POST with its own result, none with `202` and no body.
+/// The two slow calls start first, so the quick one finishes while they run.
+fn reused_ids_are_each_answered(gateway: &Eragate) {
+    let url = gateway.url();
+    let (session, _) = legacy_initialize(&url, "2025-11-25");
+    let calls = [
+        ("slow_progress", json!({"steps": 8}), "done"),
+        ("slow_progress", json!({"steps": 4}), "done"),
+        ("echo", json!({"text": "quick"}), "echo: quick"),
+    ];
+    let answers = std::thread::scope(|scope| {
+        let handles: Vec<_> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (tool, arguments, _))| {
+                let (url, session) = (&url, &session);
+                scope.spawn(move || {
+                    std::thread::sleep(Duration::from_millis(60 * i as u64));
+                    let params = json!({"name": tool, "arguments": arguments});
+                    legacy_request(url, session, "2025-11-25", 1, "tools/call", params)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("caller"))
+            .collect::<Vec<_>>()
+    });
+    for ((tool, _, expected), reply) in calls.iter().zip(&answers) {
+        assert_eq!(reply.status, 200, "{tool}: {reply:?}\n{}", gateway.log());
+        assert_eq!(text_of(reply, 1), *expected, "{tool}: {reply:?}");
+    }
+    // The session goes on, and the reused id is free again.
+    let reply = call_tool(&url, &session, "2025-11-25", 1, "echo", json!({"text": "after"}));
+    assert_eq!(text_of(&reply, 1), "echo: after");
+}
+
+#[test]
+fn a_reused_request_id_is_answered_each_time_over_a_stdio_upstream() {
+    reused_ids_are_each_answered(&stdio_gateway());
+}
+
+#[test]
+fn a_reused_request_id_is_answered_each_time_over_an_http_upstream() {
+    let upstream = LegacyHttpServer::start(&[]);
+    reused_ids_are_each_answered(&Eragate::http(&upstream.url, ""));
+}

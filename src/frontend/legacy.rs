@@ -277,10 +277,12 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
             return Reply::upstream_failure(Some(request.id), &error);
         }
     };
-    session.track(request.id.clone(), call.upstream_id());
+    let tracked = call.upstream_id();
+    session.track(request.id.clone(), tracked);
     let timeout = upstream.config().timeout_for(&request.method);
     let side = ClientSide::Legacy {
         session,
+        tracked,
         method: request.method,
         reissue: params_for_reissue,
         param_headers,
@@ -335,15 +337,15 @@ fn cancel_on_session(session: &ClientSession, params: Option<&Value>) {
     let Some(client_id) = params.and_then(|p| p.get("requestId")).and_then(Id::from_value) else {
         return;
     };
-    // Untracked first: the request's pump sees it is no longer in flight and stays silent.
-    let Some(upstream_id) = session.untrack(&client_id) else {
-        return; // finished already, or never ours
-    };
+    // Untracked first: the requests' pumps see they are no longer in flight and stay silent.
+    // Nothing untracked: finished already, or never ours.
     let reason = params
         .and_then(|p| p.get("reason"))
         .and_then(Value::as_str)
         .unwrap_or("client cancelled");
-    session.upstream_session.cancel_request(upstream_id, reason);
+    for upstream_id in session.untrack_all(&client_id) {
+        session.upstream_session.cancel_request(upstream_id, reason);
+    }
 }
 
 async fn response_on_session(session: &ClientSession, response: Response) -> Reply {

@@ -133,6 +133,8 @@ pub enum ClientSide {
     Legacy {
         /// The client's session.
         session: Arc<ClientSession>,
+        /// The upstream id the request was tracked under (a re-issue keeps it).
+        tracked: u64,
         /// The method asked (its answer may need translating).
         method: String,
         /// Toward a modern upstream: the params sent, for re-issuing the request
@@ -442,6 +444,7 @@ impl ClientSide {
             method,
             reissue: Some(params),
             param_headers,
+            ..
         } = self
         else {
             return Err(ErrorObject::new(
@@ -618,14 +621,14 @@ impl ClientSide {
     }
 
     fn finish(&self, client_id: &Id) {
-        if let ClientSide::Legacy { session, .. } = self {
-            session.untrack(client_id);
+        if let ClientSide::Legacy { session, tracked, .. } = self {
+            session.untrack(client_id, *tracked);
         }
     }
 
     /// Whether a legacy client cancelled this request (it then gets no answer).
     fn cancelled_by_client(&self, client_id: &Id) -> bool {
-        matches!(self, ClientSide::Legacy { session, .. } if !session.is_in_flight(client_id))
+        matches!(self, ClientSide::Legacy { session, tracked, .. } if !session.is_in_flight(client_id, *tracked))
     }
 }
 

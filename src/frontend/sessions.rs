@@ -58,8 +58,11 @@ pub struct ClientSession {
     /// Requests eragate itself sent the client (for a modern upstream's
     /// `input_required`), awaiting the client's response.
     asked: Mutex<HashMap<Id, oneshot::Sender<Response>>>,
-    /// Client request ids in flight → upstream ids, for `notifications/cancelled`.
-    in_flight: Mutex<HashMap<Id, u64>>,
+    /// Client request ids in flight → the upstream ids carrying them, for
+    /// `notifications/cancelled`. An id may be in flight more than once (the spec
+    /// forbids reusing one; load tools, retries and buggy clients do it): each such
+    /// request is answered on its own, and a cancellation naming the id stops them all.
+    in_flight: Mutex<HashMap<Id, Vec<u64>>>,
     /// The client's open GET stream, if any.
     stream: Mutex<Option<mpsc::Sender<Message>>>,
     /// Toward a modern upstream: the resources the client subscribed to, and the
@@ -480,19 +483,34 @@ impl ClientSession {
         lock(&self.outbound).remove(relayed)
     }
 
-    /// Remembers a client request in flight.
+    /// Remembers a client request in flight, carried upstream as `upstream_id`.
     pub fn track(&self, client_id: Id, upstream_id: u64) {
-        lock(&self.in_flight).insert(client_id, upstream_id);
+        lock(&self.in_flight).entry(client_id).or_default().push(upstream_id);
     }
 
-    /// Forgets a client request (finished, or cancelled by the client); its upstream id.
-    pub fn untrack(&self, client_id: &Id) -> Option<u64> {
-        lock(&self.in_flight).remove(client_id)
+    /// Forgets one finished request.
+    pub fn untrack(&self, client_id: &Id, upstream_id: u64) {
+        let mut in_flight = lock(&self.in_flight);
+        if let Some(carriers) = in_flight.get_mut(client_id) {
+            carriers.retain(|id| *id != upstream_id);
+            if carriers.is_empty() {
+                in_flight.remove(client_id);
+            }
+        }
     }
 
-    /// Whether a request this client sent is still in flight (not finished, not cancelled).
-    pub fn is_in_flight(&self, client_id: &Id) -> bool {
-        lock(&self.in_flight).contains_key(client_id)
+    /// Forgets every request in flight under `client_id` (the client cancelled
+    /// that id); the upstream ids that carried them.
+    pub fn untrack_all(&self, client_id: &Id) -> Vec<u64> {
+        lock(&self.in_flight).remove(client_id).unwrap_or_default()
+    }
+
+    /// Whether the request carried upstream as `upstream_id` is still in flight
+    /// (not finished, not cancelled).
+    pub fn is_in_flight(&self, client_id: &Id, upstream_id: u64) -> bool {
+        lock(&self.in_flight)
+            .get(client_id)
+            .is_some_and(|carriers| carriers.contains(&upstream_id))
     }
 
     /// Attaches the client's GET stream. The first one also starts relaying what
