@@ -537,7 +537,8 @@ fn fixture_through(gate: &Gate) {
     assert_eq!(report["results"][0]["values"], json!(["refused -32601"]), "{report:#}");
     assert_eq!(report["asked"], json!([]), "{report:#}");
 
-    // Undeclared kinds: eragate declines elicitations and refuses the rest; nothing reaches the client.
+    // Undeclared kinds: the request needs what the client lacks, so it fails with -32021
+    // naming the method (2026-07-28); nothing reaches the client.
     let report = py(json!({
         "url": url, "mode": "2026-07-28", "callbacks": [],
         "calls": [
@@ -547,16 +548,20 @@ fn fixture_through(gate: &Gate) {
             {"tool": "ask_roots"},
         ],
     }));
-    assert_eq!(
-        report["results"],
-        json!([
-            {"text": "input failed: q: -32601 sampling/createMessage cannot be relayed to this client", "is_error": true},
-            {"text": "elicited: decline {}", "is_error": false},
-            {"text": "url: decline", "is_error": false},
-            {"text": "input failed: roots: -32601 roots/list cannot be relayed to this client", "is_error": true},
-        ]),
-        "{report:#}"
-    );
+    let needed = [
+        "sampling/createMessage",
+        "elicitation/create",
+        "elicitation/create",
+        "roots/list",
+    ];
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), needed.len(), "{report:#}");
+    for (result, method) in results.iter().zip(needed) {
+        assert_eq!(result["error"]["code"], -32021, "{method}: {report:#}");
+        let message = result["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(method), "{method}: {report:#}");
+    }
+    assert_eq!(report["asked"], json!([]), "{report:#}");
     // Only sampling declared: the elicitation asked together with it is declined by eragate.
     let report = py(json!({
         "url": url, "mode": "2026-07-28", "callbacks": ["sampling"],
@@ -925,13 +930,31 @@ fn raw_input_required_exchange() {
     );
     assert_eq!(done["result"]["contents"][0]["text"], "roots: file:///z", "{done:#}");
 
-    // Not declared: answered by eragate, never input_required.
-    let none = json!({});
-    let answer = call(&url, 20, "ask_elicitation", json!({}), &none);
-    assert_eq!(answer["result"]["resultType"], "complete", "{answer:#}");
-    assert_eq!(tool_text(&answer["result"]), "elicited: decline {}", "{answer:#}");
-    let answer = call(&url, 21, "ask_roots", json!({}), &json!({"sampling": {}}));
-    assert_eq!(answer["result"]["isError"], true, "{answer:#}");
+    // Not declared: -32021 with HTTP 400, naming the capability in `requiredCapabilities`
+    // (never input_required, never a silent decline); the upstream call is cancelled.
+    let undeclared = [
+        (20, "ask_elicitation", json!({}), json!({"elicitation": {"form": {}}})),
+        (21, "ask_roots", json!({"sampling": {}}), json!({"roots": {}})),
+        (
+            22,
+            "ask_sampling",
+            json!({"elicitation": {"form": {}}}),
+            json!({"sampling": {}}),
+        ),
+    ];
+    for (id, tool, declared, required) in undeclared {
+        let mut params = json!({"name": tool, "arguments": {"prompt": "hi"}});
+        params["_meta"] = caps(declared.clone());
+        let reply = post_modern(&url, id, "tools/call", Some(tool), params);
+        assert_eq!(reply.status, 400, "{tool} with {declared}: {reply:?}");
+        let refused = common::answer(&reply, id);
+        assert_eq!(refused["error"]["code"], -32021, "{refused:#}");
+        assert_eq!(
+            refused["error"]["data"]["requiredCapabilities"], required,
+            "{refused:#}"
+        );
+    }
+    assert_eq!(gate.suspended(), 0);
 
     gate.assert_drained();
 }
@@ -1224,4 +1247,44 @@ fn alpha_input_required_result_scenarios_pass() {
         &runs,
         "input-required-result scenarios",
     );
+}
+
+/// `inputResponses` sent on the first call, before anything was asked: used when
+/// their key matches the name the server gives its request (`dev.eragate/inputKey`),
+/// ignored otherwise (the alpha `input-required-result-ignore-extra-params` warns on
+/// a gateway that asks again).
+#[test]
+fn answers_sent_before_they_were_asked_are_used_for_named_inputs() {
+    let gate = fixture_stdio(&["--mrtr"], "");
+    let url = gate.url();
+    let form = json!({"elicitation": {"form": {}}});
+    let tool = "test_input_required_result_elicitation";
+    let ada = json!({"action": "accept", "content": {"name": "Ada"}});
+
+    let first = ask(
+        &url,
+        1,
+        "tools/call",
+        tool,
+        json!({"name": tool, "arguments": {}, "inputResponses": {"user_name": ada.clone()}}),
+        &form,
+    );
+    assert_eq!(first["result"]["resultType"], "complete", "{first:#}");
+    assert_eq!(tool_text(&first["result"]), "Hello, Ada!", "{first:#}");
+    assert_eq!(gate.suspended(), 0);
+
+    // A key the server did not name is no answer: the question is asked.
+    let other = ask(
+        &url,
+        2,
+        "tools/call",
+        tool,
+        json!({"name": tool, "arguments": {}, "inputResponses": {"someone_else": ada.clone()}}),
+        &form,
+    );
+    let (requests, state) = input_required(&other);
+    assert_eq!(requests.keys().collect::<Vec<_>>(), ["user_name"], "{other:#}");
+    let done = retry(&url, 3, tool, json!({}), json!({"user_name": ada}), &state, &form);
+    assert_eq!(tool_text(&done["result"]), "Hello, Ada!", "{done:#}");
+    gate.assert_drained();
 }

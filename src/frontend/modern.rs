@@ -129,6 +129,7 @@ async fn forward(
         method: request.method.clone(),
         digest: mrtr::params_digest(request.params.as_ref()),
         principal: principal.as_str().to_owned(),
+        presented: input_responses(&request),
     });
     let params = request.params.map(down::modern_params_for_legacy);
     let mut retried = false;
@@ -219,29 +220,29 @@ async fn resume(
     let Some(call) = suspended.call else {
         return Err(permit);
     };
-    let responses = request
-        .params
-        .as_ref()
-        .and_then(|p| p.get("inputResponses"))
-        .cloned()
-        .unwrap_or_default();
+    let mut responses = input_responses(request);
     let session = call.session().clone();
     let mut missing = Vec::new();
     for (key, asked) in suspended.awaiting {
-        match responses.get(&key) {
+        match responses.remove(&key) {
             Some(answer) => {
-                let _ = session.respond(Response::result(asked.id, answer.clone())).await;
+                let _ = session.respond(Response::result(asked.id, answer)).await;
             }
             None => missing.push((key, asked)),
         }
     }
+    let mut suspended_side = suspended.side;
+    if let Some(context) = suspended_side.mrtr.as_mut() {
+        // Answers to what was not asked yet: a later named question may use them.
+        context.presented = responses;
+    }
     if !missing.is_empty() {
         let digest = mrtr::params_digest(request.params.as_ref());
-        let server_info = suspended.side.server_info.clone();
-        let method = suspended.side.method;
+        let server_info = suspended_side.server_info.clone();
+        let method = suspended_side.method;
         let result = gateway.suspended.suspend(
             Some(call),
-            suspended.side,
+            suspended_side,
             missing,
             &request.method,
             digest,
@@ -256,10 +257,18 @@ async fn resume(
     let deadline = tokio::time::Instant::now() + timeout;
     Ok(reply::resume_call(
         call,
-        suspended.side,
+        suspended_side,
         request.id.clone(),
         deadline,
         timeout,
         permit,
     ))
+}
+
+/// The request's `inputResponses` (empty when it has none).
+fn input_responses(request: &Request) -> serde_json::Map<String, serde_json::Value> {
+    match request.params.as_ref().and_then(|p| p.get("inputResponses")) {
+        Some(serde_json::Value::Object(responses)) => responses.clone(),
+        _ => serde_json::Map::new(),
+    }
 }

@@ -15,7 +15,7 @@ use super::mrtr::SuspendedCalls;
 use super::sessions::ClientSession;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{ErrorCode, ErrorObject, Id, Message, ModernMethod, Response};
+use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, ModernMethod, Response};
 use crate::translate::mrtr::{self, InputKind};
 use crate::translate::{CachePolicy, up};
 use crate::upstream::session::{CallStep, OnDrop, refuse_server_request};
@@ -31,8 +31,9 @@ pub enum Reply {
     /// One message, now.
     Message(Status, Message),
     /// Messages as they come (notifications, relayed requests), ending with the
-    /// response when there is one; the channel closes after it.
-    Stream(mpsc::Receiver<Message>),
+    /// response when there is one; the channel closes after it. The era is the
+    /// client's: it decides the HTTP status of an error answered at once.
+    Stream(mpsc::Receiver<Message>, Era),
     /// A legacy `initialize` answered: the client now has this session.
     Initialized(Message, Arc<ClientSession>),
 }
@@ -82,7 +83,7 @@ pub fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::tas
             });
             None
         }
-        Reply::Stream(mut messages) => Some(tokio::spawn(async move {
+        Reply::Stream(mut messages, _) => Some(tokio::spawn(async move {
             while let Some(message) = messages.recv().await {
                 if out.send(message).await.is_err() {
                     return;
@@ -100,7 +101,7 @@ pub async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
         match reply {
             Reply::Accepted => {}
             Reply::Message(_, message) | Reply::Initialized(message, _) => messages.push(message),
-            Reply::Stream(mut rx) => {
+            Reply::Stream(mut rx, _) => {
                 while let Some(message) = rx.recv().await {
                     if matches!(message, Message::Response(_)) {
                         messages.push(message);
@@ -178,6 +179,9 @@ pub struct MrtrContext {
     pub digest: String,
     /// Who asked.
     pub principal: String,
+    /// `inputResponses` the client sent that no question has used yet: a server
+    /// that names its inputs may ask for one of them later.
+    pub presented: serde_json::Map<String, Value>,
 }
 
 /// What a pump does with one event of a call.
@@ -188,6 +192,9 @@ enum EventAction {
     Drop,
     /// The upstream asks for input the client can give: suspend the call.
     Suspend(crate::protocol::Request),
+    /// The upstream needs input this 2026-07-28 client did not declare it can
+    /// give: fail the client's request with this `-32021` and cancel the call.
+    Fail(ErrorObject),
 }
 
 /// Streams a call in flight: every event the client should see, then the
@@ -204,13 +211,14 @@ pub fn stream_call(
     permit: OwnedSemaphorePermit,
 ) -> Reply {
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    let era = side.era();
     // A year stands in for "never": far enough, and `Instant` arithmetic cannot overflow.
     let timeout = timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600));
     tokio::spawn(async move {
         pump(call, side, client_id, tx, Instant::now() + timeout, timeout).await;
         drop(permit);
     });
-    Reply::Stream(rx)
+    Reply::Stream(rx, era)
 }
 
 /// Streams a call resumed after `input_required`, until the deadline the
@@ -228,12 +236,12 @@ pub fn resume_call(
         pump(call, ClientSide::Modern(side), client_id, tx, deadline, timeout).await;
         drop(permit);
     });
-    Reply::Stream(rx)
+    Reply::Stream(rx, Era::Modern)
 }
 
 async fn pump(
     mut call: Call,
-    side: ClientSide,
+    mut side: ClientSide,
     client_id: Id,
     tx: mpsc::Sender<Message>,
     deadline: Instant,
@@ -249,8 +257,18 @@ async fn pump(
                         }
                     }
                     EventAction::Drop => {}
+                    EventAction::Fail(error) => {
+                        fail_call(call, &client_id, error, &tx).await;
+                        return;
+                    }
                     EventAction::Suspend(request) => {
-                        let ClientSide::Modern(modern) = side else { break };
+                        let ClientSide::Modern(mut modern) = side else { break };
+                        if let Some(answer) = modern.take_presented(&request) {
+                            // Sent before it was asked (named inputs): no round trip needed.
+                            answer_upstream(call.session(), request, answer).await;
+                            side = ClientSide::Modern(modern);
+                            continue;
+                        }
                         suspend(call, modern, request, client_id, tx, deadline).await;
                         return;
                     }
@@ -317,6 +335,7 @@ async fn suspend(
 ) {
     let mut asked = vec![first];
     let session = call.session().clone();
+    let mut side = side;
     let gather_until = Instant::now() + GATHER_INPUT_AT_MOST;
     loop {
         let quiet_until = (Instant::now() + GATHER_INPUT).min(gather_until);
@@ -324,12 +343,24 @@ async fn suspend(
             break;
         };
         match step {
-            CallStep::Event(CallEvent::ServerRequest(request)) if side.may_ask(&request) => asked.push(request),
-            CallStep::Event(event) => {
-                if let EventAction::Send(message) = ClientSide::Modern(side_view(&side)).on_event(event, &session) {
-                    let _ = tx.send(message).await;
+            CallStep::Event(CallEvent::ServerRequest(request)) if side.gathers(&request) => {
+                if let Some(answer) = side.take_presented(&request) {
+                    answer_upstream(&session, request, answer).await;
+                } else {
+                    asked.push(request);
                 }
             }
+            CallStep::Event(event) => match ClientSide::Modern(side_view(&side)).on_event(event, &session) {
+                EventAction::Send(message) => {
+                    let _ = tx.send(message).await;
+                }
+                EventAction::Fail(error) => {
+                    // Asked together with input the client can give: the request still cannot complete.
+                    fail_call(call, &client_id, error, &tx).await;
+                    return;
+                }
+                EventAction::Drop | EventAction::Suspend(_) => {}
+            },
             CallStep::Done(result) => {
                 // The upstream finished without waiting for its question: answer that.
                 let mut response = ClientSide::Modern(side_view(&side)).translate_done(&client_id, result);
@@ -338,6 +369,26 @@ async fn suspend(
                 return;
             }
         }
+    }
+    // What the client can answer is asked; the rest gets what a client without that
+    // capability answers. Nothing it can answer: the request needs what it lacks.
+    let (asked, undeclared): (Vec<_>, Vec<_>) = asked.into_iter().partition(|r| side.may_ask(r));
+    if asked.is_empty() {
+        let kinds = undeclared.iter().filter_map(InputKind::of);
+        let methods: Vec<&str> = undeclared.iter().map(|r| r.method.as_str()).collect();
+        let error = ErrorObject::missing_client_capability(
+            mrtr::required_capabilities(kinds),
+            format!(
+                "the server needs {}, which this request's clientCapabilities do not declare",
+                methods.join(" and ")
+            ),
+        );
+        fail_call(call, &client_id, error, &tx).await;
+        return;
+    }
+    for request in undeclared {
+        let refusal = refuse_server_request(&request);
+        let _ = session.respond(refusal).await;
     }
     let Some(context) = side.mrtr.as_ref() else { return };
     let store = context.store.clone();
@@ -357,6 +408,21 @@ async fn suspend(
         _ => result,
     };
     let _ = tx.send(Response::result(client_id, result).into_message()).await;
+}
+
+/// Answers an upstream's server→client request with what the client sent for it.
+async fn answer_upstream(session: &Arc<UpstreamSession>, request: crate::protocol::Request, answer: Value) {
+    if let Err(error) = session.respond(Response::result(request.id, answer)).await {
+        tracing::debug!(error = %error, "could not answer the upstream's input request");
+    }
+}
+
+/// Answers the client `error` and cancels the upstream call, which cannot complete.
+async fn fail_call(call: Call, client_id: &Id, error: ErrorObject, tx: &mpsc::Sender<Message>) {
+    call.cancel(&error.message);
+    let _ = tx
+        .send(Response::error(Some(client_id.clone()), error).into_message())
+        .await;
 }
 
 /// A copy of what translating needs from a side, without its MRTR context.
@@ -521,16 +587,52 @@ impl ModernSide {
         self.method.allows_input_required()
             && InputKind::of(request).is_some_and(|kind| kind.declared_by(&context.capabilities))
     }
+
+    /// Whether `request` is input this request gathers for its client: any kind,
+    /// when the client declared some (what it did not declare is sorted out once
+    /// the requests asked together are in).
+    fn gathers(&self, request: &crate::protocol::Request) -> bool {
+        self.mrtr.is_some() && self.method.allows_input_required() && InputKind::of(request).is_some()
+    }
+
+    /// The client's answer to `request` sent before it was asked: the
+    /// `inputResponses` member named by the server's input key (used once).
+    fn take_presented(&mut self, request: &crate::protocol::Request) -> Option<Value> {
+        let key = mrtr::named_key(request)?;
+        self.mrtr.as_mut()?.presented.remove(key)
+    }
+
+    /// The `-32021` for an input request this client cannot be asked, on a
+    /// request that could carry input (a 2026-07-28 server may only ask for
+    /// kinds the request's `clientCapabilities` declare). `None` where no input
+    /// can be asked at all (e.g. `completion/complete`): the upstream is refused instead.
+    fn undeclared_input(&self, request: &crate::protocol::Request) -> Option<ErrorObject> {
+        let kind = InputKind::of(request)?;
+        (self.method.allows_input_required() && !self.may_ask(request)).then(|| {
+            ErrorObject::missing_client_capability(
+                kind.required_capability(),
+                format!(
+                    "the server needs {}, which this request's clientCapabilities do not declare",
+                    request.method
+                ),
+            )
+        })
+    }
 }
 
 impl ClientSide {
     /// What a pump does with an event.
     fn on_event(&self, event: CallEvent, upstream: &Arc<UpstreamSession>) -> EventAction {
-        let suspend =
-            matches!((self, &event), (ClientSide::Modern(side), CallEvent::ServerRequest(r)) if side.may_ask(r));
-        if suspend && let CallEvent::ServerRequest(request) = event {
-            return EventAction::Suspend(request);
-        }
+        let event = match (self, event) {
+            (ClientSide::Modern(side), CallEvent::ServerRequest(request)) if side.gathers(&request) => {
+                return EventAction::Suspend(request);
+            }
+            (ClientSide::Modern(side), CallEvent::ServerRequest(request)) => match side.undeclared_input(&request) {
+                Some(error) => return EventAction::Fail(error),
+                None => CallEvent::ServerRequest(request),
+            },
+            (_, event) => event,
+        };
         match self.translate_event(event, upstream) {
             Some(message) => EventAction::Send(message),
             None => EventAction::Drop,
@@ -617,6 +719,14 @@ impl ClientSide {
                     outcome,
                 }
             }
+        }
+    }
+
+    /// The client's era.
+    fn era(&self) -> Era {
+        match self {
+            ClientSide::Legacy { .. } => Era::Legacy,
+            ClientSide::Modern(_) | ClientSide::Passthrough { .. } => Era::Modern,
         }
     }
 

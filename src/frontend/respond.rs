@@ -18,7 +18,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::reply::{Reply, Status};
+use crate::protocol::errors::handler_error_status;
 use crate::protocol::headers::MCP_SESSION_ID;
+use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::sse::{self, KEEP_ALIVE};
 use crate::protocol::{ErrorObject, Id, Message, Response};
 
@@ -51,8 +53,14 @@ pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> 
             }
             response
         }
-        Reply::Stream(mut messages) => match tokio::time::timeout(timing.stream_after, messages.recv()).await {
-            Ok(Some(message @ Message::Response(_))) => json(StatusCode::OK, &message),
+        Reply::Stream(mut messages, era) => match tokio::time::timeout(timing.stream_after, messages.recv()).await {
+            Ok(Some(Message::Response(response))) => {
+                let status = match &response.outcome {
+                    Outcome::Error(error) => handler_error_status(error.code, era),
+                    Outcome::Result(_) => 200,
+                };
+                json(status_code(status), &Message::Response(response))
+            }
             Ok(Some(first)) => stream(Some(first), messages, timing.keep_alive, None),
             Ok(None) => empty(StatusCode::ACCEPTED),
             Err(_) => stream(None, messages, timing.keep_alive, None),
@@ -76,7 +84,7 @@ pub async fn render_batch(replies: Vec<Reply>) -> http::Response<Body> {
 fn message_response(status: Status, message: &Message) -> http::Response<Body> {
     match status {
         Status::Ok => json(StatusCode::OK, message),
-        Status::Rejected(code) => json(StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_REQUEST), message),
+        Status::Rejected(code) => json(status_code(code), message),
         Status::Overloaded => {
             let mut response = json(StatusCode::SERVICE_UNAVAILABLE, message);
             response
@@ -204,6 +212,11 @@ fn sse_response(body: Body) -> http::Response<Body> {
 /// Frames a message for an SSE stream.
 pub fn sse_frame(message: &Message) -> Bytes {
     Bytes::from(sse::message_frame(&message.to_bytes()))
+}
+
+/// A status from the error table's number (always a valid one; 400 if not).
+fn status_code(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST)
 }
 
 fn with_status(status: StatusCode, body: Body) -> http::Response<Body> {

@@ -133,6 +133,28 @@ pub fn http_status(code: ErrorCode, origin: ErrorOrigin) -> u16 {
     }
 }
 
+/// The HTTP status of a JSON answer whose error a handler produced (eragate's
+/// bridge or an upstream), for a client of `era`.
+///
+/// In band with 200, except a 2026-07-28 client's `-32021`: the revision ties
+/// a missing client capability to 400 whoever detects it (the TypeScript SDK's
+/// server does the same), and a handshake-era client expects every error in band.
+pub fn handler_error_status(code: ErrorCode, era: crate::protocol::Era) -> u16 {
+    match (era, code) {
+        (crate::protocol::Era::Modern, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY) => 400,
+        _ => 200,
+    }
+}
+
+impl ErrorObject {
+    /// `-32021`: the request needs `required` (a `ClientCapabilities` object, e.g.
+    /// `{"sampling": {}}`), which the client did not declare.
+    pub fn missing_client_capability(required: Value, message: impl Into<String>) -> ErrorObject {
+        ErrorObject::new(ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY, message)
+            .with_data(serde_json::json!({ "requiredCapabilities": required }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +176,26 @@ mod tests {
             assert_eq!(http_status(code, ErrorOrigin::Gateway), status, "{code:?}");
             assert_eq!(http_status(code, ErrorOrigin::Handler), 200, "{code:?}");
         }
+    }
+
+    #[test]
+    fn handler_errors_travel_in_band_but_a_missing_capability() {
+        use crate::protocol::Era;
+        let table = [
+            (ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY, Era::Modern, 400),
+            (ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY, Era::Legacy, 200),
+            (ErrorCode::INVALID_PARAMS, Era::Modern, 200),
+            (ErrorCode::METHOD_NOT_FOUND, Era::Modern, 200),
+            (ErrorCode::INTERNAL_ERROR, Era::Legacy, 200),
+        ];
+        for (code, era, status) in table {
+            assert_eq!(handler_error_status(code, era), status, "{code:?} {era:?}");
+        }
+        let error = ErrorObject::missing_client_capability(json!({"sampling": {}}), "needs sampling");
+        assert_eq!(
+            error.to_value(),
+            json!({"code": -32021, "message": "needs sampling", "data": {"requiredCapabilities": {"sampling": {}}}})
+        );
     }
 
     #[test]

@@ -58,6 +58,36 @@ impl InputKind {
     }
 }
 
+impl InputKind {
+    /// The `ClientCapabilities` a client must declare to be asked for this kind
+    /// (`error.data.requiredCapabilities` of a `-32021`).
+    pub fn required_capability(self) -> Value {
+        match self {
+            InputKind::Sampling => json!({"sampling": {}}),
+            InputKind::Roots => json!({"roots": {}}),
+            InputKind::FormElicitation => json!({"elicitation": {"form": {}}}),
+            InputKind::UrlElicitation => json!({"elicitation": {"url": {}}}),
+        }
+    }
+}
+
+/// The `ClientCapabilities` that would let a client be asked for every one of `kinds`.
+pub fn required_capabilities(kinds: impl IntoIterator<Item = InputKind>) -> Value {
+    let mut required = Map::new();
+    for kind in kinds {
+        let Value::Object(capability) = kind.required_capability() else {
+            continue;
+        };
+        for (name, modes) in capability {
+            let entry = required.entry(name).or_insert_with(|| json!({}));
+            if let (Some(entry), Value::Object(modes)) = (entry.as_object_mut(), modes) {
+                entry.extend(modes);
+            }
+        }
+    }
+    Value::Object(required)
+}
+
 /// Whether a client declared any kind of input at all (such requests are best
 /// kept one per upstream session, so that on stdio a server→client request can
 /// only belong to them).
@@ -94,7 +124,8 @@ pub fn input_keys(requests: Vec<Request>) -> Vec<(String, Request)> {
         .collect()
 }
 
-fn named_key(request: &Request) -> Option<&str> {
+/// The input key a server named in [`INPUT_KEY_META`], when it is usable.
+pub fn named_key(request: &Request) -> Option<&str> {
     let key = request.params.as_ref()?.get("_meta")?.get(INPUT_KEY_META)?.as_str()?;
     let usable = !key.is_empty()
         && key.len() <= MAX_NAMED_KEY
@@ -204,6 +235,41 @@ mod tests {
             assert_eq!(kind.declared_by(&capabilities), expected, "{kind:?} {capabilities}");
         }
         assert_eq!(InputKind::of(&request("ping", json!({}))), None);
+    }
+
+    #[test]
+    fn each_kind_names_the_capability_it_needs() {
+        let kinds = [
+            InputKind::Sampling,
+            InputKind::Roots,
+            InputKind::FormElicitation,
+            InputKind::UrlElicitation,
+        ];
+        for kind in kinds {
+            let required = kind.required_capability();
+            assert!(kind.declared_by(&required), "{kind:?}: {required}");
+            assert!(!kind.declared_by(&json!({})), "{kind:?}");
+        }
+        assert_eq!(InputKind::Sampling.required_capability(), json!({"sampling": {}}));
+        let table = [
+            (vec![InputKind::Sampling], json!({"sampling": {}})),
+            (
+                vec![InputKind::Sampling, InputKind::Roots],
+                json!({"sampling": {}, "roots": {}}),
+            ),
+            (
+                vec![
+                    InputKind::FormElicitation,
+                    InputKind::UrlElicitation,
+                    InputKind::FormElicitation,
+                ],
+                json!({"elicitation": {"form": {}, "url": {}}}),
+            ),
+            (vec![], json!({})),
+        ];
+        for (kinds, expected) in table {
+            assert_eq!(required_capabilities(kinds.clone()), expected, "{kinds:?}");
+        }
     }
 
     #[test]
