@@ -14,8 +14,8 @@ use hyper_util::server::conn::auto;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use crate::frontend::Gateway;
-use crate::frontend::respond::{self, Body};
+use crate::bridge::Gateway;
+use crate::edge::respond::{self, Body};
 
 /// Serves the admin endpoints on `listener` until `shutdown` resolves.
 pub async fn serve(gateway: Arc<Gateway>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
@@ -54,7 +54,7 @@ pub fn handle(gateway: &Gateway, request: &http::Request<Incoming>) -> http::Res
 
 /// Every upstream's pool state.
 pub fn pools(gateway: &Gateway) -> Value {
-    let upstreams: Vec<Value> = gateway.router.upstreams().map(|u| u.snapshot()).collect();
+    let upstreams: Vec<Value> = gateway.router.backends().map(|b| b.snapshot()).collect();
     json!({
         "upstreams": upstreams,
         "legacy_sessions": gateway.sessions.len(),

@@ -25,8 +25,9 @@
 
 pub mod admin;
 pub mod auth;
+pub mod bridge;
 pub mod config;
-pub mod frontend;
+pub mod edge;
 pub mod protocol;
 pub mod router;
 pub mod seal;
@@ -49,7 +50,7 @@ pub async fn run(
         Some(address) => Some(tokio::net::TcpListener::bind(address).await?),
         None => None,
     };
-    let gateway = frontend::Gateway::new(config)?;
+    let gateway = bridge::Gateway::new(config)?;
     gateway.warm();
     gateway.spawn_session_reaper(Duration::from_secs(30));
     gateway.spawn_health_checks();
@@ -61,10 +62,10 @@ pub async fn run(
         };
         tokio::spawn(admin::serve(gateway.clone(), admin, stopped));
     }
-    for upstream in gateway.router.upstreams() {
-        tracing::info!(address = %local, path = %upstream.config().path, upstream = %upstream.name(), "serving MCP");
+    for (path, backend) in gateway.router.routes() {
+        tracing::info!(address = %local, path, upstream = %backend.name(), "serving MCP");
     }
-    let frontend = frontend::http::HttpFrontend::new(gateway.clone(), local);
+    let frontend = edge::http::HttpFrontend::new(gateway.clone(), local);
     frontend.serve(listener, shutdown, grace).await;
     let _ = stop_admin.send(());
     gateway.shutdown(grace).await;
@@ -76,9 +77,9 @@ pub async fn run(
 /// upstream named `upstream` (the first configured one by default), until
 /// stdin ends; then stops every upstream child.
 pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result<(), std::io::Error> {
-    let gateway = frontend::Gateway::new(config)?;
+    let gateway = bridge::Gateway::new(config)?;
     let chosen = match upstream {
-        Some(name) => gateway.router.upstreams().find(|u| u.name() == name).cloned(),
+        Some(name) => gateway.router.by_name(name).cloned(),
         None => gateway
             .config
             .upstreams
@@ -90,7 +91,7 @@ pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result
         return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such upstream"));
     };
     gateway.warm();
-    frontend::stdio::serve(gateway.clone(), chosen, tokio::io::stdin(), tokio::io::stdout()).await;
+    edge::stdio::serve(gateway.clone(), chosen, tokio::io::stdin(), tokio::io::stdout()).await;
     gateway.shutdown(Duration::from_secs(5)).await;
     Ok(())
 }

@@ -22,11 +22,11 @@ use tokio::task::AbortHandle;
 
 use crate::auth::Principal;
 use crate::config::SessionsConfig;
+use crate::protocol::Era;
 use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Id, Message, Request, Response, Revision};
+use crate::router::{Backend, SessionNeed, UpstreamSession, refuse_server_request};
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
-use crate::upstream::session::refuse_server_request;
-use crate::upstream::{Upstream, UpstreamEra, UpstreamSession};
 
 /// One legacy client's session.
 pub struct ClientSession {
@@ -36,7 +36,7 @@ pub struct ClientSession {
     /// The revision negotiated with the client.
     pub revision: Revision,
     /// The upstream this session is bound to.
-    pub upstream: Arc<Upstream>,
+    pub backend: Backend,
     /// A legacy upstream: the session serving only this client. A modern
     /// upstream: the stateless session every client shares.
     pub upstream_session: Arc<UpstreamSession>,
@@ -181,9 +181,9 @@ impl SessionStore {
     /// elsewhere whose upstream session can be resumed here. A dead upstream
     /// session ends it (the client re-initializes). Another principal's session
     /// is not found, exactly like an unknown one.
-    pub async fn find(&self, id: &str, upstream: &Arc<Upstream>, principal: &Principal) -> Option<Arc<ClientSession>> {
+    pub async fn find(&self, id: &str, backend: &Backend, principal: &Principal) -> Option<Arc<ClientSession>> {
         let Some(session) = self.sessions.get(id).map(|s| s.clone()) else {
-            return self.resume(id, upstream, principal).await;
+            return self.resume(id, backend, principal).await;
         };
         if session.principal.get().map(String::as_str) != Some(principal.as_str()) {
             tracing::warn!(?principal, "a session id used by a principal it does not belong to");
@@ -200,29 +200,29 @@ impl SessionStore {
         Some(session)
     }
 
-    async fn resume(&self, id: &str, upstream: &Arc<Upstream>, principal: &Principal) -> Option<Arc<ClientSession>> {
+    async fn resume(&self, id: &str, backend: &Backend, principal: &Principal) -> Option<Arc<ClientSession>> {
         if self.ended.contains_key(id) {
             return None;
         }
         let claims = self.open(id)?;
-        if claims.ups != upstream.name() || claims.prn != principal.as_str() {
+        if claims.ups != backend.name() || claims.prn != principal.as_str() {
             return None;
         }
         let revision = Revision::parse(&claims.rev)?;
         // A replica that has not met this upstream yet learns its era first.
-        let era = upstream.era().await.ok();
+        let era = backend.era().await.ok();
         let session = match (&claims.usid, era) {
             (Some(usid), _) => {
-                let upstream_session = upstream.resume_dedicated(claims.mem.as_deref(), usid, revision)?;
-                ClientSession::open(id.to_owned(), revision, upstream.clone(), upstream_session)
+                let upstream_session = backend.resume_dedicated(claims.mem.as_deref(), usid, revision)?;
+                ClientSession::open(id.to_owned(), revision, backend.clone(), upstream_session)
             }
-            (None, Some(UpstreamEra::Modern)) => {
+            (None, Some(Era::Modern)) => {
                 let envelope = stateless_envelope(&claims.caps, &claims.info);
                 ClientSession::open_stateless(
                     id.to_owned(),
                     revision,
-                    upstream.clone(),
-                    upstream.modern_session().await.ok()?,
+                    backend.clone(),
+                    backend.session(SessionNeed::stateless()).await.ok()?,
                     envelope,
                 )
             }
@@ -306,10 +306,10 @@ impl ClientSession {
     pub fn open(
         id: String,
         revision: Revision,
-        upstream: Arc<Upstream>,
+        backend: Backend,
         upstream_session: Arc<UpstreamSession>,
     ) -> Arc<ClientSession> {
-        ClientSession::open_bound(id, revision, upstream, upstream_session, true)
+        ClientSession::open_bound(id, revision, backend, upstream_session, true)
     }
 
     /// A session on a pooled upstream session it shares with other legacy
@@ -317,23 +317,23 @@ impl ClientSession {
     pub fn open_shared(
         id: String,
         revision: Revision,
-        upstream: Arc<Upstream>,
+        backend: Backend,
         pooled: Arc<UpstreamSession>,
     ) -> Arc<ClientSession> {
-        ClientSession::open_bound(id, revision, upstream, pooled, false)
+        ClientSession::open_bound(id, revision, backend, pooled, false)
     }
 
     fn open_bound(
         id: String,
         revision: Revision,
-        upstream: Arc<Upstream>,
+        backend: Backend,
         upstream_session: Arc<UpstreamSession>,
         owns_upstream: bool,
     ) -> Arc<ClientSession> {
         // The forwarder of unsolicited traffic starts with the client's GET stream
         // (`attach_stream`): until then there is nowhere to deliver it, and an idle
         // session pays for no task and no broadcast buffer.
-        ClientSession::build(id, revision, upstream, upstream_session, None, owns_upstream)
+        ClientSession::build(id, revision, backend, upstream_session, None, owns_upstream)
     }
 
     /// A session in front of a modern upstream: no upstream session of its own,
@@ -341,17 +341,17 @@ impl ClientSession {
     pub fn open_stateless(
         id: String,
         revision: Revision,
-        upstream: Arc<Upstream>,
+        backend: Backend,
         shared: Arc<UpstreamSession>,
         envelope: Envelope,
     ) -> Arc<ClientSession> {
-        ClientSession::build(id, revision, upstream, shared, Some(Mutex::new(envelope)), false)
+        ClientSession::build(id, revision, backend, shared, Some(Mutex::new(envelope)), false)
     }
 
     fn build(
         id: String,
         revision: Revision,
-        upstream: Arc<Upstream>,
+        backend: Backend,
         upstream_session: Arc<UpstreamSession>,
         envelope: Option<Mutex<Envelope>>,
         owns_upstream: bool,
@@ -359,7 +359,7 @@ impl ClientSession {
         Arc::new(ClientSession {
             id: id.into(),
             revision,
-            upstream,
+            backend,
             upstream_session,
             envelope,
             owns_upstream,

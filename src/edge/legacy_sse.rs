@@ -13,17 +13,13 @@ use rand::Rng;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::Gateway;
-use super::dispatch::dispatch;
-use super::legacy::SessionLookup;
-use super::reply::{self, Reply};
 use super::respond;
-use super::sessions::ClientSession;
 use crate::auth::Principal;
+use crate::bridge::{ClientSession, Gateway, Reply, SessionLookup, dispatch, reply};
 use crate::protocol::Message;
 use crate::protocol::sse::{KEEP_ALIVE, event_frame};
+use crate::router::Backend;
 use crate::translate::RoutingHeaders;
-use crate::upstream::Upstream;
 
 /// Messages queued toward one SSE client before producers wait.
 const OUT_QUEUE: usize = 256;
@@ -36,7 +32,7 @@ pub struct SseConnections {
 
 /// One client's stream.
 pub struct SseConnection {
-    upstream: Arc<Upstream>,
+    backend: Backend,
     /// Who opened the stream: only they may post to it.
     principal: Principal,
     out: mpsc::Sender<Message>,
@@ -48,7 +44,7 @@ impl SseConnections {
     /// Opens a stream for `upstream`; its endpoint event points at `messages_path`.
     pub fn open(
         self: &Arc<Self>,
-        upstream: Arc<Upstream>,
+        backend: Backend,
         principal: Principal,
         messages_path: &str,
         keep_alive: Duration,
@@ -57,7 +53,7 @@ impl SseConnections {
         let id = format!("{:032x}", rand::rng().random::<u128>());
         let (out, mut messages) = mpsc::channel(OUT_QUEUE);
         let connection = Arc::new(SseConnection {
-            upstream,
+            backend,
             principal,
             out,
             session: Mutex::new(None),
@@ -100,7 +96,7 @@ impl SseConnections {
         };
         let reply = dispatch(
             gateway,
-            &connection.upstream,
+            &connection.backend,
             message,
             RoutingHeaders::None,
             &[],

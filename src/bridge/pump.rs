@@ -1,130 +1,29 @@
-//! What eragate answers to one client message, independent of the client's
-//! transport, and the pump that turns a call in flight into that answer.
-//!
-//! HTTP renders a [`Reply`] as a status and a JSON body or an SSE stream;
-//! stdio writes the same messages as lines.
+//! The pump: one upstream call in flight turned into what its client sees, in
+//! the client's era. Events are shown, dropped or (for a 2026-07-28 client in
+//! front of a legacy server) gathered into `input_required`; the final response
+//! is translated; timeouts and the client leaving end the call.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::mrtr::SuspendedCalls;
+use super::reply::Reply;
 use super::sessions::ClientSession;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, ModernMethod, Response};
+use crate::router::{
+    Admission, Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession, refuse_server_request,
+};
 use crate::translate::mrtr::{self, InputKind};
 use crate::translate::{CachePolicy, up};
-use crate::upstream::session::{CallStep, OnDrop, refuse_server_request};
-use crate::upstream::{Call, CallEvent, UpstreamError, UpstreamSession};
 
 /// Bound of messages queued toward one streamed answer; a slow reader slows the pump.
 const STREAM_QUEUE: usize = 32;
-
-/// The answer to one client message.
-pub enum Reply {
-    /// A notification or response was taken: HTTP 202, nothing on stdio.
-    Accepted,
-    /// One message, now.
-    Message(Status, Message),
-    /// Messages as they come (notifications, relayed requests), ending with the
-    /// response when there is one; the channel closes after it. The era is the
-    /// client's: it decides the HTTP status of an error answered at once.
-    Stream(mpsc::Receiver<Message>, Era),
-    /// A legacy `initialize` answered: the client now has this session.
-    Initialized(Message, Arc<ClientSession>),
-}
-
-/// How a one-message reply maps onto HTTP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    /// 200: a result, or an error produced by a handler.
-    Ok,
-    /// A rejection before dispatch, with the HTTP status the spec gives it.
-    Rejected(u16),
-    /// 503 with `Retry-After`: the upstream is at capacity.
-    Overloaded,
-}
-
-impl Reply {
-    /// A result.
-    pub fn result(id: Id, result: Value) -> Reply {
-        Reply::Message(Status::Ok, Response::result(id, result).into_message())
-    }
-
-    /// A rejection with its HTTP status.
-    pub fn rejected(status: u16, id: Option<Id>, error: ErrorObject) -> Reply {
-        Reply::Message(Status::Rejected(status), Response::error(id, error).into_message())
-    }
-
-    /// An upstream failure as the client's JSON-RPC error.
-    pub fn upstream_failure(id: Option<Id>, error: &UpstreamError) -> Reply {
-        let status = if error.is_overload() {
-            Status::Overloaded
-        } else {
-            Status::Ok
-        };
-        Reply::Message(status, Response::error(id, error.to_error_object()).into_message())
-    }
-}
-
-/// Writes a reply onto a message channel (stdio, or an HTTP+SSE stream), in the
-/// background. Returns the task streaming a call, so that the caller can stop it
-/// (which cancels a modern call).
-pub fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::task::JoinHandle<()>> {
-    match reply {
-        Reply::Accepted => None,
-        Reply::Message(_, message) | Reply::Initialized(message, _) => {
-            tokio::spawn(async move {
-                let _ = out.send(message).await;
-            });
-            None
-        }
-        Reply::Stream(mut messages, _) => Some(tokio::spawn(async move {
-            while let Some(message) = messages.recv().await {
-                if out.send(message).await.is_err() {
-                    return;
-                }
-            }
-        })),
-    }
-}
-
-/// The responses of a batch's replies, in order, for one JSON array answer.
-/// Notifications streamed along the way have no place in a batch answer and are dropped.
-pub async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
-    let mut messages = Vec::new();
-    for reply in replies {
-        match reply {
-            Reply::Accepted => {}
-            Reply::Message(_, message) | Reply::Initialized(message, _) => messages.push(message),
-            Reply::Stream(mut rx, _) => {
-                while let Some(message) = rx.recv().await {
-                    if matches!(message, Message::Response(_)) {
-                        messages.push(message);
-                    }
-                }
-            }
-        }
-    }
-    messages
-}
-
-/// Relays what a session's upstream sends outside any request onto `out`.
-pub fn forward_unsolicited(session: &Arc<ClientSession>, out: mpsc::Sender<Message>) {
-    if let Ok(mut unsolicited) = session.attach_stream() {
-        tokio::spawn(async move {
-            while let Some(message) = unsolicited.recv().await {
-                if out.send(message).await.is_err() {
-                    return;
-                }
-            }
-        });
-    }
-}
 
 /// Who the answer is for: it decides what of the upstream's traffic the client sees.
 pub enum ClientSide {
@@ -203,13 +102,7 @@ enum EventAction {
 ///
 /// `permit` (the upstream's in-flight slot) is held until the call ends.
 /// `timeout` of `None` streams until either side closes (a `subscriptions/listen`).
-pub fn stream_call(
-    call: Call,
-    side: ClientSide,
-    client_id: Id,
-    timeout: Option<Duration>,
-    permit: OwnedSemaphorePermit,
-) -> Reply {
+pub fn stream_call(call: Call, side: ClientSide, client_id: Id, timeout: Option<Duration>, permit: Admission) -> Reply {
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
     let era = side.era();
     // A year stands in for "never": far enough, and `Instant` arithmetic cannot overflow.
@@ -229,7 +122,7 @@ pub fn resume_call(
     client_id: Id,
     deadline: Instant,
     timeout: Duration,
-    permit: OwnedSemaphorePermit,
+    permit: Admission,
 ) -> Reply {
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
     tokio::spawn(async move {
@@ -622,7 +515,7 @@ impl ModernSide {
 
 impl ClientSide {
     /// What a pump does with an event.
-    fn on_event(&self, event: CallEvent, upstream: &Arc<UpstreamSession>) -> EventAction {
+    fn on_event(&self, event: CallEvent, backend: &Arc<UpstreamSession>) -> EventAction {
         let event = match (self, event) {
             (ClientSide::Modern(side), CallEvent::ServerRequest(request)) if side.gathers(&request) => {
                 return EventAction::Suspend(request);
@@ -633,14 +526,14 @@ impl ClientSide {
             },
             (_, event) => event,
         };
-        match self.translate_event(event, upstream) {
+        match self.translate_event(event, backend) {
             Some(message) => EventAction::Send(message),
             None => EventAction::Drop,
         }
     }
 
     /// What (if anything) the client sees of an event.
-    fn translate_event(&self, event: CallEvent, upstream: &Arc<UpstreamSession>) -> Option<Message> {
+    fn translate_event(&self, event: CallEvent, backend: &Arc<UpstreamSession>) -> Option<Message> {
         match (self, event) {
             (ClientSide::Legacy { .. }, CallEvent::Notification(n)) => Some(Message::Notification(n)),
             (ClientSide::Legacy { session, .. }, CallEvent::ServerRequest(request)) => {
@@ -665,9 +558,9 @@ impl ClientSide {
             (ClientSide::Passthrough { .. }, CallEvent::Notification(n)) => Some(Message::Notification(n)),
             (ClientSide::Modern(_) | ClientSide::Passthrough { .. }, CallEvent::ServerRequest(request)) => {
                 // Relaying these as input_required is the multi round-trip bridge; until then refuse cleanly.
-                let upstream = upstream.clone();
+                let backend = backend.clone();
                 tokio::spawn(async move {
-                    let _ = upstream.respond(refuse_server_request(&request)).await;
+                    let _ = backend.respond(refuse_server_request(&request)).await;
                 });
                 None
             }

@@ -18,11 +18,11 @@ use dashmap::DashMap;
 use rand::Rng;
 use serde_json::Value;
 
-use super::reply::ModernSide;
+use super::pump::ModernSide;
 use crate::protocol::{ErrorCode, ErrorObject, Request};
+use crate::router::Call;
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
 use crate::translate::mrtr::{self, RequestStateClaims};
-use crate::upstream::Call;
 
 /// Suspended upstream calls awaiting their client's input.
 pub struct SuspendedCalls {

@@ -12,10 +12,9 @@ use super::Gateway;
 use super::reply::Reply;
 use super::sessions::ClientSession;
 use crate::protocol::{Id, Message, Request};
+use crate::router::{CallEvent, CallStep, OnDrop, UpstreamSession};
 use crate::translate::down;
 use crate::translate::listen::{self, Filter};
-use crate::upstream::UpstreamSession;
-use crate::upstream::session::{CallEvent, CallStep, OnDrop};
 
 /// Bound of notifications queued toward one listen stream.
 const LISTEN_QUEUE: usize = 64;
@@ -126,8 +125,8 @@ fn reopen(session: &Arc<ClientSession>, uris: BTreeSet<String>) {
     let params = down::legacy_params_for_modern(Some(params), &envelope);
     let client = session.clone();
     let task = tokio::spawn(async move {
-        let upstream = client.upstream_session.clone();
-        let Ok(mut call) = upstream
+        let backend = client.upstream_session.clone();
+        let Ok(mut call) = backend
             .call(
                 "subscriptions/listen",
                 Some(params),

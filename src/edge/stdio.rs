@@ -14,22 +14,18 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
-use super::Gateway;
-use super::dispatch::dispatch;
-use super::legacy::SessionLookup;
-use super::reply::{self, Reply};
-use super::sessions::ClientSession;
 use crate::auth::Principal;
+use crate::bridge::{ClientSession, Gateway, Reply, SessionLookup, dispatch, reply};
 use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::{Id, Message};
+use crate::router::Backend;
 use crate::translate::{Classification, RoutingHeaders, classify};
-use crate::upstream::Upstream;
 
 /// Bound of lines queued toward stdout.
 const OUT_QUEUE: usize = 256;
 
 /// Serves one client on `input`/`output` until `input` ends.
-pub async fn serve<R, W>(gateway: Arc<Gateway>, upstream: Arc<Upstream>, input: R, output: W)
+pub async fn serve<R, W>(gateway: Arc<Gateway>, backend: Backend, input: R, output: W)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -39,7 +35,7 @@ where
     let writer = tokio::spawn(write_lines(output, queue, raw));
     let mut connection = Connection {
         gateway,
-        upstream,
+        backend,
         out,
         lines,
         session: None,
@@ -71,7 +67,7 @@ where
 
 struct Connection {
     gateway: Arc<Gateway>,
-    upstream: Arc<Upstream>,
+    backend: Backend,
     out: mpsc::Sender<Message>,
     /// Raw lines (batch answers, which are arrays rather than messages).
     lines: mpsc::Sender<Vec<u8>>,
@@ -105,7 +101,7 @@ impl Connection {
         };
         let reply = dispatch(
             &self.gateway,
-            &self.upstream,
+            &self.backend,
             message,
             RoutingHeaders::None,
             &[],
@@ -137,7 +133,7 @@ impl Connection {
                     let lookup = self.lookup();
                     dispatch(
                         &self.gateway,
-                        &self.upstream,
+                        &self.backend,
                         message,
                         RoutingHeaders::None,
                         &[],

@@ -18,26 +18,24 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::Gateway;
-use super::dispatch::{batches_allowed, dispatch};
-use super::legacy::SessionLookup;
-use super::reply::Reply;
+use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
-use super::sessions::AttachError;
 use crate::auth::{Denied, Principal};
+use crate::bridge::{AttachError, Gateway, Reply, SessionLookup, Status, batches_allowed, dispatch};
 use crate::protocol::errors::{ErrorOrigin, http_status};
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::{Era, ErrorCode, ErrorObject, Message, Revision};
-use crate::router::Endpoint;
+use crate::router::{Backend, Endpoint};
 use crate::translate::{HeaderField, RoutingHeaders};
-use crate::upstream::Upstream;
 
 /// The HTTP front end bound to one listener.
 pub struct HttpFrontend {
     gateway: Arc<Gateway>,
     /// Origins a browser may send: the listener's own and the configured ones.
     allowed_origins: Vec<String>,
+    /// Open 2024-11-05 HTTP+SSE client connections.
+    sse_connections: Arc<SseConnections>,
 }
 
 impl HttpFrontend {
@@ -48,6 +46,7 @@ impl HttpFrontend {
         Arc::new(HttpFrontend {
             gateway,
             allowed_origins,
+            sse_connections: Arc::default(),
         })
     }
 
@@ -98,6 +97,7 @@ impl HttpFrontend {
         if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
             tracing::warn!("requests still in flight at the shutdown deadline");
         }
+        self.sse_connections.close_all();
     }
 
     /// Answers one HTTP request.
@@ -108,7 +108,7 @@ impl HttpFrontend {
             "/readyz" => return self.readiness(),
             _ => {}
         }
-        let Some((endpoint, upstream)) = self.gateway.router.endpoint(path).map(|(e, u)| (e, u.clone())) else {
+        let Some((endpoint, backend)) = self.gateway.router.endpoint(path).map(|(e, u)| (e, u.clone())) else {
             return respond::plain(StatusCode::NOT_FOUND, "no MCP endpoint at this path");
         };
         if !self.origin_allowed(request.headers()) {
@@ -128,8 +128,8 @@ impl HttpFrontend {
             Endpoint::SseStream if request.method() == Method::GET => {
                 let messages_path = format!("{}/messages", path.trim_end_matches('/').trim_end_matches("/sse"));
                 let keep_alive = self.gateway.config.listen.sse_keep_alive.0;
-                return self.gateway.sse_connections.open(
-                    upstream,
+                return self.sse_connections.open(
+                    backend,
                     principal,
                     &messages_path,
                     keep_alive,
@@ -143,7 +143,7 @@ impl HttpFrontend {
         }
         let session_id = header_text(request.headers(), MCP_SESSION_ID).map(str::to_owned);
         match *request.method() {
-            Method::POST => self.post(request, &upstream, session_id.as_deref(), &principal).await,
+            Method::POST => self.post(request, &backend, session_id.as_deref(), &principal).await,
             Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id.as_deref()) => {
                 method_not_allowed()
             }
@@ -152,11 +152,11 @@ impl HttpFrontend {
                 "Not Acceptable: GET needs Accept: text/event-stream",
             ),
             Method::GET => {
-                self.open_stream(&upstream, session_id.as_deref().unwrap_or_default(), &principal)
+                self.open_stream(&backend, session_id.as_deref().unwrap_or_default(), &principal)
                     .await
             }
             Method::DELETE => {
-                self.end_session(&upstream, session_id.as_deref().unwrap_or_default(), &principal)
+                self.end_session(&backend, session_id.as_deref().unwrap_or_default(), &principal)
                     .await
             }
             _ => method_not_allowed(),
@@ -166,7 +166,7 @@ impl HttpFrontend {
     async fn post(
         &self,
         request: http::Request<Incoming>,
-        upstream: &Arc<Upstream>,
+        backend: &Backend,
         session_id: Option<&str>,
         principal: &Principal,
     ) -> http::Response<Body> {
@@ -196,24 +196,15 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        let session = self.lookup(upstream, session_id, principal).await;
+        let session = self.lookup(backend, session_id, principal).await;
         let routing = routing_headers(&parts.headers);
         let forwarded = param_headers(&parts.headers);
         let reply = match Frame::parse(&bytes) {
             Ok(Frame::Single(message)) => {
-                dispatch(
-                    &self.gateway,
-                    upstream,
-                    message,
-                    routing,
-                    &forwarded,
-                    session,
-                    principal,
-                )
-                .await
+                dispatch(&self.gateway, backend, message, routing, &forwarded, session, principal).await
             }
             Ok(Frame::Batch(items)) if batches_allowed(&session) => {
-                return self.batch(upstream, items, routing, session, principal).await;
+                return self.batch(backend, items, routing, session, principal).await;
             }
             Ok(Frame::Batch(_)) => {
                 let error = FrameError::Invalid {
@@ -230,7 +221,7 @@ impl HttpFrontend {
     /// A 2025-03-26 batch: each member served on its own, the responses answered as one array.
     async fn batch(
         &self,
-        upstream: &Arc<Upstream>,
+        backend: &Backend,
         items: Vec<Result<Message, FrameError>>,
         routing: RoutingHeaders<'_>,
         session: SessionLookup,
@@ -249,9 +240,9 @@ impl HttpFrontend {
                 ),
                 Ok(message) => {
                     let lookup = SessionLookup::Found(session.clone());
-                    dispatch(&self.gateway, upstream, message, routing, &[], lookup, principal).await
+                    dispatch(&self.gateway, backend, message, routing, &[], lookup, principal).await
                 }
-                Err(error) => Reply::Message(super::reply::Status::Ok, error.to_response().into_message()),
+                Err(error) => Reply::Message(Status::Ok, error.to_response().into_message()),
             };
             replies.push(reply);
         }
@@ -285,7 +276,6 @@ impl HttpFrontend {
             Err(error) => return rejection(error.to_response()),
         };
         match self
-            .gateway
             .sse_connections
             .post(&self.gateway, &connection, principal, message)
             .await
@@ -326,10 +316,10 @@ impl HttpFrontend {
         }
     }
 
-    async fn lookup(&self, upstream: &Arc<Upstream>, session_id: Option<&str>, principal: &Principal) -> SessionLookup {
+    async fn lookup(&self, backend: &Backend, session_id: Option<&str>, principal: &Principal) -> SessionLookup {
         match session_id {
             None => SessionLookup::Absent,
-            Some(id) => match self.gateway.sessions.find(id, upstream, principal).await {
+            Some(id) => match self.gateway.sessions.find(id, backend, principal).await {
                 Some(session) => SessionLookup::Found(session),
                 None => SessionLookup::Unknown,
             },
@@ -337,13 +327,8 @@ impl HttpFrontend {
     }
 
     /// The client's GET stream: what its upstream session sends outside any request.
-    async fn open_stream(
-        &self,
-        upstream: &Arc<Upstream>,
-        session_id: &str,
-        principal: &Principal,
-    ) -> http::Response<Body> {
-        let Some(session) = self.gateway.sessions.find(session_id, upstream, principal).await else {
+    async fn open_stream(&self, backend: &Backend, session_id: &str, principal: &Principal) -> http::Response<Body> {
+        let Some(session) = self.gateway.sessions.find(session_id, backend, principal).await else {
             return respond::plain(StatusCode::NOT_FOUND, "Session not found");
         };
         match session.attach_stream() {
@@ -360,16 +345,11 @@ impl HttpFrontend {
     }
 
     /// DELETE: the client ends its session.
-    async fn end_session(
-        &self,
-        upstream: &Arc<Upstream>,
-        session_id: &str,
-        principal: &Principal,
-    ) -> http::Response<Body> {
+    async fn end_session(&self, backend: &Backend, session_id: &str, principal: &Principal) -> http::Response<Body> {
         if self
             .gateway
             .sessions
-            .find(session_id, upstream, principal)
+            .find(session_id, backend, principal)
             .await
             .is_some()
             && self.gateway.sessions.remove(session_id)

@@ -15,9 +15,9 @@ use super::sessions::ClientSession;
 use crate::protocol::Id;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::Outcome;
+use crate::router::OnDrop;
 use crate::translate::down;
 use crate::translate::param_headers::{self, ParamHeader};
-use crate::upstream::session::OnDrop;
 
 /// How long a listing is kept when the upstream gives no `ttlMs`.
 const DEFAULT_TTL: Duration = Duration::from_secs(60);
@@ -51,19 +51,19 @@ impl ToolHeaderCache {
         envelope: &Envelope,
         params: Option<&Value>,
     ) -> Vec<(String, String)> {
-        if session.upstream.config().http.is_none() {
+        if session.backend.config().http.is_none() {
             return Vec::new(); // only HTTP carries headers
         }
         let Some(tool) = params.and_then(|p| p.get("name")).and_then(Value::as_str) else {
             return Vec::new();
         };
         let arguments = params.and_then(|p| p.get("arguments"));
-        let upstream = session.upstream.name();
-        if let Some(headers) = self.fresh_headers(upstream, tool, arguments) {
+        let backend = session.backend.name();
+        if let Some(headers) = self.fresh_headers(backend, tool, arguments) {
             return headers;
         }
         let _refreshing = self.refreshing.lock().await;
-        if let Some(headers) = self.fresh_headers(upstream, tool, arguments) {
+        if let Some(headers) = self.fresh_headers(backend, tool, arguments) {
             return headers; // another call refreshed the listing meanwhile
         }
         let Some(listing) = list_tools(session, envelope).await else {
@@ -77,15 +77,15 @@ impl ToolHeaderCache {
         self.listings
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(upstream.to_owned(), listing);
+            .insert(backend.to_owned(), listing);
         headers
     }
 
     /// The headers for `tool` from a listing still fresh; `None` when the
     /// listing is stale or absent, or does not know the tool (it may be new).
-    fn fresh_headers(&self, upstream: &str, tool: &str, arguments: Option<&Value>) -> Option<Vec<(String, String)>> {
+    fn fresh_headers(&self, backend: &str, tool: &str, arguments: Option<&Value>) -> Option<Vec<(String, String)>> {
         let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
-        let listing = listings.get(upstream)?;
+        let listing = listings.get(backend)?;
         if listing.until <= Instant::now() {
             return None;
         }
@@ -96,7 +96,7 @@ impl ToolHeaderCache {
 
 /// Every page of the upstream's `tools/list`, asked with the client's envelope.
 async fn list_tools(session: &ClientSession, envelope: &Envelope) -> Option<Listing> {
-    let timeout = session.upstream.config().timeout_for("tools/list");
+    let timeout = session.backend.config().timeout_for("tools/list");
     let mut tools = HashMap::new();
     let mut cursor: Option<String> = None;
     let mut ttl = None;
@@ -111,7 +111,7 @@ async fn list_tools(session: &ClientSession, envelope: &Envelope) -> Option<List
             .ok()?;
         let response = tokio::time::timeout(timeout, call.response()).await.ok()?.ok()?;
         let Outcome::Result(result) = response.outcome else {
-            tracing::debug!(upstream = %session.upstream.name(), "tools/list failed; no Mcp-Param headers");
+            tracing::debug!(upstream = %session.backend.name(), "tools/list failed; no Mcp-Param headers");
             return None;
         };
         if ttl.is_none() {

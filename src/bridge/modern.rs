@@ -5,15 +5,17 @@
 use std::sync::Arc;
 
 use super::Gateway;
-use super::reply::{self, ClientSide, ModernSide, MrtrContext, Reply};
+use super::pump::{self, ClientSide, ModernSide, MrtrContext};
+use super::reply::{self, Reply};
 use crate::auth::Principal;
+use crate::protocol::Era;
 use crate::protocol::capabilities::{self, ListenSupport};
 use crate::protocol::{Id, ModernMethod, Request, Response, Revision};
+use crate::router::{
+    Admission, Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, discover_params,
+    gateway_client_info,
+};
 use crate::translate::{ModernRequest, discover, down, mrtr};
-use crate::upstream::pool::gateway_client_info;
-use crate::upstream::probe;
-use crate::upstream::session::OnDrop;
-use crate::upstream::{PartitionKey, Upstream, UpstreamEra, UpstreamError, UpstreamSession};
 
 /// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
 const LISTEN_SUPPORT: ListenSupport = ListenSupport::Bridged;
@@ -22,25 +24,25 @@ const LISTEN_SUPPORT: ListenSupport = ListenSupport::Bridged;
 /// `Mcp-Param-*` headers, passed on to a modern upstream as they came.
 pub async fn serve(
     gateway: &Gateway,
-    upstream: &Arc<Upstream>,
+    backend: &Backend,
     request: Request,
     modern: ModernRequest,
     forwarded: &[(String, String)],
     principal: &Principal,
 ) -> Reply {
-    match upstream.era().await {
+    match backend.era().await {
         Err(error) => Reply::upstream_failure(Some(request.id), &error),
-        Ok(UpstreamEra::Modern) => passthrough(upstream, request, modern.method, forwarded).await,
-        Ok(UpstreamEra::Legacy) => match modern.method {
-            ModernMethod::Discover => discover(upstream, request.id).await,
+        Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded).await,
+        Ok(Era::Legacy) => match modern.method {
+            ModernMethod::Discover => discover(backend, request.id).await,
             ModernMethod::SubscriptionsListen => {
-                let session = match pooled_session(upstream, &modern, principal, false).await {
+                let session = match pooled_session(backend, &modern, principal, false).await {
                     Ok(session) => session,
                     Err(error) => return Reply::upstream_failure(Some(request.id), &error),
                 };
                 super::listen::on_legacy_upstream(gateway, session, request).await
             }
-            _ => forward(gateway, upstream, request, modern, principal).await,
+            _ => forward(gateway, backend, request, modern, principal).await,
         },
     }
 }
@@ -48,16 +50,16 @@ pub async fn serve(
 /// A modern request to a modern upstream: sent as it is (ids rewritten,
 /// routing headers regenerated), answered as the upstream answered.
 async fn passthrough(
-    upstream: &Arc<Upstream>,
+    backend: &Backend,
     request: Request,
     method: ModernMethod,
     forwarded: &[(String, String)],
 ) -> Reply {
-    let permit = match upstream.admit().await {
+    let permit = match backend.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
-    let session = match upstream.modern_session().await {
+    let session = match backend.session(SessionNeed::stateless()).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -76,28 +78,28 @@ async fn passthrough(
     };
     let side = ClientSide::Passthrough {
         method,
-        cache: upstream.cache_policy(),
+        cache: backend.cache_policy(),
     };
     // A listen lives until either side closes it.
-    let timeout = (method != ModernMethod::SubscriptionsListen).then(|| upstream.config().timeout_for(method.as_str()));
-    reply::stream_call(call, side, request.id, timeout, permit)
+    let timeout = (method != ModernMethod::SubscriptionsListen).then(|| backend.config().timeout_for(method.as_str()));
+    pump::stream_call(call, side, request.id, timeout, permit)
 }
 
 /// `server/discover`, also answered for a legacy-shaped probe without `_meta`.
-pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> Reply {
-    if let Ok(UpstreamEra::Modern) = upstream.era().await {
-        let params = probe::discover_params(&gateway_client_info());
+pub async fn discover(backend: &Backend, id: Id) -> Reply {
+    if let Ok(Era::Modern) = backend.era().await {
+        let params = discover_params(&gateway_client_info());
         let request = Request {
             id,
             method: ModernMethod::Discover.as_str().into(),
             params: Some(params),
         };
-        return passthrough(upstream, request, ModernMethod::Discover, &[]).await;
+        return passthrough(backend, request, ModernMethod::Discover, &[]).await;
     }
-    match upstream.initialize_result().await {
+    match backend.initialize_result().await {
         Ok(initialize) => Reply::result(
             id,
-            discover::discover_result(&initialize, upstream.cache_policy(), LISTEN_SUPPORT),
+            discover::discover_result(&initialize, backend.cache_policy(), LISTEN_SUPPORT),
         ),
         Err(error) => Reply::upstream_failure(Some(id), &error),
     }
@@ -105,18 +107,18 @@ pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> Reply {
 
 async fn forward(
     gateway: &Gateway,
-    upstream: &Arc<Upstream>,
+    backend: &Backend,
     request: Request,
     modern: ModernRequest,
     principal: &Principal,
 ) -> Reply {
-    let permit = match upstream.admit().await {
+    let permit = match backend.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
     let mut permit = permit;
     if let Some(state) = request.param_str("requestState").map(str::to_owned) {
-        match resume(gateway, upstream, &request, &state, principal, permit).await {
+        match resume(gateway, backend, &request, &state, principal, permit).await {
             Ok(reply) => return reply,
             // The upstream had ended the call (URL elicitation): send it again, answers stripped.
             Err(returned) => permit = returned,
@@ -134,7 +136,7 @@ async fn forward(
     let params = request.params.map(down::modern_params_for_legacy);
     let mut retried = false;
     loop {
-        let session = match pooled_session(upstream, &modern, principal, may_ask).await {
+        let session = match pooled_session(backend, &modern, principal, may_ask).await {
             Ok(session) => session,
             Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         };
@@ -150,8 +152,8 @@ async fn forward(
             Ok(call) => call,
             Err(error) if !retried => {
                 // The pooled session died between lookup and send (a crashed child): one fresh try.
-                tracing::debug!(upstream = %upstream.name(), error = %error, "pooled session unusable; reopening");
-                upstream.discard(&session);
+                tracing::debug!(upstream = %backend.name(), error = %error, "pooled session unusable; reopening");
+                backend.discard(&session);
                 retried = true;
                 continue;
             }
@@ -161,17 +163,17 @@ async fn forward(
             method: modern.method,
             log_level: modern.envelope.log_level,
             server_info: session.server_info(),
-            cache: upstream.cache_policy(),
+            cache: backend.cache_policy(),
             mrtr: context,
         });
-        let timeout = Some(upstream.config().timeout_for(modern.method.as_str()));
-        return reply::stream_call(call, side, request.id, timeout, permit);
+        let timeout = Some(backend.config().timeout_for(modern.method.as_str()));
+        return pump::stream_call(call, side, request.id, timeout, permit);
     }
 }
 
 /// A warm pooled session for the request's principal and capability profile.
 async fn pooled_session(
-    upstream: &Arc<Upstream>,
+    backend: &Backend,
     modern: &ModernRequest,
     principal: &Principal,
     exclusive: bool,
@@ -180,19 +182,23 @@ async fn pooled_session(
     let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
     let key = PartitionKey::new(principal.as_str(), &capabilities);
     // Built only when a session has to be opened: a warm one needs no handshake.
-    let params = || {
-        down::initialize_for_envelope(
-            &modern.envelope,
-            revision,
-            &crate::upstream::pool::gateway_client_info(),
-        )
-    };
+    let params = || down::initialize_for_envelope(&modern.envelope, revision, &gateway_client_info());
     if exclusive {
         // On stdio a server→client request names no request: keep requests that
         // may be asked for input alone on their session so it can only be theirs.
-        upstream.pooled_exclusive(key, params).await
+        backend
+            .session(SessionNeed::Alone {
+                key,
+                initialize: params,
+            })
+            .await
     } else {
-        upstream.pooled(key, params).await
+        backend
+            .session(SessionNeed::Shared {
+                key,
+                initialize: params,
+            })
+            .await
     }
 }
 
@@ -201,12 +207,12 @@ async fn pooled_session(
 /// what is still missing).
 async fn resume(
     gateway: &Gateway,
-    upstream: &Arc<Upstream>,
+    backend: &Backend,
     request: &Request,
     state: &str,
     principal: &Principal,
-    permit: tokio::sync::OwnedSemaphorePermit,
-) -> Result<Reply, tokio::sync::OwnedSemaphorePermit> {
+    permit: Admission,
+) -> Result<Reply, Admission> {
     let suspended = match gateway
         .suspended
         .resume(state, &request.method, request.params.as_ref(), principal.as_str())
@@ -253,9 +259,9 @@ async fn resume(
         return Ok(Reply::result(request.id.clone(), result));
     }
     // The time the user took to answer is not the upstream's: the retry gets a full timeout.
-    let timeout = upstream.config().timeout_for(&request.method);
+    let timeout = backend.config().timeout_for(&request.method);
     let deadline = tokio::time::Instant::now() + timeout;
-    Ok(reply::resume_call(
+    Ok(pump::resume_call(
         call,
         suspended_side,
         request.id.clone(),

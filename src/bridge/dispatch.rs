@@ -1,8 +1,6 @@
 //! The transport-independent entry point: one client message in, one
 //! [`Reply`] out. Classification decides the era; the era's module serves it.
 
-use std::sync::Arc;
-
 use super::Gateway;
 use super::legacy::{self, SessionLookup};
 use super::modern;
@@ -10,15 +8,15 @@ use super::reply::Reply;
 use crate::auth::Principal;
 use crate::protocol::Message;
 use crate::protocol::errors::{ErrorOrigin, http_status};
+use crate::router::Backend;
 use crate::translate::{Classification, RoutingHeaders, classify};
-use crate::upstream::Upstream;
 
 /// Serves one message from a client. `forwarded` are transport headers a modern
 /// upstream must see as they came (`Mcp-Param-*`); stdio has none. The
 /// request runs as `principal`.
 pub async fn dispatch(
     gateway: &Gateway,
-    upstream: &Arc<Upstream>,
+    backend: &Backend,
     message: Message,
     routing: RoutingHeaders<'_>,
     forwarded: &[(String, String)],
@@ -31,9 +29,9 @@ pub async fn dispatch(
         Message::Response(_) => Classification::Legacy,
     };
     match (verdict, message) {
-        (Classification::Legacy, message) => legacy::serve(gateway, upstream, message, session, principal).await,
+        (Classification::Legacy, message) => legacy::serve(gateway, backend, message, session, principal).await,
         (Classification::Modern(request), Message::Request(message)) => {
-            modern::serve(gateway, upstream, message, request, forwarded, principal).await
+            modern::serve(gateway, backend, message, request, forwarded, principal).await
         }
         // On HTTP a modern client cancels by closing its stream; notifications need no answer.
         (Classification::ModernNotification, _) | (Classification::Modern(_), _) => Reply::Accepted,

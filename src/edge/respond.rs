@@ -17,7 +17,7 @@ use hyper::body::Frame;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::reply::{Reply, Status};
+use crate::bridge::{Reply, Status};
 use crate::protocol::errors::handler_error_status;
 use crate::protocol::headers::MCP_SESSION_ID;
 use crate::protocol::jsonrpc::Outcome;
@@ -70,7 +70,7 @@ pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> 
 
 /// Renders several replies as one batch answer (JSON array of their final messages).
 pub async fn render_batch(replies: Vec<Reply>) -> http::Response<Body> {
-    let messages = super::reply::batch_responses(replies).await;
+    let messages = crate::bridge::reply::batch_responses(replies).await;
     if messages.is_empty() {
         return empty(StatusCode::ACCEPTED);
     }

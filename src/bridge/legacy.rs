@@ -6,17 +6,17 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::Gateway;
-use super::reply::{self, ClientSide, Reply};
+use super::pump::{self, ClientSide};
+use super::reply::{self, Reply};
 use super::sessions::{ClientSession, SessionClaims, stateless_envelope};
 use crate::auth::Principal;
 use crate::config::LegacySessions;
+use crate::protocol::Era;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
+use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, gateway_client_info};
 use crate::translate::{down, up};
-use crate::upstream::pool::gateway_client_info;
-use crate::upstream::session::OnDrop;
-use crate::upstream::{PartitionKey, Upstream, UpstreamEra, UpstreamError};
 
 /// The client's session as its transport found it.
 pub enum SessionLookup {
@@ -31,7 +31,7 @@ pub enum SessionLookup {
 /// Serves one legacy message.
 pub async fn serve(
     gateway: &Gateway,
-    upstream: &Arc<Upstream>,
+    backend: &Backend,
     message: Message,
     session: SessionLookup,
     principal: &Principal,
@@ -39,12 +39,12 @@ pub async fn serve(
     if let Message::Request(request) = &message
         && request.method == "initialize"
     {
-        return initialize(gateway, upstream, request.clone(), principal).await;
+        return initialize(gateway, backend, request.clone(), principal).await;
     }
     let session = match session {
-        SessionLookup::Found(session) if Arc::ptr_eq(&session.upstream, upstream) => session,
+        SessionLookup::Found(session) if session.backend.same(backend) => session,
         SessionLookup::Found(_) | SessionLookup::Unknown => return session_not_found(&message),
-        SessionLookup::Absent => return sessionless(upstream, message).await,
+        SessionLookup::Absent => return sessionless(backend, message).await,
     };
     match message {
         Message::Request(request) => request_on_session(gateway, session, request).await,
@@ -53,22 +53,22 @@ pub async fn serve(
     }
 }
 
-async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Request, principal: &Principal) -> Reply {
+async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, principal: &Principal) -> Reply {
     let requested = request
         .params
         .as_ref()
         .and_then(|p| p.get("protocolVersion"))
         .and_then(Value::as_str);
     let negotiated = Revision::negotiate_legacy(requested);
-    match upstream.era().await {
+    match backend.era().await {
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
-        Ok(UpstreamEra::Modern) => {
-            return initialize_over_modern(gateway, upstream, request, negotiated, principal).await;
+        Ok(Era::Modern) => {
+            return initialize_over_modern(gateway, backend, request, negotiated, principal).await;
         }
-        Ok(UpstreamEra::Legacy) => {}
+        Ok(Era::Legacy) => {}
     }
     let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
-    let shared = upstream.config().pool.legacy_sessions == LegacySessions::Shared;
+    let shared = backend.config().pool.legacy_sessions == LegacySessions::Shared;
     let opened = if shared {
         // One pooled session per principal, revision and capability set, shared by every such client.
         let capabilities = params.get("capabilities").cloned().unwrap_or_default();
@@ -76,9 +76,14 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
             principal.as_str(),
             &json!({"revision": negotiated.as_str(), "capabilities": capabilities}),
         );
-        upstream.pooled(key, move || params).await
+        backend
+            .session(SessionNeed::Shared {
+                key,
+                initialize: move || params,
+            })
+            .await
     } else {
-        upstream.open_dedicated(params).await
+        backend.session(SessionNeed::Dedicated::<fn() -> Value>(params)).await
     };
     let upstream_session = match opened {
         Ok(session) => session,
@@ -95,7 +100,7 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
         caps: params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default(),
         info: params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default(),
         prn: principal.as_str().to_owned(),
-        ups: upstream.name().to_owned(),
+        ups: backend.name().to_owned(),
         usid: upstream_session.transport_session_id(),
         mem: upstream_session.transport_endpoint(),
         own: None,
@@ -104,9 +109,9 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
     let process_bound = claims.usid.is_none();
     let id = gateway.sessions.mint(claims, process_bound);
     let session = if shared {
-        ClientSession::open_shared(id, revision, upstream.clone(), upstream_session)
+        ClientSession::open_shared(id, revision, backend.clone(), upstream_session)
     } else {
-        ClientSession::open(id, revision, upstream.clone(), upstream_session)
+        ClientSession::open(id, revision, backend.clone(), upstream_session)
     };
     tracing::info!(session = %session.id, %revision, requested, shared, "legacy client session opened");
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
@@ -116,7 +121,7 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
 /// `server/discover`; the session's state is the envelope its requests will carry.
 async fn initialize_over_modern(
     gateway: &Gateway,
-    upstream: &Arc<Upstream>,
+    backend: &Backend,
     request: Request,
     negotiated: Revision,
     principal: &Principal,
@@ -125,12 +130,12 @@ async fn initialize_over_modern(
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();
     let client_info = params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default();
     let envelope = stateless_envelope(&capabilities, &client_info);
-    let shared = match upstream.modern_session().await {
+    let shared = match backend.session(SessionNeed::stateless()).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
     let discover_params = down::legacy_params_for_modern(None, &envelope);
-    let timeout = upstream.config().handshake_timeout.0;
+    let timeout = backend.config().handshake_timeout.0;
     let answer = match shared
         .call(
             "server/discover",
@@ -144,7 +149,7 @@ async fn initialize_over_modern(
             .await
             .unwrap_or_else(|_| {
                 Err(UpstreamError::Timeout {
-                    upstream: upstream.name().to_owned(),
+                    upstream: backend.name().to_owned(),
                     after_ms: timeout.as_millis() as u64,
                 })
             }),
@@ -172,7 +177,7 @@ async fn initialize_over_modern(
         caps: capabilities,
         info: client_info,
         prn: principal.as_str().to_owned(),
-        ups: upstream.name().to_owned(),
+        ups: backend.name().to_owned(),
         usid: None,
         mem: None,
         own: None,
@@ -180,17 +185,17 @@ async fn initialize_over_modern(
     };
     // Nothing of this session lives in this process: any replica can serve it.
     let id = gateway.sessions.mint(claims, false);
-    let session = ClientSession::open_stateless(id, negotiated, upstream.clone(), shared, envelope);
+    let session = ClientSession::open_stateless(id, negotiated, backend.clone(), shared, envelope);
     tracing::info!(session = %session.id, revision = %negotiated, "legacy client session opened on a modern upstream");
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }
 
 /// Requests without a session: a legacy-shaped `server/discover` probe and
 /// `ping` are answered; anything else needs `initialize` first.
-async fn sessionless(upstream: &Arc<Upstream>, message: Message) -> Reply {
+async fn sessionless(backend: &Backend, message: Message) -> Reply {
     match message {
         Message::Request(request) if request.method == "server/discover" => {
-            super::modern::discover(upstream, request.id).await
+            super::modern::discover(backend, request.id).await
         }
         Message::Request(request) if request.method == "ping" => Reply::result(request.id, json!({})),
         Message::Request(request) => Reply::rejected(
@@ -231,7 +236,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
     if request.method == "ping" {
         return Reply::result(request.id, json!({}));
     }
-    let upstream = session.upstream.clone();
+    let backend = session.backend.clone();
     let mut param_headers = Vec::new();
     let params = match session.envelope() {
         None => request.params,
@@ -252,7 +257,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
             _ => Some(down::legacy_params_for_modern(request.params, &envelope)),
         },
     };
-    let permit = match upstream.admit().await {
+    let permit = match backend.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -279,7 +284,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
     };
     let tracked = call.upstream_id();
     session.track(request.id.clone(), tracked);
-    let timeout = upstream.config().timeout_for(&request.method);
+    let timeout = backend.config().timeout_for(&request.method);
     let side = ClientSide::Legacy {
         session,
         tracked,
@@ -287,7 +292,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
         reissue: params_for_reissue,
         param_headers,
     };
-    reply::stream_call(call, side, request.id, Some(timeout), permit)
+    pump::stream_call(call, side, request.id, Some(timeout), permit)
 }
 
 /// `logging/setLevel` toward a modern upstream: the level joins the session's envelope.
@@ -314,10 +319,10 @@ async fn notification_on_session(session: &ClientSession, notification: Notifica
         return Reply::Accepted;
     }
     if session.envelope().is_some() {
-        return Reply::Accepted; // a modern upstream takes no notifications from clients
+        return Reply::Accepted; // a modern backend takes no notifications from clients
     }
     if notification.method == "notifications/initialized" {
-        return Reply::Accepted; // eragate completed the upstream handshake when it opened the session
+        return Reply::Accepted; // eragate completed the backend handshake when it opened the session
     }
     if let Err(error) = session
         .upstream_session

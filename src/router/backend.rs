@@ -1,0 +1,208 @@
+//! What serves a route: the seam between the era bridge and the servers behind
+//! it. The bridge asks a [`Backend`] for its era, its handshake result, an
+//! admission slot and a session of the kind a request needs; it never sees
+//! members, partitions, transports or children.
+//!
+//! One upstream pool ([`Backend::Pool`]) is the first implementation. A
+//! federated set of pools will be a second variant: it reports the era and
+//! capabilities of the whole set, merges what its members list, and picks the
+//! member that owns a name for calls, reads and subscriptions. Every method
+//! here is the place where that choice will be made.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{PartitionKey, UpstreamError, UpstreamSession};
+use crate::config::{LegacySessions, UpstreamConfig};
+use crate::protocol::{Era, Revision};
+use crate::translate::CachePolicy;
+use crate::upstream::{Upstream, UpstreamEra};
+
+/// The servers behind one MCP path.
+#[derive(Clone)]
+pub enum Backend {
+    /// One upstream server: its replicas, pooled sessions and health.
+    Pool(Arc<Upstream>),
+}
+
+/// The session a request needs.
+pub enum SessionNeed<F> {
+    /// A 2026-07-28 backend's stateless session (any of its pool).
+    Stateless,
+    /// A warm handshake session of `key`'s partition, shared with other requests;
+    /// `initialize` builds the handshake params when one has to be opened.
+    Shared {
+        /// Whose session, with which capabilities.
+        key: PartitionKey,
+        /// The handshake params, built only when a session must be opened.
+        initialize: F,
+    },
+    /// As [`SessionNeed::Shared`], but with nothing else in flight on it: on
+    /// stdio a server→client request names no request, so a request that may
+    /// be asked for input must be alone on its session.
+    Alone {
+        /// Whose session, with which capabilities.
+        key: PartitionKey,
+        /// The handshake params, built only when a session must be opened.
+        initialize: F,
+    },
+    /// A session of its own for one legacy client, opened with its handshake params.
+    Dedicated(Value),
+}
+
+impl SessionNeed<fn() -> Value> {
+    /// [`SessionNeed::Stateless`], which builds no handshake params.
+    pub fn stateless() -> SessionNeed<fn() -> Value> {
+        SessionNeed::Stateless
+    }
+}
+
+/// A slot of the backend's in-flight bound, held until the request ends.
+pub struct Admission {
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Backend {
+    /// The configured name (for logs and errors).
+    pub fn name(&self) -> &str {
+        match self {
+            Backend::Pool(pool) => pool.name(),
+        }
+    }
+
+    /// The backend's configuration.
+    pub fn config(&self) -> &UpstreamConfig {
+        match self {
+            Backend::Pool(pool) => pool.config(),
+        }
+    }
+
+    /// The time a request of `method` may take.
+    pub fn timeout_for(&self, method: &str) -> Duration {
+        self.config().timeout_for(method)
+    }
+
+    /// Whether legacy clients share pooled upstream sessions or get their own.
+    pub fn legacy_sessions(&self) -> LegacySessions {
+        self.config().pool.legacy_sessions
+    }
+
+    /// The cache hints for the backend's results.
+    pub fn cache_policy(&self) -> CachePolicy {
+        match self {
+            Backend::Pool(pool) => pool.cache_policy(),
+        }
+    }
+
+    /// The era the backend speaks: configured, or learned once by probing.
+    pub async fn era(&self) -> Result<Era, UpstreamError> {
+        match self {
+            Backend::Pool(pool) => pool.era().await.map(|era| match era {
+                UpstreamEra::Legacy => Era::Legacy,
+                UpstreamEra::Modern => Era::Modern,
+            }),
+        }
+    }
+
+    /// A legacy backend's `InitializeResult` (its capabilities and identity),
+    /// from a warm session.
+    pub async fn initialize_result(&self) -> Result<Arc<Value>, UpstreamError> {
+        match self {
+            Backend::Pool(pool) => pool.initialize_result().await,
+        }
+    }
+
+    /// A slot to send one request: waits in a bounded queue when the backend is
+    /// at capacity, and is refused past it.
+    pub async fn admit(&self) -> Result<Admission, UpstreamError> {
+        match self {
+            Backend::Pool(pool) => pool.admit().await.map(|slot| Admission { _slot: slot }),
+        }
+    }
+
+    /// A live session of the kind `need` names.
+    pub async fn session<F>(&self, need: SessionNeed<F>) -> Result<Arc<UpstreamSession>, UpstreamError>
+    where
+        F: FnOnce() -> Value + Send,
+    {
+        let Backend::Pool(pool) = self;
+        match need {
+            SessionNeed::Stateless => pool.modern_session().await,
+            SessionNeed::Shared { key, initialize } => pool.pooled(key, initialize).await,
+            SessionNeed::Alone { key, initialize } => pool.pooled_exclusive(key, initialize).await,
+            SessionNeed::Dedicated(params) => pool.open_dedicated(params).await,
+        }
+    }
+
+    /// Takes over a dedicated HTTP upstream session another replica opened on
+    /// the member `endpoint`; `None` where sessions cannot move between processes (stdio).
+    pub fn resume_dedicated(
+        &self,
+        endpoint: Option<&str>,
+        upstream_session_id: &str,
+        revision: Revision,
+    ) -> Option<Arc<UpstreamSession>> {
+        match self {
+            Backend::Pool(pool) => pool.resume_dedicated(endpoint, upstream_session_id, revision),
+        }
+    }
+
+    /// Drops a pooled session that turned out dead, so the next request opens a new one.
+    pub fn discard(&self, session: &Arc<UpstreamSession>) {
+        match self {
+            Backend::Pool(pool) => pool.discard(session),
+        }
+    }
+
+    /// Whether both name the same backend.
+    pub fn same(&self, other: &Backend) -> bool {
+        match (self, other) {
+            (Backend::Pool(a), Backend::Pool(b)) => Arc::ptr_eq(a, b),
+        }
+    }
+
+    // === lifecycle ===
+
+    /// Learns the era and opens the first session in the background, so the
+    /// first client waits for nothing.
+    pub fn warm(&self) {
+        let Backend::Pool(pool) = self;
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            if let Err(error) = pool.warm().await {
+                tracing::warn!(upstream = %pool.name(), error = %error, "could not warm upstream");
+            }
+        });
+    }
+
+    /// Starts the backend's active health checks.
+    pub fn spawn_health_checks(&self) {
+        match self {
+            Backend::Pool(pool) => pool.spawn_health_checks(),
+        }
+    }
+
+    /// Whether the backend has a live session (readiness).
+    pub fn is_ready(&self) -> bool {
+        match self {
+            Backend::Pool(pool) => pool.has_live_session(),
+        }
+    }
+
+    /// The admin view of the backend.
+    pub fn snapshot(&self) -> Value {
+        match self {
+            Backend::Pool(pool) => pool.snapshot(),
+        }
+    }
+
+    /// Closes every session and stops spares (shutdown).
+    pub fn close_all(&self) {
+        match self {
+            Backend::Pool(pool) => pool.close_all(),
+        }
+    }
+}
