@@ -7,7 +7,7 @@ use super::modern;
 use super::reply::Reply;
 use crate::auth::Principal;
 use crate::protocol::Message;
-use crate::protocol::errors::{ErrorOrigin, http_status};
+use crate::protocol::errors::Rejection;
 use crate::router::Backend;
 use crate::translate::{Classification, RoutingHeaders, classify};
 
@@ -40,7 +40,7 @@ pub async fn dispatch(
                 Message::Request(r) => Some(r.id),
                 _ => None,
             };
-            Reply::rejected(http_status(error.code, ErrorOrigin::Gateway), id, error)
+            Reply::rejected(id, Rejection::Classified(error))
         }
     }
 }

@@ -13,8 +13,9 @@ use crate::auth::Principal;
 use crate::config::LegacySessions;
 use crate::protocol::Era;
 use crate::protocol::envelope::LogLevel;
+use crate::protocol::errors::Rejection;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
+use crate::protocol::{ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, gateway_client_info};
 use crate::translate::{down, up};
 
@@ -198,22 +199,8 @@ async fn sessionless(backend: &Backend, message: Message) -> Reply {
             super::modern::discover(backend, request.id).await
         }
         Message::Request(request) if request.method == "ping" => Reply::result(request.id, json!({})),
-        Message::Request(request) => Reply::rejected(
-            400,
-            Some(request.id),
-            ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
-                "Bad Request: Mcp-Session-Id header is required (send initialize first)",
-            ),
-        ),
-        Message::Notification(_) | Message::Response(_) => Reply::rejected(
-            400,
-            None,
-            ErrorObject::new(
-                ErrorCode::INVALID_REQUEST,
-                "Bad Request: Mcp-Session-Id header is required",
-            ),
-        ),
+        Message::Request(request) => Reply::rejected(Some(request.id), Rejection::SessionRequired),
+        Message::Notification(_) | Message::Response(_) => Reply::rejected(None, Rejection::SessionRequired),
     }
 }
 
@@ -222,14 +209,7 @@ fn session_not_found(message: &Message) -> Reply {
         Message::Request(r) => Some(r.id.clone()),
         _ => None,
     };
-    Reply::rejected(
-        404,
-        id,
-        ErrorObject::new(
-            ErrorCode::INVALID_REQUEST,
-            "Session not found: initialize a new session",
-        ),
-    )
+    Reply::rejected(id, Rejection::SessionNotFound)
 }
 
 async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, request: Request) -> Reply {
@@ -304,7 +284,7 @@ fn set_level(session: &ClientSession, request: Request) -> Reply {
             Reply::result(request.id, json!({}))
         }
         None => {
-            let error = ErrorObject::new(ErrorCode::INVALID_PARAMS, "level must be a logging level");
+            let error = ErrorObject::invalid_params("level must be a logging level");
             Reply::Message(
                 reply::Status::Ok,
                 Response::error(Some(request.id), error).into_message(),
@@ -358,11 +338,7 @@ async fn response_on_session(session: &ClientSession, response: Response) -> Rep
         return Reply::Accepted; // an answer eragate itself was waiting for
     };
     let Some(upstream_id) = response.id.as_ref().and_then(|id| session.take_relayed(id)) else {
-        return Reply::rejected(
-            400,
-            None,
-            ErrorObject::new(ErrorCode::INVALID_REQUEST, "response to an unknown request"),
-        );
+        return Reply::rejected(None, Rejection::ResponseToUnknownRequest);
     };
     response.id = Some(upstream_id);
     if let Err(error) = session.upstream_session.respond(response).await {

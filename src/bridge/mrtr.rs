@@ -19,7 +19,7 @@ use rand::Rng;
 use serde_json::Value;
 
 use super::pump::ModernSide;
-use crate::protocol::{ErrorCode, ErrorObject, Request};
+use crate::protocol::{ErrorObject, Request};
 use crate::router::Call;
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
 use crate::translate::mrtr::{self, RequestStateClaims};
@@ -110,7 +110,7 @@ impl SuspendedCalls {
         params: Option<&Value>,
         principal: &str,
     ) -> Result<Suspended, ErrorObject> {
-        let invalid = |why: &str| ErrorObject::new(ErrorCode::INVALID_PARAMS, format!("requestState {why}"));
+        let invalid = |why: &str| ErrorObject::invalid_params(format!("requestState {why}"));
         let plaintext = self
             .sealer
             .open(Purpose::RequestState, state, Instant::now())

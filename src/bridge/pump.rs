@@ -15,7 +15,7 @@ use super::reply::Reply;
 use super::sessions::ClientSession;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, ModernMethod, Response};
+use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Response};
 use crate::router::{
     Admission, Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession, refuse_server_request,
 };
@@ -406,10 +406,7 @@ impl ClientSide {
             ..
         } = self
         else {
-            return Err(ErrorObject::new(
-                ErrorCode::INTERNAL_ERROR,
-                "cannot re-issue this request",
-            ));
+            return Err(ErrorObject::internal("cannot re-issue this request"));
         };
         let capabilities = session.modern_capabilities().unwrap_or_default();
         let empty = serde_json::Map::new();
@@ -428,8 +425,9 @@ impl ClientSide {
                 && (kind != Some(InputKind::UrlElicitation)
                     || session.revision >= crate::protocol::Revision::V2025_11_25);
             if !allowed {
-                return Err(ErrorObject::new(
-                    ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                let required = kind.map_or_else(|| serde_json::json!({}), InputKind::required_capability);
+                return Err(ErrorObject::missing_client_capability(
+                    required,
                     format!("the upstream needs {ask_method}, which this client did not declare"),
                 ));
             }
@@ -447,8 +445,8 @@ impl ClientSide {
             }
             let response = tokio::time::timeout_at(deadline, answer)
                 .await
-                .map_err(|_| ErrorObject::new(ErrorCode::INTERNAL_ERROR, "the client did not answer in time"))?
-                .map_err(|_| ErrorObject::new(ErrorCode::INTERNAL_ERROR, "the client session ended"))?;
+                .map_err(|_| ErrorObject::internal("the client did not answer in time"))?
+                .map_err(|_| ErrorObject::internal("the client session ended"))?;
             match response.outcome {
                 Outcome::Result(value) => {
                     answers.insert(key.clone(), value);
@@ -581,10 +579,7 @@ impl ClientSide {
                 },
                 (Some(_), Outcome::Result(result)) if is_input_required(&result) => Response::error(
                     response.id,
-                    ErrorObject::new(
-                        ErrorCode::INTERNAL_ERROR,
-                        "the upstream needs input that eragate cannot relay to this client yet",
-                    ),
+                    ErrorObject::internal("the upstream needs input that eragate cannot relay to this client yet"),
                 ),
                 (Some(_), Outcome::Result(result)) => {
                     Response::result_for(response.id, up::result_for_legacy(result, session.revision))

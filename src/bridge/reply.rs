@@ -10,7 +10,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::sessions::ClientSession;
-use crate::protocol::{Era, ErrorObject, Id, Message, Response};
+use crate::protocol::errors::Rejection;
+use crate::protocol::{Era, Id, Message, Response};
 use crate::router::UpstreamError;
 
 /// The answer to one client message.
@@ -19,6 +20,8 @@ pub enum Reply {
     Accepted,
     /// One message, now.
     Message(Status, Message),
+    /// Refused before dispatch: the refusal decides the HTTP status and the error.
+    Rejected(Option<Id>, Rejection),
     /// Messages as they come (notifications, relayed requests), ending with the
     /// response when there is one; the channel closes after it. The era is the
     /// client's: it decides the HTTP status of an error answered at once.
@@ -32,8 +35,6 @@ pub enum Reply {
 pub enum Status {
     /// 200: a result, or an error produced by a handler.
     Ok,
-    /// A rejection before dispatch, with the HTTP status the spec gives it.
-    Rejected(u16),
     /// 503 with `Retry-After`: the upstream is at capacity.
     Overloaded,
 }
@@ -44,9 +45,9 @@ impl Reply {
         Reply::Message(Status::Ok, Response::result(id, result).into_message())
     }
 
-    /// A rejection with its HTTP status.
-    pub fn rejected(status: u16, id: Option<Id>, error: ErrorObject) -> Reply {
-        Reply::Message(Status::Rejected(status), Response::error(id, error).into_message())
+    /// A refusal before dispatch, answering the request `id` (if it was one).
+    pub fn rejected(id: Option<Id>, rejection: Rejection) -> Reply {
+        Reply::Rejected(id, rejection)
     }
 
     /// An upstream failure as the client's JSON-RPC error.
@@ -72,6 +73,13 @@ pub fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::tas
             });
             None
         }
+        Reply::Rejected(id, rejection) => {
+            let message = rejection_message(id, &rejection);
+            tokio::spawn(async move {
+                let _ = out.send(message).await;
+            });
+            None
+        }
         Reply::Stream(mut messages, _) => Some(tokio::spawn(async move {
             while let Some(message) = messages.recv().await {
                 if out.send(message).await.is_err() {
@@ -90,6 +98,7 @@ pub async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
         match reply {
             Reply::Accepted => {}
             Reply::Message(_, message) | Reply::Initialized(message, _) => messages.push(message),
+            Reply::Rejected(id, rejection) => messages.push(rejection_message(id, &rejection)),
             Reply::Stream(mut rx, _) => {
                 while let Some(message) = rx.recv().await {
                     if matches!(message, Message::Response(_)) {
@@ -113,4 +122,9 @@ pub fn forward_unsolicited(session: &Arc<ClientSession>, out: mpsc::Sender<Messa
             }
         });
     }
+}
+
+/// A refusal as the JSON-RPC error a message channel carries.
+pub fn rejection_message(id: Option<Id>, rejection: &Rejection) -> Message {
+    Response::error(id, rejection.in_band()).into_message()
 }

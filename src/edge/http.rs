@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ACCEPT, ALLOW, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN, WWW_AUTHENTICATE};
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -22,10 +22,10 @@ use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
 use crate::auth::{Denied, Principal};
 use crate::bridge::{AttachError, Gateway, Reply, SessionLookup, Status, batches_allowed, dispatch};
-use crate::protocol::errors::{ErrorOrigin, http_status};
+use crate::protocol::errors::Rejection;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::protocol::jsonrpc::{Frame, FrameError};
-use crate::protocol::{Era, ErrorCode, ErrorObject, Message, Revision};
+use crate::protocol::{Era, Message, Revision};
 use crate::router::{Backend, Endpoint};
 use crate::translate::{HeaderField, RoutingHeaders};
 
@@ -109,14 +109,10 @@ impl HttpFrontend {
             _ => {}
         }
         let Some((endpoint, backend)) = self.gateway.router.endpoint(path).map(|(e, u)| (e, u.clone())) else {
-            return respond::plain(StatusCode::NOT_FOUND, "no MCP endpoint at this path");
+            return reject(Rejection::NoEndpoint);
         };
         if !self.origin_allowed(request.headers()) {
-            return respond::rpc_error(
-                StatusCode::FORBIDDEN,
-                None,
-                ErrorObject::new(ErrorCode::INVALID_REQUEST, "Forbidden: Origin not allowed"),
-            );
+            return reject(Rejection::OriginNotAllowed);
         }
         let authorization = request.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
         let principal = match self.gateway.auth.authenticate(authorization) {
@@ -139,18 +135,15 @@ impl HttpFrontend {
             Endpoint::SseMessages if request.method() == Method::POST => {
                 return self.sse_message(request, &principal).await;
             }
-            Endpoint::SseStream | Endpoint::SseMessages => return method_not_allowed(),
+            Endpoint::SseStream | Endpoint::SseMessages => return reject(Rejection::MethodNotAllowed),
         }
         let session_id = header_text(request.headers(), MCP_SESSION_ID).map(str::to_owned);
         match *request.method() {
             Method::POST => self.post(request, &backend, session_id.as_deref(), &principal).await,
             Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id.as_deref()) => {
-                method_not_allowed()
+                reject(Rejection::MethodNotAllowed)
             }
-            Method::GET if !accepts(request.headers(), "text/event-stream") => respond::plain(
-                StatusCode::NOT_ACCEPTABLE,
-                "Not Acceptable: GET needs Accept: text/event-stream",
-            ),
+            Method::GET if !accepts(request.headers(), "text/event-stream") => reject(Rejection::StreamNotAcceptable),
             Method::GET => {
                 self.open_stream(&backend, session_id.as_deref().unwrap_or_default(), &principal)
                     .await
@@ -159,7 +152,7 @@ impl HttpFrontend {
                 self.end_session(&backend, session_id.as_deref().unwrap_or_default(), &principal)
                     .await
             }
-            _ => method_not_allowed(),
+            _ => reject(Rejection::MethodNotAllowed),
         }
     }
 
@@ -172,24 +165,10 @@ impl HttpFrontend {
     ) -> http::Response<Body> {
         let headers = request.headers();
         if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
-            return respond::rpc_error(
-                StatusCode::NOT_ACCEPTABLE,
-                None,
-                ErrorObject::new(
-                    ErrorCode::INVALID_REQUEST,
-                    "Not Acceptable: Accept must list application/json and text/event-stream",
-                ),
-            );
+            return reject(Rejection::NotAcceptable);
         }
         if !content_type_is_json(headers) {
-            return respond::rpc_error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                None,
-                ErrorObject::new(
-                    ErrorCode::INVALID_REQUEST,
-                    "Unsupported Media Type: Content-Type must be application/json",
-                ),
-            );
+            return reject(Rejection::UnsupportedMediaType);
         }
         let (parts, body) = request.into_parts();
         let bytes = match self.read_body(&parts.headers, body).await {
@@ -207,13 +186,11 @@ impl HttpFrontend {
                 return self.batch(backend, items, routing, session, principal).await;
             }
             Ok(Frame::Batch(_)) => {
-                let error = FrameError::Invalid {
-                    id: None,
-                    reason: "JSON-RPC batches are only allowed for 2025-03-26 sessions",
-                };
-                return rejection(error.to_response());
+                return reject(Rejection::BatchNotAllowed {
+                    reason: "invalid request: JSON-RPC batches are only allowed for 2025-03-26 sessions",
+                });
             }
-            Err(error) => return rejection(error.to_response()),
+            Err(error) => return malformed(error),
         };
         self.render(reply).await
     }
@@ -228,16 +205,14 @@ impl HttpFrontend {
         principal: &Principal,
     ) -> http::Response<Body> {
         let SessionLookup::Found(session) = session else {
-            return respond::empty(StatusCode::BAD_REQUEST);
+            return reject(Rejection::SessionRequired);
         };
         let mut replies = Vec::with_capacity(items.len());
         for item in items {
             let reply = match item {
-                Ok(Message::Request(r)) if r.method == "initialize" => Reply::rejected(
-                    400,
-                    Some(r.id),
-                    ErrorObject::new(ErrorCode::INVALID_REQUEST, "initialize must not be part of a batch"),
-                ),
+                Ok(Message::Request(r)) if r.method == "initialize" => {
+                    Reply::rejected(Some(r.id), Rejection::InitializeInBatch)
+                }
                 Ok(message) => {
                     let lookup = SessionLookup::Found(session.clone());
                     dispatch(&self.gateway, backend, message, routing, &[], lookup, principal).await
@@ -257,7 +232,7 @@ impl HttpFrontend {
             .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("session_id=")))
             .map(str::to_owned);
         let Some(connection) = connection else {
-            return respond::plain(StatusCode::BAD_REQUEST, "session_id is required");
+            return reject(Rejection::ConnectionIdRequired);
         };
         let (parts, body) = request.into_parts();
         let bytes = match self.read_body(&parts.headers, body).await {
@@ -267,13 +242,11 @@ impl HttpFrontend {
         let message = match Frame::parse(&bytes) {
             Ok(Frame::Single(message)) => message,
             Ok(Frame::Batch(_)) => {
-                let error = FrameError::Invalid {
-                    id: None,
-                    reason: "JSON-RPC batches are not supported on this transport",
-                };
-                return rejection(error.to_response());
+                return reject(Rejection::BatchNotAllowed {
+                    reason: "invalid request: JSON-RPC batches are not supported on this transport",
+                });
             }
-            Err(error) => return rejection(error.to_response()),
+            Err(error) => return malformed(error),
         };
         match self
             .sse_connections
@@ -281,7 +254,7 @@ impl HttpFrontend {
             .await
         {
             Some(()) => respond::empty(StatusCode::ACCEPTED),
-            None => respond::plain(StatusCode::NOT_FOUND, "Could not find session"),
+            None => reject(Rejection::ConnectionNotFound),
         }
     }
 
@@ -290,15 +263,14 @@ impl HttpFrontend {
         let limit = self.gateway.config.listen.max_body_bytes;
         let declared = header_text(headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<usize>().ok());
         if declared.is_some_and(|len| len > limit) {
-            return Err(too_large(limit));
+            return Err(reject(Rejection::BodyTooLarge { limit }));
         }
         match Limited::new(body, limit).collect().await {
             Ok(collected) => Ok(collected.to_bytes()),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(too_large(limit)),
-            Err(error) => Err(respond::plain(
-                StatusCode::BAD_REQUEST,
-                &format!("could not read the body: {error}"),
-            )),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+                Err(reject(Rejection::BodyTooLarge { limit }))
+            }
+            Err(error) => Err(reject(Rejection::BodyUnreadable(error.to_string()))),
         }
     }
 
@@ -329,7 +301,7 @@ impl HttpFrontend {
     /// The client's GET stream: what its upstream session sends outside any request.
     async fn open_stream(&self, backend: &Backend, session_id: &str, principal: &Principal) -> http::Response<Body> {
         let Some(session) = self.gateway.sessions.find(session_id, backend, principal).await else {
-            return respond::plain(StatusCode::NOT_FOUND, "Session not found");
+            return reject(Rejection::StreamSessionNotFound);
         };
         match session.attach_stream() {
             Ok(messages) => respond::stream(
@@ -338,9 +310,7 @@ impl HttpFrontend {
                 self.gateway.config.listen.sse_keep_alive.0,
                 Some(self.gateway.closing.clone()),
             ),
-            Err(AttachError::AlreadyOpen) => {
-                respond::plain(StatusCode::CONFLICT, "a stream is already open for this session")
-            }
+            Err(AttachError::AlreadyOpen) => reject(Rejection::StreamAlreadyOpen),
         }
     }
 
@@ -356,7 +326,7 @@ impl HttpFrontend {
         {
             respond::empty(StatusCode::OK)
         } else {
-            respond::plain(StatusCode::NOT_FOUND, "Session not found")
+            reject(Rejection::StreamSessionNotFound)
         }
     }
 
@@ -397,44 +367,25 @@ fn own_origins(local: SocketAddr) -> Vec<String> {
     }
 }
 
-fn rejection(response: crate::protocol::Response) -> http::Response<Body> {
-    let status = match &response.outcome {
-        crate::protocol::jsonrpc::Outcome::Error(e) => http_status(e.code, ErrorOrigin::Gateway),
-        crate::protocol::jsonrpc::Outcome::Result(_) => 200,
-    };
-    respond::json(
-        StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST),
-        &response.into_message(),
-    )
+/// A refusal before dispatch, answering no request.
+fn reject(rejection: Rejection) -> http::Response<Body> {
+    respond::rejected(&rejection, None)
+}
+
+/// Not JSON, or not JSON-RPC: answers the message's id when it was readable.
+fn malformed(error: FrameError) -> http::Response<Body> {
+    let id = error.id();
+    respond::rejected(&Rejection::Malformed(error), id)
 }
 
 /// 401 with the RFC 6750 challenge; the body is an id-less JSON-RPC error.
 fn unauthorized(denied: Denied) -> http::Response<Body> {
-    let mut response = respond::rpc_error(
-        StatusCode::UNAUTHORIZED,
-        None,
-        ErrorObject::new(ErrorCode::INVALID_REQUEST, denied.message()),
-    );
+    let mut response = reject(Rejection::Unauthenticated {
+        reason: denied.message(),
+    });
     response
         .headers_mut()
         .insert(WWW_AUTHENTICATE, HeaderValue::from_static(denied.challenge()));
-    response
-}
-
-fn too_large(limit: usize) -> http::Response<Body> {
-    respond::rpc_error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        None,
-        ErrorObject::new(
-            ErrorCode::INVALID_REQUEST,
-            format!("Payload Too Large: the body exceeds {limit} bytes"),
-        ),
-    )
-}
-
-fn method_not_allowed() -> http::Response<Body> {
-    let mut response = respond::plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
-    response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
     response
 }
 

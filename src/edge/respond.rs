@@ -9,7 +9,7 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{ALLOW, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use http::{HeaderValue, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
@@ -18,11 +18,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::bridge::{Reply, Status};
-use crate::protocol::errors::handler_error_status;
+use crate::protocol::errors::{Rejection, handler_error_status};
 use crate::protocol::headers::MCP_SESSION_ID;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::sse::{self, KEEP_ALIVE};
-use crate::protocol::{ErrorObject, Id, Message, Response};
+use crate::protocol::{Id, Message, Response};
 
 /// The body type of every response eragate sends.
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
@@ -46,6 +46,7 @@ pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> 
     match reply {
         Reply::Accepted => empty(StatusCode::ACCEPTED),
         Reply::Message(status, message) => message_response(status, &message),
+        Reply::Rejected(id, rejection) => rejected(&rejection, id),
         Reply::Initialized(message, session) => {
             let mut response = json(StatusCode::OK, &message);
             if let Ok(value) = HeaderValue::from_str(&session.id) {
@@ -57,9 +58,9 @@ pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> 
             Ok(Some(Message::Response(response))) => {
                 let status = match &response.outcome {
                     Outcome::Error(error) => handler_error_status(error.code, era),
-                    Outcome::Result(_) => 200,
+                    Outcome::Result(_) => StatusCode::OK,
                 };
-                json(status_code(status), &Message::Response(response))
+                json(status, &Message::Response(response))
             }
             Ok(Some(first)) => stream(Some(first), messages, timing.keep_alive, None),
             Ok(None) => empty(StatusCode::ACCEPTED),
@@ -84,7 +85,6 @@ pub async fn render_batch(replies: Vec<Reply>) -> http::Response<Body> {
 fn message_response(status: Status, message: &Message) -> http::Response<Body> {
     match status {
         Status::Ok => json(StatusCode::OK, message),
-        Status::Rejected(code) => json(status_code(code), message),
         Status::Overloaded => {
             let mut response = json(StatusCode::SERVICE_UNAVAILABLE, message);
             response
@@ -184,9 +184,18 @@ pub fn json(status: StatusCode, message: &Message) -> http::Response<Body> {
     response
 }
 
-/// A JSON-RPC error answer.
-pub fn rpc_error(status: StatusCode, id: Option<Id>, error: ErrorObject) -> http::Response<Body> {
-    json(status, &Response::error(id, error).into_message())
+/// A refusal before dispatch: its status, and its JSON-RPC error (answering
+/// the request `id`) or its plain text.
+pub fn rejected(rejection: &Rejection, id: Option<Id>) -> http::Response<Body> {
+    let status = rejection.status();
+    let mut response = match rejection.error() {
+        Some(error) => json(status, &Response::error(id, error).into_message()),
+        None => plain(status, &rejection.text()),
+    };
+    if *rejection == Rejection::MethodNotAllowed {
+        response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
+    }
+    response
 }
 
 /// An SSE response whose frames are fed through the returned sender.
@@ -212,11 +221,6 @@ fn sse_response(body: Body) -> http::Response<Body> {
 /// Frames a message for an SSE stream.
 pub fn sse_frame(message: &Message) -> Bytes {
     Bytes::from(sse::message_frame(&message.to_bytes()))
-}
-
-/// A status from the error table's number (always a valid one; 400 if not).
-fn status_code(status: u16) -> StatusCode {
-    StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST)
 }
 
 fn with_status(status: StatusCode, body: Body) -> http::Response<Body> {

@@ -1,9 +1,11 @@
 //! JSON-RPC error codes of every revision and the one place where an error
 //! becomes an HTTP status.
 //!
-//! Handlers never pick codes or statuses themselves: they build an [`ErrorObject`]
-//! from a constant here and ask [`http_status`] how to send it.
+//! Handlers never pick codes or statuses themselves: a refusal before dispatch
+//! is a [`Rejection`], whose variant decides both; an error a handler produced
+//! is sent with [`handler_error_status`].
 
+use http::StatusCode;
 use serde_json::{Map, Value};
 
 /// A JSON-RPC error code.
@@ -102,34 +104,161 @@ impl serde::Serialize for ErrorObject {
     }
 }
 
-/// Who produced an error: it decides the HTTP status under 2026-07-28.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorOrigin {
-    /// eragate rejected the request before dispatch (envelope, headers, method).
-    Gateway,
-    /// A handler (eragate's own or an upstream's) answered with an error.
-    Handler,
+/// Why eragate refused a client's HTTP request or message before dispatching it.
+///
+/// The variant decides everything the client sees: the HTTP status and, for
+/// refusals answered in JSON-RPC, the code. Handlers name the refusal; they
+/// never pick a code or a status. The message text is not a contract.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rejection {
+    /// No MCP endpoint is served at the path (plain text, 404).
+    NoEndpoint,
+    /// An HTTP method the endpoint does not take (plain text, 405 with `Allow: POST`).
+    MethodNotAllowed,
+    /// A cross-origin browser request from an origin not allowed (403).
+    OriginNotAllowed,
+    /// No usable credential (401; the edge adds the challenge).
+    Unauthenticated {
+        /// What was wrong with the credential.
+        reason: &'static str,
+    },
+    /// A POST whose `Accept` lacks `application/json` or `text/event-stream` (406).
+    NotAcceptable,
+    /// A GET whose `Accept` lacks `text/event-stream` (plain text, 406).
+    StreamNotAcceptable,
+    /// A POST whose body is not `application/json` (415).
+    UnsupportedMediaType,
+    /// A body over `listen.max_body_bytes` (413).
+    BodyTooLarge {
+        /// The configured bound.
+        limit: usize,
+    },
+    /// The body could not be read (plain text, 400).
+    BodyUnreadable(String),
+    /// Not JSON, or not a JSON-RPC message (400, -32700 or -32600).
+    Malformed(crate::protocol::jsonrpc::FrameError),
+    /// A JSON-RPC batch where none is allowed (400, -32600).
+    BatchNotAllowed {
+        /// Where batches are allowed, if anywhere.
+        reason: &'static str,
+    },
+    /// `initialize` inside a batch (400, -32600).
+    InitializeInBatch,
+    /// A legacy request without `Mcp-Session-Id` (400, -32600).
+    SessionRequired,
+    /// An `Mcp-Session-Id` eragate does not know, or that belongs to someone else (404, -32600).
+    SessionNotFound,
+    /// A GET or DELETE naming a session eragate does not know (plain text, 404).
+    StreamSessionNotFound,
+    /// A second GET stream for a session that has one (plain text, 409).
+    StreamAlreadyOpen,
+    /// An HTTP+SSE message POST without `session_id` (plain text, 400).
+    ConnectionIdRequired,
+    /// An HTTP+SSE message POST for a stream that is not open (plain text, 404).
+    ConnectionNotFound,
+    /// A JSON-RPC response to a request eragate never relayed (400, -32600).
+    ResponseToUnknownRequest,
+    /// The classification refused the message: a 2026-07-28 envelope, header or
+    /// version problem, or a method unknown to that revision; the error is the
+    /// classifier's, the status the spec's table for its code.
+    Classified(ErrorObject),
 }
 
-/// The HTTP status for an error sent to a client.
-///
-/// The gateway's own pre-dispatch rejections use the spec's table (400 for
-/// malformed input, envelope and header problems, 404 for unknown methods);
-/// errors produced by handlers travel in-band with 200, as the spec recommends
-/// for intermediaries relaying an upstream's answer.
-pub fn http_status(code: ErrorCode, origin: ErrorOrigin) -> u16 {
-    if origin == ErrorOrigin::Handler {
-        return 200;
+impl Rejection {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Rejection::NoEndpoint
+            | Rejection::SessionNotFound
+            | Rejection::StreamSessionNotFound
+            | Rejection::ConnectionNotFound => StatusCode::NOT_FOUND,
+            Rejection::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Rejection::OriginNotAllowed => StatusCode::FORBIDDEN,
+            Rejection::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
+            Rejection::NotAcceptable | Rejection::StreamNotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            Rejection::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Rejection::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Rejection::StreamAlreadyOpen => StatusCode::CONFLICT,
+            Rejection::BodyUnreadable(_)
+            | Rejection::BatchNotAllowed { .. }
+            | Rejection::InitializeInBatch
+            | Rejection::SessionRequired
+            | Rejection::ConnectionIdRequired
+            | Rejection::ResponseToUnknownRequest => StatusCode::BAD_REQUEST,
+            Rejection::Malformed(error) => rejection_status(error.code()),
+            Rejection::Classified(error) => rejection_status(error.code),
+        }
     }
+
+    /// The JSON-RPC error answering the refusal; `None` for refusals answered
+    /// in plain text (they happen before, or outside, any JSON-RPC exchange).
+    pub fn error(&self) -> Option<ErrorObject> {
+        let invalid = |message: String| Some(ErrorObject::new(ErrorCode::INVALID_REQUEST, message));
+        match self {
+            Rejection::OriginNotAllowed => invalid("Forbidden: Origin not allowed".into()),
+            Rejection::Unauthenticated { reason } => invalid((*reason).into()),
+            Rejection::NotAcceptable => {
+                invalid("Not Acceptable: Accept must list application/json and text/event-stream".into())
+            }
+            Rejection::UnsupportedMediaType => {
+                invalid("Unsupported Media Type: Content-Type must be application/json".into())
+            }
+            Rejection::BodyTooLarge { limit } => invalid(format!("Payload Too Large: the body exceeds {limit} bytes")),
+            Rejection::Malformed(error) => Some(ErrorObject::new(error.code(), error.to_string())),
+            Rejection::BatchNotAllowed { reason } => invalid((*reason).into()),
+            Rejection::InitializeInBatch => invalid("initialize must not be part of a batch".into()),
+            Rejection::SessionRequired => {
+                invalid("Bad Request: Mcp-Session-Id header is required (send initialize first)".into())
+            }
+            Rejection::SessionNotFound => invalid("Session not found: initialize a new session".into()),
+            Rejection::ResponseToUnknownRequest => invalid("response to an unknown request".into()),
+            Rejection::Classified(error) => Some(error.clone()),
+            Rejection::NoEndpoint
+            | Rejection::MethodNotAllowed
+            | Rejection::StreamNotAcceptable
+            | Rejection::BodyUnreadable(_)
+            | Rejection::StreamSessionNotFound
+            | Rejection::StreamAlreadyOpen
+            | Rejection::ConnectionIdRequired
+            | Rejection::ConnectionNotFound => None,
+        }
+    }
+
+    /// The refusal as a JSON-RPC error on a channel that has no HTTP status
+    /// (stdio, an HTTP+SSE stream): its error, or its text as an invalid request.
+    pub fn in_band(&self) -> ErrorObject {
+        self.error()
+            .unwrap_or_else(|| ErrorObject::new(ErrorCode::INVALID_REQUEST, self.text()))
+    }
+
+    /// The text of a plain-text refusal (see [`Rejection::error`]).
+    pub fn text(&self) -> String {
+        match self {
+            Rejection::NoEndpoint => "no MCP endpoint at this path".into(),
+            Rejection::MethodNotAllowed => "Method Not Allowed".into(),
+            Rejection::StreamNotAcceptable => "Not Acceptable: GET needs Accept: text/event-stream".into(),
+            Rejection::BodyUnreadable(why) => format!("could not read the body: {why}"),
+            Rejection::StreamSessionNotFound => "Session not found".into(),
+            Rejection::StreamAlreadyOpen => "a stream is already open for this session".into(),
+            Rejection::ConnectionIdRequired => "session_id is required".into(),
+            Rejection::ConnectionNotFound => "Could not find session".into(),
+            other => other.error().map(|e| e.message).unwrap_or_default(),
+        }
+    }
+}
+
+/// The status of a pre-dispatch JSON-RPC rejection, by the spec's table: 400
+/// for malformed input, envelope and header problems, 404 for unknown methods.
+fn rejection_status(code: ErrorCode) -> StatusCode {
     match code {
-        ErrorCode::METHOD_NOT_FOUND => 404,
+        ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
         ErrorCode::PARSE_ERROR
         | ErrorCode::INVALID_REQUEST
         | ErrorCode::INVALID_PARAMS
         | ErrorCode::HEADER_MISMATCH
         | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
-        | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION => 400,
-        _ => 200,
+        | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
     }
 }
 
@@ -139,14 +268,24 @@ pub fn http_status(code: ErrorCode, origin: ErrorOrigin) -> u16 {
 /// In band with 200, except a 2026-07-28 client's `-32021`: the revision ties
 /// a missing client capability to 400 whoever detects it (the TypeScript SDK's
 /// server does the same), and a handshake-era client expects every error in band.
-pub fn handler_error_status(code: ErrorCode, era: crate::protocol::Era) -> u16 {
+pub fn handler_error_status(code: ErrorCode, era: crate::protocol::Era) -> StatusCode {
     match (era, code) {
-        (crate::protocol::Era::Modern, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY) => 400,
-        _ => 200,
+        (crate::protocol::Era::Modern, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
     }
 }
 
 impl ErrorObject {
+    /// `-32602`: the request's params are wrong (a handler's judgement, in band).
+    pub fn invalid_params(message: impl Into<String>) -> ErrorObject {
+        ErrorObject::new(ErrorCode::INVALID_PARAMS, message)
+    }
+
+    /// `-32603`: eragate could not complete the request.
+    pub fn internal(message: impl Into<String>) -> ErrorObject {
+        ErrorObject::new(ErrorCode::INTERNAL_ERROR, message)
+    }
+
     /// `-32021`: the request needs `required` (a `ClientCapabilities` object, e.g.
     /// `{"sampling": {}}`), which the client did not declare.
     pub fn missing_client_capability(required: Value, message: impl Into<String>) -> ErrorObject {
@@ -161,7 +300,7 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn gateway_rejections_follow_the_spec_table() {
+    fn classified_rejections_follow_the_spec_table() {
         let table = [
             (ErrorCode::PARSE_ERROR, 400),
             (ErrorCode::INVALID_REQUEST, 400),
@@ -173,8 +312,40 @@ mod tests {
             (ErrorCode::INTERNAL_ERROR, 200),
         ];
         for (code, status) in table {
-            assert_eq!(http_status(code, ErrorOrigin::Gateway), status, "{code:?}");
-            assert_eq!(http_status(code, ErrorOrigin::Handler), 200, "{code:?}");
+            let rejection = Rejection::Classified(ErrorObject::new(code, "m"));
+            assert_eq!(rejection.status().as_u16(), status, "{code:?}");
+            assert_eq!(rejection.error().map(|e| e.code), Some(code));
+        }
+    }
+
+    #[test]
+    fn every_rejection_has_a_status_and_one_body() {
+        use crate::protocol::jsonrpc::FrameError;
+        let table = [
+            (Rejection::NoEndpoint, 404, None),
+            (Rejection::MethodNotAllowed, 405, None),
+            (Rejection::OriginNotAllowed, 403, Some(-32600)),
+            (Rejection::Unauthenticated { reason: "r" }, 401, Some(-32600)),
+            (Rejection::NotAcceptable, 406, Some(-32600)),
+            (Rejection::StreamNotAcceptable, 406, None),
+            (Rejection::UnsupportedMediaType, 415, Some(-32600)),
+            (Rejection::BodyTooLarge { limit: 9 }, 413, Some(-32600)),
+            (Rejection::BodyUnreadable("eof".into()), 400, None),
+            (Rejection::Malformed(FrameError::Parse("x".into())), 400, Some(-32700)),
+            (Rejection::BatchNotAllowed { reason: "r" }, 400, Some(-32600)),
+            (Rejection::InitializeInBatch, 400, Some(-32600)),
+            (Rejection::SessionRequired, 400, Some(-32600)),
+            (Rejection::SessionNotFound, 404, Some(-32600)),
+            (Rejection::StreamSessionNotFound, 404, None),
+            (Rejection::StreamAlreadyOpen, 409, None),
+            (Rejection::ConnectionIdRequired, 400, None),
+            (Rejection::ConnectionNotFound, 404, None),
+            (Rejection::ResponseToUnknownRequest, 400, Some(-32600)),
+        ];
+        for (rejection, status, code) in table {
+            assert_eq!(rejection.status().as_u16(), status, "{rejection:?}");
+            assert_eq!(rejection.error().map(|e| e.code.0), code, "{rejection:?}");
+            assert!(!rejection.text().is_empty(), "{rejection:?}");
         }
     }
 
@@ -189,7 +360,7 @@ mod tests {
             (ErrorCode::INTERNAL_ERROR, Era::Legacy, 200),
         ];
         for (code, era, status) in table {
-            assert_eq!(handler_error_status(code, era), status, "{code:?} {era:?}");
+            assert_eq!(handler_error_status(code, era).as_u16(), status, "{code:?} {era:?}");
         }
         let error = ErrorObject::missing_client_capability(json!({"sampling": {}}), "needs sampling");
         assert_eq!(

@@ -126,13 +126,25 @@ pub enum FrameError {
 }
 
 impl FrameError {
-    /// The JSON-RPC error answering this frame.
+    /// The JSON-RPC code answering this frame.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            FrameError::Parse(_) => ErrorCode::PARSE_ERROR,
+            FrameError::Invalid { .. } => ErrorCode::INVALID_REQUEST,
+        }
+    }
+
+    /// The id of the message, when it was readable.
+    pub fn id(&self) -> Option<Id> {
+        match self {
+            FrameError::Parse(_) => None,
+            FrameError::Invalid { id, .. } => id.clone(),
+        }
+    }
+
+    /// The JSON-RPC error answering this frame (in band, e.g. inside a batch).
     pub fn to_response(&self) -> Response {
-        let (id, code) = match self {
-            FrameError::Parse(_) => (None, ErrorCode::PARSE_ERROR),
-            FrameError::Invalid { id, .. } => (id.clone(), ErrorCode::INVALID_REQUEST),
-        };
-        Response::error(id, ErrorObject::new(code, self.to_string()))
+        Response::error(self.id(), ErrorObject::new(self.code(), self.to_string()))
     }
 }
 
