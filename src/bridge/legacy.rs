@@ -16,7 +16,7 @@ use crate::protocol::envelope::LogLevel;
 use crate::protocol::errors::Rejection;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorObject, Id, Message, Notification, Request, Response, Revision};
-use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, gateway_client_info};
+use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
 use crate::translate::{down, up};
 
 /// The client's session as its transport found it.
@@ -69,24 +69,8 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
         Ok(Era::Legacy) => {}
     }
     let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
-    let shared = backend.config().pool.legacy_sessions == LegacySessions::Shared;
-    let opened = if shared {
-        // One pooled session per principal, revision and capability set, shared by every such client.
-        let capabilities = params.get("capabilities").cloned().unwrap_or_default();
-        let key = PartitionKey::new(
-            principal.as_str(),
-            &json!({"revision": negotiated.as_str(), "capabilities": capabilities}),
-        );
-        backend
-            .session(SessionNeed::Shared {
-                key,
-                initialize: move || params,
-            })
-            .await
-    } else {
-        backend.session(SessionNeed::Dedicated::<fn() -> Value>(params)).await
-    };
-    let upstream_session = match opened {
+    let shared = backend.legacy_sessions() == LegacySessions::Shared;
+    let upstream_session = match upstream_session_for_client(backend, params, negotiated, principal, shared).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -118,6 +102,32 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }
 
+/// The upstream session a new legacy client's session relays to: one of its
+/// own, or (`shared`) a pooled one per principal, revision and capability set,
+/// shared by every such client.
+async fn upstream_session_for_client(
+    backend: &Backend,
+    params: Value,
+    negotiated: Revision,
+    principal: &Principal,
+    shared: bool,
+) -> Result<Arc<UpstreamSession>, UpstreamError> {
+    if !shared {
+        return backend.session(SessionNeed::Dedicated::<fn() -> Value>(params)).await;
+    }
+    let capabilities = params.get("capabilities").cloned().unwrap_or_default();
+    let key = PartitionKey::new(
+        principal.as_str(),
+        &json!({"revision": negotiated.as_str(), "capabilities": capabilities}),
+    );
+    backend
+        .session(SessionNeed::Shared {
+            key,
+            initialize: move || params,
+        })
+        .await
+}
+
 /// `initialize` in front of a modern upstream: answered from its
 /// `server/discover`; the session's state is the envelope its requests will carry.
 async fn initialize_over_modern(
@@ -135,28 +145,7 @@ async fn initialize_over_modern(
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
-    let discover_params = down::legacy_params_for_modern(None, &envelope);
-    let timeout = backend.config().handshake_timeout.0;
-    let answer = match shared
-        .call(
-            "server/discover",
-            Some(discover_params),
-            request.id.clone(),
-            OnDrop::Detach,
-        )
-        .await
-    {
-        Ok(call) => tokio::time::timeout(timeout, call.response())
-            .await
-            .unwrap_or_else(|_| {
-                Err(UpstreamError::Timeout {
-                    upstream: backend.name().to_owned(),
-                    after_ms: timeout.as_millis() as u64,
-                })
-            }),
-        Err(error) => Err(error),
-    };
-    let discover = match answer {
+    let discover = match discover_for_client(backend, &shared, &envelope, &request.id).await {
         Ok(Response {
             outcome: Outcome::Result(discover),
             ..
@@ -191,6 +180,29 @@ async fn initialize_over_modern(
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }
 
+/// The modern upstream's `server/discover` answer for a client's envelope,
+/// within the handshake timeout.
+async fn discover_for_client(
+    backend: &Backend,
+    shared: &Arc<UpstreamSession>,
+    envelope: &crate::protocol::envelope::Envelope,
+    id: &Id,
+) -> Result<Response, UpstreamError> {
+    let discover_params = down::legacy_params_for_modern(None, envelope);
+    let timeout = backend.config().handshake_timeout.0;
+    let call = shared
+        .call("server/discover", Some(discover_params), id.clone(), OnDrop::Detach)
+        .await?;
+    tokio::time::timeout(timeout, call.response())
+        .await
+        .unwrap_or_else(|_| {
+            Err(UpstreamError::Timeout {
+                upstream: backend.name().to_owned(),
+                after_ms: timeout.as_millis() as u64,
+            })
+        })
+}
+
 /// Requests without a session: a legacy-shaped `server/discover` probe and
 /// `ping` are answered; anything else needs `initialize` first.
 async fn sessionless(backend: &Backend, message: Message) -> Reply {
@@ -216,63 +228,85 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
     if request.method == "ping" {
         return Reply::result(request.id, json!({}));
     }
-    let backend = session.backend.clone();
-    let mut param_headers = Vec::new();
-    let params = match session.envelope() {
-        None => request.params,
-        Some(envelope) => match request.method.as_str() {
+    if session.backend_era() == Era::Modern {
+        match request.method.as_str() {
             "logging/setLevel" => return set_level(&session, request),
             // Kept as one subscriptions/listen per session toward the modern upstream.
             "resources/subscribe" | "resources/unsubscribe" => {
                 let result = super::listen::legacy_subscription_change(&session, &request).await;
                 return Reply::result(request.id, result);
             }
-            "tools/call" => {
-                param_headers = gateway
-                    .tool_headers
-                    .headers_for_call(&session, &envelope, request.params.as_ref())
-                    .await;
-                Some(down::legacy_params_for_modern(request.params, &envelope))
-            }
-            _ => Some(down::legacy_params_for_modern(request.params, &envelope)),
-        },
+            _ => {}
+        }
+    }
+    let Request { id, method, params } = request;
+    let (params, param_headers) = outgoing(gateway, &session, &method, params).await;
+    relay(gateway, session, id, method, params, param_headers).await
+}
+
+/// A request's params toward the session's backend, and the `Mcp-Param-*`
+/// headers a modern upstream requires of a `tools/call`.
+async fn outgoing(
+    gateway: &Gateway,
+    session: &Arc<ClientSession>,
+    method: &str,
+    params: Option<Value>,
+) -> (Option<Value>, Vec<(String, String)>) {
+    let Some(envelope) = session.envelope() else {
+        return (params, Vec::new());
     };
+    let param_headers = match method {
+        "tools/call" => {
+            gateway
+                .tool_headers
+                .headers_for_call(session, &envelope, params.as_ref())
+                .await
+        }
+        _ => Vec::new(),
+    };
+    (Some(down::legacy_params_for_modern(params, &envelope)), param_headers)
+}
+
+/// Sends a client's request on its upstream session and streams the answer.
+async fn relay(
+    gateway: &Gateway,
+    session: Arc<ClientSession>,
+    id: Id,
+    method: String,
+    params: Option<Value>,
+    param_headers: Vec<(String, String)>,
+) -> Reply {
+    let backend = session.backend.clone();
     let permit = match backend.admit().await {
         Ok(permit) => permit,
-        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+        Err(error) => return Reply::upstream_failure(Some(id), &error),
     };
     // Toward a modern upstream an `input_required` answer is re-issued with the same params.
-    let params_for_reissue = params.clone().filter(|_| session.envelope().is_some());
-    let call = match session
+    let reissue = params.clone().filter(|_| session.backend_era() == Era::Modern);
+    let sent = session
         .upstream_session
-        .call_with_headers(
-            &request.method,
-            params,
-            request.id.clone(),
-            OnDrop::Detach,
-            &param_headers,
-        )
-        .await
-    {
+        .call_with_headers(&method, params, id.clone(), OnDrop::Detach, &param_headers)
+        .await;
+    let call = match sent {
         Ok(call) => call,
         Err(error) => {
-            if session.envelope().is_none() {
+            if session.backend_era() == Era::Legacy {
                 gateway.sessions.remove(&session.id);
             }
-            return Reply::upstream_failure(Some(request.id), &error);
+            return Reply::upstream_failure(Some(id), &error);
         }
     };
     let tracked = call.upstream_id();
-    session.track(request.id.clone(), tracked);
-    let timeout = backend.config().timeout_for(&request.method);
+    session.track(id.clone(), tracked);
+    let timeout = backend.timeout_for(&method);
     let side = ClientSide::Legacy {
         session,
         tracked,
-        method: request.method,
-        reissue: params_for_reissue,
+        method,
+        reissue,
         param_headers,
     };
-    pump::stream_call(call, side, request.id, Some(timeout), permit)
+    pump::stream_call(call, side, id, Some(timeout), permit)
 }
 
 /// `logging/setLevel` toward a modern upstream: the level joins the session's envelope.

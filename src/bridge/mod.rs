@@ -8,6 +8,7 @@
 //! [`crate::router`]. Nothing here knows a client's transport: the edge hands
 //! in a message and renders the [`Reply`] that comes back.
 
+mod client_session;
 mod dispatch;
 mod legacy;
 pub mod listen;

@@ -1,5 +1,5 @@
-//! Legacy client sessions minted by eragate: what each client negotiated, its
-//! dedicated upstream session, and the server→client requests relayed to it.
+//! The store of legacy client sessions eragate mints: sealed session ids,
+//! what they carry, and finding, resuming and expiring them.
 //!
 //! A session id is sealed ([`crate::seal`]): it carries what the client
 //! negotiated, the upstream it is bound to and, for an HTTP upstream, that
@@ -8,71 +8,24 @@
 //! upstream session is bound to one process (a stdio child) names its owner
 //! and is refused elsewhere with 404.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use dashmap::DashMap;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::{broadcast, mpsc, oneshot};
-use tokio::task::AbortHandle;
 
 use crate::auth::Principal;
 use crate::config::SessionsConfig;
 use crate::protocol::Era;
-use crate::protocol::envelope::{Envelope, LogLevel};
-use crate::protocol::{Id, Message, Request, Response, Revision};
-use crate::router::{Backend, SessionNeed, UpstreamSession, refuse_server_request};
+use crate::protocol::Revision;
+use crate::router::{Backend, SessionNeed};
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
 
-/// One legacy client's session.
-pub struct ClientSession {
-    /// The `Mcp-Session-Id` given to the client (shared with the store's key: a
-    /// sealed id is a few hundred bytes).
-    pub id: Arc<str>,
-    /// The revision negotiated with the client.
-    pub revision: Revision,
-    /// The upstream this session is bound to.
-    pub backend: Backend,
-    /// A legacy upstream: the session serving only this client. A modern
-    /// upstream: the stateless session every client shares.
-    pub upstream_session: Arc<UpstreamSession>,
-    /// For a modern upstream only: the envelope every request of this client
-    /// carries (its capabilities, clientInfo and the level `logging/setLevel` chose).
-    envelope: Option<Mutex<Envelope>>,
-    /// Whether ending this client session ends its upstream session (a
-    /// dedicated one) or leaves it to the pool (shared and stateless ones).
-    owns_upstream: bool,
-    last_seen: Mutex<Instant>,
-    /// The sealed expiry (seconds since the Unix epoch), read once when stored.
-    expires: AtomicU64,
-    /// The sealed principal, read once when stored: only they may use the session.
-    principal: OnceLock<String>,
-    next_outbound: AtomicU64,
-    /// Server→client requests relayed to the client: the id eragate gave it → the
-    /// upstream's own id. A std mutex, never held across `.await`.
-    outbound: Mutex<HashMap<Id, Id>>,
-    /// Requests eragate itself sent the client (for a modern upstream's
-    /// `input_required`), awaiting the client's response.
-    asked: Mutex<HashMap<Id, oneshot::Sender<Response>>>,
-    /// Client request ids in flight → the upstream ids carrying them, for
-    /// `notifications/cancelled`. An id may be in flight more than once (the spec
-    /// forbids reusing one; load tools, retries and buggy clients do it): each such
-    /// request is answered on its own, and a cancellation naming the id stops them all.
-    in_flight: Mutex<HashMap<Id, Vec<u64>>>,
-    /// The client's open GET stream, if any.
-    stream: Mutex<Option<mpsc::Sender<Message>>>,
-    /// Toward a modern upstream: the resources the client subscribed to, and the
-    /// listen that carries their notifications.
-    listen: Mutex<(BTreeSet<String>, Option<AbortHandle>)>,
-    forwarder: Mutex<Option<AbortHandle>>,
-}
-
-/// Bound of the messages queued toward one GET stream.
-pub const STREAM_QUEUE: usize = 64;
+use super::client_session::lock;
+pub use super::client_session::{AttachError, ClientSession, stateless_envelope};
 
 /// Every live legacy client session on this replica.
 pub struct SessionStore {
@@ -108,13 +61,6 @@ pub struct SessionClaims {
     pub own: Option<String>,
     /// Expiry, seconds since the Unix epoch.
     pub exp: u64,
-}
-
-/// Why a GET stream could not be attached.
-#[derive(Debug, PartialEq, Eq)]
-pub enum AttachError {
-    /// The session already has one; the spec allows no duplicate delivery.
-    AlreadyOpen,
 }
 
 impl SessionStore {
@@ -298,304 +244,4 @@ impl SessionStore {
             }
         }
     }
-}
-
-impl ClientSession {
-    /// A session for a freshly initialized upstream session; its unsolicited
-    /// traffic flows to the client once it opens its stream ([`ClientSession::attach_stream`]).
-    pub fn open(
-        id: String,
-        revision: Revision,
-        backend: Backend,
-        upstream_session: Arc<UpstreamSession>,
-    ) -> Arc<ClientSession> {
-        ClientSession::open_bound(id, revision, backend, upstream_session, true)
-    }
-
-    /// A session on a pooled upstream session it shares with other legacy
-    /// clients (`pool.legacy_sessions = "shared"`); ending it leaves that session open.
-    pub fn open_shared(
-        id: String,
-        revision: Revision,
-        backend: Backend,
-        pooled: Arc<UpstreamSession>,
-    ) -> Arc<ClientSession> {
-        ClientSession::open_bound(id, revision, backend, pooled, false)
-    }
-
-    fn open_bound(
-        id: String,
-        revision: Revision,
-        backend: Backend,
-        upstream_session: Arc<UpstreamSession>,
-        owns_upstream: bool,
-    ) -> Arc<ClientSession> {
-        // The forwarder of unsolicited traffic starts with the client's GET stream
-        // (`attach_stream`): until then there is nowhere to deliver it, and an idle
-        // session pays for no task and no broadcast buffer.
-        ClientSession::build(id, revision, backend, upstream_session, None, owns_upstream)
-    }
-
-    /// A session in front of a modern upstream: no upstream session of its own,
-    /// its state is the envelope its requests carry.
-    pub fn open_stateless(
-        id: String,
-        revision: Revision,
-        backend: Backend,
-        shared: Arc<UpstreamSession>,
-        envelope: Envelope,
-    ) -> Arc<ClientSession> {
-        ClientSession::build(id, revision, backend, shared, Some(Mutex::new(envelope)), false)
-    }
-
-    fn build(
-        id: String,
-        revision: Revision,
-        backend: Backend,
-        upstream_session: Arc<UpstreamSession>,
-        envelope: Option<Mutex<Envelope>>,
-        owns_upstream: bool,
-    ) -> Arc<ClientSession> {
-        Arc::new(ClientSession {
-            id: id.into(),
-            revision,
-            backend,
-            upstream_session,
-            envelope,
-            owns_upstream,
-            last_seen: Mutex::new(Instant::now()),
-            expires: AtomicU64::new(0),
-            principal: OnceLock::new(),
-            next_outbound: AtomicU64::new(1),
-            outbound: Mutex::new(HashMap::new()),
-            asked: Mutex::new(HashMap::new()),
-            in_flight: Mutex::new(HashMap::new()),
-            stream: Mutex::new(None),
-            listen: Mutex::new((BTreeSet::new(), None)),
-            forwarder: Mutex::new(None),
-        })
-    }
-
-    /// The envelope for this client's next request, when its upstream is modern.
-    pub fn envelope(&self) -> Option<Envelope> {
-        self.envelope.as_ref().map(|e| lock(e).clone())
-    }
-
-    /// Records `logging/setLevel` for a modern upstream; `false` when the
-    /// upstream is legacy (the level then belongs to the upstream session).
-    pub fn set_log_level(&self, level: LogLevel) -> bool {
-        match &self.envelope {
-            Some(envelope) => {
-                lock(envelope).log_level = Some(level);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Adds or removes a subscribed URI; returns the new set.
-    pub fn change_subscriptions(&self, uri: &str, subscribe: bool) -> BTreeSet<String> {
-        let mut listen = lock(&self.listen);
-        if subscribe {
-            listen.0.insert(uri.to_owned());
-        } else {
-            listen.0.remove(uri);
-        }
-        listen.0.clone()
-    }
-
-    /// Installs the task running this session's listen, stopping the previous one.
-    pub fn replace_listen(&self, task: Option<AbortHandle>) {
-        if let Some(previous) = std::mem::replace(&mut lock(&self.listen).1, task) {
-            previous.abort();
-        }
-    }
-
-    /// Delivers a message on the client's GET stream (dropped when none is open).
-    pub fn push(&self, message: Message) {
-        if let Some(stream) = self.stream() {
-            let _ = stream.try_send(message);
-        }
-    }
-
-    /// Ends the session and its upstream session.
-    pub fn end(&self) {
-        self.replace_listen(None);
-        if let Some(handle) = lock(&self.forwarder).take() {
-            handle.abort();
-        }
-        *lock(&self.stream) = None;
-        // Shared and stateless sessions outlive any one client.
-        if self.owns_upstream {
-            self.upstream_session.close("client session ended");
-        }
-    }
-
-    /// Relays a server→client request to this client under a fresh id.
-    pub fn relay_request(&self, mut request: Request) -> Message {
-        let relayed = Id::from_value(&serde_json::Value::from(format!(
-            "eragate-{}",
-            self.next_outbound.fetch_add(1, Ordering::Relaxed)
-        )))
-        .unwrap_or_else(|| Id::number(0));
-        lock(&self.outbound).insert(relayed.clone(), request.id.clone());
-        request.id = relayed;
-        Message::Request(request)
-    }
-
-    /// Asks the client `method` with `params` under a fresh id; the receiver
-    /// gets the client's response.
-    pub fn ask(&self, method: &str, params: Value) -> (Message, oneshot::Receiver<Response>) {
-        let id = Id::from_value(&Value::from(format!(
-            "eragate-{}",
-            self.next_outbound.fetch_add(1, Ordering::Relaxed)
-        )))
-        .unwrap_or_else(|| Id::number(0));
-        let (tx, rx) = oneshot::channel();
-        lock(&self.asked).insert(id.clone(), tx);
-        let request = Request {
-            id,
-            method: method.to_owned(),
-            params: Some(params),
-        };
-        (Message::Request(request), rx)
-    }
-
-    /// Delivers a client's response to a request eragate asked; gives it back when none waits.
-    pub fn answer(&self, response: Response) -> Result<(), Response> {
-        let waiting = response.id.as_ref().and_then(|id| lock(&self.asked).remove(id));
-        match waiting {
-            Some(tx) => {
-                let _ = tx.send(response);
-                Ok(())
-            }
-            None => Err(response),
-        }
-    }
-
-    /// The client's declared capabilities in 2026-07-28 form (a modern upstream's session only).
-    pub fn modern_capabilities(&self) -> Option<Value> {
-        self.envelope().map(|e| e.client_capabilities)
-    }
-
-    /// Takes the upstream's id for a client's response to a relayed request.
-    pub fn take_relayed(&self, relayed: &Id) -> Option<Id> {
-        lock(&self.outbound).remove(relayed)
-    }
-
-    /// Remembers a client request in flight, carried upstream as `upstream_id`.
-    pub fn track(&self, client_id: Id, upstream_id: u64) {
-        lock(&self.in_flight).entry(client_id).or_default().push(upstream_id);
-    }
-
-    /// Forgets one finished request.
-    pub fn untrack(&self, client_id: &Id, upstream_id: u64) {
-        let mut in_flight = lock(&self.in_flight);
-        if let Some(carriers) = in_flight.get_mut(client_id) {
-            carriers.retain(|id| *id != upstream_id);
-            if carriers.is_empty() {
-                in_flight.remove(client_id);
-            }
-        }
-    }
-
-    /// Forgets every request in flight under `client_id` (the client cancelled
-    /// that id); the upstream ids that carried them.
-    pub fn untrack_all(&self, client_id: &Id) -> Vec<u64> {
-        lock(&self.in_flight).remove(client_id).unwrap_or_default()
-    }
-
-    /// Whether the request carried upstream as `upstream_id` is still in flight
-    /// (not finished, not cancelled).
-    pub fn is_in_flight(&self, client_id: &Id, upstream_id: u64) -> bool {
-        lock(&self.in_flight)
-            .get(client_id)
-            .is_some_and(|carriers| carriers.contains(&upstream_id))
-    }
-
-    /// Attaches the client's GET stream. The first one also starts relaying what
-    /// the upstream session sends outside any request (a session bound to an
-    /// upstream session of its own or a shared one; a stateless session has none).
-    ///
-    /// Nothing is lost by starting late: without a stream, notifications had
-    /// nowhere to go and server→client requests are refused, which is what the
-    /// upstream session does itself while nobody subscribes.
-    pub fn attach_stream(self: &Arc<Self>) -> Result<mpsc::Receiver<Message>, AttachError> {
-        let rx = {
-            let mut slot = lock(&self.stream);
-            if slot.as_ref().is_some_and(|s| !s.is_closed()) {
-                return Err(AttachError::AlreadyOpen);
-            }
-            let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-            *slot = Some(tx);
-            rx
-        };
-        if self.envelope.is_none() {
-            let mut forwarder = lock(&self.forwarder);
-            if forwarder.is_none() {
-                let task = tokio::spawn(forward_unsolicited(
-                    Arc::downgrade(self),
-                    self.upstream_session.subscribe(),
-                ));
-                *forwarder = Some(task.abort_handle());
-                // Subscribed first, so nothing the upstream stream brings is missed.
-                self.upstream_session.open_event_stream();
-            }
-        }
-        Ok(rx)
-    }
-
-    fn stream(&self) -> Option<mpsc::Sender<Message>> {
-        lock(&self.stream).as_ref().filter(|s| !s.is_closed()).cloned()
-    }
-}
-
-/// Relays what the dedicated upstream session sends outside any request to the
-/// client's GET stream; without one, requests are refused and notifications dropped.
-async fn forward_unsolicited(session: Weak<ClientSession>, mut unsolicited: broadcast::Receiver<Message>) {
-    loop {
-        let message = match unsolicited.recv().await {
-            Ok(message) => message,
-            Err(broadcast::error::RecvError::Lagged(skipped)) => {
-                tracing::debug!(skipped, "client too slow for upstream notifications");
-                continue;
-            }
-            Err(broadcast::error::RecvError::Closed) => return,
-        };
-        let Some(session) = session.upgrade() else { return };
-        let stream = session.stream();
-        match (message, stream) {
-            (Message::Request(request), Some(stream)) => {
-                let relayed = session.relay_request(request.clone());
-                if stream.try_send(relayed).is_err() {
-                    refuse(&session, &request).await;
-                }
-            }
-            (Message::Request(request), None) => refuse(&session, &request).await,
-            (other, Some(stream)) => {
-                let _ = stream.try_send(other);
-            }
-            (_, None) => {}
-        }
-    }
-}
-
-async fn refuse(session: &ClientSession, request: &Request) {
-    let response: Response = refuse_server_request(request);
-    let _ = session.upstream_session.respond(response).await;
-}
-
-/// The envelope a legacy client's requests carry toward a modern upstream.
-pub fn stateless_envelope(capabilities: &Value, client_info: &Value) -> Envelope {
-    Envelope {
-        protocol_version: Revision::LATEST.as_str().to_owned(),
-        client_capabilities: crate::protocol::capabilities::client_legacy_to_modern(capabilities),
-        client_info: Some(client_info.clone()).filter(|v| !v.is_null()),
-        log_level: None,
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Poisoning only means a panic elsewhere mid-update; the data is still consistent for our uses.
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
