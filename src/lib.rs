@@ -4,21 +4,28 @@
 //!
 //! # Layout
 //!
-//! The modules follow one request on its way through the gateway:
+//! The modules follow one request on its way through the gateway; each stage
+//! is a room of its own, and later stages (OAuth, policy, federation, caching,
+//! telemetry) enter as rooms on the same path:
 //!
 //! | stage | what happens | module |
 //! |---|---|---|
-//! | listen | HTTP/1.1 and h2 on one MCP path per upstream | [`frontend::http`] |
-//! | frame | one bounded JSON-RPC message | [`protocol::jsonrpc`], [`protocol::sse`] |
-//! | classify | era, revision, envelope, headers | [`translate::classify`] |
-//! | route | which upstream serves the path | [`router`] |
+//! | listen | HTTP/1.1 and h2 on one MCP path per backend, HTTP+SSE, stdio | [`edge::http`], [`edge::legacy_sse`], [`edge::stdio`] |
+//! | frame | one bounded JSON-RPC message; refusals before dispatch | [`protocol::jsonrpc`], [`protocol::errors::Rejection`] |
+//! | admit | bearer token → principal | [`auth`] |
+//! | classify | era, revision, envelope, headers | [`translate::classify`], via [`bridge::dispatch`] |
+//! | bridge | the era conversation: modern requests, legacy sessions, MRTR, listens | [`bridge`] |
+//! | route | which backend serves the path; the session a request needs | [`router`], [`router::Backend`] |
 //! | down | client era → upstream era | [`translate::down`] |
 //! | session | a warm, initialized upstream session | [`upstream::pool`], [`upstream::session`] |
-//! | send | stdio or Streamable HTTP | [`upstream::transport`] |
-//! | up | results and errors back to the client's era | [`translate::up`], [`translate::discover`] |
-//! | respond | `application/json`, or an SSE stream scoped to the request | [`frontend::respond`] |
+//! | send | stdio, Streamable HTTP or HTTP+SSE | [`upstream::transport`] |
+//! | up | results, errors, input requests back in the client's era | [`translate::up`], [`translate::mrtr`], [`translate::discover`] |
+//! | respond | `application/json`, or an SSE stream scoped to the request | [`bridge::reply`], [`edge::respond`] |
 //!
-//! [`protocol`] and [`translate`] are pure: no tokio, no hyper, no I/O.
+//! Imports point down the table: the edge knows transports and the bridge's
+//! API; the bridge knows eras and the router's API; only the router and below
+//! know upstreams. [`protocol`] and [`translate`] are pure: no tokio, no hyper,
+//! no I/O.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

@@ -1,8 +1,9 @@
 //! The era conversations: what eragate says to a client of one era while the
-//! backend behind the route speaks another. Modern requests ([`modern`]),
-//! legacy client sessions with sealed ids ([`legacy`], [`sessions`]), multi
+//! backend behind the route speaks another. Modern requests (`modern`),
+//! legacy client sessions with sealed ids (`legacy`, [`sessions`]), multi
 //! round-trip suspensions ([`mrtr`]), listens ([`listen`]), `Mcp-Param-*`
-//! mirroring ([`param_headers`]) and batches meet here.
+//! mirroring (`param_headers`) and batches meet here; `pump` turns a call in
+//! flight into what the client sees.
 //!
 //! The rules live in [`crate::translate`]; servers are reached only through
 //! [`crate::router`]. Nothing here knows a client's transport: the edge hands

@@ -252,71 +252,84 @@ impl Config {
             }
         }
         for (upstream, &i) in self.upstreams.iter().zip(indexes) {
-            let at = |key: &str| format!("upstreams[{i}].{key}");
-            if upstream.name.is_empty() {
-                push(at("name"), "must not be empty");
-            }
-            if !upstream.path.starts_with('/') {
-                push(at("path"), "must start with '/'");
-            }
-            let transports = [
-                upstream.stdio.is_some(),
-                upstream.http.is_some(),
-                upstream.sse.is_some(),
-            ];
-            match transports.iter().filter(|t| **t).count() {
-                0 => push(
-                    at("stdio"),
-                    "each upstream needs exactly one transport: [upstreams.stdio], [upstreams.http] or [upstreams.sse]",
-                ),
-                1 => {}
-                _ => push(
-                    at("http"),
-                    "each upstream needs exactly one transport; keep one of [upstreams.stdio], [upstreams.http], [upstreams.sse]",
-                ),
-            }
-            if let Some(stdio) = &upstream.stdio {
-                if stdio.command.first().is_none_or(|c| c.is_empty()) {
-                    push(at("stdio.command"), "must name a program: [\"program\", \"arg\", ...]");
-                }
-                if stdio.max_children == 0 {
-                    push(at("stdio.max_children"), "must be greater than 0");
-                }
-                if stdio.spares > stdio.max_children {
-                    push(at("stdio.spares"), "must not exceed stdio.max_children");
-                }
-            }
-            if let Some(http) = &upstream.http {
-                if http.members().is_empty() {
-                    push(
-                        at("http.url"),
-                        "name the endpoint: url = \"http://…\" (or urls = [...])",
-                    );
-                }
-                if http.members().iter().any(|u| !matches!(u.scheme_str(), Some("http"))) {
-                    push(at("http.url"), "must be an absolute http:// URL");
-                }
-            }
-            if upstream.pool.size == 0 {
-                push(at("pool.size"), "must be greater than 0");
-            }
-            if upstream.pool.max_in_flight_per_session == 0 {
-                push(at("pool.max_in_flight_per_session"), "must be greater than 0");
-            }
-            if upstream.health.unhealthy_after == 0 {
-                push(at("health.unhealthy_after"), "must be greater than 0");
-            }
-            if let Some(sse) = &upstream.sse
-                && !matches!(sse.url.scheme_str(), Some("http"))
-            {
-                push(at("sse.url"), "must be an absolute http:// URL");
-            }
-            if upstream.max_in_flight == 0 {
-                push(at("max_in_flight"), "must be greater than 0");
-            }
+            issues.extend(upstream_issues(upstream, i));
         }
         issues
     }
+}
+
+/// The problems of the upstream at index `i` of the file.
+fn upstream_issues(upstream: &UpstreamConfig, i: usize) -> Vec<ConfigIssue> {
+    let mut issues = Vec::new();
+    let mut push = |path: String, message: &str| {
+        issues.push(ConfigIssue {
+            path,
+            message: message.into(),
+        })
+    };
+    let at = |key: &str| format!("upstreams[{i}].{key}");
+    if upstream.name.is_empty() {
+        push(at("name"), "must not be empty");
+    }
+    if !upstream.path.starts_with('/') {
+        push(at("path"), "must start with '/'");
+    }
+    let transports = [
+        upstream.stdio.is_some(),
+        upstream.http.is_some(),
+        upstream.sse.is_some(),
+    ];
+    match transports.iter().filter(|t| **t).count() {
+        0 => push(
+            at("stdio"),
+            "each upstream needs exactly one transport: [upstreams.stdio], [upstreams.http] or [upstreams.sse]",
+        ),
+        1 => {}
+        _ => push(
+            at("http"),
+            "each upstream needs exactly one transport; keep one of [upstreams.stdio], [upstreams.http], [upstreams.sse]",
+        ),
+    }
+    if let Some(stdio) = &upstream.stdio {
+        if stdio.command.first().is_none_or(|c| c.is_empty()) {
+            push(at("stdio.command"), "must name a program: [\"program\", \"arg\", ...]");
+        }
+        if stdio.max_children == 0 {
+            push(at("stdio.max_children"), "must be greater than 0");
+        }
+        if stdio.spares > stdio.max_children {
+            push(at("stdio.spares"), "must not exceed stdio.max_children");
+        }
+    }
+    if let Some(http) = &upstream.http {
+        if http.members().is_empty() {
+            push(
+                at("http.url"),
+                "name the endpoint: url = \"http://…\" (or urls = [...])",
+            );
+        }
+        if http.members().iter().any(|u| !matches!(u.scheme_str(), Some("http"))) {
+            push(at("http.url"), "must be an absolute http:// URL");
+        }
+    }
+    if upstream.pool.size == 0 {
+        push(at("pool.size"), "must be greater than 0");
+    }
+    if upstream.pool.max_in_flight_per_session == 0 {
+        push(at("pool.max_in_flight_per_session"), "must be greater than 0");
+    }
+    if upstream.health.unhealthy_after == 0 {
+        push(at("health.unhealthy_after"), "must be greater than 0");
+    }
+    if let Some(sse) = &upstream.sse
+        && !matches!(sse.url.scheme_str(), Some("http"))
+    {
+        push(at("sse.url"), "must be an absolute http:// URL");
+    }
+    if upstream.max_in_flight == 0 {
+        push(at("max_in_flight"), "must be greater than 0");
+    }
+    issues
 }
 
 #[cfg(test)]
