@@ -21,6 +21,9 @@ It speaks only the `initialize` handshake revisions (2024-11-05 .. 2025-11-25) a
      tool that publishes a resource update to it)
     (every mode also takes --events FILE: one JSON line appended per fixture event, for tests to
      see what the server observed; see "Events" below)
+    (every mode also takes --conformance: the alpha conformance suite's fixture tools, resources,
+     prompts and completion, served legacy-style; implies --mrtr and leaves météo out; see
+     "--conformance" below)
 
 --port 0 picks a free port. The HTTP modes print one line to stdout once listening:
     {"listening": "http://127.0.0.1:PORT/mcp", "port": PORT}    (".../sse" in sse mode)
@@ -55,6 +58,30 @@ Fixture surface:
              connections have no resources/subscribe here: nothing reaches them)
   listen     subscriptions/listen: the SDK's ListenHandler (acknowledgement, then matching events)
 
+--conformance (the names and texts of @modelcontextprotocol/conformance 0.2.0-alpha.12's scenarios):
+  tools      test_simple_text, test_image_content (PNG), test_audio_content (audio/wav),
+             test_embedded_resource, test_multiple_content_types, test_error_handling (isError),
+             test_tool_with_logging (3 info logs 50 ms apart, honours logging/setLevel),
+             test_tool_with_progress (0, 50, 100 of 100), json_schema_2020_12_tool (2020-12 schema);
+             asking the client, each request named in _meta["dev.eragate/inputKey"]:
+             test_sampling{prompt} (key llm_response), test_elicitation{message} (user_response),
+             test_elicitation_sep1034_defaults (defaults_form), test_elicitation_sep1330_enums
+             (enums_form), test_streaming_elicitation (confirmation), test_missing_capability
+             (sampling, sent whatever the client declared; with --dual-era a 2026-07-28 request
+             without the sampling capability gets -32021 instead);
+             test_logging_tool (one info log, whatever the client asked);
+             test_trigger_tool_change / test_trigger_prompt_change (send tools / prompts
+             list_changed on the call's channel; the lists do not actually change), so
+             `initialize` declares tools and prompts listChanged
+  resources  test://static-text, test://static-binary (PNG blob), test://watched-resource;
+             template test://template/{id}/data (JSON); resources/subscribe and /unsubscribe
+             (declared `subscribe`; remembered per connection, nothing is ever updated)
+  prompts    test_simple_prompt, test_prompt_with_arguments{arg1,arg2},
+             test_prompt_with_embedded_resource{resourceUri}, test_prompt_with_image
+  completion test_prompt_with_arguments/arg1 -> values of ["paris","park","party"] with the prefix
+  plus everything of --mrtr (the test_input_required_result_* fixtures); météo is neither listed
+  nor callable (its non-ASCII name is the fixture's own naming, which the suite checks)
+
 Events (--events FILE), each a JSON object on its own line, in the order the server saw them:
   {"event": "started", "tool": "hang", "id": <request id>}     hang began
   {"event": "cancelled", "tool": "hang", "id": <request id>}   hang was cancelled (a stdio
@@ -86,6 +113,7 @@ SERVER_NAME = "eragate-legacy-fixture"
 SERVER_VERSION = "1.0.0"
 RESOURCE_NOT_FOUND = -32002
 INVALID_PARAMS = -32602
+MISSING_CLIENT_CAPABILITY = -32021  # 2026-07-28 MissingRequiredClientCapabilityError
 
 LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 COMPLETION_NAMES = ["alice", "bob", "carol"]
@@ -940,8 +968,17 @@ async def conformance_call_tool(ctx: Any, params: types.CallToolRequestParams) -
         form = _form("Please select options from the enum fields", SEP1330_SCHEMA)
         return _text_result(_answer_text("Elicitation completed", await _ask_named(ctx, "enums_form", form)))
     if name == "test_missing_capability":
-        # Naive: asks for sampling without looking at what the client declared; a gateway in
-        # front of it must answer a 2026-07-28 client that did not declare sampling with -32021.
+        if _is_modern(ctx):
+            # --dual-era reference: a 2026-07-28 request is refused as the spec says.
+            caps = ctx.session.client_capabilities
+            if caps is None or caps.sampling is None:
+                raise MCPError(
+                    MISSING_CLIENT_CAPABILITY,
+                    "Missing required client capability: sampling",
+                    data={"requiredCapabilities": {"sampling": {}}},
+                )
+        # Legacy: naive, asks for sampling without looking at what the client declared; a
+        # gateway in front of it must answer a 2026-07-28 client that did not declare it -32021.
         answer = await _ask_named(ctx, "sampling", _sampling("This needs the sampling capability", 50))
         if "error" in answer:
             return types.CallToolResult(content=_text(f"sampling failed: {answer['error']['code']}"), is_error=True)
