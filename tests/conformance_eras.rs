@@ -1,22 +1,30 @@
 //! The alpha conformance suite (`@modelcontextprotocol/conformance@0.2.0-alpha.*`) against
-//! eragate in front of a modern upstream (`legacy_server.py --dual-era`, the Python SDK's
-//! dual-era server) and in front of a legacy-only one (`legacy_server.py`), both over
-//! Streamable HTTP, at two spec versions:
+//! eragate in front of a modern upstream (`legacy_server.py --dual-era --conformance`, the Python
+//! SDK's dual-era server) and in front of a legacy-only one (`legacy_server.py --conformance`),
+//! both with the suite's fixture tools and both over Streamable HTTP, at two spec versions:
 //!
 //! - 2026-07-28: `server-stateless` and the scenarios that need no fixture tool;
 //! - 2025-11-25: the handshake-era scenarios that need no fixture tool.
 //!
 //! Every run uses the target's baseline, `tests/conformance/expected-failures-<target>.yaml`,
-//! which lists only checks that depend on the fixture (a suite fixture tool the upstream lacks,
-//! or the upstream's own tool naming), each with its reason. The suite fails a run when a
-//! baselined check passes, so a baseline cannot go stale; with a baseline, a WARNING counts as
-//! a failure. A failing run puts the suite's own output in the assertion message.
+//! which lists only checks that depend on the fixture or that a legacy upstream cannot carry,
+//! each with its reason (both are empty today: the `--conformance` fixture has every tool the
+//! scenarios need). The suite fails a run when a baselined check passes, so a baseline cannot go
+//! stale; with a baseline, a WARNING counts as a failure. A failing run puts the suite's own
+//! output in the assertion message. (`tests/conformance_fixture.rs` runs every scored scenario
+//! against the legacy-only fixture, over stdio too.)
+//!
+//! Known eragate bugs these runs show until they are fixed in src/ (not baselined):
+//! `server-stateless:sep-2575-server-rejects-undeclared-capability` and
+//! `…:sep-2575-missing-capability-http-400` in front of the legacy upstream (no -32021 for
+//! `test_missing_capability`'s sampling request), and `…:sep-2575-missing-capability-http-400`
+//! in front of the modern upstream (its HTTP 400 -32021 reaches the client as HTTP 200).
 
 mod common;
 
 use std::path::PathBuf;
 
-use common::conformance::{self, assert_runs_pass, check_baseline};
+use common::conformance::{self, assert_runs_pass, check_baseline_may_be_empty};
 use common::*;
 
 /// 2026-07-28 scenarios: `server-stateless` and those that need no fixture tool.
@@ -31,9 +39,9 @@ const HANDSHAKE_SCENARIOS: [&str; 7] = conformance::HANDSHAKE_SCENARIOS_WITHOUT_
 
 #[derive(Clone, Copy)]
 enum Target {
-    /// eragate in front of `legacy_server.py --dual-era` (answers 2026-07-28 itself).
+    /// eragate in front of `legacy_server.py --dual-era --conformance` (answers 2026-07-28 itself).
     ModernUpstream,
-    /// eragate in front of `legacy_server.py` (handshake revisions only).
+    /// eragate in front of `legacy_server.py --conformance` (handshake revisions only).
     LegacyUpstream,
 }
 
@@ -51,8 +59,8 @@ impl Target {
 
     fn start(self) -> (LegacyHttpServer, Eragate) {
         let upstream = match self {
-            Target::ModernUpstream => LegacyHttpServer::start(&["--dual-era"]),
-            Target::LegacyUpstream => LegacyHttpServer::start(&[]),
+            Target::ModernUpstream => LegacyHttpServer::start(&["--dual-era", "--conformance"]),
+            Target::LegacyUpstream => LegacyHttpServer::start(&["--conformance"]),
         };
         let gateway = Eragate::http(&upstream.url, "");
         (upstream, gateway)
@@ -110,10 +118,10 @@ fn alpha_2025_11_25_legacy_upstream() {
 }
 
 /// Each baseline holds only `scenario:check-id` entries, each under a one-line comment giving
-/// its fixture-dependent reason.
+/// its fixture-dependent (or legacy-upstream) reason; they may be empty.
 #[test]
 fn baselines_list_only_commented_fixture_checks() {
     for target in [Target::ModernUpstream, Target::LegacyUpstream] {
-        check_baseline(&target.baseline());
+        check_baseline_may_be_empty(&target.baseline());
     }
 }

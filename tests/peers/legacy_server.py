@@ -21,6 +21,9 @@ It speaks only the `initialize` handshake revisions (2024-11-05 .. 2025-11-25) a
      tool that publishes a resource update to it)
     (every mode also takes --events FILE: one JSON line appended per fixture event, for tests to
      see what the server observed; see "Events" below)
+    (every mode also takes --conformance: the alpha conformance suite's fixture tools, resources,
+     prompts and completion, served legacy-style; implies --mrtr and leaves météo out; see
+     "--conformance" below)
 
 --port 0 picks a free port. The HTTP modes print one line to stdout once listening:
     {"listening": "http://127.0.0.1:PORT/mcp", "port": PORT}    (".../sse" in sse mode)
@@ -55,6 +58,30 @@ Fixture surface:
              connections have no resources/subscribe here: nothing reaches them)
   listen     subscriptions/listen: the SDK's ListenHandler (acknowledgement, then matching events)
 
+--conformance (the names and texts of @modelcontextprotocol/conformance 0.2.0-alpha.12's scenarios):
+  tools      test_simple_text, test_image_content (PNG), test_audio_content (audio/wav),
+             test_embedded_resource, test_multiple_content_types, test_error_handling (isError),
+             test_tool_with_logging (3 info logs 50 ms apart, honours logging/setLevel),
+             test_tool_with_progress (0, 50, 100 of 100), json_schema_2020_12_tool (2020-12 schema);
+             asking the client, each request named in _meta["dev.eragate/inputKey"]:
+             test_sampling{prompt} (key llm_response), test_elicitation{message} (user_response),
+             test_elicitation_sep1034_defaults (defaults_form), test_elicitation_sep1330_enums
+             (enums_form), test_streaming_elicitation (confirmation), test_missing_capability
+             (sampling, sent whatever the client declared; with --dual-era a 2026-07-28 request
+             without the sampling capability gets -32021 instead);
+             test_logging_tool (one info log, whatever the client asked);
+             test_trigger_tool_change / test_trigger_prompt_change (send tools / prompts
+             list_changed on the call's channel; the lists do not actually change), so
+             `initialize` declares tools and prompts listChanged
+  resources  test://static-text, test://static-binary (PNG blob), test://watched-resource;
+             template test://template/{id}/data (JSON); resources/subscribe and /unsubscribe
+             (declared `subscribe`; remembered per connection, nothing is ever updated)
+  prompts    test_simple_prompt, test_prompt_with_arguments{arg1,arg2},
+             test_prompt_with_embedded_resource{resourceUri}, test_prompt_with_image
+  completion test_prompt_with_arguments/arg1 -> values of ["paris","park","party"] with the prefix
+  plus everything of --mrtr (the test_input_required_result_* fixtures); météo is neither listed
+  nor callable (its non-ASCII name is the fixture's own naming, which the suite checks)
+
 Events (--events FILE), each a JSON object on its own line, in the order the server saw them:
   {"event": "started", "tool": "hang", "id": <request id>}     hang began
   {"event": "cancelled", "tool": "hang", "id": <request id>}   hang was cancelled (a stdio
@@ -77,7 +104,7 @@ import anyio
 import mcp_types as types
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.runner import serve_loop
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
@@ -86,6 +113,7 @@ SERVER_NAME = "eragate-legacy-fixture"
 SERVER_VERSION = "1.0.0"
 RESOURCE_NOT_FOUND = -32002
 INVALID_PARAMS = -32602
+MISSING_CLIENT_CAPABILITY = -32021  # 2026-07-28 MissingRequiredClientCapabilityError
 
 LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 COMPLETION_NAMES = ["alice", "bob", "carol"]
@@ -223,8 +251,11 @@ def _conn_state(ctx: Any) -> dict[str, Any]:
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    # --conformance leaves out the deliberately non-ASCII `météo` (see the --conformance section).
+    tools = [t for t in TOOLS if not (CONFORMANCE and t.name == "météo")]
     return types.ListToolsResult(
-        tools=TOOLS
+        tools=tools
+        + (CONFORMANCE_TOOLS if CONFORMANCE else [])
         + (RICH_TOOLS if RICH_CONTENT else [])
         + (MRTR_TOOLS if MRTR else [])
         + (PARAM_HEADER_TOOLS if PARAM_HEADERS else [])
@@ -237,6 +268,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     name = params.name
     if MRTR and name in MRTR_TOOL_PLANS:
         return await mrtr_call_tool(ctx, params)
+    if CONFORMANCE and name in CONFORMANCE_TOOL_NAMES:
+        return await conformance_call_tool(ctx, params)
     if name == "echo":
         return types.CallToolResult(content=_text(f"echo: {args.get('text', '')}"))
     if name == "regional" and PARAM_HEADERS:
@@ -275,7 +308,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
             raise
     if name == "fail":
         return types.CallToolResult(content=_text("failure requested"), is_error=True)
-    if name == "météo":
+    if name == "météo" and not CONFORMANCE:
         return types.CallToolResult(content=_text(f"météo: {args.get('city', '')}"))
     if SUBSCRIPTIONS and name == "touch":
         uri = str(args.get("uri", ""))
@@ -298,12 +331,14 @@ async def list_resources(ctx: Any, params: Any) -> types.ListResourcesResult:
     return types.ListResourcesResult(
         resources=[types.Resource(uri="test://static/hello", name="hello", mime_type="text/plain")]
         + ([types.Resource(uri=MRTR_RESOURCE, name="ask_roots", mime_type="text/plain")] if MRTR else [])
+        + (CONFORMANCE_RESOURCES if CONFORMANCE else [])
     )
 
 
 async def list_resource_templates(ctx: Any, params: Any) -> types.ListResourceTemplatesResult:
     return types.ListResourceTemplatesResult(
         resource_templates=[types.ResourceTemplate(uri_template="test://items/{id}", name="item", mime_type="text/plain")]
+        + (CONFORMANCE_TEMPLATES if CONFORMANCE else [])
     )
 
 
@@ -311,6 +346,8 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> ty
     uri = str(params.uri)
     if MRTR and uri == MRTR_RESOURCE:
         return await mrtr_read_resource(ctx, params)
+    if CONFORMANCE and (result := conformance_read(uri)) is not None:
+        return result
     if uri == "test://static/hello":
         text = "hello world"
     elif m := ITEM_RE.match(uri):
@@ -332,12 +369,15 @@ async def list_prompts(ctx: Any, params: Any) -> types.ListPromptsResult:
             )
         ]
         + ([types.Prompt(name=MRTR_PROMPT, description="Needs elicitation input")] if MRTR else [])
+        + (CONFORMANCE_PROMPTS if CONFORMANCE else [])
     )
 
 
 async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
     if MRTR and params.name == MRTR_PROMPT:
         return await mrtr_get_prompt(ctx, params)
+    if CONFORMANCE and params.name in CONFORMANCE_PROMPT_NAMES:
+        return conformance_get_prompt(params)
     if params.name != "greet":
         raise MCPError(INVALID_PARAMS, f"Unknown prompt: {params.name}")
     who = (params.arguments or {}).get("name", "world")
@@ -354,6 +394,8 @@ async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.Compl
     values: list[str] = []
     if getattr(ref, "type", None) == "ref/prompt" and ref.name == "greet" and params.argument.name == "name":
         values = [v for v in COMPLETION_NAMES if v.startswith(params.argument.value)]
+    if CONFORMANCE and getattr(ref, "type", None) == "ref/prompt" and ref.name == "test_prompt_with_arguments":
+        values = [v for v in COMPLETION_ARG1 if v.startswith(params.argument.value)]
     return types.CompleteResult(completion=types.Completion(values=values, total=len(values), has_more=False))
 
 
@@ -680,6 +722,337 @@ async def mrtr_complete(ctx: Any) -> types.CompleteResult:
     return types.CompleteResult(completion=types.Completion(values=values, total=len(values), has_more=False))
 
 
+# --- --conformance: the alpha conformance suite's fixtures ---------------------------------
+#
+# The tools, resources, prompts and completion the alpha suite
+# (@modelcontextprotocol/conformance 0.2.0-alpha.12) calls by name, served the legacy way: a tool
+# that needs input sends a real server->client request on its own request's channel (named with
+# `_named`, so a gateway asking a 2026-07-28 client keeps the key), logs and progress ride the
+# request. Texts follow the suite's scenario descriptions. --conformance also turns on --mrtr
+# (its test_input_required_result_* fixtures) and leaves `météo` out (the suite's tools-name-format
+# check is about a server's own naming, not something a gateway carries).
+
+CONFORMANCE = False  # set by --conformance
+
+PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+WAV_TINY = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+TEMPLATE_RE = re.compile(r"^test://template/([^/?#]+)/data$")
+WATCHED = "test://watched-resource"
+NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}}
+
+# json-schema-2020-12 (a pending scenario): keywords a gateway must pass through untouched.
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+SEP1034_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {
+            "type": "string",
+            "description": "User status",
+            "enum": ["active", "inactive", "pending"],
+            "default": "active",
+        },
+        "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    },
+}
+
+SEP1330_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {
+            "type": "string",
+            "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"},
+            ],
+        },
+        "legacyEnum": {
+            "type": "string",
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"],
+        },
+        "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+        "titledMulti": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"},
+                ]
+            },
+        },
+    },
+}
+
+USER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "username": {"type": "string", "description": "User's response"},
+        "email": {"type": "string", "description": "User's email address"},
+    },
+    "required": ["username", "email"],
+}
+
+
+def _tool(name: str, description: str, schema: dict[str, Any] | None = None) -> types.Tool:
+    return types.Tool(name=name, description=description, input_schema=schema or NO_ARGS)
+
+
+def _string_args(*names: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {n: {"type": "string"} for n in names}, "required": list(names)}
+
+
+CONFORMANCE_TOOLS = [
+    _tool("test_simple_text", "conformance: one text item"),
+    _tool("test_image_content", "conformance: one PNG image"),
+    _tool("test_audio_content", "conformance: one WAV audio item"),
+    _tool("test_embedded_resource", "conformance: one embedded text resource"),
+    _tool("test_multiple_content_types", "conformance: text, image and an embedded resource"),
+    _tool("test_tool_with_logging", "conformance: three info log messages 50 ms apart (honours logging/setLevel)"),
+    _tool("test_tool_with_progress", "conformance: progress 0, 50, 100 of 100 (with a progressToken)"),
+    _tool("test_error_handling", "conformance: always a tool error (isError true)"),
+    _tool("test_sampling", "conformance: sampling/createMessage with the prompt", _string_args("prompt")),
+    _tool("test_elicitation", "conformance: form elicitation of a username and email", _string_args("message")),
+    _tool("test_elicitation_sep1034_defaults", "conformance: form elicitation with a default for every primitive type"),
+    _tool("test_elicitation_sep1330_enums", "conformance: form elicitation with the five enum schema variants"),
+    _tool("test_missing_capability", "conformance: sends sampling/createMessage whatever the client declared (naive)"),
+    _tool("test_streaming_elicitation", "conformance: form elicitation during the call"),
+    _tool("test_logging_tool", "conformance: logs at info whatever the client asked (naive), then returns"),
+    _tool("test_trigger_tool_change", "conformance: sends notifications/tools/list_changed"),
+    _tool("test_trigger_prompt_change", "conformance: sends notifications/prompts/list_changed"),
+    _tool("json_schema_2020_12_tool", "conformance: an inputSchema with JSON Schema 2020-12 keywords", JSON_SCHEMA_2020_12),
+]
+CONFORMANCE_TOOL_NAMES = {t.name for t in CONFORMANCE_TOOLS}
+
+CONFORMANCE_RESOURCES = [
+    types.Resource(uri="test://static-text", name="static-text", description="conformance: static text", mime_type="text/plain"),
+    types.Resource(uri="test://static-binary", name="static-binary", description="conformance: a PNG blob", mime_type="image/png"),
+    types.Resource(uri=WATCHED, name="watched-resource", description="conformance: for resources/subscribe", mime_type="text/plain"),
+]
+CONFORMANCE_TEMPLATES = [
+    types.ResourceTemplate(
+        uri_template="test://template/{id}/data",
+        name="template-data",
+        description="conformance: JSON data for an id",
+        mime_type="application/json",
+    )
+]
+
+CONFORMANCE_PROMPTS = [
+    types.Prompt(name="test_simple_prompt", description="conformance: one user text message"),
+    types.Prompt(
+        name="test_prompt_with_arguments",
+        description="conformance: both arguments in one message",
+        arguments=[
+            types.PromptArgument(name="arg1", description="First test argument", required=True),
+            types.PromptArgument(name="arg2", description="Second test argument", required=True),
+        ],
+    ),
+    types.Prompt(
+        name="test_prompt_with_embedded_resource",
+        description="conformance: an embedded resource, then text",
+        arguments=[types.PromptArgument(name="resourceUri", description="URI of the resource to embed", required=True)],
+    ),
+    types.Prompt(name="test_prompt_with_image", description="conformance: an image, then text"),
+]
+CONFORMANCE_PROMPT_NAMES = {p.name for p in CONFORMANCE_PROMPTS}
+COMPLETION_ARG1 = ["paris", "park", "party"]
+
+
+def _png() -> types.ImageContent:
+    return types.ImageContent(type="image", data=PNG_1PX, mime_type="image/png")
+
+
+def _embedded(uri: str, mime_type: str, text: str) -> types.EmbeddedResource:
+    return types.EmbeddedResource(
+        type="resource", resource=types.TextResourceContents(uri=uri, mime_type=mime_type, text=text)
+    )
+
+
+async def _log(ctx: Any, level: str, message: str, honour_set_level: bool) -> None:
+    """One notifications/message on this request's channel (optionally filtered by logging/setLevel)."""
+    threshold = _conn_state(ctx).get("log_level")
+    if honour_set_level and threshold is not None and LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        await ctx.session.send_log_message(level, message, logger=SERVER_NAME, related_request_id=ctx.request_id)
+
+
+async def _ask_named(ctx: Any, key: str, request: Any) -> dict[str, Any]:
+    """A real server->client request named `key` (see _named); an error answer is {"error": ...}."""
+    return await _ask_legacy(ctx, _named(key, request))
+
+
+def _answer_text(prefix: str, answer: dict[str, Any]) -> str:
+    if "error" in answer:
+        return f"{prefix} not supported or error: {answer['error']['code']} {answer['error']['message']}"
+    return f"{prefix}: action={answer.get('action')}, content={json.dumps(answer.get('content') or {}, sort_keys=True)}"
+
+
+async def conformance_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    name = params.name
+    args = params.arguments or {}
+    if name == "test_simple_text":
+        return _text_result("This is a simple text response for testing.")
+    if name == "test_image_content":
+        return types.CallToolResult(content=[_png()])
+    if name == "test_audio_content":
+        return types.CallToolResult(content=[types.AudioContent(type="audio", data=WAV_TINY, mime_type="audio/wav")])
+    if name == "test_embedded_resource":
+        return types.CallToolResult(
+            content=[_embedded("test://embedded-resource", "text/plain", "This is an embedded resource content.")]
+        )
+    if name == "test_multiple_content_types":
+        return types.CallToolResult(
+            content=[
+                types.TextContent(type="text", text="Multiple content types test:"),
+                _png(),
+                _embedded("test://mixed-content-resource", "application/json", json.dumps({"test": "data", "value": 123})),
+            ]
+        )
+    if name == "test_tool_with_logging":
+        for i, message in enumerate(["Tool execution started", "Tool processing data", "Tool execution completed"]):
+            if i:
+                await anyio.sleep(0.05)
+            await _log(ctx, "info", message, honour_set_level=True)
+        return _text_result("Tool with logging executed successfully")
+    if name == "test_tool_with_progress":
+        for i, progress in enumerate([0, 50, 100]):
+            if i:
+                await anyio.sleep(0.05)
+            await ctx.session.report_progress(progress, 100, f"Completed step {progress} of 100")
+        return _text_result("progress done")
+    if name == "test_error_handling":
+        return types.CallToolResult(content=_text("This tool intentionally returns an error for testing"), is_error=True)
+    if name == "test_sampling":
+        answer = await _ask_named(ctx, "llm_response", _sampling(str(args.get("prompt", "")), 100))
+        if "error" in answer:
+            return _text_result(f"Sampling not supported or error: {answer['error']['code']} {answer['error']['message']}")
+        return _text_result(f"LLM response: {_sampled_text(answer)}")
+    if name == "test_elicitation":
+        answer = await _ask_named(ctx, "user_response", _form(str(args.get("message", "Please respond")), USER_SCHEMA))
+        return _text_result(_answer_text("User response", answer))
+    if name == "test_elicitation_sep1034_defaults":
+        form = _form("Please review and update the form fields with defaults", SEP1034_SCHEMA)
+        return _text_result(_answer_text("Elicitation completed", await _ask_named(ctx, "defaults_form", form)))
+    if name == "test_elicitation_sep1330_enums":
+        form = _form("Please select options from the enum fields", SEP1330_SCHEMA)
+        return _text_result(_answer_text("Elicitation completed", await _ask_named(ctx, "enums_form", form)))
+    if name == "test_missing_capability":
+        if _is_modern(ctx):
+            # --dual-era reference: a 2026-07-28 request is refused as the spec says.
+            caps = ctx.session.client_capabilities
+            if caps is None or caps.sampling is None:
+                raise MCPError(
+                    MISSING_CLIENT_CAPABILITY,
+                    "Missing required client capability: sampling",
+                    data={"requiredCapabilities": {"sampling": {}}},
+                )
+        # Legacy: naive, asks for sampling without looking at what the client declared; a
+        # gateway in front of it must answer a 2026-07-28 client that did not declare it -32021.
+        answer = await _ask_named(ctx, "sampling", _sampling("This needs the sampling capability", 50))
+        if "error" in answer:
+            return types.CallToolResult(content=_text(f"sampling failed: {answer['error']['code']}"), is_error=True)
+        return _text_result(f"sampled: {_sampled_text(answer)}")
+    if name == "test_streaming_elicitation":
+        answer = await _ask_named(ctx, "confirmation", _form("Please confirm", NAME_SCHEMA))
+        return _text_result(_answer_text("elicited", answer))
+    if name == "test_logging_tool":
+        # Naive: logs whatever level the client asked for (a 2026-07-28 client that set no
+        # logLevel must not see it; the gateway filters).
+        await _log(ctx, "info", "test_logging_tool log message", honour_set_level=False)
+        return _text_result("logged")
+    if name == "test_trigger_tool_change":
+        await ctx.session.send_notification(types.ToolListChangedNotification(), related_request_id=ctx.request_id)
+        return _text_result("tools list changed")
+    if name == "test_trigger_prompt_change":
+        await ctx.session.send_notification(types.PromptListChangedNotification(), related_request_id=ctx.request_id)
+        return _text_result("prompts list changed")
+    if name == "json_schema_2020_12_tool":
+        return _text_result(f"json schema 2020-12: {json.dumps(args, sort_keys=True)}")
+    raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
+
+
+def conformance_read(uri: str) -> types.ReadResourceResult | None:
+    """The suite's resources and template (None: not one of them)."""
+    if uri == "test://static-text":
+        contents: Any = types.TextResourceContents(
+            uri=uri, mime_type="text/plain", text="This is the content of the static text resource."
+        )
+    elif uri == "test://static-binary":
+        contents = types.BlobResourceContents(uri=uri, mime_type="image/png", blob=PNG_1PX)
+    elif uri == WATCHED:
+        contents = types.TextResourceContents(uri=uri, mime_type="text/plain", text="Watched resource content")
+    elif m := TEMPLATE_RE.match(uri):
+        data = {"id": m.group(1), "templateTest": True, "data": f"Data for ID: {m.group(1)}"}
+        contents = types.TextResourceContents(uri=uri, mime_type="application/json", text=json.dumps(data))
+    else:
+        return None
+    return types.ReadResourceResult(contents=[contents])
+
+
+def conformance_get_prompt(params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    args = params.arguments or {}
+
+    def user(content: Any) -> types.PromptMessage:
+        return types.PromptMessage(role="user", content=content)
+
+    if params.name == "test_simple_prompt":
+        messages = [user(types.TextContent(type="text", text="This is a simple prompt for testing."))]
+    elif params.name == "test_prompt_with_arguments":
+        text = f"Prompt with arguments: arg1='{args.get('arg1', '')}', arg2='{args.get('arg2', '')}'"
+        messages = [user(types.TextContent(type="text", text=text))]
+    elif params.name == "test_prompt_with_embedded_resource":
+        uri = args.get("resourceUri", "test://example-resource")
+        messages = [
+            user(_embedded(uri, "text/plain", "Embedded resource content for testing.")),
+            user(types.TextContent(type="text", text="Please process the embedded resource above.")),
+        ]
+    else:  # test_prompt_with_image
+        messages = [user(_png()), user(types.TextContent(type="text", text="Please analyze the image above."))]
+    return types.GetPromptResult(description=f"conformance prompt {params.name}", messages=messages)
+
+
+async def subscribe_resource(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+    """resources/subscribe (--conformance): remembered per connection; nothing ever changes."""
+    _conn_state(ctx).setdefault("subscriptions", set()).add(str(params.uri))
+    return types.EmptyResult()
+
+
+async def unsubscribe_resource(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+    _conn_state(ctx).setdefault("subscriptions", set()).discard(str(params.uri))
+    return types.EmptyResult()
+
+
 # --- --subscriptions: 2026-07-28 subscriptions/listen --------------------------------------
 
 BUS = InMemorySubscriptionBus()
@@ -713,7 +1086,18 @@ def build_server(dual_era: bool = False) -> Server[Any]:
             on_completion=complete,
             on_set_logging_level=set_logging_level,
             on_subscriptions_listen=subscriptions_listen if SUBSCRIPTIONS else None,
+            on_subscribe_resource=subscribe_resource if CONFORMANCE else None,
+            on_unsubscribe_resource=unsubscribe_resource if CONFORMANCE else None,
         )
+    if CONFORMANCE:
+        # The trigger tools send tools/prompts list_changed: say so in `initialize`.
+        default_options = server.create_initialization_options
+
+        def create_initialization_options(notification_options: Any = None, *args: Any, **kwargs: Any) -> Any:
+            options = notification_options or NotificationOptions(prompts_changed=True, tools_changed=True)
+            return default_options(options, *args, **kwargs)
+
+        server.create_initialization_options = create_initialization_options  # type: ignore[method-assign]
     if not dual_era:
         # A legacy server has no server/discover: answer it -32601 like any unknown method.
         server._request_handlers.pop("server/discover", None)  # noqa: SLF001
@@ -884,6 +1268,11 @@ def main(argv: list[str] | None = None) -> int:
             help="add the tools, prompt and resource that ask the client for input (sampling, elicitation, roots)",
         )
         p.add_argument("--events", metavar="FILE", help="append one JSON line per fixture event to FILE")
+        p.add_argument(
+            "--conformance",
+            action="store_true",
+            help="add the alpha conformance suite's fixture tools, resources and prompts (implies --mrtr; no météo)",
+        )
     for p in (p_stdio, p_http):
         p.add_argument(
             "--subscriptions",
@@ -908,7 +1297,9 @@ def main(argv: list[str] | None = None) -> int:
     global PARAM_HEADERS  # noqa: PLW0603 - a process-wide fixture switch
     PARAM_HEADERS = getattr(args, "param_headers", False)
     global MRTR  # noqa: PLW0603 - a process-wide fixture switch
-    MRTR = args.mrtr
+    global CONFORMANCE  # noqa: PLW0603 - a process-wide fixture switch
+    CONFORMANCE = args.conformance
+    MRTR = args.mrtr or CONFORMANCE
     global SUBSCRIPTIONS  # noqa: PLW0603 - a process-wide fixture switch
     SUBSCRIPTIONS = getattr(args, "subscriptions", False)
     global EVENTS  # noqa: PLW0603 - a process-wide fixture switch
