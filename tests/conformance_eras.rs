@@ -14,11 +14,9 @@
 //! output in the assertion message. (`tests/conformance_fixture.rs` runs every scored scenario
 //! against the legacy-only fixture, over stdio too.)
 //!
-//! Known eragate bugs these runs show until they are fixed in src/ (not baselined):
-//! `server-stateless:sep-2575-server-rejects-undeclared-capability` and
-//! `…:sep-2575-missing-capability-http-400` in front of the legacy upstream (no -32021 for
-//! `test_missing_capability`'s sampling request), and `…:sep-2575-missing-capability-http-400`
-//! in front of the modern upstream (its HTTP 400 -32021 reaches the client as HTTP 200).
+//! Both baselines are empty: with the fixture's `--conformance` tools every check passes,
+//! including -32021 with HTTP 400 in front of the legacy upstream (eragate's answer) and in
+//! front of the modern one (the upstream's answer, relayed with its status).
 
 mod common;
 

@@ -14,16 +14,10 @@
 //! only what a legacy upstream cannot carry (each with its reason). With a baseline the suite
 //! also fails a run on a WARNING (a SHOULD) and on a baselined check that passes.
 //!
-//! Known eragate bugs this test shows until they are fixed in src/ (they are NOT baselined):
-//! - `server-stateless:sep-2575-server-rejects-undeclared-capability` and
-//!   `…:sep-2575-missing-capability-http-400`: `test_missing_capability` sends
-//!   `sampling/createMessage` to a client that declared no `sampling`; eragate answers the
-//!   upstream -32601 and returns the tool's result (HTTP 200) instead of -32021 with
-//!   `data.requiredCapabilities {"sampling": {}}` and HTTP 400.
-//! - `input-required-result-ignore-extra-params:sep-2322-ignore-unexpected-params` (a SHOULD,
-//!   a WARNING): the first call already carries `inputResponses.user_name`, the key the upstream's
-//!   named elicitation then asks for; eragate answers `input_required` for it again instead of
-//!   using it.
+//! Every scored scenario passes today; before issue 10 was fixed, two did not
+//! (`server-stateless`: no -32021 with HTTP 400 for `test_missing_capability`'s sampling request;
+//! `input-required-result-ignore-extra-params`: `inputResponses` sent before they were asked were
+//! not used). A failure here is an eragate regression unless the suite changed.
 
 mod common;
 
@@ -37,11 +31,8 @@ use common::*;
 /// stdio child starting) could push past on a small machine.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-/// The eragate bugs a failing run here may be showing (see the module doc).
-const KNOWN_ERAGATE_BUGS: &str = "known eragate bugs, not baselined, fixed in src/: \
-     -32021 + HTTP 400 for a capability the client did not declare (server-stateless); \
-     inputResponses sent before being asked, matching a named input request \
-     (input-required-result-ignore-extra-params)";
+/// What a failing run here points at (see the module doc).
+const WHAT_FAILED: &str = "an eragate regression (nothing is baselined): the suite's output names the check";
 
 #[derive(Clone, Copy, Debug)]
 enum Transport {
@@ -110,7 +101,7 @@ fn run_requirements(transport: Transport, revision: &str) {
     assert!(
         ok && problems.is_empty(),
         "alpha --requirements {revision} against eragate + legacy_server.py --conformance over \
-         {transport:?}: {failing} of {} scored scenarios failing ({KNOWN_ERAGATE_BUGS}):\n{}\n\n\
+         {transport:?}: {failing} of {} scored scenarios failing ({WHAT_FAILED}):\n{}\n\n\
          suite output:\n{output}\n\neragate log:\n{}",
         scored.len(),
         problems.join("\n"),

@@ -1273,6 +1273,28 @@ fn answers_sent_before_they_were_asked_are_used_for_named_inputs() {
     assert_eq!(tool_text(&first["result"]), "Hello, Ada!", "{first:#}");
     assert_eq!(gate.suspended(), 0);
 
+    // An answer without the shape of an elicitation result is no answer: the question is asked.
+    let malformed = ask(
+        &url,
+        4,
+        "tools/call",
+        tool,
+        json!({"name": tool, "arguments": {}, "inputResponses": {"user_name": 12345}}),
+        &form,
+    );
+    let (requests, state) = input_required(&malformed);
+    assert_eq!(requests.keys().collect::<Vec<_>>(), ["user_name"], "{malformed:#}");
+    let done = retry(
+        &url,
+        5,
+        tool,
+        json!({}),
+        json!({"user_name": ada.clone()}),
+        &state,
+        &form,
+    );
+    assert_eq!(tool_text(&done["result"]), "Hello, Ada!", "{done:#}");
+
     // A key the server did not name is no answer: the question is asked.
     let other = ask(
         &url,

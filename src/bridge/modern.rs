@@ -15,6 +15,7 @@ use crate::router::{
     Admission, Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, discover_params,
     gateway_client_info,
 };
+use crate::translate::mrtr::InputKind;
 use crate::translate::{ModernRequest, discover, down, mrtr};
 
 /// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
@@ -230,7 +231,9 @@ async fn resume(
     let session = call.session().clone();
     let mut missing = Vec::new();
     for (key, asked) in suspended.awaiting {
-        match responses.remove(&key) {
+        // An answer without the shape of the asked kind's result is no answer: asked again.
+        let well_formed = |answer: &serde_json::Value| InputKind::of(&asked).is_none_or(|k| k.accepts_answer(answer));
+        match responses.remove(&key).filter(well_formed) {
             Some(answer) => {
                 let _ = session.respond(Response::result(asked.id, answer)).await;
             }

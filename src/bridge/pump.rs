@@ -490,7 +490,10 @@ impl ModernSide {
     /// `inputResponses` member named by the server's input key (used once).
     fn take_presented(&mut self, request: &crate::protocol::Request) -> Option<Value> {
         let key = mrtr::named_key(request)?;
-        self.mrtr.as_mut()?.presented.remove(key)
+        let kind = InputKind::of(request)?;
+        let answer = self.mrtr.as_mut()?.presented.remove(key)?;
+        // Not the shape of an answer to this request: no answer; the client is asked.
+        kind.accepts_answer(&answer).then_some(answer)
     }
 
     /// The `-32021` for an input request this client cannot be asked, on a

@@ -59,6 +59,25 @@ impl InputKind {
 }
 
 impl InputKind {
+    /// Whether `answer` has the shape of this kind's result (`CreateMessageResult`,
+    /// `ElicitResult`, `ListRootsResult`): what a client sends in `inputResponses`
+    /// is checked before an upstream sees it; anything else is no answer.
+    pub fn accepts_answer(self, answer: &Value) -> bool {
+        let Some(answer) = answer.as_object() else { return false };
+        let text = |key: &str| answer.get(key).and_then(Value::as_str);
+        match self {
+            InputKind::Sampling => {
+                text("role").is_some()
+                    && text("model").is_some()
+                    && answer.get("content").is_some_and(|c| c.is_object() || c.is_array())
+            }
+            InputKind::FormElicitation | InputKind::UrlElicitation => {
+                matches!(text("action"), Some("accept" | "decline" | "cancel"))
+            }
+            InputKind::Roots => answer.get("roots").is_some_and(Value::is_array),
+        }
+    }
+
     /// The `ClientCapabilities` a client must declare to be asked for this kind
     /// (`error.data.requiredCapabilities` of a `-32021`).
     pub fn required_capability(self) -> Value {
@@ -235,6 +254,35 @@ mod tests {
             assert_eq!(kind.declared_by(&capabilities), expected, "{kind:?} {capabilities}");
         }
         assert_eq!(InputKind::of(&request("ping", json!({}))), None);
+    }
+
+    #[test]
+    fn answers_must_have_their_kinds_shape() {
+        let sampled = json!({"role": "assistant", "content": {"type": "text", "text": "x"}, "model": "m"});
+        let table = [
+            (InputKind::Sampling, sampled.clone(), true),
+            (
+                InputKind::Sampling,
+                json!({"role": "assistant", "content": [], "model": "m"}),
+                true,
+            ),
+            (InputKind::Sampling, json!({"role": "assistant", "model": "m"}), false),
+            (
+                InputKind::FormElicitation,
+                json!({"action": "accept", "content": {"name": "A"}}),
+                true,
+            ),
+            (InputKind::FormElicitation, json!({"action": "decline"}), true),
+            (InputKind::UrlElicitation, json!({"action": "cancel"}), true),
+            (InputKind::FormElicitation, json!({"action": "maybe"}), false),
+            (InputKind::FormElicitation, json!(12345), false),
+            (InputKind::Roots, json!({"roots": [{"uri": "file:///x"}]}), true),
+            (InputKind::Roots, json!({"roots": "file:///x"}), false),
+            (InputKind::Roots, sampled, false),
+        ];
+        for (kind, answer, accepted) in table {
+            assert_eq!(kind.accepts_answer(&answer), accepted, "{kind:?} {answer}");
+        }
     }
 
     #[test]
