@@ -375,7 +375,7 @@ fn reject(rejection: Rejection) -> http::Response<Body> {
 /// Not JSON, or not JSON-RPC: answers the message's id when it was readable.
 fn malformed(error: FrameError) -> http::Response<Body> {
     let id = error.id();
-    respond::rejected(&Rejection::Malformed(error), id)
+    respond::rejected(&error.rejection(), id)
 }
 
 /// 401 with the RFC 6750 challenge; the body is an id-less JSON-RPC error.

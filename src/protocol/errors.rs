@@ -135,8 +135,13 @@ pub enum Rejection {
     },
     /// The body could not be read (plain text, 400).
     BodyUnreadable(String),
-    /// Not JSON, or not a JSON-RPC message (400, -32700 or -32600).
-    Malformed(crate::protocol::jsonrpc::FrameError),
+    /// Not JSON (400, -32700), or JSON but not a JSON-RPC message (400, -32600).
+    Malformed {
+        /// Whether the body was not JSON at all.
+        not_json: bool,
+        /// What was wrong.
+        message: String,
+    },
     /// A JSON-RPC batch where none is allowed (400, -32600).
     BatchNotAllowed {
         /// Where batches are allowed, if anywhere.
@@ -185,7 +190,7 @@ impl Rejection {
             | Rejection::SessionRequired
             | Rejection::ConnectionIdRequired
             | Rejection::ResponseToUnknownRequest => StatusCode::BAD_REQUEST,
-            Rejection::Malformed(error) => rejection_status(error.code()),
+            Rejection::Malformed { .. } => StatusCode::BAD_REQUEST,
             Rejection::Classified(error) => rejection_status(error.code),
         }
     }
@@ -204,7 +209,13 @@ impl Rejection {
                 invalid("Unsupported Media Type: Content-Type must be application/json".into())
             }
             Rejection::BodyTooLarge { limit } => invalid(format!("Payload Too Large: the body exceeds {limit} bytes")),
-            Rejection::Malformed(error) => Some(ErrorObject::new(error.code(), error.to_string())),
+            Rejection::Malformed { not_json, message } => {
+                let code = match not_json {
+                    true => ErrorCode::PARSE_ERROR,
+                    false => ErrorCode::INVALID_REQUEST,
+                };
+                Some(ErrorObject::new(code, message.clone()))
+            }
             Rejection::BatchNotAllowed { reason } => invalid((*reason).into()),
             Rejection::InitializeInBatch => invalid("initialize must not be part of a batch".into()),
             Rejection::SessionRequired => {
@@ -320,7 +331,6 @@ mod tests {
 
     #[test]
     fn every_rejection_has_a_status_and_one_body() {
-        use crate::protocol::jsonrpc::FrameError;
         let table = [
             (Rejection::NoEndpoint, 404, None),
             (Rejection::MethodNotAllowed, 405, None),
@@ -331,7 +341,22 @@ mod tests {
             (Rejection::UnsupportedMediaType, 415, Some(-32600)),
             (Rejection::BodyTooLarge { limit: 9 }, 413, Some(-32600)),
             (Rejection::BodyUnreadable("eof".into()), 400, None),
-            (Rejection::Malformed(FrameError::Parse("x".into())), 400, Some(-32700)),
+            (
+                Rejection::Malformed {
+                    not_json: true,
+                    message: "x".into(),
+                },
+                400,
+                Some(-32700),
+            ),
+            (
+                Rejection::Malformed {
+                    not_json: false,
+                    message: "x".into(),
+                },
+                400,
+                Some(-32600),
+            ),
             (Rejection::BatchNotAllowed { reason: "r" }, 400, Some(-32600)),
             (Rejection::InitializeInBatch, 400, Some(-32600)),
             (Rejection::SessionRequired, 400, Some(-32600)),

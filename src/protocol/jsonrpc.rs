@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use super::errors::{ErrorCode, ErrorObject};
+use super::errors::{ErrorObject, Rejection};
 
 /// A request id: a string or a number, kept exactly as the peer sent it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -126,11 +126,11 @@ pub enum FrameError {
 }
 
 impl FrameError {
-    /// The JSON-RPC code answering this frame.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            FrameError::Parse(_) => ErrorCode::PARSE_ERROR,
-            FrameError::Invalid { .. } => ErrorCode::INVALID_REQUEST,
+    /// The refusal this frame earns.
+    pub fn rejection(&self) -> Rejection {
+        Rejection::Malformed {
+            not_json: matches!(self, FrameError::Parse(_)),
+            message: self.to_string(),
         }
     }
 
@@ -144,7 +144,7 @@ impl FrameError {
 
     /// The JSON-RPC error answering this frame (in band, e.g. inside a batch).
     pub fn to_response(&self) -> Response {
-        Response::error(self.id(), ErrorObject::new(self.code(), self.to_string()))
+        Response::error(self.id(), self.rejection().in_band())
     }
 }
 
@@ -360,6 +360,7 @@ fn invalid(id: Option<Id>, reason: &'static str) -> FrameError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::ErrorCode;
     use serde_json::json;
 
     #[test]
