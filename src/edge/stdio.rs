@@ -73,7 +73,9 @@ struct Connection {
     lines: mpsc::Sender<Vec<u8>>,
     session: Option<Arc<ClientSession>>,
     /// Modern requests in flight by client id, so `notifications/cancelled` can stop them.
-    in_flight: Arc<Mutex<HashMap<Id, AbortHandle>>>,
+    /// An id may be in flight more than once (a client reusing it): each is answered,
+    /// and a cancellation naming it stops them all.
+    in_flight: Arc<Mutex<HashMap<Id, Vec<AbortHandle>>>>,
 }
 
 impl Connection {
@@ -180,14 +182,19 @@ impl Connection {
             return;
         };
         let in_flight = self.in_flight.clone();
-        in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), task.abort_handle());
+        let handle = task.abort_handle();
+        let task_id = handle.id();
+        lock(&in_flight).entry(id.clone()).or_default().push(handle);
         // Forget the request once its stream is done.
         tokio::spawn(async move {
             let _ = task.await;
-            in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            let mut in_flight = lock(&in_flight);
+            if let Some(handles) = in_flight.get_mut(&id) {
+                handles.retain(|h| h.id() != task_id);
+                if handles.is_empty() {
+                    in_flight.remove(&id);
+                }
+            }
         });
     }
 
@@ -196,7 +203,7 @@ impl Connection {
         let Some(id) = params.and_then(|p| p.get("requestId")).and_then(Id::from_value) else {
             return;
         };
-        if let Some(handle) = self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).remove(&id) {
+        for handle in lock(&self.in_flight).remove(&id).unwrap_or_default() {
             handle.abort();
         }
     }
@@ -220,4 +227,9 @@ async fn write_lines<W: AsyncWrite + Unpin>(
             return;
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means another task panicked holding it; the map is still usable.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
