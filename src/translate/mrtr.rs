@@ -1,12 +1,15 @@
 //! Server→client requests of a legacy upstream as 2026-07-28 multi round-trip
 //! input (`input_required`), the pure part: which requests a client may be
-//! asked, how they are keyed and shown, and what binds a `requestState`.
+//! asked, how they are keyed and shown, and what binds a `requestState`. The
+//! conversation itself (gather, ask, answer, resume, expire) is [`conversation`].
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::protocol::Request;
+
+pub mod conversation;
 
 /// A kind of input a legacy server asks its client for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
