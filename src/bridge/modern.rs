@@ -13,7 +13,8 @@ use crate::protocol::Era;
 use crate::protocol::capabilities::{self, ListenSupport};
 use crate::protocol::{Id, ModernMethod, Request, Response, Revision};
 use crate::router::{
-    Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, discover_params, gateway_client_info,
+    Admission, Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, discover_params,
+    gateway_client_info,
 };
 use crate::translate::mrtr::conversation::{Binding, InputPolicy, input_responses};
 use crate::translate::{ModernRequest, discover, down};
@@ -138,6 +139,19 @@ async fn forward(
             Retried::Reissue => {}
         }
     }
+    send(gateway, backend, request, modern, principal, permit).await
+}
+
+/// Sends a modern request to a legacy upstream on a pooled session and streams
+/// its answer; the client may be asked for input as its capabilities allow.
+async fn send(
+    gateway: &Gateway,
+    backend: &Backend,
+    request: Request,
+    modern: ModernRequest,
+    principal: &Principal,
+    permit: Admission,
+) -> Reply {
     let capabilities = &modern.envelope.client_capabilities;
     let input = InputPolicy::for_request(modern.method.allows_input_required(), capabilities, || {
         Binding::of(&request.method, request.params.as_ref(), principal.as_str())

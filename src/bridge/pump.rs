@@ -19,8 +19,8 @@ use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Notification,
 use crate::router::{
     Admission, Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession, refuse_server_request,
 };
-use crate::translate::mrtr::InputKind;
 use crate::translate::mrtr::conversation::{Fate, InputPolicy, OnInputRequest};
+use crate::translate::mrtr::{legacy_question, reissue_params};
 use crate::translate::{CachePolicy, up};
 
 /// Bound of messages queued toward one streamed answer; a slow reader slows the pump.
@@ -103,6 +103,7 @@ pub fn stream_call(call: Call, side: ClientSide, client_id: Id, timeout: Option<
     Reply::Stream(rx, era)
 }
 
+// One select over the call, the client and the deadline (67 lines): each arm delegates or ends the loop.
 async fn pump(
     mut call: Call,
     mut side: ClientSide,
@@ -125,35 +126,17 @@ async fn pump(
                         fail_call(call, &client_id, error, &tx).await;
                         return;
                     }
-                    EventAction::Input(request) => {
-                        let ClientSide::Modern { side: modern, input: InputPolicy::Asks(expect), store } = side else {
-                            break;
-                        };
-                        match expect.handle_input_request(request, Instant::now().into_std()) {
-                            OnInputRequest::Answered(expect, answer) => {
-                                // Sent before it was asked (named inputs): no round trip needed.
-                                mrtr::answer_upstream(call.session(), vec![answer]).await;
-                                side = ClientSide::Modern { side: modern, input: InputPolicy::Asks(expect), store };
-                                continue;
-                            }
-                            OnInputRequest::Gathering(gathering) => {
-                                mrtr::gather(call, modern, &store, gathering, client_id, tx, deadline).await;
-                                return;
-                            }
-                        }
-                    }
+                    EventAction::Input(request) => match on_input(call, side, request, &client_id, &tx, deadline).await {
+                        Streaming::On(next, next_side) => (call, side) = (next, next_side),
+                        Streaming::HandedOver => return,
+                    },
                 },
                 CallStep::Done(Ok(Response { outcome: Outcome::Result(result), .. }))
                     if is_input_required(&result) && side.can_reissue() =>
                 {
                     match side.answer_input(&result, &tx, deadline).await {
-                        Ok(call_again) => match call_again {
-                            Some(next) => {
-                                call = next;
-                                continue;
-                            }
-                            None => break,
-                        },
+                        Ok(Some(next)) => call = next,
+                        Ok(None) => break,
                         Err(error) => {
                             let _ = tx.send(Response::error(Some(client_id.clone()), error).into_message()).await;
                             break;
@@ -167,7 +150,7 @@ async fn pump(
                         break;
                     };
                     let result = mrtr::park_url_elicitation(&store, modern, expect, &error, deadline);
-                    let _ = tx.send(Response::result(client_id.clone(), result).into_message()).await;
+                    let _ = tx.send(Response::result(client_id, result).into_message()).await;
                     return;
                 }
                 CallStep::Done(_) if side.cancelled_by_client(&client_id) => break,
@@ -181,18 +164,67 @@ async fn pump(
             },
             () = tx.closed() => break,
             () = tokio::time::sleep_until(deadline) => {
-                let error = UpstreamError::Timeout {
-                    upstream: call.session().upstream_name().to_owned(),
-                    after_ms: timeout.as_millis() as u64,
-                };
-                call.time_out();
-                let _ = tx.send(Response::error(Some(client_id.clone()), error.to_error_object()).into_message()).await;
-                side.finish(&client_id);
-                return;
+                time_out(call, &client_id, &tx, timeout).await;
+                break;
             }
         }
     }
     side.finish(&client_id);
+}
+
+/// Whether a pump still streams its call after the conversation took a question.
+// A return value moved straight back into the pump's locals: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Streaming {
+    /// It does, with this call and side.
+    On(Call, ClientSide),
+    /// The call was handed to the multi round-trip shell (gathering, then suspended or failed).
+    HandedOver,
+}
+
+/// The conversation takes a question: answered at once with what the client
+/// sent before it was asked, or gathered with what the upstream asks next.
+async fn on_input(
+    call: Call,
+    side: ClientSide,
+    request: Request,
+    client_id: &Id,
+    tx: &mpsc::Sender<Message>,
+    deadline: Instant,
+) -> Streaming {
+    let ClientSide::Modern {
+        side,
+        input: InputPolicy::Asks(expect),
+        store,
+    } = side
+    else {
+        // Only a client that may be asked gets questions (Fate::Input); else end the call as before.
+        return Streaming::HandedOver;
+    };
+    match expect.handle_input_request(request, Instant::now().into_std()) {
+        OnInputRequest::Answered(expect, answer) => {
+            // Sent before it was asked (named inputs): no round trip needed.
+            mrtr::answer_upstream(call.session(), vec![answer]).await;
+            let input = InputPolicy::Asks(expect);
+            Streaming::On(call, ClientSide::Modern { side, input, store })
+        }
+        OnInputRequest::Gathering(gathering) => {
+            mrtr::gather(call, side, &store, gathering, client_id.clone(), tx.clone(), deadline).await;
+            Streaming::HandedOver
+        }
+    }
+}
+
+/// Gives up on a call past its deadline and tells the client.
+async fn time_out(call: Call, client_id: &Id, tx: &mpsc::Sender<Message>, timeout: Duration) {
+    let error = UpstreamError::Timeout {
+        upstream: call.session().upstream_name().to_owned(),
+        after_ms: timeout.as_millis() as u64,
+    };
+    call.time_out();
+    let _ = tx
+        .send(Response::error(Some(client_id.clone()), error.to_error_object()).into_message())
+        .await;
 }
 
 /// Answers the client `error` and cancels the upstream call, which cannot complete.
@@ -239,33 +271,9 @@ impl ClientSide {
         let requests = input.get("inputRequests").and_then(Value::as_object).unwrap_or(&empty);
         let mut answers = serde_json::Map::new();
         for (key, asked) in requests {
-            let ask_method = asked.get("method").and_then(Value::as_str).unwrap_or("");
-            let mut ask_params = asked.get("params").cloned().unwrap_or_else(|| serde_json::json!({}));
-            let probe = Request {
-                id: Id::number(0),
-                method: ask_method.to_owned(),
-                params: Some(ask_params.clone()),
-            };
-            let kind = InputKind::of(&probe);
-            let allowed = kind.is_some_and(|k| k.declared_by(&capabilities))
-                && (kind != Some(InputKind::UrlElicitation)
-                    || session.revision >= crate::protocol::Revision::V2025_11_25);
-            if !allowed {
-                let required = kind.map_or_else(|| serde_json::json!({}), InputKind::required_capability);
-                return Err(ErrorObject::missing_client_capability(
-                    required,
-                    format!("the upstream needs {ask_method}, which this client did not declare"),
-                ));
-            }
-            if kind == Some(InputKind::UrlElicitation)
-                && let Some(object) = ask_params.as_object_mut()
-            {
-                object.insert(
-                    "elicitationId".into(),
-                    Value::from(format!("{:032x}", rand::random::<u128>())),
-                );
-            }
-            let (message, answer) = session.ask(ask_method, ask_params);
+            let elicitation_id = || format!("{:032x}", rand::random::<u128>());
+            let (ask_method, ask_params) = legacy_question(asked, &capabilities, session.revision, elicitation_id)?;
+            let (message, answer) = session.ask(&ask_method, ask_params);
             if tx.send(message).await.is_err() {
                 return Ok(None);
             }
@@ -280,14 +288,7 @@ impl ClientSide {
                 Outcome::Error(error) => return Err(error),
             }
         }
-        let mut params = params.clone();
-        if let Some(object) = params.as_object_mut() {
-            object.insert("inputResponses".into(), Value::Object(answers));
-            match input.get("requestState") {
-                Some(state) => object.insert("requestState".into(), state.clone()),
-                None => object.remove("requestState"),
-            };
-        }
+        let params = reissue_params(params.clone(), answers, input);
         let call = session
             .upstream_session
             .call_with_headers(method, Some(params), Id::number(0), OnDrop::Detach, param_headers)
