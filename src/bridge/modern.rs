@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::Gateway;
-use super::pump::{self, ClientSide, ModernSide, MrtrContext};
+use super::mrtr::{self, Retried};
+use super::pump::{self, ClientSide, ModernSide};
 use super::reply::{self, Reply};
 use crate::auth::Principal;
 use crate::protocol::Era;
@@ -15,8 +16,8 @@ use crate::router::{
     Admission, Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, discover_params,
     gateway_client_info,
 };
-use crate::translate::mrtr::InputKind;
-use crate::translate::{ModernRequest, discover, down, mrtr};
+use crate::translate::mrtr::conversation::{Binding, InputPolicy, input_responses};
+use crate::translate::{ModernRequest, discover, down};
 
 /// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
 const LISTEN_SUPPORT: ListenSupport = ListenSupport::Bridged;
@@ -117,23 +118,46 @@ async fn forward(
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
-    let mut permit = permit;
-    if let Some(state) = request.param_str("requestState").map(str::to_owned) {
-        match resume(gateway, backend, &request, &state, principal, permit).await {
-            Ok(reply) => return reply,
+    if let Some(state) = request.param_str("requestState") {
+        match mrtr::retry(&gateway.suspended, &request, state, principal.as_str()).await {
+            Retried::Invalid(error) => {
+                let message = Response::error(Some(request.id), error).into_message();
+                return Reply::Message(reply::Status::Ok, message);
+            }
+            Retried::AskedAgain(result) => return Reply::result(request.id, result),
+            Retried::Resumed { call, side, input } => {
+                // The time the user took to answer is not the upstream's: the retry gets a full timeout.
+                let timeout = backend.config().timeout_for(&request.method);
+                let side = ClientSide::Modern {
+                    side,
+                    input: InputPolicy::Asks(input),
+                    store: gateway.suspended.clone(),
+                };
+                return pump::stream_call(call, side, request.id, Some(timeout), permit);
+            }
             // The upstream had ended the call (URL elicitation): send it again, answers stripped.
-            Err(returned) => permit = returned,
+            Retried::Reissue => {}
         }
     }
-    let may_ask = modern.method.allows_input_required() && mrtr::declares_input(&modern.envelope.client_capabilities);
-    let context = may_ask.then(|| MrtrContext {
-        store: gateway.suspended.clone(),
-        capabilities: modern.envelope.client_capabilities.clone(),
-        method: request.method.clone(),
-        digest: mrtr::params_digest(request.params.as_ref()),
-        principal: principal.as_str().to_owned(),
-        presented: input_responses(&request),
-    });
+    send(gateway, backend, request, modern, principal, permit).await
+}
+
+/// Sends a modern request to a legacy upstream on a pooled session and streams
+/// its answer; the client may be asked for input as its capabilities allow.
+async fn send(
+    gateway: &Gateway,
+    backend: &Backend,
+    request: Request,
+    modern: ModernRequest,
+    principal: &Principal,
+    permit: Admission,
+) -> Reply {
+    let capabilities = &modern.envelope.client_capabilities;
+    let input = InputPolicy::for_request(modern.method.allows_input_required(), capabilities, || {
+        Binding::of(&request.method, request.params.as_ref(), principal.as_str())
+    })
+    .with_presented(input_responses(request.params.as_ref()));
+    let may_ask = matches!(input, InputPolicy::Asks(_));
     let params = request.params.map(down::modern_params_for_legacy);
     let mut retried = false;
     loop {
@@ -160,13 +184,17 @@ async fn forward(
             }
             Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         };
-        let side = ClientSide::Modern(ModernSide {
+        let side = ModernSide {
             method: modern.method,
             log_level: modern.envelope.log_level,
             server_info: session.server_info(),
             cache: backend.cache_policy(),
-            mrtr: context,
-        });
+        };
+        let side = ClientSide::Modern {
+            side,
+            input,
+            store: gateway.suspended.clone(),
+        };
         let timeout = Some(backend.config().timeout_for(modern.method.as_str()));
         return pump::stream_call(call, side, request.id, timeout, permit);
     }
@@ -200,84 +228,5 @@ async fn pooled_session(
                 initialize: params,
             })
             .await
-    }
-}
-
-/// A retry carrying `requestState`: answer the upstream's questions with the
-/// client's `inputResponses`, then resume the suspended call (or ask again for
-/// what is still missing).
-async fn resume(
-    gateway: &Gateway,
-    backend: &Backend,
-    request: &Request,
-    state: &str,
-    principal: &Principal,
-    permit: Admission,
-) -> Result<Reply, Admission> {
-    let suspended = match gateway
-        .suspended
-        .resume(state, &request.method, request.params.as_ref(), principal.as_str())
-    {
-        Ok(suspended) => suspended,
-        Err(error) => {
-            let message = Response::error(Some(request.id.clone()), error).into_message();
-            return Ok(Reply::Message(reply::Status::Ok, message));
-        }
-    };
-    let Some(call) = suspended.call else {
-        return Err(permit);
-    };
-    let mut responses = input_responses(request);
-    let session = call.session().clone();
-    let mut missing = Vec::new();
-    for (key, asked) in suspended.awaiting {
-        // An answer without the shape of the asked kind's result is no answer: asked again.
-        let well_formed = |answer: &serde_json::Value| InputKind::of(&asked).is_none_or(|k| k.accepts_answer(answer));
-        match responses.remove(&key).filter(well_formed) {
-            Some(answer) => {
-                let _ = session.respond(Response::result(asked.id, answer)).await;
-            }
-            None => missing.push((key, asked)),
-        }
-    }
-    let mut suspended_side = suspended.side;
-    if let Some(context) = suspended_side.mrtr.as_mut() {
-        // Answers to what was not asked yet: a later named question may use them.
-        context.presented = responses;
-    }
-    if !missing.is_empty() {
-        let digest = mrtr::params_digest(request.params.as_ref());
-        let server_info = suspended_side.server_info.clone();
-        let method = suspended_side.method;
-        let result = gateway.suspended.suspend(
-            Some(call),
-            suspended_side,
-            missing,
-            &request.method,
-            digest,
-            principal.as_str(),
-            suspended.deadline,
-        );
-        let result = crate::translate::up::result_for_modern(result, method, &server_info, Default::default());
-        return Ok(Reply::result(request.id.clone(), result));
-    }
-    // The time the user took to answer is not the upstream's: the retry gets a full timeout.
-    let timeout = backend.config().timeout_for(&request.method);
-    let deadline = tokio::time::Instant::now() + timeout;
-    Ok(pump::resume_call(
-        call,
-        suspended_side,
-        request.id.clone(),
-        deadline,
-        timeout,
-        permit,
-    ))
-}
-
-/// The request's `inputResponses` (empty when it has none).
-fn input_responses(request: &Request) -> serde_json::Map<String, serde_json::Value> {
-    match request.params.as_ref().and_then(|p| p.get("inputResponses")) {
-        Some(serde_json::Value::Object(responses)) => responses.clone(),
-        _ => serde_json::Map::new(),
     }
 }

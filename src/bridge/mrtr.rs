@@ -1,7 +1,8 @@
 //! Multi round-trip requests for 2026-07-28 clients in front of legacy
-//! upstreams: an upstream call that asks its client for input (sampling,
-//! elicitation, roots) is suspended here, the client gets `input_required`, and
-//! its retry answers the upstream and resumes the same call.
+//! upstreams, the I/O shell around [`crate::translate::mrtr::conversation`]:
+//! it gathers an upstream call's questions off the wire, keeps suspended calls
+//! and seals their `requestState`, answers the upstream, and cancels calls
+//! never resumed. Every decision is the conversation's; none is taken here.
 //!
 //! A suspended call lives in this process: the `requestState` is sealed and
 //! bound to the principal, the method, the params and an expiry, but only the
@@ -12,17 +13,21 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::time::Instant as Deadline;
-
 use dashmap::DashMap;
 use rand::Rng;
 use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::Instant as Deadline;
 
-use super::pump::ModernSide;
-use crate::protocol::{ErrorObject, Request};
-use crate::router::Call;
+use super::pump::{self, ModernSide};
+use crate::protocol::{ErrorObject, Id, Message, Request, Response};
+use crate::router::{Call, CallEvent, CallStep, UpstreamSession, refuse_server_request};
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
-use crate::translate::mrtr::{self, RequestStateClaims};
+use crate::translate::mrtr::RequestStateClaims;
+use crate::translate::mrtr::conversation::{
+    AwaitingRetry, Binding, Decision, ExpectInputRequest, Expiry, Gathered, GatheringInput, Retry, StateError,
+    input_responses,
+};
 
 /// Suspended upstream calls awaiting their client's input.
 pub struct SuspendedCalls {
@@ -33,20 +38,31 @@ pub struct SuspendedCalls {
 
 /// One suspended call.
 pub struct Suspended {
-    /// The upstream call, still in flight; `None` when the upstream ended it
-    /// (a 2025-11-25 `-32042`) and the retry re-issues the request instead.
-    pub call: Option<Call>,
+    /// Where the conversation is (and the upstream call, when it still runs).
+    awaiting: AwaitingRetry<Call>,
     /// How to answer the client when it completes.
-    pub side: ModernSide,
-    /// The upstream's server→client requests still unanswered, by input key.
-    pub awaiting: Vec<(String, Request)>,
-    /// The original request's method and params digest.
-    method: String,
-    digest: String,
-    principal: String,
-    expires: Instant,
-    /// When the whole request times out (the retry inherits what is left).
-    pub deadline: Deadline,
+    side: ModernSide,
+    /// When the whole request times out (a client asked again inherits what is left).
+    deadline: Deadline,
+}
+
+/// What a retry carrying `requestState` comes to.
+pub enum Retried {
+    /// The `requestState` names no call this retry may resume.
+    Invalid(ErrorObject),
+    /// Some input is still missing: answer the client this `input_required`.
+    AskedAgain(Value),
+    /// Everything is answered: stream the call on.
+    Resumed {
+        /// The upstream call, answered.
+        call: Call,
+        /// How to answer the client.
+        side: ModernSide,
+        /// What may still be asked.
+        input: ExpectInputRequest,
+    },
+    /// The upstream had ended the call (URL elicitation): send the request again.
+    Reissue,
 }
 
 impl SuspendedCalls {
@@ -59,43 +75,21 @@ impl SuspendedCalls {
         }
     }
 
-    /// Suspends `call` and returns the `InputRequiredResult` for the client.
-    #[allow(clippy::too_many_arguments)]
-    pub fn suspend(
-        &self,
-        call: Option<Call>,
-        side: ModernSide,
-        awaiting: Vec<(String, Request)>,
-        method: &str,
-        digest: String,
-        principal: &str,
-        deadline: Deadline,
-    ) -> Value {
+    /// When a suspension made now expires.
+    fn expiry_from_now(&self) -> Expiry {
+        Expiry::after(Instant::now(), unix_now(), self.expiry)
+    }
+
+    /// Keeps `awaiting` under a fresh handle and returns the client's
+    /// `InputRequiredResult`, decorated for its method.
+    fn suspend(&self, awaiting: AwaitingRetry<Call>, side: ModernSide, deadline: Deadline) -> Value {
         let handle = format!("{:032x}", rand::rng().random::<u128>());
-        let expires = Instant::now() + self.expiry;
-        let claims = RequestStateClaims {
-            handle: handle.clone(),
-            method: method.to_owned(),
-            digest: digest.clone(),
-            principal: principal.to_owned(),
-            exp: unix_now() + self.expiry.as_secs().max(1),
-        };
-        let state = self
-            .sealer
-            .seal(Purpose::RequestState, &serde_json::to_vec(&claims).unwrap_or_default());
-        let requests: Vec<(String, Value)> = awaiting
-            .iter()
-            .map(|(k, r)| (k.clone(), mrtr::input_request(r)))
-            .collect();
-        let result = mrtr::input_required(&requests, &state);
+        let claims = serde_json::to_vec(&awaiting.claims(handle.clone())).unwrap_or_default();
+        let state = self.sealer.seal(Purpose::RequestState, &claims);
+        let result = side.decorate(awaiting.input_required(&state));
         let suspended = Suspended {
-            call,
-            side,
             awaiting,
-            method: method.to_owned(),
-            digest,
-            principal: principal.to_owned(),
-            expires,
+            side,
             deadline,
         };
         self.calls.insert(handle, suspended);
@@ -103,31 +97,16 @@ impl SuspendedCalls {
     }
 
     /// Takes the call a retry's `requestState` names, checking what it is bound to.
-    pub fn resume(
-        &self,
-        state: &str,
-        method: &str,
-        params: Option<&Value>,
-        principal: &str,
-    ) -> Result<Suspended, ErrorObject> {
-        let invalid = |why: &str| ErrorObject::invalid_params(format!("requestState {why}"));
+    fn take(&self, state: &str, binding: &Binding) -> Result<Suspended, StateError> {
         let plaintext = self
             .sealer
             .open(Purpose::RequestState, state, Instant::now())
-            .ok_or_else(|| invalid("is not one eragate issued (tampered, or from another replica)"))?;
-        let claims: RequestStateClaims = serde_json::from_slice(&plaintext).map_err(|_| invalid("is malformed"))?;
-        if claims.exp <= unix_now() {
-            return Err(invalid("has expired; send the request again without it"));
-        }
-        if claims.method != method || claims.principal != principal || claims.digest != mrtr::params_digest(params) {
-            return Err(invalid("belongs to another request"));
-        }
-        let (_, suspended) = self
-            .calls
-            .remove(&claims.handle)
-            .ok_or_else(|| invalid("names a request that is no longer waiting (expired or already resumed)"))?;
-        if suspended.method != method || suspended.digest != claims.digest || suspended.principal != principal {
-            return Err(invalid("belongs to another request"));
+            .ok_or(StateError::NotIssued)?;
+        let claims: RequestStateClaims = serde_json::from_slice(&plaintext).map_err(|_| StateError::Malformed)?;
+        claims.check(binding, unix_now())?;
+        let (_, suspended) = self.calls.remove(&claims.handle).ok_or(StateError::NotWaiting)?;
+        if suspended.awaiting.binding() != binding {
+            return Err(StateError::OtherRequest);
         }
         Ok(suspended)
     }
@@ -138,13 +117,14 @@ impl SuspendedCalls {
         let expired: Vec<String> = self
             .calls
             .iter()
-            .filter(|c| c.expires <= now)
+            .filter(|c| c.awaiting.is_expired(now))
             .map(|c| c.key().clone())
             .collect();
         for handle in expired {
             if let Some((_, suspended)) = self.calls.remove(&handle) {
-                tracing::debug!(method = %suspended.method, "input never came; cancelling the suspended upstream call");
-                if let Some(call) = suspended.call {
+                let method = suspended.awaiting.binding().method.clone();
+                tracing::debug!(%method, "input never came; cancelling the suspended upstream call");
+                if let Some(call) = suspended.awaiting.handle_expiry() {
                     call.cancel("the client never answered input_required");
                 }
             }
@@ -172,5 +152,109 @@ impl SuspendedCalls {
                 store.expire();
             }
         });
+    }
+}
+
+/// A retry carrying `requestState`: answer the upstream's questions with the
+/// client's `inputResponses`, then resume the suspended call or ask again for
+/// what is still missing.
+pub async fn retry(store: &SuspendedCalls, request: &Request, state: &str, principal: &str) -> Retried {
+    let binding = Binding::of(&request.method, request.params.as_ref(), principal);
+    let suspended = match store.take(state, &binding) {
+        Ok(suspended) => suspended,
+        Err(error) => return Retried::Invalid(error.to_error_object()),
+    };
+    let responses = input_responses(request.params.as_ref());
+    match suspended.awaiting.handle_retry(responses, store.expiry_from_now()) {
+        Retry::Reissue => Retried::Reissue,
+        Retry::Resume { call, answers, input } => {
+            answer_upstream(call.session(), answers).await;
+            Retried::Resumed {
+                call,
+                side: suspended.side,
+                input,
+            }
+        }
+        Retry::AskAgain { answers, awaiting } => {
+            if let Some(call) = awaiting.call() {
+                answer_upstream(call.session(), answers).await;
+            }
+            Retried::AskedAgain(store.suspend(awaiting, suspended.side, suspended.deadline))
+        }
+    }
+}
+
+/// Gathers the upstream's other input requests arriving together, then lets
+/// the conversation decide: fail the request, or park the call and answer the
+/// client `input_required`.
+pub async fn gather(
+    mut call: Call,
+    side: ModernSide,
+    store: &SuspendedCalls,
+    mut gathering: GatheringInput,
+    client_id: Id,
+    tx: mpsc::Sender<Message>,
+    deadline: Deadline,
+) {
+    let session = call.session().clone();
+    loop {
+        let quiet_until = Deadline::from_std(gathering.poll_timeout());
+        let Ok(step) = tokio::time::timeout_at(quiet_until, call.next()).await else {
+            break;
+        };
+        match step {
+            CallStep::Event(CallEvent::ServerRequest(request)) => {
+                match gathering.handle_server_request(request, Deadline::now().into_std()) {
+                    Gathered::Kept => {}
+                    Gathered::Answered(answer) => answer_upstream(&session, vec![answer]).await,
+                    Gathered::Refuse(request) => pump::refuse_later(&session, request),
+                }
+            }
+            CallStep::Event(CallEvent::Notification(notification)) => {
+                if let Some(message) = side.show_notification(notification) {
+                    let _ = tx.send(message).await;
+                }
+                gathering.handle_event(Deadline::now().into_std());
+            }
+            CallStep::Done(result) => {
+                // The upstream finished without waiting for its question: answer that.
+                let mut response = side.translate_done(&client_id, result);
+                response.id = Some(client_id);
+                let _ = tx.send(response.into_message()).await;
+                return;
+            }
+        }
+    }
+    match gathering.decide(call, store.expiry_from_now()) {
+        Decision::Fail { error, call } => pump::fail_call(call, &client_id, error, &tx).await,
+        Decision::Ask { refuse, awaiting } => {
+            for request in refuse {
+                let _ = session.respond(refuse_server_request(&request)).await;
+            }
+            let result = store.suspend(awaiting, side, deadline);
+            let _ = tx.send(Response::result(client_id, result).into_message()).await;
+        }
+    }
+}
+
+/// A 2025-11-25 `-32042` for a client that takes URL elicitation: park a
+/// re-issue and return the `input_required` with the URL requests.
+pub fn park_url_elicitation(
+    store: &SuspendedCalls,
+    side: ModernSide,
+    expect: ExpectInputRequest,
+    error: &ErrorObject,
+    deadline: Deadline,
+) -> Value {
+    let awaiting = expect.handle_url_elicitation(error, store.expiry_from_now());
+    store.suspend(awaiting, side, deadline)
+}
+
+/// Answers an upstream's server→client requests with what the client sent for them.
+pub async fn answer_upstream(session: &Arc<UpstreamSession>, answers: Vec<Response>) {
+    for answer in answers {
+        if let Err(error) = session.respond(answer).await {
+            tracing::debug!(error = %error, "could not answer the upstream's input request");
+        }
     }
 }

@@ -10,16 +10,17 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::mrtr::SuspendedCalls;
+use super::mrtr::{self, SuspendedCalls};
 use super::reply::Reply;
 use super::sessions::ClientSession;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Response};
+use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Notification, Request, Response};
 use crate::router::{
     Admission, Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession, refuse_server_request,
 };
-use crate::translate::mrtr::{self, InputKind};
+use crate::translate::mrtr::conversation::{Fate, InputPolicy, OnInputRequest};
+use crate::translate::mrtr::{legacy_question, reissue_params};
 use crate::translate::{CachePolicy, up};
 
 /// Bound of messages queued toward one streamed answer; a slow reader slows the pump.
@@ -28,7 +29,14 @@ const STREAM_QUEUE: usize = 32;
 /// Who the answer is for: it decides what of the upstream's traffic the client sees.
 pub enum ClientSide {
     /// A 2026-07-28 client.
-    Modern(ModernSide),
+    Modern {
+        /// How its answer is translated.
+        side: ModernSide,
+        /// What it may be asked (multi round-trip).
+        input: InputPolicy,
+        /// Where a call waits for its answers.
+        store: Arc<SuspendedCalls>,
+    },
     /// A legacy client on its session.
     Legacy {
         /// The client's session.
@@ -62,25 +70,6 @@ pub struct ModernSide {
     pub server_info: Value,
     /// Cache hints.
     pub cache: CachePolicy,
-    /// Set when the request may answer `input_required` (multi round-trip).
-    pub mrtr: Option<MrtrContext>,
-}
-
-/// What suspending a call for client input needs.
-pub struct MrtrContext {
-    /// Where suspended calls wait.
-    pub store: Arc<SuspendedCalls>,
-    /// What the client declared it can be asked.
-    pub capabilities: Value,
-    /// The original request's method.
-    pub method: String,
-    /// Digest of the original request's params.
-    pub digest: String,
-    /// Who asked.
-    pub principal: String,
-    /// `inputResponses` the client sent that no question has used yet: a server
-    /// that names its inputs may ask for one of them later.
-    pub presented: serde_json::Map<String, Value>,
 }
 
 /// What a pump does with one event of a call.
@@ -89,8 +78,8 @@ enum EventAction {
     Send(Message),
     /// Nothing for the client.
     Drop,
-    /// The upstream asks for input the client can give: suspend the call.
-    Suspend(crate::protocol::Request),
+    /// The upstream asks for input the client may give: the conversation takes it.
+    Input(Request),
     /// The upstream needs input this 2026-07-28 client did not declare it can
     /// give: fail the client's request with this `-32021` and cancel the call.
     Fail(ErrorObject),
@@ -114,24 +103,7 @@ pub fn stream_call(call: Call, side: ClientSide, client_id: Id, timeout: Option<
     Reply::Stream(rx, era)
 }
 
-/// Streams a call resumed after `input_required`, until the deadline the
-/// original request had.
-pub fn resume_call(
-    call: Call,
-    side: ModernSide,
-    client_id: Id,
-    deadline: Instant,
-    timeout: Duration,
-    permit: Admission,
-) -> Reply {
-    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-    tokio::spawn(async move {
-        pump(call, ClientSide::Modern(side), client_id, tx, deadline, timeout).await;
-        drop(permit);
-    });
-    Reply::Stream(rx, Era::Modern)
-}
-
+// One select over the call, the client and the deadline (67 lines): each arm delegates or ends the loop.
 async fn pump(
     mut call: Call,
     mut side: ClientSide,
@@ -154,29 +126,17 @@ async fn pump(
                         fail_call(call, &client_id, error, &tx).await;
                         return;
                     }
-                    EventAction::Suspend(request) => {
-                        let ClientSide::Modern(mut modern) = side else { break };
-                        if let Some(answer) = modern.take_presented(&request) {
-                            // Sent before it was asked (named inputs): no round trip needed.
-                            answer_upstream(call.session(), request, answer).await;
-                            side = ClientSide::Modern(modern);
-                            continue;
-                        }
-                        suspend(call, modern, request, client_id, tx, deadline).await;
-                        return;
-                    }
+                    EventAction::Input(request) => match on_input(call, side, request, &client_id, &tx, deadline).await {
+                        Streaming::On(next, next_side) => (call, side) = (next, next_side),
+                        Streaming::HandedOver => return,
+                    },
                 },
                 CallStep::Done(Ok(Response { outcome: Outcome::Result(result), .. }))
                     if is_input_required(&result) && side.can_reissue() =>
                 {
                     match side.answer_input(&result, &tx, deadline).await {
-                        Ok(call_again) => match call_again {
-                            Some(next) => {
-                                call = next;
-                                continue;
-                            }
-                            None => break,
-                        },
+                        Ok(Some(next)) => call = next,
+                        Ok(None) => break,
                         Err(error) => {
                             let _ = tx.send(Response::error(Some(client_id.clone()), error).into_message()).await;
                             break;
@@ -186,9 +146,11 @@ async fn pump(
                 CallStep::Done(Ok(Response { outcome: Outcome::Error(error), .. }))
                     if side.takes_url_elicitation(&error) =>
                 {
-                    let ClientSide::Modern(modern) = side else { break };
-                    let result = park_url_elicitation(modern, &error, deadline);
-                    let _ = tx.send(Response::result(client_id.clone(), result).into_message()).await;
+                    let ClientSide::Modern { side: modern, input: InputPolicy::Asks(expect), store } = side else {
+                        break;
+                    };
+                    let result = mrtr::park_url_elicitation(&store, modern, expect, &error, deadline);
+                    let _ = tx.send(Response::result(client_id, result).into_message()).await;
                     return;
                 }
                 CallStep::Done(_) if side.cancelled_by_client(&client_id) => break,
@@ -202,185 +164,81 @@ async fn pump(
             },
             () = tx.closed() => break,
             () = tokio::time::sleep_until(deadline) => {
-                let error = UpstreamError::Timeout {
-                    upstream: call.session().upstream_name().to_owned(),
-                    after_ms: timeout.as_millis() as u64,
-                };
-                call.time_out();
-                let _ = tx.send(Response::error(Some(client_id.clone()), error.to_error_object()).into_message()).await;
-                side.finish(&client_id);
-                return;
+                time_out(call, &client_id, &tx, timeout).await;
+                break;
             }
         }
     }
     side.finish(&client_id);
 }
 
-/// Gathers the upstream's other input requests arriving together, then parks
-/// the call and answers the client `input_required`.
-async fn suspend(
-    mut call: Call,
-    side: ModernSide,
-    first: crate::protocol::Request,
-    client_id: Id,
-    tx: mpsc::Sender<Message>,
-    deadline: Instant,
-) {
-    let mut asked = vec![first];
-    let session = call.session().clone();
-    let mut side = side;
-    let gather_until = Instant::now() + GATHER_INPUT_AT_MOST;
-    loop {
-        let quiet_until = (Instant::now() + GATHER_INPUT).min(gather_until);
-        let Ok(step) = tokio::time::timeout_at(quiet_until, call.next()).await else {
-            break;
-        };
-        match step {
-            CallStep::Event(CallEvent::ServerRequest(request)) if side.gathers(&request) => {
-                if let Some(answer) = side.take_presented(&request) {
-                    answer_upstream(&session, request, answer).await;
-                } else {
-                    asked.push(request);
-                }
-            }
-            CallStep::Event(event) => match ClientSide::Modern(side_view(&side)).on_event(event, &session) {
-                EventAction::Send(message) => {
-                    let _ = tx.send(message).await;
-                }
-                EventAction::Fail(error) => {
-                    // Asked together with input the client can give: the request still cannot complete.
-                    fail_call(call, &client_id, error, &tx).await;
-                    return;
-                }
-                EventAction::Drop | EventAction::Suspend(_) => {}
-            },
-            CallStep::Done(result) => {
-                // The upstream finished without waiting for its question: answer that.
-                let mut response = ClientSide::Modern(side_view(&side)).translate_done(&client_id, result);
-                response.id = Some(client_id);
-                let _ = tx.send(response.into_message()).await;
-                return;
-            }
-        }
-    }
-    // What the client can answer is asked; the rest gets what a client without that
-    // capability answers. Nothing it can answer: the request needs what it lacks.
-    let (asked, undeclared): (Vec<_>, Vec<_>) = asked.into_iter().partition(|r| side.may_ask(r));
-    if asked.is_empty() {
-        let kinds = undeclared.iter().filter_map(InputKind::of);
-        let methods: Vec<&str> = undeclared.iter().map(|r| r.method.as_str()).collect();
-        let error = ErrorObject::missing_client_capability(
-            mrtr::required_capabilities(kinds),
-            format!(
-                "the server needs {}, which this request's clientCapabilities do not declare",
-                methods.join(" and ")
-            ),
-        );
-        fail_call(call, &client_id, error, &tx).await;
-        return;
-    }
-    for request in undeclared {
-        let refusal = refuse_server_request(&request);
-        let _ = session.respond(refusal).await;
-    }
-    let Some(context) = side.mrtr.as_ref() else { return };
-    let store = context.store.clone();
-    let (method, digest, principal) = (
-        context.method.clone(),
-        context.digest.clone(),
-        context.principal.clone(),
-    );
-    let awaiting = mrtr::input_keys(asked);
-    let server_info = side.server_info.clone();
-    let result = store.suspend(Some(call), side, awaiting, &method, digest, &principal, deadline);
-    let method = ModernMethod::classify(&method);
-    let result = match method {
-        crate::protocol::method::MethodClass::Modern(m) => {
-            up::result_for_modern(result, m, &server_info, CachePolicy::default())
-        }
-        _ => result,
-    };
-    let _ = tx.send(Response::result(client_id, result).into_message()).await;
+/// Whether a pump still streams its call after the conversation took a question.
+// A return value moved straight back into the pump's locals: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Streaming {
+    /// It does, with this call and side.
+    On(Call, ClientSide),
+    /// The call was handed to the multi round-trip shell (gathering, then suspended or failed).
+    HandedOver,
 }
 
-/// Answers an upstream's server→client request with what the client sent for it.
-async fn answer_upstream(session: &Arc<UpstreamSession>, request: crate::protocol::Request, answer: Value) {
-    if let Err(error) = session.respond(Response::result(request.id, answer)).await {
-        tracing::debug!(error = %error, "could not answer the upstream's input request");
+/// The conversation takes a question: answered at once with what the client
+/// sent before it was asked, or gathered with what the upstream asks next.
+async fn on_input(
+    call: Call,
+    side: ClientSide,
+    request: Request,
+    client_id: &Id,
+    tx: &mpsc::Sender<Message>,
+    deadline: Instant,
+) -> Streaming {
+    let ClientSide::Modern {
+        side,
+        input: InputPolicy::Asks(expect),
+        store,
+    } = side
+    else {
+        // Only a client that may be asked gets questions (Fate::Input); else end the call as before.
+        return Streaming::HandedOver;
+    };
+    match expect.handle_input_request(request, Instant::now().into_std()) {
+        OnInputRequest::Answered(expect, answer) => {
+            // Sent before it was asked (named inputs): no round trip needed.
+            mrtr::answer_upstream(call.session(), vec![answer]).await;
+            let input = InputPolicy::Asks(expect);
+            Streaming::On(call, ClientSide::Modern { side, input, store })
+        }
+        OnInputRequest::Gathering(gathering) => {
+            mrtr::gather(call, side, &store, gathering, client_id.clone(), tx.clone(), deadline).await;
+            Streaming::HandedOver
+        }
     }
+}
+
+/// Gives up on a call past its deadline and tells the client.
+async fn time_out(call: Call, client_id: &Id, tx: &mpsc::Sender<Message>, timeout: Duration) {
+    let error = UpstreamError::Timeout {
+        upstream: call.session().upstream_name().to_owned(),
+        after_ms: timeout.as_millis() as u64,
+    };
+    call.time_out();
+    let _ = tx
+        .send(Response::error(Some(client_id.clone()), error.to_error_object()).into_message())
+        .await;
 }
 
 /// Answers the client `error` and cancels the upstream call, which cannot complete.
-async fn fail_call(call: Call, client_id: &Id, error: ErrorObject, tx: &mpsc::Sender<Message>) {
+pub(super) async fn fail_call(call: Call, client_id: &Id, error: ErrorObject, tx: &mpsc::Sender<Message>) {
     call.cancel(&error.message);
     let _ = tx
         .send(Response::error(Some(client_id.clone()), error).into_message())
         .await;
 }
 
-/// A copy of what translating needs from a side, without its MRTR context.
-fn side_view(side: &ModernSide) -> ModernSide {
-    ModernSide {
-        method: side.method,
-        log_level: side.log_level,
-        server_info: side.server_info.clone(),
-        cache: side.cache,
-        mrtr: None,
-    }
-}
-
-/// How long the upstream may stay quiet after an input request before the
-/// client is asked, so that requests a server sends together (a busy server's
-/// writes may be tens of ms apart) reach the client in one `input_required`.
-const GATHER_INPUT: Duration = Duration::from_millis(100);
-
-/// The most time spent gathering, however chatty the upstream (progress keeps coming).
-const GATHER_INPUT_AT_MOST: Duration = Duration::from_secs(1);
-
-/// A 2025-11-25 `-32042` for a client that takes URL elicitation: park a
-/// re-issue and answer `input_required` with the URL requests.
-fn park_url_elicitation(side: ModernSide, error: &ErrorObject, deadline: Instant) -> Value {
-    let Some(context) = side.mrtr.as_ref() else {
-        return Value::Null;
-    };
-    let store = context.store.clone();
-    let (method, digest, principal) = (
-        context.method.clone(),
-        context.digest.clone(),
-        context.principal.clone(),
-    );
-    let asked: Vec<(String, crate::protocol::Request)> = up::url_elicitations(error)
-        .into_iter()
-        .enumerate()
-        .map(|(i, params)| {
-            let id = Id::number(i as u64 + 1);
-            let request = crate::protocol::Request {
-                id,
-                method: "elicitation/create".into(),
-                params: Some(params),
-            };
-            (format!("elicitation-url-{}", i + 1), request)
-        })
-        .collect();
-    let server_info = side.server_info.clone();
-    let modern_method = side.method;
-    let result = store.suspend(None, side, asked, &method, digest, &principal, deadline);
-    up::result_for_modern(result, modern_method, &server_info, CachePolicy::default())
-}
-
 impl ClientSide {
-    /// Whether a `-32042` can become `input_required` for this client: a modern
-    /// request that may be asked for input, from a client that takes URL mode.
+    /// Whether a `-32042` can become `input_required` for this client.
     fn takes_url_elicitation(&self, error: &ErrorObject) -> bool {
-        let ClientSide::Modern(side) = self else { return false };
-        let Some(context) = &side.mrtr else { return false };
-        side.method.allows_input_required()
-            && !up::url_elicitations(error).is_empty()
-            && context
-                .capabilities
-                .get("elicitation")
-                .and_then(|e| e.get("url"))
-                .is_some()
+        matches!(self, ClientSide::Modern { input, .. } if input.takes_url_elicitation(error))
     }
 
     /// Whether this is a legacy client over a modern upstream, whose
@@ -413,33 +271,9 @@ impl ClientSide {
         let requests = input.get("inputRequests").and_then(Value::as_object).unwrap_or(&empty);
         let mut answers = serde_json::Map::new();
         for (key, asked) in requests {
-            let ask_method = asked.get("method").and_then(Value::as_str).unwrap_or("");
-            let mut ask_params = asked.get("params").cloned().unwrap_or_else(|| serde_json::json!({}));
-            let probe = crate::protocol::Request {
-                id: Id::number(0),
-                method: ask_method.to_owned(),
-                params: Some(ask_params.clone()),
-            };
-            let kind = InputKind::of(&probe);
-            let allowed = kind.is_some_and(|k| k.declared_by(&capabilities))
-                && (kind != Some(InputKind::UrlElicitation)
-                    || session.revision >= crate::protocol::Revision::V2025_11_25);
-            if !allowed {
-                let required = kind.map_or_else(|| serde_json::json!({}), InputKind::required_capability);
-                return Err(ErrorObject::missing_client_capability(
-                    required,
-                    format!("the upstream needs {ask_method}, which this client did not declare"),
-                ));
-            }
-            if kind == Some(InputKind::UrlElicitation)
-                && let Some(object) = ask_params.as_object_mut()
-            {
-                object.insert(
-                    "elicitationId".into(),
-                    Value::from(format!("{:032x}", rand::random::<u128>())),
-                );
-            }
-            let (message, answer) = session.ask(ask_method, ask_params);
+            let elicitation_id = || format!("{:032x}", rand::random::<u128>());
+            let (ask_method, ask_params) = legacy_question(asked, &capabilities, session.revision, elicitation_id)?;
+            let (message, answer) = session.ask(&ask_method, ask_params);
             if tx.send(message).await.is_err() {
                 return Ok(None);
             }
@@ -454,14 +288,7 @@ impl ClientSide {
                 Outcome::Error(error) => return Err(error),
             }
         }
-        let mut params = params.clone();
-        if let Some(object) = params.as_object_mut() {
-            object.insert("inputResponses".into(), Value::Object(answers));
-            match input.get("requestState") {
-                Some(state) => object.insert("requestState".into(), state.clone()),
-                None => object.remove("requestState"),
-            };
-        }
+        let params = reissue_params(params.clone(), answers, input);
         let call = session
             .upstream_session
             .call_with_headers(method, Some(params), Id::number(0), OnDrop::Detach, param_headers)
@@ -471,100 +298,33 @@ impl ClientSide {
     }
 }
 
-impl ModernSide {
-    /// Whether this request may be suspended to ask its client `request`.
-    fn may_ask(&self, request: &crate::protocol::Request) -> bool {
-        let Some(context) = &self.mrtr else { return false };
-        self.method.allows_input_required()
-            && InputKind::of(request).is_some_and(|kind| kind.declared_by(&context.capabilities))
-    }
-
-    /// Whether `request` is input this request gathers for its client: any kind,
-    /// when the client declared some (what it did not declare is sorted out once
-    /// the requests asked together are in).
-    fn gathers(&self, request: &crate::protocol::Request) -> bool {
-        self.mrtr.is_some() && self.method.allows_input_required() && InputKind::of(request).is_some()
-    }
-
-    /// The client's answer to `request` sent before it was asked: the
-    /// `inputResponses` member named by the server's input key (used once).
-    fn take_presented(&mut self, request: &crate::protocol::Request) -> Option<Value> {
-        let key = mrtr::named_key(request)?;
-        let kind = InputKind::of(request)?;
-        let answer = self.mrtr.as_mut()?.presented.remove(key)?;
-        // Not the shape of an answer to this request: no answer; the client is asked.
-        kind.accepts_answer(&answer).then_some(answer)
-    }
-
-    /// The `-32021` for an input request this client cannot be asked, on a
-    /// request that could carry input (a 2026-07-28 server may only ask for
-    /// kinds the request's `clientCapabilities` declare). `None` where no input
-    /// can be asked at all (e.g. `completion/complete`): the upstream is refused instead.
-    fn undeclared_input(&self, request: &crate::protocol::Request) -> Option<ErrorObject> {
-        let kind = InputKind::of(request)?;
-        (self.method.allows_input_required() && !self.may_ask(request)).then(|| {
-            ErrorObject::missing_client_capability(
-                kind.required_capability(),
-                format!(
-                    "the server needs {}, which this request's clientCapabilities do not declare",
-                    request.method
-                ),
-            )
-        })
-    }
-}
-
 impl ClientSide {
     /// What a pump does with an event.
     fn on_event(&self, event: CallEvent, backend: &Arc<UpstreamSession>) -> EventAction {
-        let event = match (self, event) {
-            (ClientSide::Modern(side), CallEvent::ServerRequest(request)) if side.gathers(&request) => {
-                return EventAction::Suspend(request);
-            }
-            (ClientSide::Modern(side), CallEvent::ServerRequest(request)) => match side.undeclared_input(&request) {
-                Some(error) => return EventAction::Fail(error),
-                None => CallEvent::ServerRequest(request),
+        let shown = match (self, event) {
+            (ClientSide::Modern { input, .. }, CallEvent::ServerRequest(request)) => match input.fate(&request) {
+                Fate::Input => return EventAction::Input(request),
+                Fate::Fail(error) => return EventAction::Fail(error),
+                Fate::Refuse => {
+                    refuse_later(backend, request);
+                    None
+                }
             },
-            (_, event) => event,
-        };
-        match self.translate_event(event, backend) {
-            Some(message) => EventAction::Send(message),
-            None => EventAction::Drop,
-        }
-    }
-
-    /// What (if anything) the client sees of an event.
-    fn translate_event(&self, event: CallEvent, backend: &Arc<UpstreamSession>) -> Option<Message> {
-        match (self, event) {
-            (ClientSide::Legacy { .. }, CallEvent::Notification(n)) => Some(Message::Notification(n)),
+            (ClientSide::Modern { side, .. }, CallEvent::Notification(n)) => side.show_notification(n),
+            (ClientSide::Legacy { .. } | ClientSide::Passthrough { .. }, CallEvent::Notification(n)) => {
+                Some(Message::Notification(n))
+            }
             (ClientSide::Legacy { session, .. }, CallEvent::ServerRequest(request)) => {
                 Some(session.relay_request(request))
             }
-            (ClientSide::Modern(side), CallEvent::Notification(n)) => match n.method.as_str() {
-                "notifications/progress" => Some(Message::Notification(n)),
-                "notifications/message" => {
-                    let level = n
-                        .params
-                        .as_ref()
-                        .and_then(|p| p.get("level"))
-                        .and_then(Value::as_str)
-                        .and_then(LogLevel::parse);
-                    match (side.log_level, level) {
-                        (Some(wanted), Some(level)) if level >= wanted => Some(Message::Notification(n)),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            },
-            (ClientSide::Passthrough { .. }, CallEvent::Notification(n)) => Some(Message::Notification(n)),
-            (ClientSide::Modern(_) | ClientSide::Passthrough { .. }, CallEvent::ServerRequest(request)) => {
-                // Relaying these as input_required is the multi round-trip bridge; until then refuse cleanly.
-                let backend = backend.clone();
-                tokio::spawn(async move {
-                    let _ = backend.respond(refuse_server_request(&request)).await;
-                });
+            (ClientSide::Passthrough { .. }, CallEvent::ServerRequest(request)) => {
+                refuse_later(backend, request);
                 None
             }
+        };
+        match shown {
+            Some(message) => EventAction::Send(message),
+            None => EventAction::Drop,
         }
     }
 
@@ -595,21 +355,7 @@ impl ClientSide {
                 }
                 Outcome::Error(_) => response,
             },
-            ClientSide::Modern(side) => {
-                let outcome = match response.outcome {
-                    Outcome::Result(result) => Outcome::Result(up::result_for_modern(
-                        result,
-                        side.method,
-                        &side.server_info,
-                        side.cache,
-                    )),
-                    Outcome::Error(error) => Outcome::Error(up::error_for_modern(error)),
-                };
-                Response {
-                    id: response.id,
-                    outcome,
-                }
-            }
+            ClientSide::Modern { side, .. } => side.translate_response(response),
         }
     }
 
@@ -617,7 +363,7 @@ impl ClientSide {
     fn era(&self) -> Era {
         match self {
             ClientSide::Legacy { .. } => Era::Legacy,
-            ClientSide::Modern(_) | ClientSide::Passthrough { .. } => Era::Modern,
+            ClientSide::Modern { .. } | ClientSide::Passthrough { .. } => Era::Modern,
         }
     }
 
@@ -631,6 +377,68 @@ impl ClientSide {
     fn cancelled_by_client(&self, client_id: &Id) -> bool {
         matches!(self, ClientSide::Legacy { session, tracked, .. } if !session.is_in_flight(client_id, *tracked))
     }
+}
+
+impl ModernSide {
+    /// A result decorated for this request's method, under default cache hints
+    /// (an `input_required` is never cached).
+    pub fn decorate(&self, result: Value) -> Value {
+        up::result_for_modern(result, self.method, &self.server_info, CachePolicy::default())
+    }
+
+    /// What the client sees of a notification: progress, and log messages at
+    /// the level the request opted into.
+    pub fn show_notification(&self, n: Notification) -> Option<Message> {
+        match n.method.as_str() {
+            "notifications/progress" => Some(Message::Notification(n)),
+            "notifications/message" => {
+                let level = n
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("level"))
+                    .and_then(Value::as_str)
+                    .and_then(LogLevel::parse);
+                match (self.log_level, level) {
+                    (Some(wanted), Some(level)) if level >= wanted => Some(Message::Notification(n)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The final response (or the call's failure) in 2026-07-28 terms.
+    pub fn translate_done(&self, client_id: &Id, result: Result<Response, UpstreamError>) -> Response {
+        match result {
+            Ok(response) => self.translate_response(response),
+            Err(error) => Response::error(Some(client_id.clone()), error.to_error_object()),
+        }
+    }
+
+    fn translate_response(&self, response: Response) -> Response {
+        let outcome = match response.outcome {
+            Outcome::Result(result) => Outcome::Result(up::result_for_modern(
+                result,
+                self.method,
+                &self.server_info,
+                self.cache,
+            )),
+            Outcome::Error(error) => Outcome::Error(up::error_for_modern(error)),
+        };
+        Response {
+            id: response.id,
+            outcome,
+        }
+    }
+}
+
+/// Refuses a server→client request this client cannot be asked, without
+/// holding up the pump.
+pub(super) fn refuse_later(backend: &Arc<UpstreamSession>, request: Request) {
+    let backend = backend.clone();
+    tokio::spawn(async move {
+        let _ = backend.respond(refuse_server_request(&request)).await;
+    });
 }
 
 fn is_input_required(result: &Value) -> bool {

@@ -1,12 +1,15 @@
 //! Server→client requests of a legacy upstream as 2026-07-28 multi round-trip
 //! input (`input_required`), the pure part: which requests a client may be
-//! asked, how they are keyed and shown, and what binds a `requestState`.
+//! asked, how they are keyed and shown, and what binds a `requestState`. The
+//! conversation itself (gather, ask, answer, resume, expire) is [`conversation`].
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::protocol::Request;
+use crate::protocol::{ErrorObject, Request, Revision};
+
+pub mod conversation;
 
 /// A kind of input a legacy server asks its client for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +190,55 @@ pub fn input_required(requests: &[(String, Value)], request_state: &str) -> Valu
         "inputRequests": input_requests,
         "requestState": request_state,
     })
+}
+
+/// What a legacy client is asked for one `inputRequests` entry of a modern
+/// upstream's `input_required`: its method and params, a fresh `elicitationId`
+/// (from `elicitation_id`) in URL mode. A `-32021` when the client did not
+/// negotiate that kind (URL mode needs 2025-11-25).
+pub fn legacy_question(
+    asked: &Value,
+    capabilities: &Value,
+    revision: Revision,
+    elicitation_id: impl FnOnce() -> String,
+) -> Result<(String, Value), ErrorObject> {
+    let method = asked.get("method").and_then(Value::as_str).unwrap_or("");
+    let mut params = asked.get("params").cloned().unwrap_or_else(|| json!({}));
+    let probe = Request {
+        id: crate::protocol::Id::number(0),
+        method: method.to_owned(),
+        params: Some(params.clone()),
+    };
+    let kind = InputKind::of(&probe);
+    let allowed = kind.is_some_and(|k| k.declared_by(capabilities))
+        && (kind != Some(InputKind::UrlElicitation) || revision >= Revision::V2025_11_25);
+    if !allowed {
+        let required = kind.map_or_else(|| json!({}), InputKind::required_capability);
+        return Err(ErrorObject::missing_client_capability(
+            required,
+            format!("the upstream needs {method}, which this client did not declare"),
+        ));
+    }
+    if kind == Some(InputKind::UrlElicitation)
+        && let Some(object) = params.as_object_mut()
+    {
+        object.insert("elicitationId".into(), Value::from(elicitation_id()));
+    }
+    Ok((method.to_owned(), params))
+}
+
+/// The params re-issuing a request to a modern upstream after its
+/// `input_required`: the client's `answers` as `inputResponses`, and the
+/// upstream's `requestState` (if it sent one).
+pub fn reissue_params(mut params: Value, answers: Map<String, Value>, input_required: &Value) -> Value {
+    if let Some(object) = params.as_object_mut() {
+        object.insert("inputResponses".into(), Value::Object(answers));
+        match input_required.get("requestState") {
+            Some(state) => object.insert("requestState".into(), state.clone()),
+            None => object.remove("requestState"),
+        };
+    }
+    params
 }
 
 /// What a sealed `requestState` carries: the suspended call it names and what it is bound to.
@@ -381,6 +433,64 @@ mod tests {
         assert_eq!(
             input_request(&only_name),
             json!({"method": "elicitation/create", "params": {"message": "m"}})
+        );
+    }
+
+    #[test]
+    fn legacy_clients_are_asked_only_what_they_negotiated() {
+        let url =
+            json!({"method": "elicitation/create", "params": {"mode": "url", "url": "https://x", "message": "m"}});
+        let form = json!({"method": "elicitation/create", "params": {"message": "m"}});
+        let sampling = json!({"method": "sampling/createMessage", "params": {"messages": []}});
+        let id = || "e1".to_owned();
+        let both = json!({"elicitation": {"form": {}, "url": {}}});
+        let cases = [
+            (
+                &form,
+                json!({"elicitation": {}}),
+                Revision::V2025_06_18,
+                Ok(json!({"message": "m"})),
+            ),
+            (
+                &url,
+                both.clone(),
+                Revision::V2025_11_25,
+                Ok(json!({"mode": "url", "url": "https://x", "message": "m", "elicitationId": "e1"})),
+            ),
+            (
+                &url,
+                both,
+                Revision::V2025_06_18,
+                Err(json!({"elicitation": {"url": {}}})),
+            ),
+            (
+                &sampling,
+                json!({"roots": {}}),
+                Revision::V2025_11_25,
+                Err(json!({"sampling": {}})),
+            ),
+            (
+                &json!({"method": "ping"}),
+                json!({"sampling": {}}),
+                Revision::V2025_11_25,
+                Err(json!({})),
+            ),
+        ];
+        for (asked, capabilities, revision, expected) in cases {
+            let got = legacy_question(asked, &capabilities, revision, id)
+                .map(|(_, params)| params)
+                .map_err(|e| e.data.unwrap_or_default()["requiredCapabilities"].clone());
+            assert_eq!(got, expected, "{asked} {capabilities} {revision:?}");
+        }
+        let answers: Map<String, Value> = [("k".to_owned(), json!({"action": "accept"}))].into_iter().collect();
+        let params = json!({"name": "t", "requestState": "old"});
+        assert_eq!(
+            reissue_params(params.clone(), answers.clone(), &json!({"requestState": "new"})),
+            json!({"name": "t", "inputResponses": {"k": {"action": "accept"}}, "requestState": "new"})
+        );
+        assert_eq!(
+            reissue_params(params, answers, &json!({})),
+            json!({"name": "t", "inputResponses": {"k": {"action": "accept"}}})
         );
     }
 
