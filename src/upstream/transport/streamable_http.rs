@@ -16,9 +16,9 @@ use hyper_util::rt::TokioExecutor;
 use tokio::task::AbortHandle;
 
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, mirrored_name};
-use crate::protocol::jsonrpc::Frame;
+use crate::protocol::jsonrpc::{Frame, Outcome};
 use crate::protocol::sse::SseParser;
-use crate::protocol::{Message, Revision};
+use crate::protocol::{Id, Message, Response, Revision};
 use crate::upstream::UpstreamError;
 use crate::upstream::session::UpstreamSession;
 
@@ -297,10 +297,10 @@ async fn read_response(session: &Arc<UpstreamSession>, upstream_id: u64, respons
         Err(error) => return session.fail(upstream_id, unavailable(session, format!("reading the body: {error}"))),
     };
     match Frame::parse(&body) {
-        Ok(Frame::Single(message)) => session.handle_inbound(message, Some(upstream_id)),
+        Ok(Frame::Single(message)) => session.handle_inbound(answering(message, upstream_id), Some(upstream_id)),
         Ok(Frame::Batch(items)) => {
             for message in items.into_iter().flatten() {
-                session.handle_inbound(message, Some(upstream_id));
+                session.handle_inbound(answering(message, upstream_id), Some(upstream_id));
             }
         }
         Err(_) => {
@@ -329,7 +329,13 @@ async fn read_sse(session: &Weak<UpstreamSession>, related: Option<u64>, mut bod
                 return Ok(());
             };
             match Message::parse(event.data.as_bytes()) {
-                Ok(message) => session.handle_inbound(message, related),
+                Ok(message) => {
+                    let message = match related {
+                        Some(request) => answering(message, request),
+                        None => message,
+                    };
+                    session.handle_inbound(message, related)
+                }
                 Err(error) => {
                     tracing::warn!(upstream = %session.upstream_name(), error = %error, "non-JSON-RPC SSE event; skipped")
                 }
@@ -340,6 +346,22 @@ async fn read_sse(session: &Weak<UpstreamSession>, related: Option<u64>, mut bod
         }
     }
     Ok(())
+}
+
+/// A POST's response stream belongs to the one request it carried: an error
+/// with a `null` id there (a server that could not tie it to a session, such as
+/// the SDKs' "missing session id" answer to a request before `initialize`)
+/// answers that request.
+fn answering(message: Message, request: u64) -> Message {
+    match message {
+        Message::Response(mut response @ Response { id: None, .. })
+            if matches!(response.outcome, Outcome::Error(_)) =>
+        {
+            response.id = Some(Id::number(request));
+            Message::Response(response)
+        }
+        other => other,
+    }
 }
 
 fn content_type(response: &http::Response<Incoming>) -> &str {
@@ -362,5 +384,48 @@ fn unavailable(session: &UpstreamSession, reason: String) -> UpstreamError {
     UpstreamError::Unavailable {
         upstream: session.upstream_name().to_owned(),
         reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::protocol::{ErrorCode, ErrorObject, Notification};
+
+    #[test]
+    fn a_null_id_error_on_a_posts_stream_answers_its_request() {
+        let error = || ErrorObject::new(ErrorCode::INVALID_REQUEST, "Bad Request: Missing session ID");
+        let cases = [
+            // (what the stream carried, what the session is handed)
+            (
+                Response::error(None, error()).into_message(),
+                Response::error(Some(Id::number(7)), error()).into_message(),
+            ),
+            // An error that names its request keeps its id, even another one.
+            (
+                Response::error(Some(Id::number(3)), error()).into_message(),
+                Response::error(Some(Id::number(3)), error()).into_message(),
+            ),
+            // A result must name its request: a null-id one stays unanswerable.
+            (
+                Response::result_for(None, json!({})).into_message(),
+                Response::result_for(None, json!({})).into_message(),
+            ),
+            (
+                Message::Notification(Notification {
+                    method: "notifications/progress".into(),
+                    params: None,
+                }),
+                Message::Notification(Notification {
+                    method: "notifications/progress".into(),
+                    params: None,
+                }),
+            ),
+        ];
+        for (carried, handed) in cases {
+            assert_eq!(answering(carried.clone(), 7), handed, "{carried:?}");
+        }
     }
 }
