@@ -12,11 +12,11 @@ use crate::auth::Principal;
 use crate::config::LegacySessions;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
+use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::translate::{down, up};
 use crate::upstream::pool::gateway_client_info;
 use crate::upstream::session::OnDrop;
-use crate::upstream::{PartitionKey, Upstream, UpstreamEra, UpstreamError};
+use crate::upstream::{PartitionKey, Upstream, UpstreamError};
 
 /// The client's session as its transport found it.
 pub enum SessionLookup {
@@ -62,10 +62,10 @@ async fn initialize(gateway: &Gateway, upstream: &Arc<Upstream>, request: Reques
     let negotiated = Revision::negotiate_legacy(requested);
     match upstream.era().await {
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
-        Ok(UpstreamEra::Modern) => {
+        Ok(Era::Modern) => {
             return initialize_over_modern(gateway, upstream, request, negotiated, principal).await;
         }
-        Ok(UpstreamEra::Legacy) => {}
+        Ok(Era::Legacy) => {}
     }
     let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
     let shared = upstream.config().pool.legacy_sessions == LegacySessions::Shared;

@@ -8,12 +8,12 @@ use super::Gateway;
 use super::reply::{self, ClientSide, ModernSide, MrtrContext, Reply};
 use crate::auth::Principal;
 use crate::protocol::capabilities::{self, ListenSupport};
-use crate::protocol::{Id, ModernMethod, Request, Response, Revision};
+use crate::protocol::{Era, Id, ModernMethod, Request, Response, Revision};
 use crate::translate::{ModernRequest, discover, down, mrtr};
 use crate::upstream::pool::gateway_client_info;
 use crate::upstream::probe;
 use crate::upstream::session::OnDrop;
-use crate::upstream::{PartitionKey, Upstream, UpstreamEra, UpstreamError, UpstreamSession};
+use crate::upstream::{PartitionKey, Upstream, UpstreamError, UpstreamSession};
 
 /// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
 const LISTEN_SUPPORT: ListenSupport = ListenSupport::Bridged;
@@ -30,8 +30,8 @@ pub async fn serve(
 ) -> Reply {
     match upstream.era().await {
         Err(error) => Reply::upstream_failure(Some(request.id), &error),
-        Ok(UpstreamEra::Modern) => passthrough(upstream, request, modern.method, forwarded).await,
-        Ok(UpstreamEra::Legacy) => match modern.method {
+        Ok(Era::Modern) => passthrough(upstream, request, modern.method, forwarded).await,
+        Ok(Era::Legacy) => match modern.method {
             ModernMethod::Discover => discover(upstream, request.id).await,
             ModernMethod::SubscriptionsListen => {
                 let session = match pooled_session(upstream, &modern, principal, false).await {
@@ -85,7 +85,7 @@ async fn passthrough(
 
 /// `server/discover`, also answered for a legacy-shaped probe without `_meta`.
 pub async fn discover(upstream: &Arc<Upstream>, id: Id) -> Reply {
-    if let Ok(UpstreamEra::Modern) = upstream.era().await {
+    if let Ok(Era::Modern) = upstream.era().await {
         let params = probe::discover_params(&gateway_client_info());
         let request = Request {
             id,

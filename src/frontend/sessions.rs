@@ -23,10 +23,10 @@ use tokio::task::AbortHandle;
 use crate::auth::Principal;
 use crate::config::SessionsConfig;
 use crate::protocol::envelope::{Envelope, LogLevel};
-use crate::protocol::{Id, Message, Request, Response, Revision};
+use crate::protocol::{Era, Id, Message, Request, Response, Revision};
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
 use crate::upstream::session::refuse_server_request;
-use crate::upstream::{Upstream, UpstreamEra, UpstreamSession};
+use crate::upstream::{Upstream, UpstreamSession};
 
 /// One legacy client's session.
 pub struct ClientSession {
@@ -213,7 +213,7 @@ impl SessionStore {
                 let upstream_session = upstream.resume_dedicated(claims.mem.as_deref(), usid, revision)?;
                 ClientSession::open(id.to_owned(), revision, upstream.clone(), upstream_session)
             }
-            (None, Some(UpstreamEra::Modern)) => {
+            (None, Some(Era::Modern)) => {
                 let envelope = stateless_envelope(&claims.caps, &claims.info);
                 ClientSession::open_stateless(
                     id.to_owned(),

@@ -11,7 +11,6 @@ pub mod session;
 pub mod transport;
 
 pub use pool::{PartitionKey, Upstream};
-pub use probe::UpstreamEra;
 pub use session::{Call, CallEvent, UnsolicitedRequests, UpstreamSession};
 
 use crate::protocol::{ErrorCode, ErrorObject};

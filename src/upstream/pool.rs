@@ -19,14 +19,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::UpstreamError;
 use super::member::{Member, Target};
-use super::probe::{self, UpstreamEra};
+use super::probe;
 use super::session::{OnDrop, UnsolicitedRequests, UpstreamSession};
 use super::transport::Link;
 use super::transport::sse::SseLink;
 use super::transport::stdio::{ChildSupervisor, StdioLink, StdioSpawner};
 use super::transport::streamable_http::{self, Endpoint, HttpLink};
 use crate::config::{EraSetting, StdioConfig, UpstreamConfig};
-use crate::protocol::{Id, Revision};
+use crate::protocol::{Era, Id, Revision};
 use crate::translate::CachePolicy;
 use crate::translate::down;
 
@@ -77,7 +77,7 @@ pub struct Upstream {
     admission: Admission,
     epoch: Instant,
     /// The learned (or pinned) era; `None` until the first probe.
-    era: RwLock<Option<UpstreamEra>>,
+    era: RwLock<Option<Era>>,
     /// Serialises probing so a burst of first requests costs one probe.
     probing: tokio::sync::Mutex<()>,
 }
@@ -111,10 +111,10 @@ impl Upstream {
         let members = members(&name, &config, supervisor);
         let era = match config.era {
             // HTTP+SSE predates the stateless era: nothing to probe.
-            EraSetting::Auto if config.sse.is_some() => Some(UpstreamEra::Legacy),
+            EraSetting::Auto if config.sse.is_some() => Some(Era::Legacy),
             EraSetting::Auto => None,
-            EraSetting::Legacy => Some(UpstreamEra::Legacy),
-            EraSetting::Modern => Some(UpstreamEra::Modern),
+            EraSetting::Legacy => Some(Era::Legacy),
+            EraSetting::Modern => Some(Era::Modern),
         };
         let admission = Admission {
             permits: Arc::new(Semaphore::new(config.max_in_flight)),
@@ -160,15 +160,15 @@ impl Upstream {
             }
         }
         match self.era().await? {
-            UpstreamEra::Legacy => self.initialize_result().await.map(|_| ()),
-            UpstreamEra::Modern => self.modern_session().await.map(|_| ()),
+            Era::Legacy => self.initialize_result().await.map(|_| ()),
+            Era::Modern => self.modern_session().await.map(|_| ()),
         }
     }
 
     // === era ===
 
     /// The upstream's era: pinned by configuration, or learned once by probing.
-    pub async fn era(self: &Arc<Self>) -> Result<UpstreamEra, UpstreamError> {
+    pub async fn era(self: &Arc<Self>) -> Result<Era, UpstreamError> {
         if let Some(era) = self.era_if_known() {
             return Ok(era);
         }
@@ -183,7 +183,7 @@ impl Upstream {
     }
 
     /// The era, when already known (no probe).
-    pub fn era_if_known(&self) -> Option<UpstreamEra> {
+    pub fn era_if_known(&self) -> Option<Era> {
         *self.era.read().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -197,7 +197,7 @@ impl Upstream {
     }
 
     /// Sends `server/discover` on a fresh connection and judges the answer.
-    async fn probe(self: &Arc<Self>) -> Result<UpstreamEra, UpstreamError> {
+    async fn probe(self: &Arc<Self>) -> Result<Era, UpstreamError> {
         let member = self.choose_member();
         let session = self.connect(member, UnsolicitedRequests::AnswerLocally).await?;
         session.start_modern();
@@ -219,12 +219,12 @@ impl Upstream {
         }
         let era = probe::verdict(&outcome);
         match era {
-            UpstreamEra::Modern => {
+            Era::Modern => {
                 let partition = self.partition(PartitionKey::stateless())?;
                 partition.add(Pooled { session, member });
             }
             // The connection saw a request before `initialize`; start legacy sessions afresh.
-            UpstreamEra::Legacy => session.close("probe done"),
+            Era::Legacy => session.close("probe done"),
         }
         Ok(era)
     }

@@ -7,9 +7,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{PartitionKey, Pooled, Upstream, gateway_client_info};
-use crate::protocol::{Id, Revision};
+use crate::protocol::{Era, Id, Revision};
 use crate::translate::down;
-use crate::upstream::UpstreamEra;
 use crate::upstream::probe;
 use crate::upstream::session::{OnDrop, UnsolicitedRequests, UpstreamSession};
 
@@ -40,17 +39,15 @@ impl Upstream {
         for (index, member) in self.members.iter().enumerate() {
             let session = self.live_session_on(index);
             let healthy = match (session, era) {
-                (Some(session), UpstreamEra::Legacy) => {
-                    self.probe_call(&session, "ping", Some(json!({})), timeout).await
-                }
-                (Some(session), UpstreamEra::Modern) => {
+                (Some(session), Era::Legacy) => self.probe_call(&session, "ping", Some(json!({})), timeout).await,
+                (Some(session), Era::Modern) => {
                     let params = probe::discover_params(&gateway_client_info());
                     self.probe_call(&session, "server/discover", Some(params), timeout)
                         .await
                 }
                 // Only a member out of rotation is worth a new connection just to look.
                 (None, _) if member.health.is_healthy() => continue,
-                (None, UpstreamEra::Legacy) => {
+                (None, Era::Legacy) => {
                     let params = down::initialize_params(Revision::LATEST_LEGACY, json!({}), gateway_client_info());
                     match tokio::time::timeout(timeout, self.open(index, params, UnsolicitedRequests::AnswerLocally))
                         .await
@@ -62,7 +59,7 @@ impl Upstream {
                         _ => false,
                     }
                 }
-                (None, UpstreamEra::Modern) => match self.connect(index, UnsolicitedRequests::AnswerLocally).await {
+                (None, Era::Modern) => match self.connect(index, UnsolicitedRequests::AnswerLocally).await {
                     Ok(session) => {
                         session.start_modern();
                         let params = probe::discover_params(&gateway_client_info());
