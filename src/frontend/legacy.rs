@@ -15,8 +15,7 @@ use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::translate::{down, up};
 use crate::upstream::pool::gateway_client_info;
-use crate::upstream::session::OnDrop;
-use crate::upstream::{PartitionKey, Upstream, UpstreamError};
+use crate::upstream::{OnDrop, PartitionKey, Upstream, UpstreamError};
 
 /// The client's session as its transport found it.
 pub enum SessionLookup {

@@ -14,8 +14,7 @@ use super::sessions::ClientSession;
 use crate::protocol::{Id, Message, Request};
 use crate::translate::down;
 use crate::translate::listen::{self, Filter};
-use crate::upstream::UpstreamSession;
-use crate::upstream::session::{CallEvent, CallStep, OnDrop};
+use crate::upstream::{CallEvent, CallStep, OnDrop, UpstreamSession};
 
 /// Bound of notifications queued toward one listen stream.
 const LISTEN_QUEUE: usize = 64;

@@ -12,8 +12,7 @@ use crate::protocol::{Era, Id, ModernMethod, Request, Response, Revision};
 use crate::translate::{ModernRequest, discover, down, mrtr};
 use crate::upstream::pool::gateway_client_info;
 use crate::upstream::probe;
-use crate::upstream::session::OnDrop;
-use crate::upstream::{PartitionKey, Upstream, UpstreamError, UpstreamSession};
+use crate::upstream::{OnDrop, PartitionKey, Upstream, UpstreamError, UpstreamSession};
 
 /// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
 const LISTEN_SUPPORT: ListenSupport = ListenSupport::Bridged;

@@ -17,7 +17,7 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::Outcome;
 use crate::translate::down;
 use crate::translate::param_headers::{self, ParamHeader};
-use crate::upstream::session::OnDrop;
+use crate::upstream::OnDrop;
 
 /// How long a listing is kept when the upstream gives no `ttlMs`.
 const DEFAULT_TTL: Duration = Duration::from_secs(60);

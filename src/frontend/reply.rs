@@ -17,9 +17,9 @@ use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorCode, ErrorObject, Id, Message, ModernMethod, Response};
 use crate::translate::mrtr::{self, InputKind};
+use crate::translate::multiplex::refuse_server_request;
 use crate::translate::{CachePolicy, up};
-use crate::upstream::session::{CallStep, OnDrop, refuse_server_request};
-use crate::upstream::{Call, CallEvent, UpstreamError, UpstreamSession};
+use crate::upstream::{Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession};
 
 /// Bound of messages queued toward one streamed answer; a slow reader slows the pump.
 const STREAM_QUEUE: usize = 32;

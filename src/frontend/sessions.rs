@@ -25,7 +25,7 @@ use crate::config::SessionsConfig;
 use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Era, Id, Message, Request, Response, Revision};
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
-use crate::upstream::session::refuse_server_request;
+use crate::translate::multiplex::refuse_server_request;
 use crate::upstream::{Upstream, UpstreamSession};
 
 /// One legacy client's session.

@@ -4,14 +4,17 @@
 //! Nothing here knows which era a client speaks; callers hand in JSON-RPC
 //! messages for the upstream's own revision.
 
+pub mod call;
+mod handshake;
 pub mod member;
 pub mod pool;
 pub mod probe;
 pub mod session;
 pub mod transport;
 
+pub use call::{Call, CallEvent, CallStep, OnDrop};
 pub use pool::{PartitionKey, Upstream};
-pub use session::{Call, CallEvent, UnsolicitedRequests, UpstreamSession};
+pub use session::{UnsolicitedRequests, UpstreamSession};
 
 use crate::protocol::{ErrorCode, ErrorObject};
 
@@ -75,6 +78,30 @@ pub enum UpstreamError {
 }
 
 impl UpstreamError {
+    /// The session (or its connection) ended: `reason` says how.
+    pub(crate) fn closed(upstream: &str, reason: impl Into<String>) -> UpstreamError {
+        UpstreamError::Closed {
+            upstream: upstream.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The upstream broke the protocol: `reason` says how.
+    pub(crate) fn protocol(upstream: &str, reason: impl Into<String>) -> UpstreamError {
+        UpstreamError::Protocol {
+            upstream: upstream.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The upstream could not be started or reached: `reason` says why.
+    pub(crate) fn unavailable(upstream: &str, reason: impl Into<String>) -> UpstreamError {
+        UpstreamError::Unavailable {
+            upstream: upstream.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
     /// The JSON-RPC error a client gets for this failure.
     pub fn to_error_object(&self) -> ErrorObject {
         let upstream = match self {

@@ -18,9 +18,10 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::UpstreamError;
+use super::call::OnDrop;
 use super::member::{Member, Target};
 use super::probe;
-use super::session::{OnDrop, UnsolicitedRequests, UpstreamSession};
+use super::session::{UnsolicitedRequests, UpstreamSession};
 use super::transport::Link;
 use super::transport::sse::SseLink;
 use super::transport::stdio::{ChildSupervisor, StdioLink, StdioSpawner};

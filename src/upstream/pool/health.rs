@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 use super::{PartitionKey, Pooled, Upstream, gateway_client_info};
 use crate::protocol::{Era, Id, Revision};
 use crate::translate::down;
+use crate::upstream::call::OnDrop;
 use crate::upstream::probe;
-use crate::upstream::session::{OnDrop, UnsolicitedRequests, UpstreamSession};
+use crate::upstream::session::{UnsolicitedRequests, UpstreamSession};
 
 impl Upstream {
     /// Probes every member every `health.interval` until the upstream is dropped.

@@ -21,10 +21,10 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::Inbound;
 use crate::config::{RestartConfig, StdioConfig};
 use crate::protocol::Message;
 use crate::upstream::UpstreamError;
-use crate::upstream::session::UpstreamSession;
 
 /// Largest line accepted from a child; a longer one ends the session.
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -121,6 +121,7 @@ pub fn backoff(config: &RestartConfig, crashes: u32, unit: f64) -> Duration {
 
 /// A started child not yet attached to a session.
 pub struct SpawnedChild {
+    upstream: Arc<str>,
     stdin: ChildStdin,
     stdout: ChildStdout,
     pid: u32,
@@ -284,6 +285,7 @@ impl StdioSpawner {
         };
         self.supervisor.tracker.spawn(supervise(child, watch));
         Ok(SpawnedChild {
+            upstream: self.upstream.clone(),
             stdin,
             stdout,
             pid,
@@ -374,6 +376,7 @@ async fn log_stderr(upstream: Arc<str>, pid: u32, stderr: tokio::process::ChildS
 
 /// The write half and lifetime of one attached child.
 pub struct StdioLink {
+    upstream: Arc<str>,
     /// Taken (closing the child's stdin) when the link stops; a std mutex, never held across `.await`.
     writer: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     stop: CancellationToken,
@@ -385,6 +388,7 @@ impl StdioLink {
     pub fn attach(child: SpawnedChild) -> (StdioLink, StdioReader) {
         let (writer, queue) = mpsc::channel(WRITE_QUEUE);
         let SpawnedChild {
+            upstream,
             stdin,
             stdout,
             pid,
@@ -395,6 +399,7 @@ impl StdioLink {
         } = child;
         tokio::spawn(write_lines(stdin, queue));
         let reader = StdioReader {
+            upstream: upstream.clone(),
             stdout,
             pid,
             ended_first,
@@ -403,6 +408,7 @@ impl StdioLink {
         };
         (
             StdioLink {
+                upstream,
                 writer: Mutex::new(Some(writer)),
                 stop,
                 pid,
@@ -411,18 +417,16 @@ impl StdioLink {
         )
     }
 
-    pub(crate) async fn send(&self, session: &Arc<UpstreamSession>, message: Message) -> Result<(), UpstreamError> {
+    pub(crate) async fn send(&self, message: Message) -> Result<(), UpstreamError> {
         let mut line = message.to_bytes();
         line.push(b'\n');
+        let closed = || UpstreamError::closed(&self.upstream, "child's stdin is closed");
         // Clone the sender out of the lock: it is never held across `.await`.
         let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(writer) = writer else {
-            return Err(session.closed_error("child's stdin is closed"));
+            return Err(closed());
         };
-        writer
-            .send(line)
-            .await
-            .map_err(|_| session.closed_error("child's stdin is closed"))
+        writer.send(line).await.map_err(|_| closed())
     }
 
     /// Closes the child's stdin (a well-behaved server exits on EOF) and starts
@@ -446,6 +450,7 @@ impl Drop for StdioLink {
 
 /// The read half of an attached child.
 pub struct StdioReader {
+    upstream: Arc<str>,
     stdout: ChildStdout,
     pid: u32,
     ended_first: Arc<AtomicBool>,
@@ -456,9 +461,10 @@ pub struct StdioReader {
 
 impl StdioReader {
     /// Routes every line the child writes into `session` until EOF, then closes it.
-    pub fn start(self, session: Weak<UpstreamSession>) {
+    pub fn start<S: Inbound>(self, session: Weak<S>) {
         tokio::spawn(async move {
             let StdioReader {
+                upstream,
                 stdout,
                 pid,
                 ended_first,
@@ -479,9 +485,9 @@ impl StdioReader {
                 }
                 let Some(session) = session.upgrade() else { return };
                 match Message::parse(line.as_bytes()) {
-                    Ok(message) => session.handle_inbound(message, None),
+                    Ok(message) => session.handle_message(message, None),
                     Err(error) => {
-                        tracing::warn!(upstream = %session.upstream_name(), pid, error = %error, "non-JSON-RPC line on stdout; skipped")
+                        tracing::warn!(upstream = %upstream, pid, error = %error, "non-JSON-RPC line on stdout; skipped")
                     }
                 }
             };
@@ -489,7 +495,7 @@ impl StdioReader {
                 ended_first.store(true, Ordering::Release);
             }
             if let Some(session) = session.upgrade() {
-                session.mark_closed(&reason);
+                session.handle_closed(&reason);
             }
             drop(permit);
         });
