@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::UpstreamError;
 use super::call::OnDrop;
+use super::error::UpstreamError;
 use super::session::UpstreamSession;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Id, Revision};

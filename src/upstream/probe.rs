@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 
-use super::UpstreamError;
+use super::error::UpstreamError;
 use crate::protocol::envelope::{CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION};
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, ErrorCode, Response, Revision};

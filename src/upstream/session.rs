@@ -16,13 +16,16 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
-use super::UpstreamError;
-use super::call::slot::{CallEvent, CallSlot};
-use super::call::table::{CallTable, Delivery};
+use self::slot::{CallEvent, CallSlot};
+use self::table::{CallTable, Delivery};
+use super::error::UpstreamError;
 use super::member::MemberHealth;
 use super::transport::{Inbound, Link};
 use crate::protocol::{Id, Message, Notification, Request, Response, Revision};
 use crate::translate::multiplex::{self, Addressee, Scope, refuse_server_request};
+
+pub(crate) mod slot;
+pub(crate) mod table;
 
 /// Who answers server→client requests that are tied to no request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

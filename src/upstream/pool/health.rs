@@ -38,7 +38,7 @@ impl Upstream {
         let Some(era) = self.era_if_known() else { return };
         let timeout = self.config.health.timeout.0;
         for (index, member) in self.members.iter().enumerate() {
-            let session = self.live_session_on(index);
+            let session = self.partitions.live_on(index);
             let healthy = match (session, era) {
                 (Some(session), Era::Legacy) => self.probe_call(&session, "ping", Some(json!({})), timeout).await,
                 (Some(session), Era::Modern) => {
@@ -102,14 +102,5 @@ impl Upstream {
             return false;
         };
         matches!(tokio::time::timeout(timeout, call.response()).await, Ok(Ok(_)))
-    }
-
-    pub(super) fn live_session_on(&self, member: usize) -> Option<Arc<UpstreamSession>> {
-        self.partitions_lock().values().find_map(|p| {
-            p.snapshot()
-                .into_iter()
-                .find(|s| s.member == member && !s.session.is_closed())
-                .map(|s| s.session)
-        })
     }
 }

@@ -11,8 +11,8 @@ pub mod streamable_http;
 
 use std::sync::Arc;
 
-use super::UpstreamError;
 use crate::protocol::{Message, Revision};
+use crate::upstream::error::UpstreamError;
 
 /// What a transport reports to the session it carries: every message that
 /// arrives, the end of the connection, and the failure of one request. The

@@ -16,7 +16,7 @@ use super::Inbound;
 use super::streamable_http::HttpClient;
 use crate::protocol::Message;
 use crate::protocol::sse::SseParser;
-use crate::upstream::UpstreamError;
+use crate::upstream::error::UpstreamError;
 
 /// Largest SSE event accepted from an upstream.
 const MAX_EVENT: usize = 64 * 1024 * 1024;

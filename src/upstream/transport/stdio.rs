@@ -24,7 +24,7 @@ use tokio_util::task::TaskTracker;
 use super::Inbound;
 use crate::config::{RestartConfig, StdioConfig};
 use crate::protocol::Message;
-use crate::upstream::UpstreamError;
+use crate::upstream::error::UpstreamError;
 
 /// Largest line accepted from a child; a longer one ends the session.
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -222,44 +222,15 @@ impl StdioSpawner {
     }
 
     fn spawn(&self) -> Result<SpawnedChild, UpstreamError> {
-        let unavailable = |reason: String| UpstreamError::Unavailable {
-            upstream: self.upstream.to_string(),
-            reason,
-        };
-        if self.supervisor.shutdown.is_cancelled() {
-            return Err(unavailable("eragate is shutting down".into()));
-        }
-        if let Some(wait) = self.crashes.wait_left() {
-            return Err(unavailable(format!(
-                "restarting after crashes; next start in {} ms",
-                wait.as_millis()
-            )));
-        }
-        let permit = self
-            .limit
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| UpstreamError::Overloaded {
-                upstream: self.upstream.to_string(),
-            })?;
+        let unavailable = |reason: String| UpstreamError::unavailable(&self.upstream, reason);
+        let permit = self.may_start()?;
         let (program, args) = self
             .config
             .command
             .split_first()
             .ok_or_else(|| unavailable("empty command".into()))?;
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .envs(&self.config.env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some(cwd) = &self.config.cwd {
-            command.current_dir(cwd);
-        }
-        let mut child = command
+        let mut child = self
+            .command(program, args)
             .spawn()
             .map_err(|e| unavailable(format!("cannot start {program:?}: {e}")))?;
         let pid = child.id().ok_or_else(|| unavailable("child exited at once".into()))?;
@@ -295,9 +266,45 @@ impl StdioSpawner {
             _permit: permit,
         })
     }
+
+    /// A permit for one more child, unless eragate is stopping, a crash
+    /// backoff is running, or `max_children` are alive.
+    fn may_start(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
+        if self.supervisor.shutdown.is_cancelled() {
+            return Err(UpstreamError::unavailable(&self.upstream, "eragate is shutting down"));
+        }
+        if let Some(wait) = self.crashes.wait_left() {
+            return Err(UpstreamError::unavailable(
+                &self.upstream,
+                format!("restarting after crashes; next start in {} ms", wait.as_millis()),
+            ));
+        }
+        self.limit
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| UpstreamError::Overloaded {
+                upstream: self.upstream.to_string(),
+            })
+    }
+
+    /// The child's command: piped stdio, its own process group, killed with its handle.
+    fn command(&self, program: &str, args: &[String]) -> Command {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .envs(&self.config.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(cwd) = &self.config.cwd {
+            command.current_dir(cwd);
+        }
+        command
+    }
 }
 
-/// Waits for the child; on stop, closes its group down politely, then firmly.
 /// What supervising one child shares with the rest of eragate.
 struct Watch {
     upstream: Arc<str>,
@@ -311,6 +318,7 @@ struct Watch {
     crashes: Arc<CrashTracker>,
 }
 
+/// Waits for the child; on stop, closes its group down politely, then firmly.
 async fn supervise(mut child: Child, watch: Watch) {
     let Watch {
         upstream,

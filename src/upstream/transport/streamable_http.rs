@@ -20,7 +20,7 @@ use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_S
 use crate::protocol::jsonrpc::{Frame, Outcome};
 use crate::protocol::sse::SseParser;
 use crate::protocol::{Id, Message, Response, Revision};
-use crate::upstream::UpstreamError;
+use crate::upstream::error::UpstreamError;
 
 /// Largest JSON body or SSE event accepted from an upstream.
 const MAX_UPSTREAM_MESSAGE: usize = 64 * 1024 * 1024;

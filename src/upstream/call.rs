@@ -1,20 +1,18 @@
 //! A request in flight on an upstream session, as its caller holds it: the
 //! [`Call`] handle, the [`CallStep`]s it yields, and what dropping it means.
 //!
-//! The session keeps a [`table::CallTable`] of its calls; each call's answer
-//! arrives through a [`slot::CallSlot`]. Nothing here reads the wire.
-
-pub(crate) mod slot;
-pub(crate) mod table;
+//! The session keeps a table of its calls in flight (`session/table.rs`);
+//! each call's answer arrives through its slot (`session/slot.rs`). Nothing
+//! here reads the wire or routes messages.
 
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-pub use self::slot::CallEvent;
-use self::slot::{CallSlot, Taken};
-use super::UpstreamError;
+use super::error::UpstreamError;
 use super::session::UpstreamSession;
+pub use super::session::slot::CallEvent;
+use super::session::slot::{CallSlot, Taken};
 use crate::protocol::{Id, Response};
 
 /// A request in flight. Await [`Call::response`]; drain [`Call::next`]

@@ -12,7 +12,7 @@ use serde_json::Value;
 use super::slot::{CallEvent, CallSlot};
 use crate::protocol::{Id, Notification, Response};
 use crate::translate::multiplex::{restore_progress_token, retag_subscription, rewrite_progress_token};
-use crate::upstream::UpstreamError;
+use crate::upstream::error::UpstreamError;
 
 /// One session's requests in flight.
 pub(crate) struct CallTable {
@@ -166,7 +166,7 @@ mod tests {
 
     use super::*;
     use crate::protocol::envelope::SUBSCRIPTION_ID;
-    use crate::upstream::call::slot::Taken;
+    use crate::upstream::session::slot::Taken;
 
     fn progress(token: u64) -> Notification {
         Notification {

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
 use crate::protocol::{Notification, Request, Response};
-use crate::upstream::UpstreamError;
+use crate::upstream::error::UpstreamError;
 
 /// What a caller receives while its request is in flight, besides the response.
 #[derive(Debug)]
