@@ -3,6 +3,13 @@
 //!
 //! Nothing here knows which era a client speaks; callers hand in JSON-RPC
 //! messages for the upstream's own revision.
+//!
+//! From the bottom up: [`error`](UpstreamError) (how a request fails),
+//! [`transport`] (the wire; reports through [`transport::Inbound`]),
+//! [`member`] (a pool member and its health), [`session`] (one live session,
+//! its call table and routing), [`call`] (a request in flight as its caller
+//! holds it), `handshake` (`initialize` on a fresh session), and [`pool`]
+//! (one configured upstream: era, admission, partitions, members).
 
 pub mod call;
 mod error;

@@ -1,4 +1,6 @@
-//! Learning an upstream's era: `server/discover` first, then `initialize`.
+//! Learning an upstream's era, the pure part: the `server/discover` eragate
+//! probes with, and the verdict on its outcome. Nothing here sends anything:
+//! the probe runs in `pool/era.rs`.
 //!
 //! A `DiscoverResult` that lists a modern version, or a recognised 2026-07-28
 //! error (-32020, -32021, -32022), means modern. Any other error, a timeout, or

@@ -1,9 +1,9 @@
 //! One live upstream session: its transport, its table of requests in flight,
 //! and routing of everything the upstream sends back to the call it belongs to.
 //!
-//! Every request sent upstream gets a fresh numeric id from the session's
-//! [`CallTable`] (and its `progressToken`, if any, becomes that same number), so
-//! concurrent requests from many clients never collide. Which caller a message
+//! Every request sent upstream gets a fresh numeric id from the session's call
+//! table (`session/table.rs`; its `progressToken`, if any, becomes that same
+//! number), so concurrent requests from many clients never collide. Which caller a message
 //! is for is decided by the rules in [`crate::translate::multiplex`]; the
 //! transport reports what arrives through [`Inbound`]. The session never reads
 //! bytes and never knows which era a client speaks.

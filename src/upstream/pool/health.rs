@@ -1,5 +1,6 @@
 //! Active health checks of an upstream's members: a cheap request on a live
 //! pooled session of each member, or a new session for a member out of rotation.
+//! It only records verdicts on members; taking them out of rotation is theirs.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,7 +1,8 @@
 //! The 2024-11-05 HTTP+SSE transport toward upstreams that only speak it: one
 //! GET stream per session carries every message from the server (responses
 //! included); messages to the server are POSTed to the URL its `endpoint`
-//! event names.
+//! event names. Like every transport it reports to its session through
+//! [`Inbound`] and never looks inside the messages it carries.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;

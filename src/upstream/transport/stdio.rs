@@ -4,6 +4,7 @@
 //! Every child runs in its own process group and is registered with a
 //! [`ChildSupervisor`], so that on shutdown (or when its session ends) the whole
 //! group is stopped: stdin closed, then SIGTERM, then SIGKILL after a grace period.
+//! Lines are handed to the session through [`Inbound`]; nothing here looks inside them.
 
 use std::collections::VecDeque;
 use std::process::Stdio;

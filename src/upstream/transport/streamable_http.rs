@@ -1,5 +1,8 @@
 //! Streamable HTTP upstreams: each request is a POST whose answer is JSON or an
 //! SSE stream scoped to it; the GET stream carries what belongs to no request.
+//! Because a POST's answer belongs to the one request it carried, this link
+//! names that request for everything on it (and for a null-id error: see
+//! `answering`); it never decides who else a message is for.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
