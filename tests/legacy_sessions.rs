@@ -327,6 +327,39 @@ fn sessions_through_an_http_upstream() {
     assert_eq!(text_of(&reply, 8), "echo: b");
 }
 
+/// A legacy Streamable HTTP upstream (the Python SDK) answers the era probe's
+/// `server/discover` with an error whose `id` is `null`, on the POST that carried it: that
+/// error is the probe's answer (the era is learned as legacy), not a stray response.
+#[test]
+fn a_null_id_error_answers_the_probe_of_a_legacy_http_upstream() {
+    let upstream = LegacyHttpServer::start(&[]);
+    let gateway = Eragate::http(&upstream.url, "");
+    wait_until("the era to be learned", Duration::from_secs(20), || {
+        gateway.log().contains("learned the upstream's era")
+    });
+    let log = without_colours(&gateway.log());
+    let learned = log
+        .lines()
+        .find(|line| line.contains("learned the upstream's era"))
+        .unwrap_or_default();
+    assert!(learned.contains("era=Legacy"), "{learned}\n{log}");
+    assert!(!log.contains("never sent"), "a warning at start:\n{log}");
+}
+
+/// `text` without its ANSI colour sequences (`ESC [ … m`), so fields read as `key=value`.
+fn without_colours(text: &str) -> String {
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            chars.by_ref().find(|c| *c == 'm');
+        } else {
+            plain.push(c);
+        }
+    }
+    plain
+}
+
 /// A dedicated upstream session opens its GET stream only when its client opens one: an idle
 /// legacy client holds no upstream connection, and an attached one still gets what the
 /// upstream sends outside any request.

@@ -14,7 +14,8 @@ use tokio::task::AbortHandle;
 use crate::protocol::Era;
 use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Id, Message, Request, Response, Revision};
-use crate::router::{Backend, UpstreamSession, refuse_server_request};
+use crate::router::{Backend, UpstreamSession};
+use crate::translate::multiplex::refuse_server_request;
 
 /// Why a GET stream could not be attached.
 #[derive(Debug, PartialEq, Eq)]

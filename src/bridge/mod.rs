@@ -14,6 +14,7 @@ mod dispatch;
 mod legacy;
 pub mod listen;
 mod modern;
+mod modern_side;
 pub mod mrtr;
 mod param_headers;
 mod pump;

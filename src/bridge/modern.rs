@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use super::Gateway;
+use super::modern_side::ModernSide;
 use super::mrtr::{self, Retried};
-use super::pump::{self, ClientSide, ModernSide};
+use super::pump::{self, ClientSide};
 use super::reply::{self, Reply};
 use crate::auth::Principal;
 use crate::protocol::Era;

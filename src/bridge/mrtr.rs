@@ -19,15 +19,16 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant as Deadline;
 
-use super::pump::{self, ModernSide};
+use super::modern_side::{self, ModernSide, answer_upstream};
 use crate::protocol::{ErrorObject, Id, Message, Request, Response};
-use crate::router::{Call, CallEvent, CallStep, UpstreamSession, refuse_server_request};
+use crate::router::{Call, CallEvent, CallStep};
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
 use crate::translate::mrtr::RequestStateClaims;
 use crate::translate::mrtr::conversation::{
     AwaitingRetry, Binding, Decision, ExpectInputRequest, Expiry, Gathered, GatheringInput, Retry, StateError,
     input_responses,
 };
+use crate::translate::multiplex::refuse_server_request;
 
 /// Suspended upstream calls awaiting their client's input.
 pub struct SuspendedCalls {
@@ -207,7 +208,7 @@ pub async fn gather(
                 match gathering.handle_server_request(request, Deadline::now().into_std()) {
                     Gathered::Kept => {}
                     Gathered::Answered(answer) => answer_upstream(&session, vec![answer]).await,
-                    Gathered::Refuse(request) => pump::refuse_later(&session, request),
+                    Gathered::Refuse(request) => modern_side::refuse_later(&session, request),
                 }
             }
             CallStep::Event(CallEvent::Notification(notification)) => {
@@ -226,7 +227,7 @@ pub async fn gather(
         }
     }
     match gathering.decide(call, store.expiry_from_now()) {
-        Decision::Fail { error, call } => pump::fail_call(call, &client_id, error, &tx).await,
+        Decision::Fail { error, call } => modern_side::fail_call(call, &client_id, error, &tx).await,
         Decision::Ask { refuse, awaiting } => {
             for request in refuse {
                 let _ = session.respond(refuse_server_request(&request)).await;
@@ -248,13 +249,4 @@ pub fn park_url_elicitation(
 ) -> Value {
     let awaiting = expect.handle_url_elicitation(error, store.expiry_from_now());
     store.suspend(awaiting, side, deadline)
-}
-
-/// Answers an upstream's server→client requests with what the client sent for them.
-pub async fn answer_upstream(session: &Arc<UpstreamSession>, answers: Vec<Response>) {
-    for answer in answers {
-        if let Err(error) = session.respond(answer).await {
-            tracing::debug!(error = %error, "could not answer the upstream's input request");
-        }
-    }
 }

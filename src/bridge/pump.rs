@@ -10,15 +10,13 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::modern_side::{ModernSide, answer_upstream, fail_call, refuse_later};
 use super::mrtr::{self, SuspendedCalls};
 use super::reply::Reply;
 use super::sessions::ClientSession;
-use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Notification, Request, Response};
-use crate::router::{
-    Admission, Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession, refuse_server_request,
-};
+use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Request, Response};
+use crate::router::{Admission, Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession};
 use crate::translate::mrtr::conversation::{Fate, InputPolicy, OnInputRequest};
 use crate::translate::mrtr::{legacy_question, reissue_params};
 use crate::translate::{CachePolicy, up};
@@ -58,18 +56,6 @@ pub enum ClientSide {
         /// Cache hints (the upstream's own unless configured).
         cache: CachePolicy,
     },
-}
-
-/// What a modern answer needs to know.
-pub struct ModernSide {
-    /// The method asked.
-    pub method: ModernMethod,
-    /// The level this request opted into for `notifications/message`.
-    pub log_level: Option<LogLevel>,
-    /// The upstream's identity for `_meta`.
-    pub server_info: Value,
-    /// Cache hints.
-    pub cache: CachePolicy,
 }
 
 /// What a pump does with one event of a call.
@@ -204,7 +190,7 @@ async fn on_input(
     match expect.handle_input_request(request, Instant::now().into_std()) {
         OnInputRequest::Answered(expect, answer) => {
             // Sent before it was asked (named inputs): no round trip needed.
-            mrtr::answer_upstream(call.session(), vec![answer]).await;
+            answer_upstream(call.session(), vec![answer]).await;
             let input = InputPolicy::Asks(expect);
             Streaming::On(call, ClientSide::Modern { side, input, store })
         }
@@ -224,14 +210,6 @@ async fn time_out(call: Call, client_id: &Id, tx: &mpsc::Sender<Message>, timeou
     call.time_out();
     let _ = tx
         .send(Response::error(Some(client_id.clone()), error.to_error_object()).into_message())
-        .await;
-}
-
-/// Answers the client `error` and cancels the upstream call, which cannot complete.
-pub(super) async fn fail_call(call: Call, client_id: &Id, error: ErrorObject, tx: &mpsc::Sender<Message>) {
-    call.cancel(&error.message);
-    let _ = tx
-        .send(Response::error(Some(client_id.clone()), error).into_message())
         .await;
 }
 
@@ -377,68 +355,6 @@ impl ClientSide {
     fn cancelled_by_client(&self, client_id: &Id) -> bool {
         matches!(self, ClientSide::Legacy { session, tracked, .. } if !session.is_in_flight(client_id, *tracked))
     }
-}
-
-impl ModernSide {
-    /// A result decorated for this request's method, under default cache hints
-    /// (an `input_required` is never cached).
-    pub fn decorate(&self, result: Value) -> Value {
-        up::result_for_modern(result, self.method, &self.server_info, CachePolicy::default())
-    }
-
-    /// What the client sees of a notification: progress, and log messages at
-    /// the level the request opted into.
-    pub fn show_notification(&self, n: Notification) -> Option<Message> {
-        match n.method.as_str() {
-            "notifications/progress" => Some(Message::Notification(n)),
-            "notifications/message" => {
-                let level = n
-                    .params
-                    .as_ref()
-                    .and_then(|p| p.get("level"))
-                    .and_then(Value::as_str)
-                    .and_then(LogLevel::parse);
-                match (self.log_level, level) {
-                    (Some(wanted), Some(level)) if level >= wanted => Some(Message::Notification(n)),
-                    _ => None,
-                }
-            }
-            _ => None,
-        }
-    }
-
-    /// The final response (or the call's failure) in 2026-07-28 terms.
-    pub fn translate_done(&self, client_id: &Id, result: Result<Response, UpstreamError>) -> Response {
-        match result {
-            Ok(response) => self.translate_response(response),
-            Err(error) => Response::error(Some(client_id.clone()), error.to_error_object()),
-        }
-    }
-
-    fn translate_response(&self, response: Response) -> Response {
-        let outcome = match response.outcome {
-            Outcome::Result(result) => Outcome::Result(up::result_for_modern(
-                result,
-                self.method,
-                &self.server_info,
-                self.cache,
-            )),
-            Outcome::Error(error) => Outcome::Error(up::error_for_modern(error)),
-        };
-        Response {
-            id: response.id,
-            outcome,
-        }
-    }
-}
-
-/// Refuses a server→client request this client cannot be asked, without
-/// holding up the pump.
-pub(super) fn refuse_later(backend: &Arc<UpstreamSession>, request: Request) {
-    let backend = backend.clone();
-    tokio::spawn(async move {
-        let _ = backend.respond(refuse_server_request(&request)).await;
-    });
 }
 
 fn is_input_required(result: &Value) -> bool {

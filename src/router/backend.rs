@@ -19,7 +19,7 @@ use super::{PartitionKey, UpstreamError, UpstreamSession};
 use crate::config::{LegacySessions, UpstreamConfig};
 use crate::protocol::{Era, Revision};
 use crate::translate::CachePolicy;
-use crate::upstream::{Upstream, UpstreamEra};
+use crate::upstream::Upstream;
 
 /// The servers behind one MCP path.
 #[derive(Clone)]
@@ -100,10 +100,7 @@ impl Backend {
     /// The era the backend speaks: configured, or learned once by probing.
     pub async fn era(&self) -> Result<Era, UpstreamError> {
         match self {
-            Backend::Pool(pool) => pool.era().await.map(|era| match era {
-                UpstreamEra::Legacy => Era::Legacy,
-                UpstreamEra::Modern => Era::Modern,
-            }),
+            Backend::Pool(pool) => pool.era().await,
         }
     }
 

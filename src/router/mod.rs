@@ -10,8 +10,7 @@ use std::time::Duration;
 
 pub use crate::upstream::pool::gateway_client_info;
 pub use crate::upstream::probe::discover_params;
-pub use crate::upstream::session::{CallStep, OnDrop, refuse_server_request};
-pub use crate::upstream::{Call, CallEvent, PartitionKey, UpstreamError, UpstreamSession};
+pub use crate::upstream::{Call, CallEvent, CallStep, OnDrop, PartitionKey, UpstreamError, UpstreamSession};
 pub use backend::{Admission, Backend, SessionNeed};
 
 use crate::config::UpstreamConfig;

@@ -8,6 +8,7 @@ pub mod discover;
 pub mod down;
 pub mod listen;
 pub mod mrtr;
+pub mod multiplex;
 pub mod param_headers;
 pub mod up;
 

@@ -1,6 +1,7 @@
 //! One member of an upstream's pool (a stdio command, or one HTTP endpoint of a
 //! service) with its health: passive (failed requests, crashed children) and
 //! active (periodic probes), taken out of rotation and back in by thresholds.
+//! A member never opens sessions itself: the pool does, on the member it chose.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

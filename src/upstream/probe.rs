@@ -1,4 +1,6 @@
-//! Learning an upstream's era: `server/discover` first, then `initialize`.
+//! Learning an upstream's era, the pure part: the `server/discover` eragate
+//! probes with, and the verdict on its outcome. Nothing here sends anything:
+//! the probe runs in `pool/era.rs`.
 //!
 //! A `DiscoverResult` that lists a modern version, or a recognised 2026-07-28
 //! error (-32020, -32021, -32022), means modern. Any other error, a timeout, or
@@ -7,20 +9,10 @@
 
 use serde_json::{Value, json};
 
-use super::UpstreamError;
+use super::error::UpstreamError;
 use crate::protocol::envelope::{CLIENT_CAPABILITIES, CLIENT_INFO, PROTOCOL_VERSION};
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{ErrorCode, Response, Revision};
-
-/// Which protocol generation an upstream speaks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum UpstreamEra {
-    /// Handshake revisions only: eragate runs `initialize` and keeps sessions.
-    Legacy,
-    /// 2026-07-28 (possibly dual-era): stateless requests pass through.
-    Modern,
-}
+use crate::protocol::{Era, ErrorCode, Response, Revision};
 
 /// The `server/discover` params eragate probes with.
 pub fn discover_params(client_info: &Value) -> Value {
@@ -31,13 +23,15 @@ pub fn discover_params(client_info: &Value) -> Value {
     }})
 }
 
-/// The era a probe's outcome reveals.
-pub fn verdict(outcome: &Result<Response, UpstreamError>) -> UpstreamEra {
+/// The era a probe's outcome reveals: [`Era::Legacy`] (handshake revisions only:
+/// eragate runs `initialize` and keeps sessions) or [`Era::Modern`] (2026-07-28,
+/// possibly dual-era: stateless requests pass through).
+pub fn verdict(outcome: &Result<Response, UpstreamError>) -> Era {
     let Ok(response) = outcome else {
-        return UpstreamEra::Legacy;
+        return Era::Legacy;
     };
     match &response.outcome {
-        Outcome::Result(result) if lists_a_modern_version(result) => UpstreamEra::Modern,
+        Outcome::Result(result) if lists_a_modern_version(result) => Era::Modern,
         Outcome::Error(error)
             if matches!(
                 error.code,
@@ -46,9 +40,9 @@ pub fn verdict(outcome: &Result<Response, UpstreamError>) -> UpstreamEra {
                     | ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
             ) =>
         {
-            UpstreamEra::Modern
+            Era::Modern
         }
-        _ => UpstreamEra::Legacy,
+        _ => Era::Legacy,
     }
 }
 
@@ -61,7 +55,7 @@ fn lists_a_modern_version(result: &Value) -> bool {
                 .iter()
                 .filter_map(Value::as_str)
                 .filter_map(Revision::parse)
-                .any(|r| r.era() == crate::protocol::Era::Modern)
+                .any(|r| r.era() == Era::Modern)
         })
 }
 
@@ -86,30 +80,27 @@ mod tests {
         let cases = [
             (
                 result(json!({"supportedVersions": ["2026-07-28"], "capabilities": {}})),
-                UpstreamEra::Modern,
+                Era::Modern,
             ),
             (
                 result(json!({"supportedVersions": ["2025-11-25", "2026-07-28"]})),
-                UpstreamEra::Modern,
+                Era::Modern,
             ),
-            (
-                result(json!({"supportedVersions": ["2025-11-25"]})),
-                UpstreamEra::Legacy,
-            ),
+            (result(json!({"supportedVersions": ["2025-11-25"]})), Era::Legacy),
             // server-everything answers discover on stdio with something that is no DiscoverResult.
-            (result(json!({"content": []})), UpstreamEra::Legacy),
-            (error(-32022), UpstreamEra::Modern),
-            (error(-32020), UpstreamEra::Modern),
-            (error(-32021), UpstreamEra::Modern),
-            (error(-32601), UpstreamEra::Legacy),
-            (error(-32602), UpstreamEra::Legacy),
-            (error(-32000), UpstreamEra::Legacy),
+            (result(json!({"content": []})), Era::Legacy),
+            (error(-32022), Era::Modern),
+            (error(-32020), Era::Modern),
+            (error(-32021), Era::Modern),
+            (error(-32601), Era::Legacy),
+            (error(-32602), Era::Legacy),
+            (error(-32000), Era::Legacy),
             (
                 Err(UpstreamError::Timeout {
                     upstream: "u".into(),
                     after_ms: 1,
                 }),
-                UpstreamEra::Legacy,
+                Era::Legacy,
             ),
         ];
         for (outcome, era) in cases {

@@ -1,5 +1,6 @@
 //! Active health checks of an upstream's members: a cheap request on a live
 //! pooled session of each member, or a new session for a member out of rotation.
+//! It only records verdicts on members; taking them out of rotation is theirs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,11 +8,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{PartitionKey, Pooled, Upstream, gateway_client_info};
-use crate::protocol::{Id, Revision};
+use crate::protocol::{Era, Id, Revision};
 use crate::translate::down;
-use crate::upstream::UpstreamEra;
+use crate::upstream::call::OnDrop;
 use crate::upstream::probe;
-use crate::upstream::session::{OnDrop, UnsolicitedRequests, UpstreamSession};
+use crate::upstream::session::{UnsolicitedRequests, UpstreamSession};
 
 impl Upstream {
     /// Probes every member every `health.interval` until the upstream is dropped.
@@ -38,19 +39,17 @@ impl Upstream {
         let Some(era) = self.era_if_known() else { return };
         let timeout = self.config.health.timeout.0;
         for (index, member) in self.members.iter().enumerate() {
-            let session = self.live_session_on(index);
+            let session = self.partitions.live_on(index);
             let healthy = match (session, era) {
-                (Some(session), UpstreamEra::Legacy) => {
-                    self.probe_call(&session, "ping", Some(json!({})), timeout).await
-                }
-                (Some(session), UpstreamEra::Modern) => {
+                (Some(session), Era::Legacy) => self.probe_call(&session, "ping", Some(json!({})), timeout).await,
+                (Some(session), Era::Modern) => {
                     let params = probe::discover_params(&gateway_client_info());
                     self.probe_call(&session, "server/discover", Some(params), timeout)
                         .await
                 }
                 // Only a member out of rotation is worth a new connection just to look.
                 (None, _) if member.health.is_healthy() => continue,
-                (None, UpstreamEra::Legacy) => {
+                (None, Era::Legacy) => {
                     let params = down::initialize_params(Revision::LATEST_LEGACY, json!({}), gateway_client_info());
                     match tokio::time::timeout(timeout, self.open(index, params, UnsolicitedRequests::AnswerLocally))
                         .await
@@ -62,7 +61,7 @@ impl Upstream {
                         _ => false,
                     }
                 }
-                (None, UpstreamEra::Modern) => match self.connect(index, UnsolicitedRequests::AnswerLocally).await {
+                (None, Era::Modern) => match self.connect(index, UnsolicitedRequests::AnswerLocally).await {
                     Ok(session) => {
                         session.start_modern();
                         let params = probe::discover_params(&gateway_client_info());
@@ -104,14 +103,5 @@ impl Upstream {
             return false;
         };
         matches!(tokio::time::timeout(timeout, call.response()).await, Ok(Ok(_)))
-    }
-
-    pub(super) fn live_session_on(&self, member: usize) -> Option<Arc<UpstreamSession>> {
-        self.partitions_lock().values().find_map(|p| {
-            p.snapshot()
-                .into_iter()
-                .find(|s| s.member == member && !s.session.is_closed())
-                .map(|s| s.session)
-        })
     }
 }

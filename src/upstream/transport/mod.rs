@@ -1,7 +1,9 @@
-//! The wire toward an upstream: a stdio child or a Streamable HTTP endpoint.
+//! The wire toward an upstream: a stdio child, a Streamable HTTP endpoint, or an
+//! HTTP+SSE stream.
 //!
-//! [`Link`] is the one seam between sessions and transports; sessions never
-//! look at bytes, transports never look at eras.
+//! [`Link`] is how a session sends; [`Inbound`] is how a transport reports what
+//! arrives, implemented by the session. Those two are the only seam: sessions
+//! never look at bytes, transports never look at eras or at the call table.
 
 pub mod sse;
 pub mod stdio;
@@ -9,9 +11,23 @@ pub mod streamable_http;
 
 use std::sync::Arc;
 
-use super::UpstreamError;
-use super::session::UpstreamSession;
 use crate::protocol::{Message, Revision};
+use crate::upstream::error::UpstreamError;
+
+/// What a transport reports to the session it carries: every message that
+/// arrives, the end of the connection, and the failure of one request. The
+/// transport keeps only a weak reference, so a dropped session stops its readers.
+pub trait Inbound: Send + Sync + 'static {
+    /// One message from the upstream. `related` names the request whose
+    /// response stream carried it (Streamable HTTP); stdio and HTTP+SSE have no such hint.
+    fn handle_message(self: &Arc<Self>, message: Message, related: Option<u64>);
+    /// The connection is gone: nothing more will arrive.
+    fn handle_closed(&self, reason: &str);
+    /// One request failed at the transport level (its POST did).
+    fn handle_failure(&self, upstream_id: u64, error: UpstreamError);
+    /// Whether a request still awaits its response (a response stream ends once it came).
+    fn is_pending(&self, upstream_id: u64) -> bool;
+}
 
 /// How a session reaches its upstream.
 pub enum Link {
@@ -25,16 +41,16 @@ pub enum Link {
 
 impl Link {
     /// Sends a request; what comes back is routed into `session`.
-    pub(crate) async fn send_request(
+    pub(crate) async fn send_request<S: Inbound>(
         &self,
-        session: &Arc<UpstreamSession>,
+        session: &Arc<S>,
         upstream_id: u64,
         message: Message,
         extra_headers: &[(String, String)],
     ) -> Result<(), UpstreamError> {
         match self {
-            Link::Stdio(link) => link.send(session, message).await,
-            Link::Sse(link) => link.send(session, message).await,
+            Link::Stdio(link) => link.send(message).await,
+            Link::Sse(link) => link.send(&**session, message).await,
             Link::Http(link) => {
                 link.send_request(session, upstream_id, message, extra_headers);
                 Ok(())
@@ -43,13 +59,9 @@ impl Link {
     }
 
     /// Sends a notification or a response.
-    pub(crate) async fn send_other(
-        &self,
-        session: &Arc<UpstreamSession>,
-        message: Message,
-    ) -> Result<(), UpstreamError> {
+    pub(crate) async fn send_other<S: Inbound>(&self, session: &S, message: Message) -> Result<(), UpstreamError> {
         match self {
-            Link::Stdio(link) => link.send(session, message).await,
+            Link::Stdio(link) => link.send(message).await,
             Link::Sse(link) => link.send(session, message).await,
             Link::Http(link) => link.send_other(session, message).await,
         }
@@ -63,7 +75,7 @@ impl Link {
     }
 
     /// Opens the channel for messages tied to no request (the HTTP GET stream).
-    pub(crate) fn open_event_stream(&self, session: &Arc<UpstreamSession>) {
+    pub(crate) fn open_event_stream<S: Inbound>(&self, session: &Arc<S>) {
         if let Link::Http(link) = self {
             link.open_event_stream(session);
         }
@@ -84,11 +96,11 @@ impl Link {
     }
 
     /// Releases the transport: stops the child or deletes the HTTP session.
-    pub(crate) fn shutdown(&self, session: &Arc<UpstreamSession>) {
+    pub(crate) fn shutdown(&self) {
         match self {
             Link::Stdio(link) => link.stop(),
             Link::Sse(link) => link.stop(),
-            Link::Http(link) => link.delete_session(session),
+            Link::Http(link) => link.delete_session(),
         }
     }
 }

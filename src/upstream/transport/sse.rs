@@ -1,7 +1,8 @@
 //! The 2024-11-05 HTTP+SSE transport toward upstreams that only speak it: one
 //! GET stream per session carries every message from the server (responses
 //! included); messages to the server are POSTed to the URL its `endpoint`
-//! event names.
+//! event names. Like every transport it reports to its session through
+//! [`Inbound`] and never looks inside the messages it carries.
 
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -12,11 +13,11 @@ use http::{Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use tokio::task::AbortHandle;
 
+use super::Inbound;
 use super::streamable_http::HttpClient;
 use crate::protocol::Message;
 use crate::protocol::sse::SseParser;
-use crate::upstream::UpstreamError;
-use crate::upstream::session::UpstreamSession;
+use crate::upstream::error::UpstreamError;
 
 /// Largest SSE event accepted from an upstream.
 const MAX_EVENT: usize = 64 * 1024 * 1024;
@@ -95,7 +96,7 @@ impl SseLink {
         Ok(PendingSse { link, body, parser })
     }
 
-    pub(crate) async fn send(&self, session: &Arc<UpstreamSession>, message: Message) -> Result<(), UpstreamError> {
+    pub(crate) async fn send<S: Inbound>(&self, session: &S, message: Message) -> Result<(), UpstreamError> {
         let request = http::Request::builder()
             .method(Method::POST)
             .uri(self.endpoint.clone())
@@ -113,7 +114,7 @@ impl SseLink {
             Ok(())
         } else {
             if status == StatusCode::NOT_FOUND {
-                session.mark_closed("the upstream forgot the SSE session (404)");
+                session.handle_closed("the upstream forgot the SSE session (404)");
             }
             Err(self.unavailable(format!("POST answered {status}")))
         }
@@ -156,7 +157,7 @@ pub struct SseReader {
 impl SseReader {
     /// Routes every event into `session` until the stream ends, then closes it.
     /// Returns the reader task's handle so the link can stop it.
-    pub fn start(self, session: Weak<UpstreamSession>) -> AbortHandle {
+    pub fn start<S: Inbound>(self, session: Weak<S>) -> AbortHandle {
         let SseReader { mut body, mut parser } = self;
         let task = tokio::spawn(async move {
             let reason = loop {
@@ -165,7 +166,7 @@ impl SseReader {
                         Ok(Some(event)) if event.event.is_empty() || event.event == "message" => {
                             let Some(session) = session.upgrade() else { return };
                             match Message::parse(event.data.as_bytes()) {
-                                Ok(message) => session.handle_inbound(message, None),
+                                Ok(message) => session.handle_message(message, None),
                                 Err(error) => tracing::warn!(error = %error, "non-JSON-RPC SSE event; skipped"),
                             }
                         }
@@ -173,7 +174,7 @@ impl SseReader {
                         Ok(None) => break,
                         Err(error) => {
                             if let Some(session) = session.upgrade() {
-                                session.mark_closed(&error.to_string());
+                                session.handle_closed(&error.to_string());
                             }
                             return;
                         }
@@ -190,7 +191,7 @@ impl SseReader {
                 }
             };
             if let Some(session) = session.upgrade() {
-                session.mark_closed(&reason);
+                session.handle_closed(&reason);
             }
         });
         task.abort_handle()

@@ -4,6 +4,7 @@
 //! Every child runs in its own process group and is registered with a
 //! [`ChildSupervisor`], so that on shutdown (or when its session ends) the whole
 //! group is stopped: stdin closed, then SIGTERM, then SIGKILL after a grace period.
+//! Lines are handed to the session through [`Inbound`]; nothing here looks inside them.
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -21,10 +22,10 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::Inbound;
 use crate::config::{RestartConfig, StdioConfig};
 use crate::protocol::Message;
-use crate::upstream::UpstreamError;
-use crate::upstream::session::UpstreamSession;
+use crate::upstream::error::UpstreamError;
 
 /// Largest line accepted from a child; a longer one ends the session.
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
@@ -121,6 +122,7 @@ pub fn backoff(config: &RestartConfig, crashes: u32, unit: f64) -> Duration {
 
 /// A started child not yet attached to a session.
 pub struct SpawnedChild {
+    upstream: Arc<str>,
     stdin: ChildStdin,
     stdout: ChildStdout,
     pid: u32,
@@ -221,44 +223,15 @@ impl StdioSpawner {
     }
 
     fn spawn(&self) -> Result<SpawnedChild, UpstreamError> {
-        let unavailable = |reason: String| UpstreamError::Unavailable {
-            upstream: self.upstream.to_string(),
-            reason,
-        };
-        if self.supervisor.shutdown.is_cancelled() {
-            return Err(unavailable("eragate is shutting down".into()));
-        }
-        if let Some(wait) = self.crashes.wait_left() {
-            return Err(unavailable(format!(
-                "restarting after crashes; next start in {} ms",
-                wait.as_millis()
-            )));
-        }
-        let permit = self
-            .limit
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| UpstreamError::Overloaded {
-                upstream: self.upstream.to_string(),
-            })?;
+        let unavailable = |reason: String| UpstreamError::unavailable(&self.upstream, reason);
+        let permit = self.may_start()?;
         let (program, args) = self
             .config
             .command
             .split_first()
             .ok_or_else(|| unavailable("empty command".into()))?;
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .envs(&self.config.env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some(cwd) = &self.config.cwd {
-            command.current_dir(cwd);
-        }
-        let mut child = command
+        let mut child = self
+            .command(program, args)
             .spawn()
             .map_err(|e| unavailable(format!("cannot start {program:?}: {e}")))?;
         let pid = child.id().ok_or_else(|| unavailable("child exited at once".into()))?;
@@ -284,6 +257,7 @@ impl StdioSpawner {
         };
         self.supervisor.tracker.spawn(supervise(child, watch));
         Ok(SpawnedChild {
+            upstream: self.upstream.clone(),
             stdin,
             stdout,
             pid,
@@ -293,9 +267,45 @@ impl StdioSpawner {
             _permit: permit,
         })
     }
+
+    /// A permit for one more child, unless eragate is stopping, a crash
+    /// backoff is running, or `max_children` are alive.
+    fn may_start(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
+        if self.supervisor.shutdown.is_cancelled() {
+            return Err(UpstreamError::unavailable(&self.upstream, "eragate is shutting down"));
+        }
+        if let Some(wait) = self.crashes.wait_left() {
+            return Err(UpstreamError::unavailable(
+                &self.upstream,
+                format!("restarting after crashes; next start in {} ms", wait.as_millis()),
+            ));
+        }
+        self.limit
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| UpstreamError::Overloaded {
+                upstream: self.upstream.to_string(),
+            })
+    }
+
+    /// The child's command: piped stdio, its own process group, killed with its handle.
+    fn command(&self, program: &str, args: &[String]) -> Command {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .envs(&self.config.env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(cwd) = &self.config.cwd {
+            command.current_dir(cwd);
+        }
+        command
+    }
 }
 
-/// Waits for the child; on stop, closes its group down politely, then firmly.
 /// What supervising one child shares with the rest of eragate.
 struct Watch {
     upstream: Arc<str>,
@@ -309,6 +319,7 @@ struct Watch {
     crashes: Arc<CrashTracker>,
 }
 
+/// Waits for the child; on stop, closes its group down politely, then firmly.
 async fn supervise(mut child: Child, watch: Watch) {
     let Watch {
         upstream,
@@ -374,6 +385,7 @@ async fn log_stderr(upstream: Arc<str>, pid: u32, stderr: tokio::process::ChildS
 
 /// The write half and lifetime of one attached child.
 pub struct StdioLink {
+    upstream: Arc<str>,
     /// Taken (closing the child's stdin) when the link stops; a std mutex, never held across `.await`.
     writer: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     stop: CancellationToken,
@@ -385,6 +397,7 @@ impl StdioLink {
     pub fn attach(child: SpawnedChild) -> (StdioLink, StdioReader) {
         let (writer, queue) = mpsc::channel(WRITE_QUEUE);
         let SpawnedChild {
+            upstream,
             stdin,
             stdout,
             pid,
@@ -395,6 +408,7 @@ impl StdioLink {
         } = child;
         tokio::spawn(write_lines(stdin, queue));
         let reader = StdioReader {
+            upstream: upstream.clone(),
             stdout,
             pid,
             ended_first,
@@ -403,6 +417,7 @@ impl StdioLink {
         };
         (
             StdioLink {
+                upstream,
                 writer: Mutex::new(Some(writer)),
                 stop,
                 pid,
@@ -411,18 +426,16 @@ impl StdioLink {
         )
     }
 
-    pub(crate) async fn send(&self, session: &Arc<UpstreamSession>, message: Message) -> Result<(), UpstreamError> {
+    pub(crate) async fn send(&self, message: Message) -> Result<(), UpstreamError> {
         let mut line = message.to_bytes();
         line.push(b'\n');
+        let closed = || UpstreamError::closed(&self.upstream, "child's stdin is closed");
         // Clone the sender out of the lock: it is never held across `.await`.
         let writer = self.writer.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some(writer) = writer else {
-            return Err(session.closed_error("child's stdin is closed"));
+            return Err(closed());
         };
-        writer
-            .send(line)
-            .await
-            .map_err(|_| session.closed_error("child's stdin is closed"))
+        writer.send(line).await.map_err(|_| closed())
     }
 
     /// Closes the child's stdin (a well-behaved server exits on EOF) and starts
@@ -446,6 +459,7 @@ impl Drop for StdioLink {
 
 /// The read half of an attached child.
 pub struct StdioReader {
+    upstream: Arc<str>,
     stdout: ChildStdout,
     pid: u32,
     ended_first: Arc<AtomicBool>,
@@ -456,9 +470,10 @@ pub struct StdioReader {
 
 impl StdioReader {
     /// Routes every line the child writes into `session` until EOF, then closes it.
-    pub fn start(self, session: Weak<UpstreamSession>) {
+    pub fn start<S: Inbound>(self, session: Weak<S>) {
         tokio::spawn(async move {
             let StdioReader {
+                upstream,
                 stdout,
                 pid,
                 ended_first,
@@ -479,9 +494,9 @@ impl StdioReader {
                 }
                 let Some(session) = session.upgrade() else { return };
                 match Message::parse(line.as_bytes()) {
-                    Ok(message) => session.handle_inbound(message, None),
+                    Ok(message) => session.handle_message(message, None),
                     Err(error) => {
-                        tracing::warn!(upstream = %session.upstream_name(), pid, error = %error, "non-JSON-RPC line on stdout; skipped")
+                        tracing::warn!(upstream = %upstream, pid, error = %error, "non-JSON-RPC line on stdout; skipped")
                     }
                 }
             };
@@ -489,7 +504,7 @@ impl StdioReader {
                 ended_first.store(true, Ordering::Release);
             }
             if let Some(session) = session.upgrade() {
-                session.mark_closed(&reason);
+                session.handle_closed(&reason);
             }
             drop(permit);
         });

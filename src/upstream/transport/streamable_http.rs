@@ -1,5 +1,8 @@
 //! Streamable HTTP upstreams: each request is a POST whose answer is JSON or an
 //! SSE stream scoped to it; the GET stream carries what belongs to no request.
+//! Because a POST's answer belongs to the one request it carried, this link
+//! names that request for everything on it (and for a null-id error: see
+//! `answering`); it never decides who else a message is for.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -15,12 +18,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::task::AbortHandle;
 
+use super::Inbound;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, mirrored_name};
-use crate::protocol::jsonrpc::Frame;
+use crate::protocol::jsonrpc::{Frame, Outcome};
 use crate::protocol::sse::SseParser;
-use crate::protocol::{Message, Revision};
-use crate::upstream::UpstreamError;
-use crate::upstream::session::UpstreamSession;
+use crate::protocol::{Id, Message, Response, Revision};
+use crate::upstream::error::UpstreamError;
 
 /// Largest JSON body or SSE event accepted from an upstream.
 const MAX_UPSTREAM_MESSAGE: usize = 64 * 1024 * 1024;
@@ -50,6 +53,12 @@ pub struct Endpoint {
 /// One session on a Streamable HTTP endpoint.
 pub struct HttpLink {
     endpoint: Arc<Endpoint>,
+    /// Shared with the tasks reading this link's responses.
+    state: Arc<LinkState>,
+}
+
+/// What a link's response readers need of it.
+struct LinkState {
     upstream: Arc<str>,
     /// Set from the `initialize` response; std locks, never held across `.await`.
     session_id: RwLock<Option<HeaderValue>>,
@@ -60,20 +69,20 @@ pub struct HttpLink {
 impl HttpLink {
     /// A link that has not initialized yet.
     pub fn new(endpoint: Arc<Endpoint>, upstream: Arc<str>) -> HttpLink {
-        HttpLink {
-            endpoint,
+        let state = Arc::new(LinkState {
             upstream,
             session_id: RwLock::new(None),
             protocol_version: RwLock::new(None),
             in_flight: Mutex::new(HashMap::new()),
-        }
+        });
+        HttpLink { endpoint, state }
     }
 
     /// A link on a session the upstream already knows by `session_id`.
     pub fn resumed(endpoint: Arc<Endpoint>, upstream: Arc<str>, session_id: &str) -> Option<HttpLink> {
         let value = HeaderValue::from_str(session_id).ok()?;
         let link = HttpLink::new(endpoint, upstream);
-        *link.session_id.write().unwrap_or_else(|e| e.into_inner()) = Some(value);
+        *link.state.session_id.write().unwrap_or_else(|e| e.into_inner()) = Some(value);
         Some(link)
     }
 
@@ -84,7 +93,8 @@ impl HttpLink {
 
     /// The upstream's `Mcp-Session-Id`, once it gave one.
     pub fn session_id(&self) -> Option<String> {
-        self.session_id
+        self.state
+            .session_id
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
@@ -93,13 +103,13 @@ impl HttpLink {
     }
 
     pub(crate) fn set_protocol_version(&self, revision: Revision) {
-        *self.protocol_version.write().unwrap_or_else(|e| e.into_inner()) =
+        *self.state.protocol_version.write().unwrap_or_else(|e| e.into_inner()) =
             Some(HeaderValue::from_static(revision.as_str()));
     }
 
-    pub(crate) fn send_request(
+    pub(crate) fn send_request<S: Inbound>(
         &self,
-        session: &Arc<UpstreamSession>,
+        session: &Arc<S>,
         upstream_id: u64,
         message: Message,
         extra: &[(String, String)],
@@ -107,6 +117,7 @@ impl HttpLink {
         let request = self.post(&message, extra);
         let client = self.endpoint.client.clone();
         let session_weak = Arc::downgrade(session);
+        let state = self.state.clone();
         let task = tokio::spawn(async move {
             let outcome = match request {
                 Ok(request) => client.request(request).await.map_err(|e| e.to_string()),
@@ -114,51 +125,50 @@ impl HttpLink {
             };
             let Some(session) = session_weak.upgrade() else { return };
             match outcome {
-                Ok(response) => read_response(&session, upstream_id, response).await,
-                Err(reason) => session.fail(upstream_id, unavailable(&session, reason)),
+                Ok(response) => read_response(&session, &state, upstream_id, response).await,
+                Err(reason) => session.handle_failure(upstream_id, UpstreamError::unavailable(&state.upstream, reason)),
             }
-            if let super::Link::Http(link) = session.link() {
-                link.forget(upstream_id);
-            }
+            state.forget(upstream_id);
         });
-        self.in_flight
+        self.state
+            .in_flight
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(upstream_id, task.abort_handle());
     }
 
-    pub(crate) async fn send_other(
-        &self,
-        session: &Arc<UpstreamSession>,
-        message: Message,
-    ) -> Result<(), UpstreamError> {
+    pub(crate) async fn send_other<S: Inbound>(&self, session: &S, message: Message) -> Result<(), UpstreamError> {
+        let upstream = &self.state.upstream;
         let request = self
             .post(&message, &[])
-            .map_err(|reason| unavailable(session, reason))?;
+            .map_err(|reason| UpstreamError::unavailable(upstream, reason))?;
         let response = self
             .endpoint
             .client
             .request(request)
             .await
-            .map_err(|e| unavailable(session, e.to_string()))?;
+            .map_err(|e| UpstreamError::unavailable(upstream, e.to_string()))?;
         let status = response.status();
         // Drain whatever body there is so the connection can be reused.
         let _ = Limited::new(response.into_body(), 1 << 20).collect().await;
-        if status == StatusCode::NOT_FOUND && self.has_session() {
-            session.mark_closed("the upstream ended the session (404)");
+        if status == StatusCode::NOT_FOUND && self.state.has_session() {
+            session.handle_closed("the upstream ended the session (404)");
             return Err(UpstreamError::SessionExpired {
-                upstream: self.upstream.to_string(),
+                upstream: upstream.to_string(),
             });
         }
         if status.is_success() {
             Ok(())
         } else {
-            Err(unavailable(session, format!("HTTP {status} for a notification")))
+            Err(UpstreamError::unavailable(
+                upstream,
+                format!("HTTP {status} for a notification"),
+            ))
         }
     }
 
-    pub(crate) fn open_event_stream(&self, session: &Arc<UpstreamSession>) {
-        if !self.has_session() {
+    pub(crate) fn open_event_stream<S: Inbound>(&self, session: &Arc<S>) {
+        if !self.state.has_session() {
             return; // a stateless server has no stream to open
         }
         let Ok(request) = self
@@ -170,6 +180,7 @@ impl HttpLink {
         };
         let client = self.endpoint.client.clone();
         let session = Arc::downgrade(session);
+        let upstream = self.state.upstream.clone();
         tokio::spawn(async move {
             let Ok(response) = client.request(request).await else {
                 return;
@@ -178,21 +189,21 @@ impl HttpLink {
             if response.status() != StatusCode::OK || !is_sse {
                 return; // 405: the server offers no GET stream
             }
-            let _ = read_sse(&session, None, response.into_body()).await;
+            let _ = read_sse(&session, &upstream, None, response.into_body()).await;
         });
     }
 
     pub(crate) fn abort(&self, upstream_id: u64) {
-        if let Some(handle) = self.forget(upstream_id) {
+        if let Some(handle) = self.state.forget(upstream_id) {
             handle.abort();
         }
     }
 
-    pub(crate) fn delete_session(&self, _session: &Arc<UpstreamSession>) {
-        for (_, handle) in self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+    pub(crate) fn delete_session(&self) {
+        for (_, handle) in self.state.in_flight.lock().unwrap_or_else(|e| e.into_inner()).drain() {
             handle.abort();
         }
-        if !self.has_session() {
+        if !self.state.has_session() {
             return;
         }
         let Ok(request) = self.builder(Method::DELETE).body(Full::new(Bytes::new())) else {
@@ -202,17 +213,6 @@ impl HttpLink {
         tokio::spawn(async move {
             let _ = tokio::time::timeout(Duration::from_secs(5), client.request(request)).await;
         });
-    }
-
-    fn forget(&self, upstream_id: u64) -> Option<AbortHandle> {
-        self.in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&upstream_id)
-    }
-
-    fn has_session(&self) -> bool {
-        self.session_id.read().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 
     /// A POST of `message`. Toward a 2026-07-28 upstream the routing headers are
@@ -241,7 +241,8 @@ impl HttpLink {
 
     /// Whether this link speaks 2026-07-28 (its revision header is a modern one).
     pub(crate) fn is_modern(&self) -> bool {
-        self.protocol_version
+        self.state
+            .protocol_version
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
@@ -252,13 +253,34 @@ impl HttpLink {
 
     fn builder(&self, method: Method) -> http::request::Builder {
         let mut builder = http::Request::builder().method(method).uri(self.endpoint.url.clone());
-        if let Some(id) = self.session_id.read().unwrap_or_else(|e| e.into_inner()).clone() {
+        if let Some(id) = self.state.session_id.read().unwrap_or_else(|e| e.into_inner()).clone() {
             builder = builder.header(MCP_SESSION_ID, id);
         }
-        if let Some(version) = self.protocol_version.read().unwrap_or_else(|e| e.into_inner()).clone() {
+        if let Some(version) = self
+            .state
+            .protocol_version
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
             builder = builder.header(MCP_PROTOCOL_VERSION, version);
         }
         builder
+    }
+}
+
+// === impl LinkState ===
+
+impl LinkState {
+    fn forget(&self, upstream_id: u64) -> Option<AbortHandle> {
+        self.in_flight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&upstream_id)
+    }
+
+    fn has_session(&self) -> bool {
+        self.session_id.read().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 
     fn remember_session_id(&self, response: &http::Response<Incoming>) {
@@ -271,51 +293,72 @@ impl HttpLink {
     }
 }
 
-async fn read_response(session: &Arc<UpstreamSession>, upstream_id: u64, response: http::Response<Incoming>) {
-    if let super::Link::Http(link) = session.link() {
-        link.remember_session_id(&response);
-        if response.status() == StatusCode::NOT_FOUND && link.has_session() {
-            session.mark_closed("the upstream ended the session (404)");
-            return;
-        }
+/// Routes one POST's answer (a JSON body or an SSE stream) into `session`;
+/// the request fails when the answer ends without its response.
+async fn read_response<S: Inbound>(
+    session: &Arc<S>,
+    link: &LinkState,
+    upstream_id: u64,
+    response: http::Response<Incoming>,
+) {
+    link.remember_session_id(&response);
+    if response.status() == StatusCode::NOT_FOUND && link.has_session() {
+        session.handle_closed("the upstream ended the session (404)");
+        return;
     }
+    let upstream = &link.upstream;
     let status = response.status();
     let is_sse = content_type(&response).starts_with("text/event-stream");
     if is_sse {
-        if let Err(reason) = read_sse(&Arc::downgrade(session), Some(upstream_id), response.into_body()).await {
-            session.fail(upstream_id, session.protocol_error(reason));
+        let read = read_sse(
+            &Arc::downgrade(session),
+            upstream,
+            Some(upstream_id),
+            response.into_body(),
+        )
+        .await;
+        if let Err(reason) = read {
+            session.handle_failure(upstream_id, UpstreamError::protocol(upstream, reason));
         } else if session.is_pending(upstream_id) {
-            session.fail(
+            session.handle_failure(
                 upstream_id,
-                session.closed_error("the response stream ended without a response"),
+                UpstreamError::closed(upstream, "the response stream ended without a response"),
             );
         }
         return;
     }
     let body = match Limited::new(response.into_body(), MAX_UPSTREAM_MESSAGE).collect().await {
         Ok(body) => body.to_bytes(),
-        Err(error) => return session.fail(upstream_id, unavailable(session, format!("reading the body: {error}"))),
+        Err(error) => {
+            let error = UpstreamError::unavailable(upstream, format!("reading the body: {error}"));
+            return session.handle_failure(upstream_id, error);
+        }
     };
     match Frame::parse(&body) {
-        Ok(Frame::Single(message)) => session.handle_inbound(message, Some(upstream_id)),
+        Ok(Frame::Single(message)) => session.handle_message(answering(message, upstream_id), Some(upstream_id)),
         Ok(Frame::Batch(items)) => {
             for message in items.into_iter().flatten() {
-                session.handle_inbound(message, Some(upstream_id));
+                session.handle_message(answering(message, upstream_id), Some(upstream_id));
             }
         }
         Err(_) => {
             let excerpt = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-            session.fail(upstream_id, rejected(session, status, excerpt));
+            session.handle_failure(upstream_id, rejected(upstream, status, excerpt));
             return;
         }
     }
     if session.is_pending(upstream_id) {
         let excerpt = String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned();
-        session.fail(upstream_id, rejected(session, status, excerpt));
+        session.handle_failure(upstream_id, rejected(upstream, status, excerpt));
     }
 }
 
-async fn read_sse(session: &Weak<UpstreamSession>, related: Option<u64>, mut body: Incoming) -> Result<(), String> {
+async fn read_sse<S: Inbound>(
+    session: &Weak<S>,
+    upstream: &str,
+    related: Option<u64>,
+    mut body: Incoming,
+) -> Result<(), String> {
     let mut parser = SseParser::new(MAX_UPSTREAM_MESSAGE);
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| e.to_string())?;
@@ -329,9 +372,15 @@ async fn read_sse(session: &Weak<UpstreamSession>, related: Option<u64>, mut bod
                 return Ok(());
             };
             match Message::parse(event.data.as_bytes()) {
-                Ok(message) => session.handle_inbound(message, related),
+                Ok(message) => {
+                    let message = match related {
+                        Some(request) => answering(message, request),
+                        None => message,
+                    };
+                    session.handle_message(message, related)
+                }
                 Err(error) => {
-                    tracing::warn!(upstream = %session.upstream_name(), error = %error, "non-JSON-RPC SSE event; skipped")
+                    tracing::warn!(upstream = %upstream, error = %error, "non-JSON-RPC SSE event; skipped")
                 }
             }
             if related.is_some_and(|id| !session.is_pending(id)) {
@@ -342,6 +391,22 @@ async fn read_sse(session: &Weak<UpstreamSession>, related: Option<u64>, mut bod
     Ok(())
 }
 
+/// A POST's response stream belongs to the one request it carried: an error
+/// with a `null` id there (a server that could not tie it to a session, such as
+/// the SDKs' "missing session id" answer to a request before `initialize`)
+/// answers that request.
+fn answering(message: Message, request: u64) -> Message {
+    match message {
+        Message::Response(mut response @ Response { id: None, .. })
+            if matches!(response.outcome, Outcome::Error(_)) =>
+        {
+            response.id = Some(Id::number(request));
+            Message::Response(response)
+        }
+        other => other,
+    }
+}
+
 fn content_type(response: &http::Response<Incoming>) -> &str {
     response
         .headers()
@@ -350,17 +415,53 @@ fn content_type(response: &http::Response<Incoming>) -> &str {
         .unwrap_or("")
 }
 
-fn rejected(session: &UpstreamSession, status: StatusCode, excerpt: String) -> UpstreamError {
+fn rejected(upstream: &str, status: StatusCode, excerpt: String) -> UpstreamError {
     UpstreamError::Rejected {
-        upstream: session.upstream_name().to_owned(),
+        upstream: upstream.to_owned(),
         status: status.as_u16(),
         excerpt,
     }
 }
 
-fn unavailable(session: &UpstreamSession, reason: String) -> UpstreamError {
-    UpstreamError::Unavailable {
-        upstream: session.upstream_name().to_owned(),
-        reason,
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::protocol::{ErrorCode, ErrorObject, Notification};
+
+    #[test]
+    fn a_null_id_error_on_a_posts_stream_answers_its_request() {
+        let error = || ErrorObject::new(ErrorCode::INVALID_REQUEST, "Bad Request: Missing session ID");
+        let cases = [
+            // (what the stream carried, what the session is handed)
+            (
+                Response::error(None, error()).into_message(),
+                Response::error(Some(Id::number(7)), error()).into_message(),
+            ),
+            // An error that names its request keeps its id, even another one.
+            (
+                Response::error(Some(Id::number(3)), error()).into_message(),
+                Response::error(Some(Id::number(3)), error()).into_message(),
+            ),
+            // A result must name its request: a null-id one stays unanswerable.
+            (
+                Response::result_for(None, json!({})).into_message(),
+                Response::result_for(None, json!({})).into_message(),
+            ),
+            (
+                Message::Notification(Notification {
+                    method: "notifications/progress".into(),
+                    params: None,
+                }),
+                Message::Notification(Notification {
+                    method: "notifications/progress".into(),
+                    params: None,
+                }),
+            ),
+        ];
+        for (carried, handed) in cases {
+            assert_eq!(answering(carried.clone(), 7), handed, "{carried:?}");
+        }
     }
 }

@@ -1,0 +1,183 @@
+//! A request in flight on an upstream session, as its caller holds it: the
+//! [`Call`] handle, the [`CallStep`]s it yields, and what dropping it means.
+//!
+//! The session keeps a table of its calls in flight (`session/table.rs`);
+//! each call's answer arrives through its slot (`session/slot.rs`). Nothing
+//! here reads the wire or routes messages.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::error::UpstreamError;
+use super::session::UpstreamSession;
+pub use super::session::slot::CallEvent;
+use super::session::slot::{CallSlot, Taken};
+use crate::protocol::{Id, Response};
+
+/// A request in flight. Await [`Call::response`]; drain [`Call::next`]
+/// meanwhile. Dropping an unfinished call cancels it upstream when the call
+/// was made with [`OnDrop::CancelUpstream`].
+#[must_use = "a call is cancelled or orphaned when dropped"]
+pub struct Call {
+    session: Arc<UpstreamSession>,
+    upstream_id: u64,
+    slot: Arc<CallSlot>,
+    /// The response (or its failure) was handed out.
+    finished: bool,
+    on_drop: OnDrop,
+    /// Why the call is being given up, for the upstream's `notifications/cancelled`.
+    cancel_reason: Option<String>,
+}
+
+/// What dropping an unfinished call means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnDrop {
+    /// 2026-07-28 semantics: a closed stream is cancellation.
+    CancelUpstream,
+    /// Legacy semantics: a disconnect is not cancellation; let the request finish.
+    Detach,
+}
+
+/// One step of a call in flight.
+#[derive(Debug)]
+pub enum CallStep {
+    /// Something arrived for the request.
+    Event(CallEvent),
+    /// The request ended.
+    Done(Result<Response, UpstreamError>),
+}
+
+impl UpstreamSession {
+    /// Sends a request with a fresh upstream id.
+    pub async fn call(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+        original_id: Id,
+        on_drop: OnDrop,
+    ) -> Result<Call, UpstreamError> {
+        self.call_with_headers(method, params, original_id, on_drop, &[]).await
+    }
+
+    /// Sends a request with a fresh upstream id and extra transport headers
+    /// (`Mcp-Param-*` forwarded from a modern client).
+    pub async fn call_with_headers(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+        original_id: Id,
+        on_drop: OnDrop,
+        extra_headers: &[(String, String)],
+    ) -> Result<Call, UpstreamError> {
+        let (upstream_id, slot, message) = self.open_call(method, params, original_id)?;
+        // The call exists before the send: dropping it mid-send cancels as usual.
+        let call = Call {
+            session: self.clone(),
+            upstream_id,
+            slot,
+            finished: false,
+            on_drop,
+            cancel_reason: None,
+        };
+        self.send_call(upstream_id, message, extra_headers).await?;
+        Ok(call)
+    }
+}
+
+impl Call {
+    /// The upstream's answer, with the caller's id restored.
+    /// Events meanwhile are dropped.
+    pub async fn response(mut self) -> Result<Response, UpstreamError> {
+        match self.step(true).await {
+            CallStep::Done(result) => result,
+            CallStep::Event(_) => Err(self.session.closed_error("response already taken")),
+        }
+    }
+
+    /// The next event, or the response once it is here. The session always
+    /// settles a pending call, so this never waits past the call's end.
+    /// Cancel-safe: nothing is taken from the call until this returns.
+    pub async fn next(&mut self) -> CallStep {
+        self.step(false).await
+    }
+
+    /// Gives up on the request: it is failed locally and the upstream gets
+    /// `notifications/cancelled`, whatever the call's drop policy.
+    pub fn cancel(mut self, reason: &str) {
+        self.on_drop = OnDrop::CancelUpstream;
+        self.cancel_reason = Some(reason.to_owned());
+        tracing::debug!(upstream = %self.session.upstream_name(), upstream_id = self.upstream_id, reason, "cancelling upstream request");
+    }
+
+    /// Gives up on a request the upstream did not answer in time: cancelled as
+    /// above, and counted against the member's health (a slow member is unwell;
+    /// a client that never answers `input_required` is not the member's fault).
+    pub fn time_out(self) {
+        self.session.record_member_failure("request timed out");
+        self.cancel("request timed out");
+    }
+
+    /// The session this call runs on (to answer server→client requests).
+    pub fn session(&self) -> &Arc<UpstreamSession> {
+        &self.session
+    }
+
+    /// The id the upstream knows this request by.
+    pub fn upstream_id(&self) -> u64 {
+        self.upstream_id
+    }
+
+    async fn step(&mut self, skip_events: bool) -> CallStep {
+        if self.finished {
+            return CallStep::Done(Err(self.session.closed_error("response already taken")));
+        }
+        loop {
+            match self.slot.take(skip_events) {
+                Some(Taken::Event(event)) => return CallStep::Event(event),
+                Some(Taken::Done(result)) => {
+                    self.finished = true;
+                    return CallStep::Done(result);
+                }
+                Some(Taken::Abandoned) => {
+                    self.finished = true;
+                    return CallStep::Done(Err(self.session.closed_error("session dropped")));
+                }
+                None => self.slot.woken().await,
+            }
+        }
+    }
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.slot.detach();
+        if self.finished || !self.session.is_pending(self.upstream_id) {
+            return;
+        }
+        if self.on_drop == OnDrop::Detach {
+            return;
+        }
+        self.session
+            .fail(self.upstream_id, self.session.closed_error("cancelled"));
+        let session = self.session.clone();
+        let upstream_id = self.upstream_id;
+        let mut params = Map::new();
+        params.insert("requestId".into(), Value::from(upstream_id));
+        let reason = self
+            .cancel_reason
+            .take()
+            .unwrap_or_else(|| "client closed the request".to_owned());
+        params.insert("reason".into(), Value::from(reason));
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                if session.cancel_on_link(upstream_id) {
+                    return; // the closed stream is the cancellation
+                }
+                let _ = session
+                    .notify("notifications/cancelled", Some(Value::Object(params)))
+                    .await;
+            });
+        }
+    }
+}

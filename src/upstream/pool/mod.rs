@@ -1,0 +1,138 @@
+//! One configured upstream: its members, the warm pooled sessions that serve
+//! pooled traffic, dedicated sessions for legacy clients, and admission.
+//! It never reads the wire and never translates between eras.
+//!
+//! Pooled sessions are keyed by [`PartitionKey`] (principal and capability
+//! profile), so a session is never shared across principals or across clients
+//! that declared different capabilities. Within a partition, requests go to
+//! the session with the fewest in flight on a healthy member; another session
+//! (another stdio child, or a session on another HTTP endpoint) is opened while
+//! every session is busy and the partition is below `pool.size`. Requests on
+//! one session are multiplexed; the session rewrites ids so they never collide.
+//!
+//! | file | what of an upstream it holds |
+//! |---|---|
+//! | `era.rs` | its era: pinned, or learned by probing |
+//! | `admission.rs` | the in-flight bound and its queue |
+//! | `partition.rs` | the partitions of pooled sessions |
+//! | `pooled.rs` | picking, opening and retiring pooled sessions |
+//! | `dedicated.rs` | sessions of their own for legacy clients |
+//! | `members.rs` | members, member choice, connecting to one |
+//! | `health.rs` | active health checks |
+//! | `snapshot.rs` | the admin view |
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use self::admission::Admission;
+use self::era::EraCell;
+pub use self::partition::PartitionKey;
+use self::partition::Partitions;
+use self::partition::Pooled;
+use super::member::{Member, Target};
+use super::transport::stdio::ChildSupervisor;
+use crate::config::UpstreamConfig;
+use crate::protocol::Era;
+use crate::translate::CachePolicy;
+use crate::upstream::error::UpstreamError;
+
+mod admission;
+mod dedicated;
+mod era;
+mod health;
+mod members;
+mod partition;
+mod pooled;
+mod snapshot;
+
+/// One configured upstream server.
+pub struct Upstream {
+    name: Arc<str>,
+    config: UpstreamConfig,
+    members: Vec<Arc<Member>>,
+    /// Round-robin cursor for dedicated sessions over healthy members.
+    next_member: AtomicUsize,
+    partitions: Partitions,
+    /// The newest `InitializeResult` seen, for `server/discover`.
+    latest_initialize: RwLock<Option<Arc<Value>>>,
+    admission: Admission,
+    epoch: Instant,
+    era: EraCell,
+}
+
+impl Upstream {
+    /// An upstream from its configuration. Nothing starts until [`Upstream::warm`] or the first request.
+    pub fn new(config: UpstreamConfig, supervisor: ChildSupervisor) -> Arc<Upstream> {
+        let name: Arc<str> = Arc::from(config.name.as_str());
+        let members = members::members(&name, &config, supervisor);
+        Arc::new(Upstream {
+            name,
+            members,
+            next_member: AtomicUsize::new(0),
+            partitions: Partitions::new(),
+            latest_initialize: RwLock::new(None),
+            admission: Admission::new(&config),
+            epoch: Instant::now(),
+            era: EraCell::new(&config),
+            config,
+        })
+    }
+
+    /// The configured name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.config
+    }
+
+    /// The cache hints for this upstream's results.
+    pub fn cache_policy(&self) -> CachePolicy {
+        self.config.cache.policy()
+    }
+
+    /// Learns the era, opens the first session and starts spares, so the first
+    /// client waits for nothing.
+    pub async fn warm(self: &Arc<Self>) -> Result<(), UpstreamError> {
+        for member in &self.members {
+            if let Target::Stdio(spawner) = &member.target {
+                spawner.refill();
+            }
+        }
+        match self.era().await? {
+            Era::Legacy => self.initialize_result().await.map(|_| ()),
+            Era::Modern => self.modern_session().await.map(|_| ()),
+        }
+    }
+
+    /// Closes every pooled session and stops the spares (shutdown).
+    pub fn close_all(&self) {
+        for member in &self.members {
+            if let Target::Stdio(spawner) = &member.target {
+                spawner.stop_spares();
+            }
+        }
+        self.partitions.close_all("eragate is shutting down");
+    }
+
+    fn timeout_error(&self, after: Duration) -> UpstreamError {
+        UpstreamError::Timeout {
+            upstream: self.name.to_string(),
+            after_ms: after.as_millis() as u64,
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+}
+
+/// How eragate introduces itself when no client identity is at hand.
+pub fn gateway_client_info() -> Value {
+    json!({"name": "eragate", "version": env!("CARGO_PKG_VERSION")})
+}

@@ -1,0 +1,202 @@
+//! The partitions of an upstream's pooled sessions: which sessions a request
+//! may share ([`PartitionKey`]), each partition's sessions, and the bounded
+//! table of partitions (the least recently used idle one goes first). Never
+//! opens a session: that is the pool's choice.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use serde_json::Value;
+
+use crate::upstream::error::UpstreamError;
+use crate::upstream::session::UpstreamSession;
+
+/// Most pooled partitions per upstream; past it the least recently used idle one is closed.
+const MAX_PARTITIONS: usize = 32;
+
+/// Which pooled sessions a request may share.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PartitionKey {
+    /// Who is asking (empty when no authentication is configured).
+    pub principal: String,
+    /// The legacy capabilities the session was initialized with, as canonical JSON.
+    pub capability_profile: String,
+}
+
+impl PartitionKey {
+    /// The partition for `capabilities` (already mapped to the upstream's revision).
+    pub fn new(principal: &str, capabilities: &Value) -> PartitionKey {
+        // serde_json's map is ordered, so equal objects serialise equally.
+        PartitionKey {
+            principal: principal.to_owned(),
+            capability_profile: capabilities.to_string(),
+        }
+    }
+
+    /// The one partition of a modern upstream: requests carry their own envelope.
+    pub(super) fn stateless() -> PartitionKey {
+        PartitionKey {
+            principal: String::new(),
+            capability_profile: "(stateless)".into(),
+        }
+    }
+}
+
+/// The pooled sessions of one partition.
+pub(super) struct Partition {
+    /// A std lock: held to pick or add a session, never across `.await`.
+    sessions: RwLock<Vec<Pooled>>,
+    /// Serialises opening so a burst of requests costs one handshake.
+    pub(super) opening: tokio::sync::Mutex<()>,
+    last_used_ms: AtomicU64,
+}
+
+/// A pooled session and the member it lives on.
+#[derive(Clone)]
+pub(super) struct Pooled {
+    pub(super) session: Arc<UpstreamSession>,
+    /// Index into the upstream's members.
+    pub(super) member: usize,
+}
+
+/// Every partition of one upstream.
+pub(super) struct Partitions {
+    /// A std mutex: held to look up or insert a partition, never across `.await`.
+    table: Mutex<HashMap<PartitionKey, Arc<Partition>>>,
+}
+
+// === impl Partitions ===
+
+impl Partitions {
+    pub(super) fn new() -> Partitions {
+        Partitions {
+            table: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The partition for `key`, created when there is none; to make room, the
+    /// least recently used idle partition is closed. `Overloaded` when every
+    /// partition is busy.
+    pub(super) fn get_or_create(
+        &self,
+        key: PartitionKey,
+        now_ms: u64,
+        upstream: &str,
+    ) -> Result<Arc<Partition>, UpstreamError> {
+        let mut partitions = self.lock();
+        if let Some(partition) = partitions.get(&key) {
+            return Ok(partition.clone());
+        }
+        if partitions.len() >= MAX_PARTITIONS {
+            let idle = partitions
+                .iter()
+                .filter(|(_, p)| p.snapshot().iter().all(|s| s.session.in_flight() == 0))
+                .min_by_key(|(_, p)| p.last_used_ms.load(Ordering::Relaxed))
+                .map(|(k, _)| k.clone());
+            let Some(evict) = idle else {
+                return Err(UpstreamError::Overloaded {
+                    upstream: upstream.to_owned(),
+                });
+            };
+            if let Some(partition) = partitions.remove(&evict) {
+                for pooled in partition.take_all() {
+                    pooled.session.close("partition evicted");
+                }
+            }
+        }
+        let partition = Arc::new(Partition {
+            sessions: RwLock::new(Vec::new()),
+            opening: tokio::sync::Mutex::new(()),
+            last_used_ms: AtomicU64::new(now_ms),
+        });
+        partitions.insert(key, partition.clone());
+        Ok(partition)
+    }
+
+    /// The partition for `key`, if there is one.
+    pub(super) fn get(&self, key: &PartitionKey) -> Option<Arc<Partition>> {
+        self.lock().get(key).cloned()
+    }
+
+    /// Every partition, as they are now.
+    pub(super) fn all(&self) -> Vec<Arc<Partition>> {
+        self.lock().values().cloned().collect()
+    }
+
+    /// Removes the partition for `key` and closes its sessions.
+    pub(super) fn close(&self, key: &PartitionKey, reason: &str) {
+        let removed = self.lock().remove(key);
+        if let Some(partition) = removed {
+            for pooled in partition.take_all() {
+                pooled.session.close(reason);
+            }
+        }
+    }
+
+    /// Removes every partition and closes their sessions.
+    pub(super) fn close_all(&self, reason: &str) {
+        let partitions: Vec<_> = self.lock().drain().collect();
+        for (_, partition) in partitions {
+            for pooled in partition.take_all() {
+                pooled.session.close(reason);
+            }
+        }
+    }
+
+    /// Drops `session` from whichever partition holds it.
+    pub(super) fn discard(&self, session: &Arc<UpstreamSession>) {
+        for partition in self.lock().values() {
+            partition.remove(session);
+        }
+    }
+
+    /// Whether any partition holds a live session.
+    pub(super) fn any_live(&self) -> bool {
+        self.lock()
+            .values()
+            .any(|p| p.snapshot().iter().any(|s| !s.session.is_closed()))
+    }
+
+    /// A live pooled session on `member`, in any partition.
+    pub(super) fn live_on(&self, member: usize) -> Option<Arc<UpstreamSession>> {
+        self.lock().values().find_map(|p| {
+            p.snapshot()
+                .into_iter()
+                .find(|s| s.member == member && !s.session.is_closed())
+                .map(|s| s.session)
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<PartitionKey, Arc<Partition>>> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+// === impl Partition ===
+
+impl Partition {
+    pub(super) fn snapshot(&self) -> Vec<Pooled> {
+        self.sessions.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub(super) fn add(&self, pooled: Pooled) {
+        self.sessions.write().unwrap_or_else(|e| e.into_inner()).push(pooled);
+    }
+
+    pub(super) fn remove(&self, session: &Arc<UpstreamSession>) {
+        self.sessions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|p| !Arc::ptr_eq(&p.session, session));
+    }
+
+    /// Records a use, for eviction.
+    pub(super) fn touch(&self, now_ms: u64) {
+        self.last_used_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    fn take_all(&self) -> Vec<Pooled> {
+        std::mem::take(&mut *self.sessions.write().unwrap_or_else(|e| e.into_inner()))
+    }
+}

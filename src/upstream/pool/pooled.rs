@@ -1,0 +1,200 @@
+//! Pooled sessions: picking the least loaded session of a partition on a
+//! healthy member, opening another while every one is busy and the partition
+//! has room, and retiring worn, drained and surplus sessions.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::partition::{Partition, PartitionKey, Pooled};
+use super::{Upstream, gateway_client_info};
+use crate::protocol::Revision;
+use crate::translate::down;
+use crate::upstream::error::UpstreamError;
+use crate::upstream::session::{UnsolicitedRequests, UpstreamSession};
+
+/// Whether a request may share its pooled session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sharing {
+    /// Multiplexed with others, up to `pool.max_in_flight_per_session`.
+    Pooled,
+    /// Alone: a stdio server's question during it can only be its own.
+    Alone,
+}
+
+impl Upstream {
+    /// The upstream's `InitializeResult` from a warm session (a handshake only when none exists yet).
+    pub async fn initialize_result(self: &Arc<Self>) -> Result<Arc<Value>, UpstreamError> {
+        if let Some(result) = self.latest_initialize.read().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Ok(result);
+        }
+        let key = PartitionKey::new("", &json!({}));
+        let params = down::initialize_params(Revision::LATEST_LEGACY, json!({}), gateway_client_info());
+        let session = self.pooled(key, move || params).await?;
+        session
+            .initialize_result()
+            .cloned()
+            .ok_or_else(|| session.protocol_error("session has no InitializeResult".into()))
+    }
+
+    /// A warm pooled session for `key`, opened with `initialize_params()` when
+    /// every session of the partition is busy (and it has room) or none is alive
+    /// (the params are built only then: a warm session needs none).
+    pub async fn pooled(
+        self: &Arc<Self>,
+        key: PartitionKey,
+        initialize_params: impl FnOnce() -> Value + Send,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let partition = self.partition(key)?;
+        self.pick_with(&partition, Some(initialize_params), Sharing::Pooled)
+            .await
+    }
+
+    /// Like [`Upstream::pooled`], but a session with nothing in flight is
+    /// preferred (and opened while the partition has room), so that the request
+    /// is alone on it.
+    pub async fn pooled_exclusive(
+        self: &Arc<Self>,
+        key: PartitionKey,
+        initialize_params: impl FnOnce() -> Value + Send,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let partition = self.partition(key)?;
+        self.pick_with(&partition, Some(initialize_params), Sharing::Alone)
+            .await
+    }
+
+    /// The stateless session (one of `pool.size`) of a modern upstream.
+    pub async fn modern_session(self: &Arc<Self>) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let partition = self.partition(PartitionKey::stateless())?;
+        self.pick_with(&partition, None::<fn() -> Value>, Sharing::Pooled).await
+    }
+
+    /// A live stateless session of a modern upstream, without opening one.
+    pub fn live_modern(&self) -> Option<Arc<UpstreamSession>> {
+        let partition = self.partitions.get(&PartitionKey::stateless())?;
+        self.choose_with(&partition, true, Sharing::Pooled)
+    }
+
+    /// Drops a pooled session that turned out dead, so the next request opens a new one.
+    pub fn discard(&self, session: &Arc<UpstreamSession>) {
+        self.partitions.discard(session);
+    }
+
+    /// Whether a live pooled session exists (readiness).
+    pub fn has_live_session(&self) -> bool {
+        self.partitions.any_live()
+    }
+
+    /// The partition for `key` (created if need be).
+    pub(super) fn partition(&self, key: PartitionKey) -> Result<Arc<Partition>, UpstreamError> {
+        self.partitions.get_or_create(key, self.now_ms(), &self.name)
+    }
+
+    /// A session of `partition`: one with fewer than `busy_at` in flight, else a
+    /// new one while the partition has room, else the least loaded.
+    async fn pick_with(
+        self: &Arc<Self>,
+        partition: &Arc<Partition>,
+        initialize: Option<impl FnOnce() -> Value + Send>,
+        sharing: Sharing,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        partition.touch(self.now_ms());
+        self.retire(partition);
+        if let Some(session) = self.choose_with(partition, false, sharing) {
+            return Ok(session);
+        }
+        let _opening = partition.opening.lock().await;
+        if let Some(session) = self.choose_with(partition, false, sharing) {
+            return Ok(session);
+        }
+        let member = self.choose_member_for(partition);
+        let session = match initialize {
+            Some(params) => self.open(member, params(), UnsolicitedRequests::AnswerLocally).await?,
+            None => {
+                let session = self.connect(member, UnsolicitedRequests::AnswerLocally).await?;
+                session.start_modern();
+                session
+            }
+        };
+        partition.add(Pooled {
+            session: session.clone(),
+            member,
+        });
+        Ok(session)
+    }
+
+    /// The least loaded usable session on a healthy member, unless every one is
+    /// busy and the partition may grow (`force` takes any usable session).
+    fn choose_with(&self, partition: &Partition, force: bool, sharing: Sharing) -> Option<Arc<UpstreamSession>> {
+        let sessions = partition.snapshot();
+        let usable: Vec<&Pooled> = sessions
+            .iter()
+            .filter(|p| !p.session.is_closed() && !p.session.is_draining())
+            .collect();
+        let healthy: Vec<&&Pooled> = usable.iter().filter(|p| self.member_healthy(p.member)).collect();
+        let any_healthy_member = self.members.iter().any(|m| m.health.is_healthy());
+        let candidates: Vec<&Pooled> = if healthy.is_empty() && !any_healthy_member {
+            usable.clone() // every member is out: keep trying the sessions we have
+        } else {
+            healthy.into_iter().copied().collect()
+        };
+        let best = candidates.iter().min_by_key(|p| p.session.in_flight())?;
+        // A request that must be alone on its session never shares one: with no
+        // idle session, another is opened, beyond `pool.size` if need be.
+        let (busy_at, room) = match sharing {
+            Sharing::Pooled => (
+                self.config.pool.max_in_flight_per_session,
+                self.pool_size() > usable.len(),
+            ),
+            Sharing::Alone => (1, true),
+        };
+        let busy = best.session.in_flight() >= busy_at;
+        if force || !(busy && room) {
+            Some(best.session.clone())
+        } else {
+            None
+        }
+    }
+
+    /// Sessions past their request or age limit start draining; drained and dead ones go.
+    fn retire(&self, partition: &Partition) {
+        let restart = &self.config.restart;
+        for pooled in partition.snapshot() {
+            let session = &pooled.session;
+            let worn = (restart.max_requests > 0 && session.served() >= restart.max_requests)
+                || (!restart.max_lifetime.0.is_zero() && session.age() >= restart.max_lifetime.0);
+            if worn && !session.is_draining() {
+                tracing::info!(upstream = %self.name, served = session.served(), "replacing a worn session (draining)");
+                session.drain();
+            }
+            if session.is_closed() {
+                partition.remove(session);
+            } else if session.is_draining() && session.in_flight() == 0 {
+                partition.remove(session);
+                session.close("replaced");
+            }
+        }
+        // Sessions opened beyond `pool.size` for exclusive requests go once idle.
+        let live: Vec<Pooled> = partition
+            .snapshot()
+            .into_iter()
+            .filter(|p| !p.session.is_closed())
+            .collect();
+        let mut extra = live.len().saturating_sub(self.pool_size());
+        for pooled in live.iter().rev() {
+            if extra == 0 {
+                break;
+            }
+            if pooled.session.in_flight() == 0 {
+                partition.remove(&pooled.session);
+                pooled.session.close("beyond pool.size");
+                extra -= 1;
+            }
+        }
+    }
+
+    /// How many sessions a partition may hold: `pool.size`, and at least one per member.
+    fn pool_size(&self) -> usize {
+        self.config.pool.size.max(self.members.len())
+    }
+}

@@ -1,0 +1,39 @@
+//! The admin view of one upstream: its era, members with health and load,
+//! partitions, and admission. Reads only; changes nothing.
+
+use serde_json::{Value, json};
+
+use super::Upstream;
+
+impl Upstream {
+    /// The admin view: era, members with health and load, partitions.
+    pub fn snapshot(&self) -> Value {
+        let partitions = self.partitions.all();
+        let mut per_member = vec![(0usize, 0usize); self.members.len()];
+        for partition in &partitions {
+            for pooled in partition.snapshot() {
+                if let Some(entry) = per_member.get_mut(pooled.member)
+                    && !pooled.session.is_closed()
+                {
+                    entry.0 += 1;
+                    entry.1 += pooled.session.in_flight();
+                }
+            }
+        }
+        let members: Vec<Value> = self
+            .members
+            .iter()
+            .zip(per_member)
+            .map(|(m, (sessions, in_flight))| m.snapshot(sessions, in_flight))
+            .collect();
+        json!({
+            "upstream": &*self.name,
+            "path": self.config.path,
+            "era": self.era_if_known().map(|e| format!("{e:?}").to_lowercase()),
+            "members": members,
+            "partitions": partitions.len(),
+            "in_flight": self.admission.in_flight(),
+            "queued": self.admission.queued(),
+        })
+    }
+}
