@@ -154,6 +154,7 @@ fn asked(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
 type Case = (&'static str, Value, Map<String, Value>, Vec<Request>, Ran);
 
 #[test]
+// A table of scenarios (105 lines), one row each.
 fn gathered_questions_are_asked_refused_answered_or_fail_the_request() {
     let all = json!({"sampling": {}, "roots": {}, "elicitation": {}});
     let cases: Vec<Case> = vec![
