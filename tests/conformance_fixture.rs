@@ -57,9 +57,23 @@ fn start(transport: Transport) -> (Option<LegacyHttpServer>, Eragate) {
         Transport::Stdio => {
             let mut command = legacy_stdio_command();
             command.push("--conformance".to_owned());
-            (None, Eragate::stdio(&as_strs(&command), ""))
+            // Each capability profile the suite declares needs a stdio child of its own, and a
+            // Python child takes over a second to start on a busy 2-core machine: past the
+            // suite's 600 ms window for a streamed answer's first frame. Children started ahead
+            // (`spares`) are what a deployment in front of such a server configures too.
+            let gateway = Eragate::start(&stdio_upstream_toml(&as_strs(&command), "", "spares = 4"));
+            wait_until_ready(&gateway);
+            (None, gateway)
         }
     }
+}
+
+/// Waits until eragate's `/readyz` answers 200 (the upstream's first session is warm).
+fn wait_until_ready(gateway: &Eragate) {
+    let url = gateway.url().replace("/mcp", "/readyz");
+    wait_until("eragate to be ready", std::time::Duration::from_secs(30), || {
+        send("GET", &url, &[], None).status == 200
+    });
 }
 
 /// Runs `--requirements <revision>` against eragate + the fixture over `transport`; panics
