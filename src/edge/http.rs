@@ -1,5 +1,6 @@
 //! The HTTP front end: one MCP path per upstream (POST, GET, DELETE), health
-//! endpoints, origin checks, bounded bodies, and graceful shutdown.
+//! endpoints, the OAuth well-known documents, origin checks, bounded bodies,
+//! and graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -7,7 +8,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN, WWW_AUTHENTICATE};
+use http::header::{
+    ACCEPT, ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN,
+    WWW_AUTHENTICATE,
+};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -20,7 +24,7 @@ use tokio::sync::Semaphore;
 
 use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
-use crate::auth::{Denied, Principal};
+use crate::auth::{Denied, Presented, Principal, WellKnown};
 use crate::bridge::{AttachError, Gateway, Reply, SessionLookup, Status, batches_allowed, dispatch};
 use crate::protocol::errors::Rejection;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
@@ -106,6 +110,7 @@ impl HttpFrontend {
         match path {
             "/healthz" => return respond::plain(StatusCode::OK, "ok"),
             "/readyz" => return self.readiness(),
+            _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
         }
         let Some((endpoint, backend)) = self.gateway.router.endpoint(path).map(|(e, u)| (e, u.clone())) else {
@@ -114,10 +119,15 @@ impl HttpFrontend {
         if !self.origin_allowed(request.headers()) {
             return reject(Rejection::OriginNotAllowed);
         }
-        let authorization = request.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-        let principal = match self.gateway.auth.authenticate(authorization) {
+        let resource_path = backend.config().path.as_str();
+        let presented = Presented {
+            resource_path,
+            authorization: request.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes),
+            query: request.uri().query(),
+        };
+        let principal = match self.gateway.auth.authenticate(presented).await {
             Ok(principal) => principal,
-            Err(denied) => return unauthorized(denied),
+            Err(denied) => return self.refused(denied, resource_path),
         };
         match endpoint {
             Endpoint::Mcp => {}
@@ -330,6 +340,61 @@ impl HttpFrontend {
         }
     }
 
+    /// Protected resource metadata (RFC 9728) and, for 2025-03-26 clients, the
+    /// authorization server's metadata; public documents, readable cross-origin.
+    fn well_known(&self, method: &Method, path: &str) -> http::Response<Body> {
+        let Some(document) = self.gateway.auth.well_known(path) else {
+            return reject(Rejection::NoEndpoint);
+        };
+        if *method != Method::GET {
+            return reject(Rejection::MethodNotAllowed);
+        }
+        let mut response = match document {
+            WellKnown::Document(bytes) => {
+                let mut response = http::Response::new(respond::full(bytes));
+                response
+                    .headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                response
+                    .headers_mut()
+                    .insert(CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+                response
+            }
+            WellKnown::NotLoaded => reject(Rejection::AuthorizationUnavailable),
+        };
+        response
+            .headers_mut()
+            .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+        response
+    }
+
+    /// 401 (or 403, 503) with the RFC 6750 challenge naming the resource's metadata;
+    /// the body is an id-less JSON-RPC error.
+    fn refused(&self, denied: Denied, resource_path: &str) -> http::Response<Body> {
+        let rejection = match denied {
+            Denied::InsufficientScope => Rejection::InsufficientScope {
+                reason: denied.message(),
+            },
+            Denied::Unavailable => Rejection::AuthorizationUnavailable,
+            _ => Rejection::Unauthenticated {
+                reason: denied.message(),
+            },
+        };
+        let mut response = reject(rejection);
+        let challenge = self.gateway.auth.challenge(denied, resource_path);
+        // The challenge is built from configured URLs and fixed texts; a value that is
+        // not a valid header still must not lose the status.
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response.headers_mut().insert(WWW_AUTHENTICATE, value);
+        }
+        if denied == Denied::Unavailable {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        response
+    }
+
     fn readiness(&self) -> http::Response<Body> {
         if self.gateway.is_ready() {
             respond::plain(StatusCode::OK, "ready")
@@ -376,17 +441,6 @@ fn reject(rejection: Rejection) -> http::Response<Body> {
 fn malformed(error: FrameError) -> http::Response<Body> {
     let id = error.id();
     respond::rejected(&error.rejection(), id)
-}
-
-/// 401 with the RFC 6750 challenge; the body is an id-less JSON-RPC error.
-fn unauthorized(denied: Denied) -> http::Response<Body> {
-    let mut response = reject(Rejection::Unauthenticated {
-        reason: denied.message(),
-    });
-    response
-        .headers_mut()
-        .insert(WWW_AUTHENTICATE, HeaderValue::from_static(denied.challenge()));
-    response
 }
 
 /// GET and DELETE belong to legacy sessions; a modern client (or no session) gets 405.

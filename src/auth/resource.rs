@@ -1,0 +1,205 @@
+//! eragate as an OAuth protected resource: the canonical URI of each MCP path,
+//! its Protected Resource Metadata (RFC 9728), the challenges of its refusals
+//! (RFC 6750 §3 with `resource_metadata` and `scope`), and the JWT checks of its
+//! tokens against the issuer's keys.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use jsonwebtoken::Algorithm;
+use serde_json::json;
+
+use super::fetch::Fetcher;
+use super::jwt::{self, Audience, JwtError, Verified};
+use super::keys::{KeyStore, LoadError};
+use crate::config::{Config, OAuthConfig};
+
+/// The well-known prefix of protected resource metadata (RFC 9728 §3).
+pub const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
+/// Where a 2025-03-26 client looks for authorization server metadata (RFC 8414), at the MCP origin.
+pub const AS_METADATA_PATH: &str = "/.well-known/oauth-authorization-server";
+
+/// The protected resource in front of every MCP path.
+pub struct ResourceServer {
+    issuer: String,
+    algorithms: Vec<Algorithm>,
+    required_scopes: Vec<String>,
+    /// `scope` of every challenge: the required scopes, else the advertised ones.
+    challenge_scope: String,
+    /// One per MCP path, in configuration order (the first also owns the root metadata URL).
+    resources: Vec<Protected>,
+    keys: Arc<KeyStore>,
+}
+
+/// One MCP path as a protected resource.
+struct Protected {
+    path: String,
+    metadata_url: String,
+    document: Bytes,
+    audience: Audience,
+}
+
+/// Why an OAuth token was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenRefusal {
+    /// Not acceptable: 401 `invalid_token`.
+    Invalid(JwtError),
+    /// Acceptable, but without every required scope: 403 `insufficient_scope`.
+    InsufficientScope,
+    /// The issuer's keys are not loaded yet (it was unreachable): 503.
+    KeysUnavailable,
+}
+
+impl ResourceServer {
+    /// The resource server of `config`, whose `listen.public_url` (or listener address)
+    /// names the resources. Nothing is fetched yet.
+    pub fn new(oauth: &OAuthConfig, config: &Config) -> Result<ResourceServer, String> {
+        let base = config
+            .listen
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", config.listen.address));
+        let base = base.trim_end_matches('/');
+        let issuer = oauth.issuer.clone();
+        let algorithms = jwt::algorithms(&oauth.algorithms);
+        let scopes = oauth.advertised_scopes();
+        let leeway = oauth.leeway.0.as_secs();
+        let resources = config
+            .upstreams
+            .iter()
+            .enumerate()
+            .map(|(i, upstream)| {
+                let resource = match (&oauth.resource, i) {
+                    (Some(resource), 0) => resource.clone(),
+                    _ => format!("{base}{}", upstream.path),
+                };
+                let metadata_url = format!("{base}{PRM_PREFIX}{}", upstream.path);
+                let mut document = json!({
+                    "resource": resource,
+                    "authorization_servers": [issuer],
+                    "bearer_methods_supported": ["header"],
+                });
+                if !scopes.is_empty() {
+                    document["scopes_supported"] = json!(scopes);
+                }
+                if let Some(name) = &oauth.resource_name {
+                    document["resource_name"] = json!(name);
+                }
+                if let Some(doc) = &oauth.resource_documentation {
+                    document["resource_documentation"] = json!(doc);
+                }
+                Protected {
+                    path: upstream.path.clone(),
+                    metadata_url,
+                    document: Bytes::from(document.to_string()),
+                    audience: Audience::new(&issuer, &resource, leeway),
+                }
+            })
+            .collect();
+        let fetcher = Fetcher::new(oauth.timeout.0).map_err(|e| e.to_string())?;
+        let keys = Arc::new(KeyStore::new(
+            fetcher,
+            &issuer,
+            algorithms.clone(),
+            oauth.jwks_min_refetch.0,
+        ));
+        let challenge_scope = if oauth.required_scopes.is_empty() {
+            scopes
+        } else {
+            &oauth.required_scopes
+        }
+        .join(" ");
+        Ok(ResourceServer {
+            issuer,
+            algorithms,
+            required_scopes: oauth.required_scopes.clone(),
+            challenge_scope,
+            resources,
+            keys,
+        })
+    }
+
+    /// Starts loading the issuer's metadata and keys in the background.
+    pub fn spawn_loader(&self) {
+        self.keys.spawn_loader();
+    }
+
+    /// Loads them now (for `check-config`).
+    pub async fn load_now(&self) -> Result<(), LoadError> {
+        self.keys.load_now().await.map(|_| ())
+    }
+
+    /// The issuer.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// Checks a bearer `token` for the MCP path `path`.
+    pub async fn check(&self, path: &str, token: &str) -> Result<Verified, TokenRefusal> {
+        let protected = self
+            .protected(path)
+            .ok_or(TokenRefusal::Invalid(JwtError::WrongAudience))?;
+        let header = jwt::header(token, &self.algorithms).map_err(TokenRefusal::Invalid)?;
+        let loaded = self.keys.current().await.ok_or(TokenRefusal::KeysUnavailable)?;
+        let mut keys = loaded.keys.clone();
+        if !keys.knows(&header) {
+            keys = self
+                .keys
+                .refetch(&keys)
+                .await
+                .ok_or(TokenRefusal::Invalid(JwtError::UnknownKey))?;
+        }
+        let verified =
+            jwt::verify(token, &header, &keys, &protected.audience, unix_now()).map_err(TokenRefusal::Invalid)?;
+        if !self.required_scopes.iter().all(|s| verified.scopes.contains(s)) {
+            return Err(TokenRefusal::InsufficientScope);
+        }
+        Ok(verified)
+    }
+
+    /// The protected resource metadata served at `path`, if it is one of its URLs.
+    pub fn metadata_at(&self, path: &str) -> Option<Bytes> {
+        let rest = path.strip_prefix(PRM_PREFIX)?;
+        let protected = if rest.is_empty() || rest == "/" {
+            self.resources.first()
+        } else {
+            self.resources.iter().find(|p| p.path == rest)
+        };
+        protected.map(|p| p.document.clone())
+    }
+
+    /// The authorization server's own metadata, for 2025-03-26 clients (once loaded).
+    pub fn authorization_server_metadata(&self) -> Option<Bytes> {
+        self.keys.metadata_document()
+    }
+
+    /// The `WWW-Authenticate` value of a refusal on the MCP path `path`: `error` is
+    /// `None` when no credentials were sent (RFC 6750 §3.1).
+    pub fn challenge(&self, path: &str, error: Option<(&str, &str)>) -> String {
+        let metadata_url = self
+            .protected(path)
+            .or(self.resources.first())
+            .map_or("", |p| p.metadata_url.as_str());
+        let mut value = String::from("Bearer ");
+        if let Some((code, description)) = error {
+            value.push_str(&format!("error=\"{code}\", error_description=\"{description}\", "));
+        }
+        value.push_str(&format!("resource_metadata=\"{metadata_url}\""));
+        if !self.challenge_scope.is_empty() {
+            value.push_str(&format!(", scope=\"{}\"", self.challenge_scope));
+        }
+        value
+    }
+
+    fn protected(&self, path: &str) -> Option<&Protected> {
+        self.resources.iter().find(|p| p.path == path)
+    }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or(Duration::ZERO)
+        .as_secs()
+}
