@@ -12,7 +12,9 @@
 //!   the MCP origin (`/.well-known/oauth-authorization-server`, served verbatim), gets a
 //!   token from the endpoint it names and opens a session;
 //! - the principal is `iss` + `sub`: another subject cannot use a session;
-//! - a JWKS rotation (the provider restarted with a new key) is picked up without restart.
+//! - a JWKS rotation (the provider restarted with a new key) is picked up without restart;
+//! - opaque tokens (the provider with `--format opaque`) are introspected (RFC 7662), once
+//!   per token, and refused for another audience, unknown, or short of the required scope.
 
 mod common;
 #[path = "common/oauth.rs"]
@@ -226,4 +228,39 @@ fn a_jwks_rotation_is_picked_up_without_restart() {
     assert!(gateway.log().contains("refetched the JWKS"), "{}", gateway.log());
     // The retired key is gone with the old set.
     assert_eq!(call_as(&url, &before, "retired").status, 401);
+}
+
+#[test]
+fn opaque_tokens_are_introspected_and_the_answers_cached() {
+    let idp = Idp::start_with(0, &["--format", "opaque"]);
+    let gateway = gateway_for(
+        &idp.issuer,
+        "[auth.oauth.introspection]\nclient_id = \"tester\"\nclient_secret = \"tester-secret\"",
+    );
+    let url = gateway.url();
+    let token = idp.token("other", &url, "mcp:read");
+    assert_eq!(token.split('.').count(), 1, "opaque: {token}");
+    for i in 0..3 {
+        let reply = call_as(&url, &token, &format!("opaque {i}"));
+        assert_eq!(reply.status, 200, "{reply:?}\n{}", gateway.log());
+    }
+    assert_eq!(
+        gateway.log().matches("introspected a token").count(),
+        1,
+        "{}",
+        gateway.log()
+    );
+
+    let elsewhere = idp.token("other", "http://127.0.0.1:1/mcp", "mcp:read");
+    let narrow = idp.token("other", &url, "mcp:write");
+    let cases = [
+        ("unknown", "never-issued", 401, "invalid_token"),
+        ("another audience", elsewhere.as_str(), 401, "invalid_token"),
+        ("missing scope", narrow.as_str(), 403, "insufficient_scope"),
+    ];
+    for (case, token, status, error) in cases {
+        let reply = call_as(&url, token, case);
+        assert_eq!(reply.status, status, "{case}: {reply:?}");
+        assert_eq!(challenge(&reply).1.as_deref(), Some(error), "{case}");
+    }
 }

@@ -101,6 +101,19 @@ fn check_config_names_a_bad_issuer_and_scope_typos() {
     ] {
         assert!(stderr.contains(expected), "{expected:?} missing:\n{}", text(&output));
     }
+    let introspection =
+        "[auth.oauth.introspection]\nclient_id = \"eragate\"\nclient_secret_env = \"ERAGATE_TEST_SURELY_UNSET_SECRET\"";
+    let output = check_config(&format!(
+        "[auth.oauth]\nissuer = \"https://a.example\"\n{introspection}\n{}",
+        upstream()
+    ));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains(
+            "auth.oauth.introspection.client_secret_env: environment variable ERAGATE_TEST_SURELY_UNSET_SECRET is not set"
+        ),
+        "{}",
+        text(&output)
+    );
     let output = check_config(&format!("[auth.oauth]\nissuer = \"not a url\"\n{}", upstream()));
     assert!(
         String::from_utf8_lossy(&output.stderr).contains("auth.oauth.issuer: \"not a url\" is not a URL"),

@@ -40,6 +40,9 @@ pub enum JwtError {
     /// A claim the resource needs is absent or malformed.
     #[error("the token lacks a required claim")]
     MissingClaim,
+    /// Introspection (RFC 7662) says the token is not active.
+    #[error("the token is not active")]
+    Inactive,
 }
 
 /// The issuer's public signing keys, by `kid`.

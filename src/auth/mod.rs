@@ -15,6 +15,8 @@
 
 pub mod discovery;
 pub mod fetch;
+pub mod grants;
+pub mod introspect;
 pub mod jwt;
 pub mod keys;
 pub mod resource;
@@ -189,7 +191,7 @@ impl Authenticator {
         };
         let token = std::str::from_utf8(token).map_err(|_| Denied::Invalid("the token is not a JWT"))?;
         match oauth.check(presented.resource_path, token).await {
-            Ok(verified) => Ok(Principal::oauth(&verified.issuer, &verified.subject)),
+            Ok(principal) => Ok(principal),
             Err(TokenRefusal::Invalid(why)) => {
                 tracing::debug!(reason = %why, "refused an access token");
                 Err(Denied::Invalid(jwt_reason(why)))
@@ -236,6 +238,7 @@ fn jwt_reason(error: jwt::JwtError) -> &'static str {
         Expired => "the token has expired",
         NotYetValid => "the token is not valid yet",
         MissingClaim => "the token lacks a required claim",
+        Inactive => "the token is not active",
     }
 }
 

@@ -10,8 +10,11 @@ use bytes::Bytes;
 use jsonwebtoken::Algorithm;
 use serde_json::json;
 
+use super::Principal;
 use super::fetch::Fetcher;
-use super::jwt::{self, Audience, JwtError, Verified};
+use super::grants::{DEFAULT_CAPACITY, Grant, Grants};
+use super::introspect::{Introspected, Introspector};
+use super::jwt::{self, Audience, JwtError};
 use super::keys::{KeyStore, LoadError};
 use crate::config::{Config, OAuthConfig};
 
@@ -30,11 +33,17 @@ pub struct ResourceServer {
     /// One per MCP path, in configuration order (the first also owns the root metadata URL).
     resources: Vec<Protected>,
     keys: Arc<KeyStore>,
+    /// Tokens already verified (bounded).
+    grants: Grants,
+    leeway: u64,
+    /// Opaque tokens, when configured.
+    introspector: Option<Introspector>,
 }
 
 /// One MCP path as a protected resource.
 struct Protected {
     path: String,
+    resource: String,
     metadata_url: String,
     document: Bytes,
     audience: Audience,
@@ -91,6 +100,7 @@ impl ResourceServer {
                 }
                 Protected {
                     path: upstream.path.clone(),
+                    resource: resource.clone(),
                     metadata_url,
                     document: Bytes::from(document.to_string()),
                     audience: Audience::new(&issuer, &resource, leeway),
@@ -98,6 +108,23 @@ impl ResourceServer {
             })
             .collect();
         let fetcher = Fetcher::new(oauth.timeout.0).map_err(|e| e.to_string())?;
+        let introspector = match &oauth.introspection {
+            Some(config) => {
+                let secret = config.secret().ok_or_else(|| {
+                    "auth.oauth.introspection: the client secret is not set (client_secret or client_secret_env)"
+                        .to_owned()
+                })?;
+                Some(Introspector::new(
+                    fetcher.clone(),
+                    &config.client_id,
+                    &secret,
+                    config.endpoint.clone(),
+                    config.max_entries,
+                    config.cache_max.0,
+                ))
+            }
+            None => None,
+        };
         let keys = Arc::new(KeyStore::new(
             fetcher,
             &issuer,
@@ -117,6 +144,9 @@ impl ResourceServer {
             challenge_scope,
             resources,
             keys,
+            grants: Grants::new(DEFAULT_CAPACITY),
+            leeway,
+            introspector,
         })
     }
 
@@ -135,27 +165,102 @@ impl ResourceServer {
         &self.issuer
     }
 
-    /// Checks a bearer `token` for the MCP path `path`.
-    pub async fn check(&self, path: &str, token: &str) -> Result<Verified, TokenRefusal> {
-        let protected = self
-            .protected(path)
+    /// Checks a bearer `token` for the MCP path `path`: its principal.
+    pub async fn check(&self, path: &str, token: &str) -> Result<Principal, TokenRefusal> {
+        let (index, protected) = self
+            .resources
+            .iter()
+            .enumerate()
+            .find(|(_, p)| p.path == path)
             .ok_or(TokenRefusal::Invalid(JwtError::WrongAudience))?;
-        let header = jwt::header(token, &self.algorithms).map_err(TokenRefusal::Invalid)?;
-        let loaded = self.keys.current().await.ok_or(TokenRefusal::KeysUnavailable)?;
-        let mut keys = loaded.keys.clone();
-        if !keys.knows(&header) {
+        let loaded = self.keys.current().await;
+        let now = unix_now();
+        // A token seen before passed every check below, so its digest is enough.
+        let digest = super::tokens::digest_of(token);
+        let cached = loaded
+            .as_ref()
+            .and_then(|l| self.grants.find(&digest, index, &l.keys, now));
+        let grant = match cached {
+            Some(grant) => grant,
+            None => {
+                let header = match jwt::header(token, &self.algorithms) {
+                    Ok(header) => header,
+                    Err(JwtError::NotAJwt) if self.introspector.is_some() => {
+                        let loaded = loaded.ok_or(TokenRefusal::KeysUnavailable)?;
+                        return self.introspect(token, digest, index, protected, &loaded, now).await;
+                    }
+                    Err(why) => return Err(TokenRefusal::Invalid(why)),
+                };
+                let keys = loaded.ok_or(TokenRefusal::KeysUnavailable)?.keys.clone();
+                let grant = self.verify(token, &header, index, protected, keys, now).await?;
+                self.grants.insert(digest, grant.clone(), now);
+                grant
+            }
+        };
+        if !grant.scoped {
+            return Err(TokenRefusal::InsufficientScope);
+        }
+        Ok(grant.principal)
+    }
+
+    /// An opaque token, by introspection (its own cache).
+    async fn introspect(
+        &self,
+        token: &str,
+        digest: [u8; 32],
+        index: usize,
+        protected: &Protected,
+        loaded: &super::keys::Loaded,
+        now: u64,
+    ) -> Result<Principal, TokenRefusal> {
+        let Some(introspector) = &self.introspector else {
+            return Err(TokenRefusal::Invalid(JwtError::NotAJwt));
+        };
+        let discovered = loaded.metadata.introspection_endpoint.as_deref();
+        let Some(endpoint) = introspector.endpoint(discovered) else {
+            tracing::warn!(issuer = %self.issuer, "opaque token, but no introspection endpoint is known");
+            return Err(TokenRefusal::Invalid(JwtError::NotAJwt));
+        };
+        let answer = introspector
+            .introspect(endpoint, token, digest, (index, &protected.resource), &self.issuer, now)
+            .await
+            .map_err(|error| {
+                tracing::warn!(error = %error, "introspection failed");
+                TokenRefusal::KeysUnavailable
+            })?;
+        match answer {
+            Introspected::Active { subject, scopes } if self.required_scopes.iter().all(|s| scopes.contains(s)) => {
+                Ok(Principal::oauth(&self.issuer, &subject))
+            }
+            Introspected::Active { .. } => Err(TokenRefusal::InsufficientScope),
+            Introspected::Refused(why) => Err(TokenRefusal::Invalid(why)),
+        }
+    }
+
+    async fn verify(
+        &self,
+        token: &str,
+        header: &jwt::TokenHeader,
+        index: usize,
+        protected: &Protected,
+        mut keys: Arc<jwt::KeySet>,
+        now: u64,
+    ) -> Result<Grant, TokenRefusal> {
+        if !keys.knows(header) {
             keys = self
                 .keys
                 .refetch(&keys)
                 .await
                 .ok_or(TokenRefusal::Invalid(JwtError::UnknownKey))?;
         }
-        let verified =
-            jwt::verify(token, &header, &keys, &protected.audience, unix_now()).map_err(TokenRefusal::Invalid)?;
-        if !self.required_scopes.iter().all(|s| verified.scopes.contains(s)) {
-            return Err(TokenRefusal::InsufficientScope);
-        }
-        Ok(verified)
+        let verified = jwt::verify(token, header, &keys, &protected.audience, now).map_err(TokenRefusal::Invalid)?;
+        Ok(Grant {
+            principal: Principal::oauth(&verified.issuer, &verified.subject),
+            scoped: self.required_scopes.iter().all(|s| verified.scopes.contains(s)),
+            until: verified.expires.saturating_add(self.leeway),
+            resource: index,
+            keys,
+        })
     }
 
     /// The protected resource metadata served at `path`, if it is one of its URLs.

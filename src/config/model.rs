@@ -84,6 +84,53 @@ pub struct OAuthConfig {
     /// `resource_documentation` (a URL) in the protected resource metadata. Default none.
     #[serde(default)]
     pub resource_documentation: Option<String>,
+    /// `[auth.oauth.introspection]`: opaque tokens checked by RFC 7662. Default: off
+    /// (only JWT access tokens are accepted).
+    #[serde(default)]
+    pub introspection: Option<IntrospectionConfig>,
+}
+
+/// `[auth.oauth.introspection]`: eragate's own client at the authorization server,
+/// for asking about opaque tokens.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionConfig {
+    /// eragate's client id at the authorization server. Required.
+    pub client_id: String,
+    /// The client secret, in the file. Give this or `client_secret_env`.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// An environment variable holding the client secret, read at start.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// The introspection endpoint. Default: the issuer metadata's `introspection_endpoint`.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Longest time an active answer is reused (it is never reused past the token's
+    /// `exp`). Default 5 min.
+    #[serde(default = "default_introspection_cache")]
+    pub cache_max: Humantime,
+    /// Most answers cached. Default 10 000.
+    #[serde(default = "default_introspection_entries")]
+    pub max_entries: usize,
+}
+
+fn default_introspection_cache() -> Humantime {
+    Humantime(Duration::from_secs(300))
+}
+fn default_introspection_entries() -> usize {
+    10_000
+}
+
+impl IntrospectionConfig {
+    /// The client secret: the file's, else the environment variable's (`None` if unset).
+    pub fn secret(&self) -> Option<String> {
+        match (&self.client_secret, &self.client_secret_env) {
+            (Some(secret), _) => Some(secret.clone()),
+            (None, Some(name)) => std::env::var(name).ok().filter(|v| !v.is_empty()),
+            (None, None) => None,
+        }
+    }
 }
 
 fn default_algorithms() -> Vec<String> {
@@ -113,6 +160,7 @@ impl OAuthConfig {
             timeout: default_oauth_timeout(),
             resource_name: None,
             resource_documentation: None,
+            introspection: None,
         }
     }
 

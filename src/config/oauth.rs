@@ -36,6 +36,32 @@ pub fn oauth_issues(oauth: &OAuthConfig, listen: &ListenConfig) -> Vec<ConfigIss
             "must be an absolute http(s) URL".into(),
         );
     }
+    if let Some(introspection) = &oauth.introspection {
+        let at = |key: &str| format!("auth.oauth.introspection.{key}");
+        if introspection.client_id.is_empty() {
+            push(at("client_id"), "must not be empty".into());
+        }
+        match (&introspection.client_secret, &introspection.client_secret_env) {
+            (Some(_), Some(_)) | (None, None) => push(
+                at("client_secret"),
+                "give exactly one of `client_secret` or `client_secret_env`".into(),
+            ),
+            (None, Some(name)) if introspection.secret().is_none() => {
+                push(
+                    at("client_secret_env"),
+                    format!("environment variable {name} is not set"),
+                );
+            }
+            _ => {}
+        }
+        if let Some(endpoint) = &introspection.endpoint
+            && let Err(why) = url::Url::parse(endpoint)
+                .map_err(|e| format!("{endpoint:?} is not a URL ({e})"))
+                .and_then(|u| check_web_url(&u))
+        {
+            push(at("endpoint"), why);
+        }
+    }
     if oauth.algorithms.is_empty() {
         push("auth.oauth.algorithms".into(), "name at least one algorithm".into());
     }

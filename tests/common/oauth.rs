@@ -28,12 +28,18 @@ impl Idp {
 
     /// A provider on `port` (0: any), with a fresh signing key.
     pub fn start_on(port: u16) -> Idp {
+        Idp::start_with(port, &[])
+    }
+
+    /// A provider on `port` (0: any) with extra arguments (`--format opaque`).
+    pub fn start_with(port: u16, extra: &[&str]) -> Idp {
         let peers = peers();
         let port = port.to_string();
         let mut command = Command::new(peers.node22());
         command
             .arg(peers.script("oidc_provider.mjs"))
             .args(["--port", &port])
+            .args(extra)
             .env("OIDC_DIR", peers.get("OIDC_DIR"))
             .stderr(std::process::Stdio::null());
         let server = ListeningServer::spawn("oidc-provider", &mut command);

@@ -10,7 +10,10 @@
 //     without a browser: `tester` / `tester-secret`, `other` / `other-secret` (a second
 //     principal), and `short-lived` / `short-secret` whose access tokens live 1 s.
 //
+//   - RFC 7662 introspection (any of the confidential clients may ask), for --format opaque.
+//
 //   node22 oidc_provider.mjs [--port N] [--account SUB] [--scopes "a b"] [--alg ES256|RS256|EdDSA]
+//                            [--format jwt|opaque]
 //
 // --port 0 (default) picks a free port. Prints one line once listening:
 //   {"listening": "http://127.0.0.1:PORT", "issuer": "http://127.0.0.1:PORT", "port": PORT, "kid": "..."}
@@ -28,6 +31,7 @@ const port = Number(arg('--port', '0'));
 const account = arg('--account', 'alice');
 const scopes = arg('--scopes', 'mcp:read mcp:write mcp:admin');
 const alg = arg('--alg', 'ES256');
+const format = arg('--format', 'jwt');
 
 const oidcDir = process.env.OIDC_DIR;
 if (!oidcDir) {
@@ -88,6 +92,7 @@ const provider = new Provider(issuer, {
     devInteractions: { enabled: false },
     registration: { enabled: true },
     clientCredentials: { enabled: true },
+    introspection: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: (_ctx, _client, oneOf) => (oneOf ? oneOf : undefined),
@@ -96,7 +101,7 @@ const provider = new Provider(issuer, {
         scope: scopes,
         audience: resourceIndicator,
         accessTokenTTL: client.clientId === 'short-lived' ? 1 : 600,
-        accessTokenFormat: 'jwt',
+        accessTokenFormat: format,
         jwt: { sign: { alg } },
       }),
     },
