@@ -110,6 +110,7 @@ fn validation(c: &mut Criterion) {
         let grant = Grant {
             principal: Principal::oauth(ISSUER, "alice"),
             scoped: true,
+            scopes: Arc::from(vec!["mcp:tools".to_owned()]),
             until: NOW + 630,
             resource: 0,
             keys: keys.clone(),

@@ -264,3 +264,61 @@ fn opaque_tokens_are_introspected_and_the_answers_cached() {
         assert_eq!(challenge(&reply).1.as_deref(), Some(error), "{case}");
     }
 }
+
+/// `scopes_for` on the `add` tool: `mcp:write` on top of the required `mcp:read`.
+const ADD_NEEDS_WRITE: &str = "[auth.oauth.scopes_for]\n\"tools/call:add\" = [\"mcp:write\"]";
+
+#[test]
+fn scopes_per_tool_answer_403_with_the_scope_to_step_up_to() {
+    let idp = Idp::start();
+    let gateway = gateway_for(&idp.issuer, ADD_NEEDS_WRITE);
+    let url = gateway.url();
+    let metadata = format!("http://{}/.well-known/oauth-protected-resource/mcp", gateway.addr);
+    let read = idp.token("tester", &url, "mcp:read");
+    let both = idp.token("tester", &url, "mcp:read mcp:write");
+    let add = |token: &str| {
+        let authorization = format!("Bearer {token}");
+        let mut headers = modern_headers("tools/call", Some("add"));
+        headers.push(("authorization", &authorization));
+        let body = modern_body(2, "tools/call", json!({"name": "add", "arguments": {"a": 2, "b": 3}}));
+        send("POST", &url, &headers, Some(&body))
+    };
+    assert_eq!(call_as(&url, &read, "any tool").status, 200, "echo has no extra rule");
+    let reply = add(&read);
+    assert_eq!(reply.status, 403, "{reply:?}");
+    assert_eq!(challenge(&reply), (Some(metadata), Some("insufficient_scope".into())));
+    assert!(
+        reply
+            .header("www-authenticate")
+            .unwrap_or_default()
+            .contains(r#"scope="mcp:write""#),
+        "{reply:?}"
+    );
+    let reply = add(&both);
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(tool_text(&answer(&reply, 2)["result"]), "5");
+}
+
+#[test]
+fn python_sdk_steps_up_on_insufficient_scope() {
+    let idp = Idp::start();
+    let gateway = gateway_for(&idp.issuer, ADD_NEEDS_WRITE);
+    let peers = peers();
+    let report = run_driver(
+        peers.python(),
+        &peers.script("py_oauth_client.py"),
+        &[
+            "--url",
+            &gateway.url(),
+            "--tool",
+            "add",
+            "--arguments",
+            r#"{"a": 20, "b": 22}"#,
+        ],
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{}", gateway.log()));
+    assert_eq!(report["text"], "42", "{report}");
+    assert_eq!(report["authorizations"], 2, "authorized, then stepped up: {report}");
+    let scope = report["scope"].as_str().unwrap_or_default();
+    assert!(scope.contains("mcp:read") && scope.contains("mcp:write"), "{report}");
+}

@@ -23,6 +23,8 @@ pub struct Grant {
     pub principal: Principal,
     /// Whether it carried every required scope.
     pub scoped: bool,
+    /// Every scope it carried.
+    pub scopes: Arc<[String]>,
     /// Until when (seconds since the epoch) it is accepted: `exp` + leeway.
     pub until: u64,
     /// Which resource it was checked for (the index of the MCP path).
@@ -87,6 +89,7 @@ mod tests {
         Grant {
             principal: Principal::named("i#s"),
             scoped: true,
+            scopes: Arc::from(Vec::new()),
             until,
             resource: 0,
             keys: keys.clone(),

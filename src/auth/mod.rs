@@ -20,6 +20,7 @@ pub mod introspect;
 pub mod jwt;
 pub mod keys;
 pub mod resource;
+pub mod scopes;
 pub mod tokens;
 
 use std::fmt;
@@ -111,6 +112,25 @@ impl Denied {
     }
 }
 
+/// Who was admitted, and what their token grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    /// Who the request runs as.
+    pub principal: Principal,
+    /// The OAuth token's scopes; `None` for a static token or an open gateway, to which
+    /// no scope rule applies.
+    pub scopes: Option<Arc<[String]>>,
+}
+
+impl Admitted {
+    fn without_scopes(principal: Principal) -> Admitted {
+        Admitted {
+            principal,
+            scopes: None,
+        }
+    }
+}
+
 /// What a request presented.
 #[derive(Clone, Copy, Debug)]
 pub struct Presented<'a> {
@@ -173,10 +193,10 @@ impl Authenticator {
         }
     }
 
-    /// The principal for a request that presented `presented`.
-    pub async fn authenticate(&self, presented: Presented<'_>) -> Result<Principal, Denied> {
+    /// Who a request that presented `presented` runs as.
+    pub async fn authenticate(&self, presented: Presented<'_>) -> Result<Admitted, Denied> {
         if !self.is_required() {
-            return Ok(Principal::anonymous());
+            return Ok(Admitted::without_scopes(Principal::anonymous()));
         }
         if presented.query.is_some_and(has_access_token) {
             return Err(Denied::TokenInQuery);
@@ -184,20 +204,42 @@ impl Authenticator {
         let value = presented.authorization.ok_or(Denied::Missing)?;
         let token = bearer_token(value).ok_or(Denied::Invalid("not a bearer token"))?;
         if let Some(principal) = self.tokens.find(token) {
-            return Ok(principal);
+            return Ok(Admitted::without_scopes(principal));
         }
         let Some(oauth) = &self.oauth else {
             return Err(Denied::Invalid("unknown token"));
         };
         let token = std::str::from_utf8(token).map_err(|_| Denied::Invalid("the token is not a JWT"))?;
         match oauth.check(presented.resource_path, token).await {
-            Ok(principal) => Ok(principal),
+            Ok((principal, scopes)) => Ok(Admitted {
+                principal,
+                scopes: Some(scopes),
+            }),
             Err(TokenRefusal::Invalid(why)) => {
                 tracing::debug!(reason = %why, "refused an access token");
                 Err(Denied::Invalid(jwt_reason(why)))
             }
             Err(TokenRefusal::InsufficientScope) => Err(Denied::InsufficientScope),
             Err(TokenRefusal::KeysUnavailable) => Err(Denied::Unavailable),
+        }
+    }
+
+    /// The scopes `admitted` lacks for `method` on `params` under `[auth.oauth.scopes_for]`
+    /// (empty: allowed).
+    pub fn missing_scopes(&self, admitted: &Admitted, method: &str, params: Option<&serde_json::Value>) -> Vec<String> {
+        match (&self.oauth, &admitted.scopes) {
+            (Some(oauth), Some(granted)) => oauth.scope_policy().missing(granted, method, params),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The challenge of a 403 for `missing` scopes (step-up): `scope` names them.
+    pub fn step_up_challenge(&self, resource_path: &str, missing: &[String]) -> String {
+        match &self.oauth {
+            Some(oauth) => {
+                oauth.challenge_with_scope(resource_path, Denied::InsufficientScope.error(), &missing.join(" "))
+            }
+            None => self.challenge(Denied::InsufficientScope, resource_path),
         }
     }
 
@@ -302,11 +344,9 @@ mod tests {
     #[test]
     fn open_gateway_admits_everyone_anonymously() {
         let open = Authenticator::open();
-        assert_eq!(block_on(open.authenticate(presented(None))), Ok(Principal::anonymous()));
-        assert_eq!(
-            block_on(open.authenticate(presented(Some(b"Bearer x")))),
-            Ok(Principal::anonymous())
-        );
+        let anonymous = Ok(Admitted::without_scopes(Principal::anonymous()));
+        assert_eq!(block_on(open.authenticate(presented(None))), anonymous);
+        assert_eq!(block_on(open.authenticate(presented(Some(b"Bearer x")))), anonymous);
     }
 
     #[test]
@@ -324,7 +364,7 @@ mod tests {
             (Some(b"a-secret"), Err(Denied::Invalid("not a bearer token"))),
         ];
         for (header, expected) in cases {
-            let got = block_on(auth.authenticate(presented(*header)));
+            let got = block_on(auth.authenticate(presented(*header))).map(|a| a.principal);
             assert_eq!(got, expected.map(Principal::named), "{header:?}");
         }
     }
@@ -347,7 +387,10 @@ mod tests {
             query: Some("session_id=abc"),
             ..presented(Some(b"Bearer a-secret"))
         };
-        assert_eq!(block_on(auth.authenticate(request)), Ok(Principal::named("alice")));
+        assert_eq!(
+            block_on(auth.authenticate(request)).map(|a| a.principal),
+            Ok(Principal::named("alice"))
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use super::grants::{DEFAULT_CAPACITY, Grant, Grants};
 use super::introspect::{Introspected, Introspector};
 use super::jwt::{self, Audience, JwtError};
 use super::keys::{KeyStore, LoadError};
+use super::scopes::ScopePolicy;
 use crate::config::{Config, OAuthConfig};
 
 /// The well-known prefix of protected resource metadata (RFC 9728 §3).
@@ -38,6 +39,8 @@ pub struct ResourceServer {
     leeway: u64,
     /// Opaque tokens, when configured.
     introspector: Option<Introspector>,
+    /// Scopes per method and tool.
+    policy: ScopePolicy,
 }
 
 /// One MCP path as a protected resource.
@@ -132,11 +135,10 @@ impl ResourceServer {
             oauth.jwks_min_refetch.0,
         ));
         let challenge_scope = if oauth.required_scopes.is_empty() {
-            scopes
+            scopes.join(" ")
         } else {
-            &oauth.required_scopes
-        }
-        .join(" ");
+            oauth.required_scopes.join(" ")
+        };
         Ok(ResourceServer {
             issuer,
             algorithms,
@@ -147,6 +149,7 @@ impl ResourceServer {
             grants: Grants::new(DEFAULT_CAPACITY),
             leeway,
             introspector,
+            policy: ScopePolicy::new(&oauth.scopes_for),
         })
     }
 
@@ -165,8 +168,13 @@ impl ResourceServer {
         &self.issuer
     }
 
-    /// Checks a bearer `token` for the MCP path `path`: its principal.
-    pub async fn check(&self, path: &str, token: &str) -> Result<Principal, TokenRefusal> {
+    /// The scope rules per method and tool.
+    pub fn scope_policy(&self) -> &ScopePolicy {
+        &self.policy
+    }
+
+    /// Checks a bearer `token` for the MCP path `path`: its principal and scopes.
+    pub async fn check(&self, path: &str, token: &str) -> Result<(Principal, Arc<[String]>), TokenRefusal> {
         let (index, protected) = self
             .resources
             .iter()
@@ -200,7 +208,7 @@ impl ResourceServer {
         if !grant.scoped {
             return Err(TokenRefusal::InsufficientScope);
         }
-        Ok(grant.principal)
+        Ok((grant.principal, grant.scopes))
     }
 
     /// An opaque token, by introspection (its own cache).
@@ -212,7 +220,7 @@ impl ResourceServer {
         protected: &Protected,
         loaded: &super::keys::Loaded,
         now: u64,
-    ) -> Result<Principal, TokenRefusal> {
+    ) -> Result<(Principal, Arc<[String]>), TokenRefusal> {
         let Some(introspector) = &self.introspector else {
             return Err(TokenRefusal::Invalid(JwtError::NotAJwt));
         };
@@ -230,7 +238,7 @@ impl ResourceServer {
             })?;
         match answer {
             Introspected::Active { subject, scopes } if self.required_scopes.iter().all(|s| scopes.contains(s)) => {
-                Ok(Principal::oauth(&self.issuer, &subject))
+                Ok((Principal::oauth(&self.issuer, &subject), Arc::from(scopes)))
             }
             Introspected::Active { .. } => Err(TokenRefusal::InsufficientScope),
             Introspected::Refused(why) => Err(TokenRefusal::Invalid(why)),
@@ -257,6 +265,7 @@ impl ResourceServer {
         Ok(Grant {
             principal: Principal::oauth(&verified.issuer, &verified.subject),
             scoped: self.required_scopes.iter().all(|s| verified.scopes.contains(s)),
+            scopes: Arc::from(verified.scopes),
             until: verified.expires.saturating_add(self.leeway),
             resource: index,
             keys,
@@ -282,6 +291,11 @@ impl ResourceServer {
     /// The `WWW-Authenticate` value of a refusal on the MCP path `path`: `error` is
     /// `None` when no credentials were sent (RFC 6750 §3.1).
     pub fn challenge(&self, path: &str, error: Option<(&str, &str)>) -> String {
+        self.challenge_with_scope(path, error, &self.challenge_scope)
+    }
+
+    /// [`ResourceServer::challenge`] naming `scope` instead of the required scopes.
+    pub fn challenge_with_scope(&self, path: &str, error: Option<(&str, &str)>, scope: &str) -> String {
         let metadata_url = self
             .protected(path)
             .or(self.resources.first())
@@ -291,8 +305,8 @@ impl ResourceServer {
             value.push_str(&format!("error=\"{code}\", error_description=\"{description}\", "));
         }
         value.push_str(&format!("resource_metadata=\"{metadata_url}\""));
-        if !self.challenge_scope.is_empty() {
-            value.push_str(&format!(", scope=\"{}\"", self.challenge_scope));
+        if !scope.is_empty() {
+            value.push_str(&format!(", scope=\"{scope}\""));
         }
         value
     }

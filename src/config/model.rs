@@ -88,6 +88,11 @@ pub struct OAuthConfig {
     /// (only JWT access tokens are accepted).
     #[serde(default)]
     pub introspection: Option<IntrospectionConfig>,
+    /// `[auth.oauth.scopes_for]`: scopes a method (`"tools/call"`) or one tool, prompt
+    /// or resource (`"tools/call:NAME"`, `"prompts/get:NAME"`, `"resources/read:URI"`)
+    /// needs on top of `required_scopes`. Default none.
+    #[serde(default)]
+    pub scopes_for: BTreeMap<String, Vec<String>>,
 }
 
 /// `[auth.oauth.introspection]`: eragate's own client at the authorization server,
@@ -161,16 +166,23 @@ impl OAuthConfig {
             resource_name: None,
             resource_documentation: None,
             introspection: None,
+            scopes_for: BTreeMap::new(),
         }
     }
 
-    /// The scopes the metadata advertises: `scopes_supported`, else `required_scopes`.
-    pub fn advertised_scopes(&self) -> &[String] {
-        if self.scopes_supported.is_empty() {
-            &self.required_scopes
-        } else {
-            &self.scopes_supported
+    /// The scopes the metadata advertises: `scopes_supported`, else `required_scopes`
+    /// and those of `scopes_for`.
+    pub fn advertised_scopes(&self) -> Vec<String> {
+        if !self.scopes_supported.is_empty() {
+            return self.scopes_supported.clone();
         }
+        let mut scopes = self.required_scopes.clone();
+        for scope in self.scopes_for.values().flatten() {
+            if !scopes.contains(scope) {
+                scopes.push(scope.clone());
+            }
+        }
+        scopes
     }
 }
 

@@ -83,6 +83,35 @@ pub fn oauth_issues(oauth: &OAuthConfig, listen: &ListenConfig) -> Vec<ConfigIss
             }
         }
     }
+    for (key, scopes) in &oauth.scopes_for {
+        let path = format!("auth.oauth.scopes_for.\"{key}\"");
+        let method = key.split_once(':').map_or(key.as_str(), |(m, _)| m);
+        if !method.contains('/') {
+            push(
+                path.clone(),
+                "name a method (\"tools/call\") or a method and a name (\"tools/call:NAME\")".into(),
+            );
+        }
+        if key.contains(':') && crate::auth::scopes::named_param(method).is_none() {
+            push(
+                path.clone(),
+                "only tools/call, prompts/get and resources/read take a name".into(),
+            );
+        }
+        for (i, scope) in scopes.iter().enumerate() {
+            if let Err(why) = check_scope(scope) {
+                push(format!("{path}[{i}]"), why);
+            } else if !oauth.scopes_supported.is_empty() && !oauth.scopes_supported.contains(scope) {
+                let hint = closest(scope, &oauth.scopes_supported)
+                    .map(|s| format!(" (did you mean {s:?}?)"))
+                    .unwrap_or_default();
+                push(
+                    format!("{path}[{i}]"),
+                    format!("{scope:?} is not in scopes_supported{hint}"),
+                );
+            }
+        }
+    }
     if !oauth.scopes_supported.is_empty() {
         for (i, scope) in oauth.required_scopes.iter().enumerate() {
             if !oauth.scopes_supported.contains(scope) {
@@ -242,6 +271,31 @@ mod tests {
             found.iter().any(|i| i.starts_with("auth.oauth.required_scopes[1]")),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn scope_rules_name_methods_and_known_scopes() {
+        let mut oauth = OAuthConfig::for_issuer("https://auth.example.com");
+        oauth.scopes_supported = vec!["mcp:tools".into(), "mcp:admin".into()];
+        oauth.scopes_for = [
+            ("tools/call:wipe", vec!["mcp:admn".to_owned()]),
+            ("tools/list:x", vec!["mcp:tools".to_owned()]),
+            ("wipe", vec!["mcp:admin".to_owned()]),
+            ("tools/call", vec!["mcp:tools".to_owned()]),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let found = issues(&oauth);
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|i| i.contains("\"tools/call:wipe\"[0]") && i.contains("\"mcp:admin\"")),
+            "{found:?}"
+        );
+        assert!(found.iter().any(|i| i.contains("\"tools/list:x\"")), "{found:?}");
+        assert!(found.iter().any(|i| i.contains("\"wipe\"")), "{found:?}");
     }
 
     #[test]

@@ -24,7 +24,7 @@ use tokio::sync::Semaphore;
 
 use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
-use crate::auth::{Denied, Presented, Principal, WellKnown};
+use crate::auth::{Admitted, Denied, Presented, Principal, WellKnown};
 use crate::bridge::{AttachError, Gateway, Reply, SessionLookup, Status, batches_allowed, dispatch};
 use crate::protocol::errors::Rejection;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
@@ -125,10 +125,11 @@ impl HttpFrontend {
             authorization: request.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes),
             query: request.uri().query(),
         };
-        let principal = match self.gateway.auth.authenticate(presented).await {
-            Ok(principal) => principal,
+        let admitted = match self.gateway.auth.authenticate(presented).await {
+            Ok(admitted) => admitted,
             Err(denied) => return self.refused(denied, resource_path),
         };
+        let principal = admitted.principal.clone();
         match endpoint {
             Endpoint::Mcp => {}
             Endpoint::SseStream if request.method() == Method::GET => {
@@ -143,13 +144,13 @@ impl HttpFrontend {
                 );
             }
             Endpoint::SseMessages if request.method() == Method::POST => {
-                return self.sse_message(request, &principal).await;
+                return self.sse_message(request, &admitted, &backend).await;
             }
             Endpoint::SseStream | Endpoint::SseMessages => return reject(Rejection::MethodNotAllowed),
         }
         let session_id = header_text(request.headers(), MCP_SESSION_ID).map(str::to_owned);
         match *request.method() {
-            Method::POST => self.post(request, &backend, session_id.as_deref(), &principal).await,
+            Method::POST => self.post(request, &backend, session_id.as_deref(), &admitted).await,
             Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id.as_deref()) => {
                 reject(Rejection::MethodNotAllowed)
             }
@@ -171,8 +172,9 @@ impl HttpFrontend {
         request: http::Request<Incoming>,
         backend: &Backend,
         session_id: Option<&str>,
-        principal: &Principal,
+        admitted: &Admitted,
     ) -> http::Response<Body> {
+        let principal = &admitted.principal;
         let headers = request.headers();
         if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
             return reject(Rejection::NotAcceptable);
@@ -190,9 +192,19 @@ impl HttpFrontend {
         let forwarded = param_headers(&parts.headers);
         let reply = match Frame::parse(&bytes) {
             Ok(Frame::Single(message)) => {
+                if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
+                    return refusal;
+                }
                 dispatch(&self.gateway, backend, message, routing, &forwarded, session, principal).await
             }
             Ok(Frame::Batch(items)) if batches_allowed(&session) => {
+                let refusal = items
+                    .iter()
+                    .flatten()
+                    .find_map(|message| self.scope_refusal(admitted, backend, message));
+                if let Some(refusal) = refusal {
+                    return refusal;
+                }
                 return self.batch(backend, items, routing, session, principal).await;
             }
             Ok(Frame::Batch(_)) => {
@@ -235,7 +247,13 @@ impl HttpFrontend {
     }
 
     /// A POST for a 2024-11-05 HTTP+SSE stream: answered on the stream, acknowledged with 202.
-    async fn sse_message(&self, request: http::Request<Incoming>, principal: &Principal) -> http::Response<Body> {
+    async fn sse_message(
+        &self,
+        request: http::Request<Incoming>,
+        admitted: &Admitted,
+        backend: &Backend,
+    ) -> http::Response<Body> {
+        let principal = &admitted.principal;
         let connection = request
             .uri()
             .query()
@@ -258,6 +276,9 @@ impl HttpFrontend {
             }
             Err(error) => return malformed(error),
         };
+        if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
+            return refusal;
+        }
         match self
             .sse_connections
             .post(&self.gateway, &connection, principal, message)
@@ -366,6 +387,28 @@ impl HttpFrontend {
             .headers_mut()
             .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
         response
+    }
+
+    /// 403 `insufficient_scope` naming the scopes `message` needs and the token lacks
+    /// (`[auth.oauth.scopes_for]`), if any.
+    fn scope_refusal(&self, admitted: &Admitted, backend: &Backend, message: &Message) -> Option<http::Response<Body>> {
+        let (method, params) = match message {
+            Message::Request(r) => (r.method.as_str(), r.params.as_ref()),
+            Message::Notification(n) => (n.method.as_str(), n.params.as_ref()),
+            Message::Response(_) => return None,
+        };
+        let missing = self.gateway.auth.missing_scopes(admitted, method, params);
+        if missing.is_empty() {
+            return None;
+        }
+        let path = backend.config().path.as_str();
+        let mut response = reject(Rejection::InsufficientScope {
+            reason: Denied::InsufficientScope.message(),
+        });
+        if let Ok(value) = HeaderValue::from_str(&self.gateway.auth.step_up_challenge(path, &missing)) {
+            response.headers_mut().insert(WWW_AUTHENTICATE, value);
+        }
+        Some(response)
     }
 
     /// 401 (or 403, 503) with the RFC 6750 challenge naming the resource's metadata;

@@ -3,7 +3,9 @@
 // install.sh into $OIDC_DIR; it needs Node 22), on 127.0.0.1, with
 //   - RFC 8707 resource indicators: any resource gets a JWT access token (RFC 9068) whose `aud`
 //     is that resource, scopes from --scopes, signed with a fresh key (random `kid`) per start;
-//   - dynamic client registration (RFC 7591) open to anyone, authorization code + PKCE;
+//   - dynamic client registration (RFC 7591) open to anyone, authorization code + PKCE; a
+//     registered client is not held to the `scope` it registered with (so a step-up to more
+//     scopes is granted, as by a provider whose clients may ask for any resource scope);
 //   - headless interactions: every login is approved as --account and every consent granted
 //     (the /interaction/:uid routes below answer at once, no forms);
 //   - client credentials for three pre-registered confidential clients, so tests can mint tokens
@@ -108,6 +110,13 @@ const provider = new Provider(issuer, {
   },
   enabledJWA: { authorizationSigningAlgValues: [alg], idTokenSigningAlgValues: [alg] },
   clientDefaults: { id_token_signed_response_alg: alg },
+  // Runs for every registration: forget the registered `scope`, which would be an allowlist.
+  extraClientMetadata: {
+    properties: ['x_eragate_test'],
+    validator: (_ctx, _key, _value, metadata) => {
+      delete metadata.scope;
+    },
+  },
   pkce: { required: () => true },
 });
 

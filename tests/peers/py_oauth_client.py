@@ -3,11 +3,15 @@
 MCP server that requires OAuth; prints ONE JSON object.
 
     py_oauth_client.py --url URL [--mode 2026-07-28|legacy|auto] [--text TEXT] [--scope S]
+                       [--tool NAME --arguments JSON]
 
 It starts with no token and no registration, so the SDK does the whole flow on the first 401:
 protected resource metadata (RFC 9728) → authorization server metadata (RFC 8414 / OpenID) →
 dynamic client registration (RFC 7591) → authorization code with PKCE and `resource`
-(RFC 8707) → token; then `tools/call echo {text}` is retried with the token.
+(RFC 8707) → token; then `tools/call echo {text}` is retried with the token. With --tool, that
+tool is called next, and its result reported (a 403 `insufficient_scope` makes the SDK step up:
+authorize again for the union of the scopes, then retry; mcp 2.3.0 inspects only a first
+attempt's answer, not the answer to the retry after a 401, hence echo first).
 
 There is no browser: the redirect handler follows the authorization server's redirects with a
 cookie-keeping HTTP client (the test provider, tests/peers/oidc_provider.mjs, approves every
@@ -16,7 +20,8 @@ login and consent on the spot) until the redirect to our redirect URI, and hands
 
 Output (exit 0):
     {"protocol_version": "...", "text": "<echo result>", "access_token": "...",
-     "scope": "...", "client_id": "...", "requests": ["GET /.well-known/...", ...]}
+     "scope": "...", "client_id": "...", "requests": ["GET /.well-known/...", ...],
+     "authorizations": N}
 On failure: exit 1, the error on stderr.
 """
 
@@ -63,7 +68,10 @@ class HeadlessBrowser:
     def __init__(self) -> None:
         self.result: AuthorizationCodeResult | None = None
 
+    authorizations = 0
+
     async def redirect(self, authorization_url: str) -> None:
+        self.authorizations += 1
         async with httpx2.AsyncClient(follow_redirects=False, timeout=10) as browser:
             url = authorization_url
             for _ in range(20):
@@ -117,6 +125,8 @@ async def run(args: argparse.Namespace) -> dict:
     client = mcp.Client(streamable_http_client(args.url, http_client=http_client), mode=args.mode)
     async with client:
         result = await client.call_tool("echo", {"text": args.text})
+        if args.tool:
+            result = await client.call_tool(args.tool, json.loads(args.arguments))
         text = "".join(getattr(c, "text", "") for c in result.content)
         return {
             "protocol_version": client.protocol_version,
@@ -126,6 +136,7 @@ async def run(args: argparse.Namespace) -> dict:
             "scope": storage.tokens.scope if storage.tokens else None,
             "client_id": storage.client_info.client_id if storage.client_info else None,
             "requests": requests,
+            "authorizations": browser.authorizations,
         }
 
 
@@ -135,6 +146,8 @@ def main() -> int:
     ap.add_argument("--mode", choices=["legacy", "2026-07-28", "auto"], default="2026-07-28")
     ap.add_argument("--text", default="hello through oauth")
     ap.add_argument("--scope", default=None)
+    ap.add_argument("--tool", default=None)
+    ap.add_argument("--arguments", default="{}")
     args = ap.parse_args()
     try:
         out = asyncio.run(asyncio.wait_for(run(args), timeout=60))
