@@ -4,7 +4,8 @@
 //! `resource_metadata`: no `error` without credentials (RFC 6750 §3.1), `invalid_token`
 //! for garbage, an expired token, a forged signature, `alg: none`, HMAC keyed with the
 //! issuer's public key, another issuer, another audience, and `invalid_request` for a token
-//! in the query string. A token without the required scope gets 403 `insufficient_scope`
+//! in the query string, and for two `Authorization` headers. A token without the required
+//! scope gets 403 `insufficient_scope`
 //! naming the scope (step-up).
 
 mod common;
@@ -120,6 +121,21 @@ fn every_refusal_names_the_resource_metadata() {
             (Some(metadata.clone()), Some("invalid_request".into()))
         );
     }
+
+    // Two Authorization headers, even both good: no credential is picked.
+    let good_header = bearer(&good);
+    let mut headers = modern_headers("tools/call", Some("echo"));
+    headers.extend([
+        ("authorization", good_header.as_str()),
+        ("authorization", good_header.as_str()),
+    ]);
+    let body = modern_body(1, "tools/call", json!({"name": "echo", "arguments": {"text": "two"}}));
+    let reply = send("POST", &url, &headers, Some(&body));
+    assert_eq!(reply.status, 401, "{reply:?}");
+    assert_eq!(
+        challenge(&reply),
+        (Some(metadata.clone()), Some("invalid_token".into()))
+    );
 
     // A good token without the required scope: 403 with what to ask for.
     let narrow = idp.token("tester", &url, "mcp:write");

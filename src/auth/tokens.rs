@@ -29,6 +29,11 @@ impl StaticTokens {
         Ok(StaticTokens { tokens })
     }
 
+    /// No tokens at all.
+    pub fn none() -> StaticTokens {
+        StaticTokens { tokens: Vec::new() }
+    }
+
     /// Whether any token is configured.
     pub fn is_empty(&self) -> bool {
         self.tokens.is_empty()

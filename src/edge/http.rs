@@ -120,9 +120,15 @@ impl HttpFrontend {
             return reject(Rejection::OriginNotAllowed);
         }
         let resource_path = backend.config().path.as_str();
+        let mut authorizations = request.headers().get_all(AUTHORIZATION).iter();
+        let authorization = match (authorizations.next(), authorizations.next()) {
+            // Two credentials are no credential: refuse rather than pick one.
+            (Some(_), Some(_)) => Some(&b"ambiguous"[..]),
+            (first, _) => first.map(HeaderValue::as_bytes),
+        };
         let presented = Presented {
             resource_path,
-            authorization: request.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes),
+            authorization,
             query: request.uri().query(),
         };
         let admitted = match self.gateway.auth.authenticate(presented).await {
