@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | listen | HTTP/1.1 and h2 on one MCP path per backend, HTTP+SSE, stdio | [`edge::http`], [`edge::legacy_sse`], [`edge::stdio`] |
 //! | frame | one bounded JSON-RPC message; refusals before dispatch | [`protocol::jsonrpc`], [`protocol::errors::Rejection`] |
-//! | admit | bearer token → principal | [`auth`] |
+//! | admit | bearer token (static, or an OAuth JWT checked against the issuer's keys) → principal; RFC 9728 metadata | [`auth`], [`auth::resource`] |
 //! | classify | era, revision, envelope, headers | [`translate::classify`], via [`bridge::dispatch`] |
 //! | bridge | the era conversation: modern requests, legacy sessions, MRTR, listens | [`bridge`] |
 //! | route | which backend serves the path; the session a request needs | [`router`], [`router::Backend`] |
@@ -47,18 +47,26 @@ use std::time::Duration;
 /// Runs the gateway for `config` until `shutdown` resolves, then drains
 /// in-flight requests for up to `grace` and stops every upstream child.
 pub async fn run(
-    config: config::Config,
+    mut config: config::Config,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) -> Result<(), std::io::Error> {
     let listener = tokio::net::TcpListener::bind(config.listen.address).await?;
     let local = listener.local_addr()?;
+    if config.listen.public_url.is_none() {
+        // Resources are named by the URL clients use; without `public_url`, the bound address.
+        if local.ip().is_unspecified() && config.auth.oauth.is_some() {
+            tracing::warn!(address = %local, "listening on every interface without listen.public_url: OAuth resources are named http://{local}/…; set --public-url");
+        }
+        config.listen.public_url = Some(format!("http://{local}"));
+    }
     let admin = match config.admin.address {
         Some(address) => Some(tokio::net::TcpListener::bind(address).await?),
         None => None,
     };
     let gateway = bridge::Gateway::new(config)?;
     gateway.warm();
+    gateway.auth.start();
     gateway.spawn_session_reaper(Duration::from_secs(30));
     gateway.spawn_health_checks();
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();

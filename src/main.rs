@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use eragate::config::{Config, ConfigError, HttpConfig, SseConfig, StdioConfig, UpstreamConfig};
+use eragate::config::{Config, ConfigError, HttpConfig, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig};
 
 #[derive(Parser)]
 #[command(
@@ -69,6 +69,15 @@ struct UpstreamArgs {
     /// An upstream speaking only the 2024-11-05 HTTP+SSE transport (its SSE URL).
     #[arg(long)]
     sse: Option<String>,
+    /// Require OAuth access tokens from this authorization server (its issuer URL).
+    #[arg(long, value_name = "URL")]
+    oauth_issuer: Option<String>,
+    /// The URL clients reach eragate at (scheme, host, port), naming the protected resource.
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+    /// A scope every access token must carry (repeatable); also advertised.
+    #[arg(long = "scope", value_name = "S")]
+    scopes: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -81,6 +90,7 @@ fn main() -> ExitCode {
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
                 println!("{}: ok ({} upstream(s))", file.display(), config.upstreams.len());
+                probe_issuer(&config);
                 ExitCode::SUCCESS
             }
             Err(error) => {
@@ -191,6 +201,26 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         })?;
         config.sessions.key = Some(key);
     }
+    if let Some(issuer) = &args.oauth_issuer {
+        let oauth = config.auth.oauth.get_or_insert_with(|| OAuthConfig::for_issuer(issuer));
+        oauth.issuer = issuer.clone();
+    }
+    if !args.scopes.is_empty() {
+        let Some(oauth) = config.auth.oauth.as_mut() else {
+            return Err(flag_error("--scope", "needs --oauth-issuer (or [auth.oauth])".into()));
+        };
+        for scope in &args.scopes {
+            if !oauth.required_scopes.contains(scope) {
+                oauth.required_scopes.push(scope.clone());
+            }
+            if !oauth.scopes_supported.is_empty() && !oauth.scopes_supported.contains(scope) {
+                oauth.scopes_supported.push(scope.clone());
+            }
+        }
+    }
+    if let Some(url) = &args.public_url {
+        config.listen.public_url = Some(url.trim_end_matches('/').to_owned());
+    }
     if let Some(upstream) = command_line_upstream {
         // The command line's upstream replaces whatever the file served at the same path.
         config.upstreams.retain(|u| u.path != upstream.path);
@@ -198,6 +228,30 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
     }
     config.validate()?;
     Ok(config)
+}
+
+/// `check-config` tries the authorization server once: unreachable is a warning
+/// (`run` retries in the background), not an error.
+fn probe_issuer(config: &Config) {
+    if config.auth.oauth.is_none() {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        return;
+    };
+    let result = runtime.block_on(async {
+        let auth = eragate::auth::Authenticator::from_config(config)?;
+        let Some(oauth) = auth.oauth() else { return Ok(None) };
+        Ok::<_, String>(Some((oauth.issuer().to_owned(), oauth.load_now().await)))
+    });
+    match result {
+        Ok(Some((issuer, Ok(())))) => println!("auth.oauth.issuer: {issuer}: metadata and keys found"),
+        Ok(Some((issuer, Err(error)))) => eprintln!(
+            "warning: auth.oauth.issuer: {issuer} is not usable now ({error}); eragate run starts anyway and retries in the background"
+        ),
+        Ok(None) => {}
+        Err(error) => eprintln!("warning: {error}"),
+    }
 }
 
 fn flag_error(flag: &str, message: String) -> ConfigError {

@@ -55,7 +55,7 @@ impl Gateway {
     /// Builds the gateway for `config`. Nothing is started yet. Fails when a
     /// configured token's environment variable is unset.
     pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
-        let auth = Authenticator::from_config(&config.auth)
+        let auth = Authenticator::from_config(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let router = Router::new(&config.upstreams);
         let sessions = SessionStore::new(config.sessions.clone());

@@ -5,8 +5,10 @@
 //! of the gateway never re-checks them.
 
 mod model;
+mod oauth;
 
 pub use model::*;
+pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
 
 use std::fmt;
 use std::path::Path;
@@ -250,6 +252,9 @@ impl Config {
                     &format!("environment variable {name} is not set"),
                 );
             }
+        }
+        if let Some(oauth) = &self.auth.oauth {
+            issues.extend(oauth::oauth_issues(oauth, &self.listen));
         }
         for (upstream, &i) in self.upstreams.iter().zip(indexes) {
             issues.extend(upstream_issues(upstream, i));

