@@ -4,9 +4,12 @@
 //! Text becomes typed values (addresses, durations, URIs) once, here; the rest
 //! of the gateway never re-checks them.
 
+mod auth;
+mod duration;
 mod model;
 mod oauth;
 
+pub use auth::*;
 pub use model::*;
 pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
 

@@ -1,0 +1,227 @@
+//! The `[auth]` part of the configuration model: static bearer tokens and the
+//! OAuth protected resource (`[auth.oauth]`), every key with its default.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::duration::Humantime;
+
+/// `[auth]`: bearer tokens clients must present. With none configured (the
+/// default) every client is admitted as the same anonymous principal.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `[[auth.tokens]]`: each token and the principal it names. Several tokens
+    /// may name one principal (rotation).
+    pub tokens: Vec<TokenConfig>,
+    /// `[auth.oauth]`: eragate as an OAuth 2.1 protected resource of an
+    /// existing authorization server. Default: off.
+    pub oauth: Option<OAuthConfig>,
+}
+
+/// `[auth.oauth]`: access tokens from the authorization server `issuer`,
+/// validated by eragate (the resource server) for its own canonical URI.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// The authorization server's issuer identifier, compared exactly with a
+    /// token's `iss`; its metadata is found by RFC 8414, then OpenID discovery.
+    /// `https://` (or `http://` on a loopback host). Required.
+    pub issuer: String,
+    /// The canonical URI of the first (or only) MCP path, which tokens' `aud`
+    /// must contain. Default: `listen.public_url` (else the listener's URL) + the path.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Scopes advertised in the protected resource metadata. Default: `required_scopes`.
+    #[serde(default)]
+    pub scopes_supported: Vec<String>,
+    /// Scopes every token must carry; a token without them gets 403
+    /// `insufficient_scope`. Default none.
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+    /// Signature algorithms accepted, from `RS256`, `ES256`, `EdDSA`, `PS256`,
+    /// `ES384`, `RS384`, `RS512`. Default `["RS256", "ES256", "EdDSA"]`.
+    #[serde(default = "default_algorithms")]
+    pub algorithms: Vec<String>,
+    /// Clock skew tolerated on `exp` and `nbf`. Default 30 s.
+    #[serde(default = "default_leeway")]
+    pub leeway: Humantime,
+    /// Shortest interval between two JWKS fetches caused by an unknown `kid`
+    /// (so forged key ids cannot hammer the issuer). Default 30 s.
+    #[serde(default = "default_jwks_min_refetch")]
+    pub jwks_min_refetch: Humantime,
+    /// How long one request to the authorization server may take. Default 5 s.
+    #[serde(default = "default_oauth_timeout")]
+    pub timeout: Humantime,
+    /// `resource_name` in the protected resource metadata. Default none.
+    #[serde(default)]
+    pub resource_name: Option<String>,
+    /// `resource_documentation` (a URL) in the protected resource metadata. Default none.
+    #[serde(default)]
+    pub resource_documentation: Option<String>,
+    /// `[auth.oauth.introspection]`: opaque tokens checked by RFC 7662. Default: off
+    /// (only JWT access tokens are accepted).
+    #[serde(default)]
+    pub introspection: Option<IntrospectionConfig>,
+    /// `[auth.oauth.scopes_for]`: scopes a method (`"tools/call"`) or one tool, prompt
+    /// or resource (`"tools/call:NAME"`, `"prompts/get:NAME"`, `"resources/read:URI"`)
+    /// needs on top of `required_scopes`. Default none.
+    #[serde(default)]
+    pub scopes_for: BTreeMap<String, Vec<String>>,
+}
+
+/// `[auth.oauth.introspection]`: eragate's own client at the authorization server,
+/// for asking about opaque tokens.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionConfig {
+    /// eragate's client id at the authorization server. Required.
+    pub client_id: String,
+    /// The client secret, in the file. Give this or `client_secret_env`.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// An environment variable holding the client secret, read at start.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// The introspection endpoint. Default: the issuer metadata's `introspection_endpoint`.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Longest time an active answer is reused (it is never reused past the token's
+    /// `exp`). Default 5 min.
+    #[serde(default = "default_introspection_cache")]
+    pub cache_max: Humantime,
+    /// Most answers cached. Default 10 000.
+    #[serde(default = "default_introspection_entries")]
+    pub max_entries: usize,
+}
+
+fn default_introspection_cache() -> Humantime {
+    Humantime(Duration::from_secs(300))
+}
+fn default_introspection_entries() -> usize {
+    10_000
+}
+
+impl IntrospectionConfig {
+    /// The client secret: the file's, else the environment variable's (`None` if unset).
+    pub fn secret(&self) -> Option<String> {
+        match (&self.client_secret, &self.client_secret_env) {
+            (Some(secret), _) => Some(secret.clone()),
+            (None, Some(name)) => std::env::var(name).ok().filter(|v| !v.is_empty()),
+            (None, None) => None,
+        }
+    }
+}
+
+fn default_algorithms() -> Vec<String> {
+    ["RS256", "ES256", "EdDSA"].map(String::from).to_vec()
+}
+fn default_leeway() -> Humantime {
+    Humantime(Duration::from_secs(30))
+}
+fn default_jwks_min_refetch() -> Humantime {
+    Humantime(Duration::from_secs(30))
+}
+fn default_oauth_timeout() -> Humantime {
+    Humantime(Duration::from_secs(5))
+}
+
+impl OAuthConfig {
+    /// `[auth.oauth]` for `issuer` with every other key at its default.
+    pub fn for_issuer(issuer: &str) -> OAuthConfig {
+        OAuthConfig {
+            issuer: issuer.to_owned(),
+            resource: None,
+            scopes_supported: Vec::new(),
+            required_scopes: Vec::new(),
+            algorithms: default_algorithms(),
+            leeway: default_leeway(),
+            jwks_min_refetch: default_jwks_min_refetch(),
+            timeout: default_oauth_timeout(),
+            resource_name: None,
+            resource_documentation: None,
+            introspection: None,
+            scopes_for: BTreeMap::new(),
+        }
+    }
+
+    /// The scopes the metadata advertises: `scopes_supported`, else `required_scopes`
+    /// and those of `scopes_for`.
+    pub fn advertised_scopes(&self) -> Vec<String> {
+        if !self.scopes_supported.is_empty() {
+            return self.scopes_supported.clone();
+        }
+        let mut scopes = self.required_scopes.clone();
+        for scope in self.scopes_for.values().flatten() {
+            if !scopes.contains(scope) {
+                scopes.push(scope.clone());
+            }
+        }
+        scopes
+    }
+}
+
+/// `[[auth.tokens]]`: `principal` and exactly one of `sha256` (the hex SHA-256
+/// of the token, so the file holds no secret) or `env` (a variable holding the token).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(try_from = "RawToken")]
+pub struct TokenConfig {
+    /// Who the token's bearer is: the partition of their upstream sessions, the
+    /// owner of their legacy sessions and `requestState`.
+    pub principal: String,
+    /// Where the token comes from.
+    pub source: TokenSource,
+}
+
+/// Where a configured token comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenSource {
+    /// Its SHA-256 digest.
+    Sha256([u8; 32]),
+    /// The environment variable holding it, read at start.
+    Env(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawToken {
+    principal: String,
+    sha256: Option<String>,
+    env: Option<String>,
+}
+
+impl TryFrom<RawToken> for TokenConfig {
+    type Error = String;
+
+    fn try_from(raw: RawToken) -> Result<TokenConfig, String> {
+        if raw.principal.is_empty() {
+            return Err("principal must not be empty".into());
+        }
+        let source = match (raw.sha256, raw.env) {
+            (Some(hex), None) => TokenSource::Sha256(parse_digest(&hex)?),
+            (None, Some(env)) if !env.is_empty() => TokenSource::Env(env),
+            (None, Some(_)) => return Err("env must name an environment variable".into()),
+            _ => return Err("give exactly one of `sha256` (hex SHA-256 of the token) or `env`".into()),
+        };
+        Ok(TokenConfig {
+            principal: raw.principal,
+            source,
+        })
+    }
+}
+
+fn parse_digest(hex: &str) -> Result<[u8; 32], String> {
+    let invalid = || "sha256 must be 64 hex digits: `printf %s \"$TOKEN\" | sha256sum`".to_owned();
+    let hex = hex.trim();
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(invalid());
+    }
+    let mut digest = [0u8; 32];
+    for (byte, pair) in digest.iter_mut().zip(hex.as_bytes().chunks(2)) {
+        let text = std::str::from_utf8(pair).map_err(|_| invalid())?;
+        *byte = u8::from_str_radix(text, 16).map_err(|_| invalid())?;
+    }
+    Ok(digest)
+}
