@@ -159,7 +159,34 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    let command_line_upstream = if let Some(line) = &args.stdio {
+    let command_line_upstream = command_line_upstream(args)?;
+    if config.sessions.key.is_none()
+        && let Ok(text) = std::env::var("ERAGATE_SESSION_KEY")
+    {
+        let key = eragate::seal::SealKey::from_base64(&text).map_err(|e| ConfigError {
+            issues: vec![eragate::config::ConfigIssue {
+                path: "ERAGATE_SESSION_KEY".into(),
+                message: e.to_string(),
+            }],
+        })?;
+        config.sessions.key = Some(key);
+    }
+    apply_oauth_flags(&mut config, args)?;
+    if let Some(url) = &args.public_url {
+        config.listen.public_url = Some(url.trim_end_matches('/').to_owned());
+    }
+    if let Some(upstream) = command_line_upstream {
+        // The command line's upstream replaces whatever the file served at the same path.
+        config.upstreams.retain(|u| u.path != upstream.path);
+        config.upstreams.push(upstream);
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+/// The upstream named by `--stdio`, `--http` or `--sse`, if any.
+fn command_line_upstream(args: &UpstreamArgs) -> Result<Option<UpstreamConfig>, ConfigError> {
+    let upstream = if let Some(line) = &args.stdio {
         let command = shell_words::split(line).map_err(|e| flag_error("--stdio", e.to_string()))?;
         Some(UpstreamConfig::with_transport(
             "stdio",
@@ -190,17 +217,11 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
     } else {
         None
     };
-    if config.sessions.key.is_none()
-        && let Ok(text) = std::env::var("ERAGATE_SESSION_KEY")
-    {
-        let key = eragate::seal::SealKey::from_base64(&text).map_err(|e| ConfigError {
-            issues: vec![eragate::config::ConfigIssue {
-                path: "ERAGATE_SESSION_KEY".into(),
-                message: e.to_string(),
-            }],
-        })?;
-        config.sessions.key = Some(key);
-    }
+    Ok(upstream)
+}
+
+/// `--oauth-issuer` and `--scope` on top of the file's `[auth.oauth]`.
+fn apply_oauth_flags(config: &mut Config, args: &UpstreamArgs) -> Result<(), ConfigError> {
     if let Some(issuer) = &args.oauth_issuer {
         let oauth = config.auth.oauth.get_or_insert_with(|| OAuthConfig::for_issuer(issuer));
         oauth.issuer = issuer.clone();
@@ -218,16 +239,7 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
             }
         }
     }
-    if let Some(url) = &args.public_url {
-        config.listen.public_url = Some(url.trim_end_matches('/').to_owned());
-    }
-    if let Some(upstream) = command_line_upstream {
-        // The command line's upstream replaces whatever the file served at the same path.
-        config.upstreams.retain(|u| u.path != upstream.path);
-        config.upstreams.push(upstream);
-    }
-    config.validate()?;
-    Ok(config)
+    Ok(())
 }
 
 /// `check-config` tries the authorization server once: unreachable is a warning

@@ -119,21 +119,9 @@ impl HttpFrontend {
         if !self.origin_allowed(request.headers()) {
             return reject(Rejection::OriginNotAllowed);
         }
-        let resource_path = backend.config().path.as_str();
-        let mut authorizations = request.headers().get_all(AUTHORIZATION).iter();
-        let authorization = match (authorizations.next(), authorizations.next()) {
-            // Two credentials are no credential: refuse rather than pick one.
-            (Some(_), Some(_)) => Some(&b"ambiguous"[..]),
-            (first, _) => first.map(HeaderValue::as_bytes),
-        };
-        let presented = Presented {
-            resource_path,
-            authorization,
-            query: request.uri().query(),
-        };
-        let admitted = match self.gateway.auth.authenticate(presented).await {
+        let admitted = match self.admit(&request, &backend).await {
             Ok(admitted) => admitted,
-            Err(denied) => return self.refused(denied, resource_path),
+            Err(refusal) => return refusal,
         };
         let principal = admitted.principal.clone();
         match endpoint {
@@ -171,6 +159,31 @@ impl HttpFrontend {
             }
             _ => reject(Rejection::MethodNotAllowed),
         }
+    }
+
+    /// The admit stage: the credential of `request` checked for `backend`'s resource.
+    async fn admit(
+        &self,
+        request: &http::Request<Incoming>,
+        backend: &Backend,
+    ) -> Result<Admitted, http::Response<Body>> {
+        let resource_path = backend.config().path.as_str();
+        let mut authorizations = request.headers().get_all(AUTHORIZATION).iter();
+        let authorization = match (authorizations.next(), authorizations.next()) {
+            // Two credentials are no credential: refuse rather than pick one.
+            (Some(_), Some(_)) => Some(&b"ambiguous"[..]),
+            (first, _) => first.map(HeaderValue::as_bytes),
+        };
+        let presented = Presented {
+            resource_path,
+            authorization,
+            query: request.uri().query(),
+        };
+        self.gateway
+            .auth
+            .authenticate(presented)
+            .await
+            .map_err(|denied| self.refused(denied, resource_path))
     }
 
     async fn post(
