@@ -79,6 +79,7 @@ impl Introspector {
         capacity: usize,
         cache_max: Duration,
     ) -> Introspector {
+        // RFC 6749 §2.3.1: each part form-urlencoded before Basic.
         let pair = format!("{}:{}", form_encode(client_id), form_encode(secret));
         Introspector {
             fetcher,
@@ -111,7 +112,10 @@ impl Introspector {
         {
             return Ok(entry.0.clone());
         }
-        let form = format!("token={}&token_type_hint=access_token", form_encode(token));
+        let form = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("token", token)
+            .append_pair("token_type_hint", "access_token")
+            .finish();
         let fetched = self.fetcher.post_form(endpoint, &form, Some(&self.credentials)).await?;
         let answer: Answer =
             serde_json::from_slice(&fetched.body).map_err(|_| FetchError::Body(endpoint.to_owned()))?;
@@ -172,13 +176,9 @@ fn judge(answer: Answer, resource: &str, issuer: &str, now: u64, cache_max: u64)
     (Introspected::Active { subject, scopes }, until)
 }
 
+/// `text` as application/x-www-form-urlencoded.
 fn form_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 #[cfg(test)]
