@@ -84,7 +84,7 @@ async fn passthrough(
         cache: backend.cache_policy(),
     };
     // A listen lives until either side closes it.
-    let timeout = (method != ModernMethod::SubscriptionsListen).then(|| backend.config().timeout_for(method.as_str()));
+    let timeout = (method != ModernMethod::SubscriptionsListen).then(|| backend.timeout_for(method.as_str()));
     pump::stream_call(call, side, request.id, timeout, permit)
 }
 
@@ -128,7 +128,7 @@ async fn forward(
             Retried::AskedAgain(result) => return Reply::result(request.id, result),
             Retried::Resumed { call, side, input } => {
                 // The time the user took to answer is not the upstream's: the retry gets a full timeout.
-                let timeout = backend.config().timeout_for(&request.method);
+                let timeout = backend.timeout_for(&request.method);
                 let side = ClientSide::Modern {
                     side,
                     input: InputPolicy::Asks(input),
@@ -196,7 +196,7 @@ async fn send(
             input,
             store: gateway.suspended.clone(),
         };
-        let timeout = Some(backend.config().timeout_for(modern.method.as_str()));
+        let timeout = Some(backend.timeout_for(modern.method.as_str()));
         return pump::stream_call(call, side, request.id, timeout, permit);
     }
 }
