@@ -20,6 +20,7 @@
 //! | session | a warm, initialized upstream session | [`upstream::pool`], [`upstream::session`] |
 //! | send | stdio, Streamable HTTP or HTTP+SSE | [`upstream::transport`] |
 //! | up | results, errors, input requests back in the client's era | [`translate::up`], [`translate::mrtr`], [`translate::discover`] |
+//! | restrict | what this caller may see: `tools/list` without the tools its token may not call | [`policy`], applied by [`bridge::dispatch`] |
 //! | respond | `application/json`, or an SSE stream scoped to the request | [`bridge::reply`], [`edge::respond`] |
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
@@ -35,6 +36,7 @@ pub mod auth;
 pub mod bridge;
 pub mod config;
 pub mod edge;
+pub mod policy;
 pub mod protocol;
 pub mod router;
 pub mod seal;

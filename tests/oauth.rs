@@ -322,3 +322,84 @@ fn python_sdk_steps_up_on_insufficient_scope() {
     let scope = report["scope"].as_str().unwrap_or_default();
     assert!(scope.contains("mcp:read") && scope.contains("mcp:write"), "{report}");
 }
+
+/// Names of the tools in the `tools/list` answer `id` of `reply`.
+fn listed_tools(reply: &Reply, id: u64) -> (Vec<String>, Value) {
+    let result = answer(reply, id)["result"].clone();
+    let names = result["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools: {result}"))
+        .iter()
+        .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
+        .collect();
+    (names, result)
+}
+
+#[test]
+fn tools_list_shows_only_the_tools_the_token_may_call() {
+    let idp = Idp::start();
+    // An exact rule and a prefix rule; the upstream's pages are configured public, so that
+    // a private scope can only come from the per-caller list.
+    let rules =
+        "[auth.oauth.scopes_for]\n\"tools/call:add\" = [\"mcp:write\"]\n\"tools/call:slow_*\" = [\"mcp:write\"]";
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "[upstreams.cache]\nscope = \"public\"", "");
+    let gateway = Eragate::start(&format!("{}\n{upstream}", oauth_toml(&idp.issuer, rules)));
+    let url = gateway.url();
+    let reader = format!("Bearer {}", idp.token("tester", &url, "mcp:read"));
+    let writer = format!("Bearer {}", idp.token("tester", &url, "mcp:read mcp:write"));
+
+    let modern_list = |authorization: &str| {
+        let mut headers = modern_headers("tools/list", None);
+        headers.push(("authorization", authorization));
+        let reply = send("POST", &url, &headers, Some(&modern_body(3, "tools/list", json!({}))));
+        assert_eq!(reply.status, 200, "{reply:?}\n{}", gateway.log());
+        listed_tools(&reply, 3)
+    };
+    let (names, result) = modern_list(&reader);
+    assert!(names.contains(&"echo".to_owned()), "{names:?}");
+    for hidden in ["add", "slow_progress"] {
+        assert!(
+            !names.contains(&hidden.to_owned()),
+            "{hidden} is hidden from a reader: {names:?}"
+        );
+    }
+    assert_eq!(result["cacheScope"], "private", "{result}");
+    let (names, result) = modern_list(&writer);
+    for shown in ["echo", "add", "slow_progress"] {
+        assert!(
+            names.contains(&shown.to_owned()),
+            "{shown} is shown to a writer: {names:?}"
+        );
+    }
+    assert_eq!(result["cacheScope"], "private", "{result}");
+
+    // A legacy session sees the same restriction.
+    let mut headers = PLAIN.to_vec();
+    headers.push(("authorization", &reader));
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "p", "version": "0"}}});
+    let reply = send("POST", &url, &headers, Some(&init.to_string()));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let session = reply.header("mcp-session-id").expect("session").to_owned();
+    let mut headers = legacy_headers(&session, "2025-06-18");
+    headers.push(("authorization", &reader));
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    assert_eq!(send("POST", &url, &headers, Some(&initialized)).status, 202);
+    let reply = send("POST", &url, &headers, Some(&request_body(4, "tools/list", json!({}))));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let (names, result) = listed_tools(&reply, 4);
+    assert!(
+        names.contains(&"echo".to_owned()) && !names.contains(&"add".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        result.get("cacheScope").is_none(),
+        "no cacheScope toward a legacy client: {result}"
+    );
+
+    // What is hidden is also refused: the prefix rule guards `slow_progress`.
+    let mut headers = modern_headers("tools/call", Some("slow_progress"));
+    headers.push(("authorization", &reader));
+    let body = modern_body(5, "tools/call", json!({"name": "slow_progress", "arguments": {}}));
+    assert_eq!(send("POST", &url, &headers, Some(&body)).status, 403);
+}

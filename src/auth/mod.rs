@@ -29,6 +29,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub use resource::{AS_METADATA_PATH, PRM_PREFIX, ResourceServer, TokenRefusal};
+pub use scopes::ToolView;
 pub use tokens::digest_of;
 
 use crate::config::Config;
@@ -123,7 +124,12 @@ pub struct Admitted {
 }
 
 impl Admitted {
-    fn without_scopes(principal: Principal) -> Admitted {
+    /// The caller of an open gateway, and of stdio (whose credentials are its environment).
+    pub const fn anonymous() -> Admitted {
+        Admitted::without_scopes(Principal::anonymous())
+    }
+
+    const fn without_scopes(principal: Principal) -> Admitted {
         Admitted {
             principal,
             scopes: None,
@@ -231,6 +237,16 @@ impl Authenticator {
             (Some(oauth), Some(granted)) => oauth.scope_policy().missing(granted, method, params),
             _ => Vec::new(),
         }
+    }
+
+    /// Which tools `admitted` may see in `tools/list`: `None` when every caller sees the
+    /// same list (no OAuth token, or no rule names a single tool).
+    pub fn tool_view(&self, admitted: &Admitted) -> Option<ToolView> {
+        let (oauth, granted) = (self.oauth.as_ref()?, admitted.scopes.as_ref()?);
+        let policy = oauth.scope_policy();
+        policy
+            .has_tool_rules()
+            .then(|| ToolView::new(policy.clone(), granted.clone()))
     }
 
     /// The challenge of a 403 for `missing` scopes (step-up): `scope` names them.

@@ -40,7 +40,7 @@ pub struct ResourceServer {
     /// Opaque tokens, when configured.
     introspector: Option<Introspector>,
     /// Scopes per method and tool.
-    policy: ScopePolicy,
+    policy: Arc<ScopePolicy>,
 }
 
 /// One MCP path as a protected resource.
@@ -150,7 +150,7 @@ impl ResourceServer {
             grants: Grants::new(DEFAULT_CAPACITY),
             leeway,
             introspector,
-            policy: ScopePolicy::new(&oauth.scopes_for),
+            policy: Arc::new(ScopePolicy::new(&oauth.scopes_for)),
         })
     }
 
@@ -170,7 +170,7 @@ impl ResourceServer {
     }
 
     /// The scope rules per method and tool.
-    pub fn scope_policy(&self) -> &ScopePolicy {
+    pub fn scope_policy(&self) -> &Arc<ScopePolicy> {
         &self.policy
     }
 

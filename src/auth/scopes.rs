@@ -1,41 +1,85 @@
 //! Scopes per method and per tool (`[auth.oauth.scopes_for]`): which scopes an OAuth
-//! token needs for one JSON-RPC message, on top of `required_scopes`. Pure.
+//! token needs for one JSON-RPC message, on top of `required_scopes`, and which tools a
+//! token may see in `tools/list` ([`ToolView`]). Pure.
 //!
 //! A rule is keyed by a method (`"tools/call"`) or by a method and the name it acts on
-//! (`"tools/call:delete_file"`, `"prompts/get:NAME"`, `"resources/read:URI"`); a message
-//! needs the union of both rules that match it.
+//! (`"tools/call:delete_file"`, `"prompts/get:NAME"`, `"resources/read:URI"`). A name
+//! ending in `*` is a prefix (`"tools/call:delete_*"`). A message needs the union of
+//! every rule that matches it: the method's, the exact name's and each matching prefix's.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 /// The rules.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScopePolicy {
-    rules: BTreeMap<String, Vec<String>>,
+    /// Rules by method, and by method and exact name (`"tools/call:wipe"`).
+    exact: BTreeMap<String, Vec<String>>,
+    /// Rules by method and a name prefix: (`"tools/call"`, `"delete_"`, scopes).
+    prefixes: Vec<(String, String, Vec<String>)>,
 }
 
 impl ScopePolicy {
     /// The policy of `[auth.oauth.scopes_for]`.
     pub fn new(rules: &BTreeMap<String, Vec<String>>) -> ScopePolicy {
-        ScopePolicy { rules: rules.clone() }
+        let mut policy = ScopePolicy::default();
+        for (key, scopes) in rules {
+            match key.split_once(':') {
+                Some((method, name)) if name.ends_with('*') => {
+                    let prefix = name.trim_end_matches('*');
+                    policy
+                        .prefixes
+                        .push((method.to_owned(), prefix.to_owned(), scopes.clone()));
+                }
+                _ => {
+                    policy.exact.insert(key.clone(), scopes.clone());
+                }
+            }
+        }
+        policy
     }
 
     /// Whether there is any rule.
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.exact.is_empty() && self.prefixes.is_empty()
+    }
+
+    /// Whether some rule names a single tool, so that callers with different scopes
+    /// may call different tools (and must see different `tools/list` results).
+    pub fn has_tool_rules(&self) -> bool {
+        self.prefixes.iter().any(|(method, _, _)| method == "tools/call")
+            || self.exact.keys().any(|key| key.starts_with("tools/call:"))
     }
 
     /// The scopes `method` on `params` needs that `granted` lacks; empty when none.
     pub fn missing(&self, granted: &[String], method: &str, params: Option<&Value>) -> Vec<String> {
-        if self.rules.is_empty() {
+        if self.is_empty() {
             return Vec::new();
         }
-        let named = named_param(method)
-            .and_then(|member| params?.get(member)?.as_str())
-            .and_then(|name| self.rules.get(&format!("{method}:{name}")));
+        let name = named_param(method).and_then(|member| params?.get(member)?.as_str());
+        self.missing_for(granted, method, name)
+    }
+
+    /// The scopes `method` acting on `name` (if it names anything) needs that
+    /// `granted` lacks; empty when none.
+    pub fn missing_for(&self, granted: &[String], method: &str, name: Option<&str>) -> Vec<String> {
+        let by_name = name.and_then(|name| self.exact.get(&format!("{method}:{name}")));
+        let by_prefix = self
+            .prefixes
+            .iter()
+            .filter(|(m, prefix, _)| m == method && name.is_some_and(|name| name.starts_with(prefix.as_str())))
+            .map(|(_, _, scopes)| scopes);
         let mut missing: Vec<String> = Vec::new();
-        for scope in self.rules.get(method).into_iter().chain(named).flatten() {
+        for scope in self
+            .exact
+            .get(method)
+            .into_iter()
+            .chain(by_name)
+            .chain(by_prefix)
+            .flatten()
+        {
             if !granted.contains(scope) && !missing.contains(scope) {
                 missing.push(scope.clone());
             }
@@ -45,7 +89,31 @@ impl ScopePolicy {
 
     /// Every scope the rules name, for the metadata's `scopes_supported`.
     pub fn scopes(&self) -> impl Iterator<Item = &String> {
-        self.rules.values().flatten()
+        self.exact
+            .values()
+            .flatten()
+            .chain(self.prefixes.iter().flat_map(|(_, _, scopes)| scopes))
+    }
+}
+
+/// Which tools one token may call, and so may see in `tools/list`.
+#[derive(Clone, Debug)]
+pub struct ToolView {
+    policy: Arc<ScopePolicy>,
+    granted: Arc<[String]>,
+}
+
+impl ToolView {
+    /// The view of a token granted `granted` under `policy`.
+    pub fn new(policy: Arc<ScopePolicy>, granted: Arc<[String]>) -> ToolView {
+        ToolView { policy, granted }
+    }
+
+    /// Whether the token may call the tool `name`.
+    pub fn may_call(&self, name: &str) -> bool {
+        self.policy
+            .missing_for(&self.granted, "tools/call", Some(name))
+            .is_empty()
     }
 }
 
@@ -97,6 +165,40 @@ mod tests {
         assert_eq!(
             policy.missing(&granted(&[]), "resources/read", Some(&json!({"uri": "file:///secret"}))),
             ["mcp:secret"]
+        );
+    }
+
+    #[test]
+    fn a_name_ending_in_a_star_is_a_prefix() {
+        let rules = BTreeMap::from([
+            ("tools/call:delete_*".to_owned(), vec!["mcp:admin".to_owned()]),
+            ("tools/call:delete_all".to_owned(), vec!["mcp:root".to_owned()]),
+            ("prompts/get:*".to_owned(), vec!["mcp:prompts".to_owned()]),
+        ]);
+        let policy = ScopePolicy::new(&rules);
+        // (method, name, granted, missing)
+        type Case<'a> = (&'a str, Option<&'a str>, &'a [&'a str], &'a [&'a str]);
+        let cases: [Case; 7] = [
+            ("tools/call", Some("delete_file"), &[], &["mcp:admin"]),
+            ("tools/call", Some("delete_file"), &["mcp:admin"], &[]),
+            ("tools/call", Some("delete_all"), &[], &["mcp:root", "mcp:admin"]),
+            ("tools/call", Some("delete"), &[], &[]),
+            ("tools/call", Some("undelete_file"), &[], &[]),
+            ("prompts/get", Some("greet"), &[], &["mcp:prompts"]),
+            ("tools/call", None, &[], &[]),
+        ];
+        for (method, name, granted, missing) in cases {
+            let granted: Vec<String> = granted.iter().map(|s| (*s).to_owned()).collect();
+            assert_eq!(policy.missing_for(&granted, method, name), missing, "{method} {name:?}");
+        }
+        assert!(policy.has_tool_rules());
+        assert!(!ScopePolicy::new(&BTreeMap::from([("tools/call".to_owned(), vec!["a".to_owned()])])).has_tool_rules());
+
+        let view = ToolView::new(Arc::new(policy), Arc::from(vec!["mcp:root".to_owned()]));
+        assert!(view.may_call("echo"));
+        assert!(
+            !view.may_call("delete_file"),
+            "mcp:root does not grant the prefix rule's mcp:admin"
         );
     }
 }

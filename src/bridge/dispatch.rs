@@ -1,19 +1,20 @@
 //! The transport-independent entry point: one client message in, one
-//! [`Reply`] out. Classification decides the era; the era's module serves it.
+//! [`Reply`] out. Classification decides the era; the era's module serves it;
+//! the policy stage then shapes what this caller may see of the answer.
 
 use super::Gateway;
 use super::legacy::{self, SessionLookup};
 use super::modern;
 use super::reply::Reply;
-use crate::auth::Principal;
-use crate::protocol::Message;
+use crate::auth::Admitted;
 use crate::protocol::errors::Rejection;
+use crate::protocol::{Era, Message};
 use crate::router::Backend;
 use crate::translate::{Classification, RoutingHeaders, classify};
 
 /// Serves one message from a client. `forwarded` are transport headers a modern
 /// upstream must see as they came (`Mcp-Param-*`); stdio has none. The
-/// request runs as `principal`.
+/// request runs as `caller.principal`, and sees what `caller`'s token may see.
 pub async fn dispatch(
     gateway: &Gateway,
     backend: &Backend,
@@ -21,27 +22,40 @@ pub async fn dispatch(
     routing: RoutingHeaders<'_>,
     forwarded: &[(String, String)],
     session: SessionLookup,
-    principal: &Principal,
+    caller: &Admitted,
 ) -> Reply {
+    let principal = &caller.principal;
+    let tool_view = match &message {
+        Message::Request(r) if r.method == "tools/list" => gateway.auth.tool_view(caller),
+        _ => None,
+    };
     let verdict = match &message {
         Message::Request(r) => classify::classify(&r.method, r.params.as_ref(), true, routing),
         Message::Notification(n) => classify::classify(&n.method, n.params.as_ref(), false, routing),
         Message::Response(_) => Classification::Legacy,
     };
-    match (verdict, message) {
-        (Classification::Legacy, message) => legacy::serve(gateway, backend, message, session, principal).await,
-        (Classification::Modern(request), Message::Request(message)) => {
-            modern::serve(gateway, backend, message, request, forwarded, principal).await
-        }
+    let (reply, era) = match (verdict, message) {
+        (Classification::Legacy, message) => (
+            legacy::serve(gateway, backend, message, session, principal).await,
+            Era::Legacy,
+        ),
+        (Classification::Modern(request), Message::Request(message)) => (
+            modern::serve(gateway, backend, message, request, forwarded, principal).await,
+            Era::Modern,
+        ),
         // On HTTP a modern client cancels by closing its stream; notifications need no answer.
-        (Classification::ModernNotification, _) | (Classification::Modern(_), _) => Reply::Accepted,
+        (Classification::ModernNotification, _) | (Classification::Modern(_), _) => return Reply::Accepted,
         (Classification::Rejected(error), message) => {
             let id = match message {
                 Message::Request(r) => Some(r.id),
                 _ => None,
             };
-            Reply::rejected(id, Rejection::Classified(error))
+            return Reply::rejected(id, Rejection::Classified(error));
         }
+    };
+    match tool_view {
+        Some(view) => super::restrict::tools_list(reply, era, view),
+        None => reply,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod mrtr;
 mod param_headers;
 mod pump;
 pub mod reply;
+mod restrict;
 pub mod sessions;
 
 use std::sync::Arc;

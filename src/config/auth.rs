@@ -66,8 +66,9 @@ pub struct OAuthConfig {
     #[serde(default)]
     pub introspection: Option<IntrospectionConfig>,
     /// `[auth.oauth.scopes_for]`: scopes a method (`"tools/call"`) or one tool, prompt
-    /// or resource (`"tools/call:NAME"`, `"prompts/get:NAME"`, `"resources/read:URI"`)
-    /// needs on top of `required_scopes`. Default none.
+    /// or resource (`"tools/call:NAME"`, `"prompts/get:NAME"`, `"resources/read:URI"`;
+    /// a name ending in `*` is a prefix) needs on top of `required_scopes`. With a rule
+    /// naming a tool, `tools/list` shows each token only the tools it may call. Default none.
     #[serde(default)]
     pub scopes_for: BTreeMap<String, Vec<String>>,
 }

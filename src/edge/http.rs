@@ -214,7 +214,7 @@ impl HttpFrontend {
                 if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
                     return refusal;
                 }
-                dispatch(&self.gateway, backend, message, routing, &forwarded, session, principal).await
+                dispatch(&self.gateway, backend, message, routing, &forwarded, session, admitted).await
             }
             Ok(Frame::Batch(items)) if batches_allowed(&session) => {
                 let refusal = items
@@ -224,7 +224,7 @@ impl HttpFrontend {
                 if let Some(refusal) = refusal {
                     return refusal;
                 }
-                return self.batch(backend, items, routing, session, principal).await;
+                return self.batch(backend, items, routing, session, admitted).await;
             }
             Ok(Frame::Batch(_)) => {
                 return reject(Rejection::BatchNotAllowed {
@@ -243,7 +243,7 @@ impl HttpFrontend {
         items: Vec<Result<Message, FrameError>>,
         routing: RoutingHeaders<'_>,
         session: SessionLookup,
-        principal: &Principal,
+        admitted: &Admitted,
     ) -> http::Response<Body> {
         let SessionLookup::Found(session) = session else {
             return reject(Rejection::SessionRequired);
@@ -256,7 +256,7 @@ impl HttpFrontend {
                 }
                 Ok(message) => {
                     let lookup = SessionLookup::Found(session.clone());
-                    dispatch(&self.gateway, backend, message, routing, &[], lookup, principal).await
+                    dispatch(&self.gateway, backend, message, routing, &[], lookup, admitted).await
                 }
                 Err(error) => Reply::Message(Status::Ok, error.to_response().into_message()),
             };
@@ -272,7 +272,6 @@ impl HttpFrontend {
         admitted: &Admitted,
         backend: &Backend,
     ) -> http::Response<Body> {
-        let principal = &admitted.principal;
         let connection = request
             .uri()
             .query()
@@ -300,7 +299,7 @@ impl HttpFrontend {
         }
         match self
             .sse_connections
-            .post(&self.gateway, &connection, principal, message)
+            .post(&self.gateway, &connection, admitted, message)
             .await
         {
             Some(()) => respond::empty(StatusCode::ACCEPTED),

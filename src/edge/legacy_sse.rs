@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::respond;
-use crate::auth::Principal;
+use crate::auth::{Admitted, Principal};
 use crate::bridge::{ClientSession, Gateway, Reply, SessionLookup, dispatch, reply};
 use crate::protocol::Message;
 use crate::protocol::sse::{KEEP_ALIVE, event_frame};
@@ -83,12 +83,12 @@ impl SseConnections {
 
     /// Serves one POSTed message on connection `id`; `None` when there is no
     /// such connection, or it is another principal's.
-    pub async fn post(&self, gateway: &Gateway, id: &str, principal: &Principal, message: Message) -> Option<()> {
+    pub async fn post(&self, gateway: &Gateway, id: &str, caller: &Admitted, message: Message) -> Option<()> {
         let connection = self
             .connections
             .get(id)
             .map(|c| c.clone())
-            .filter(|c| c.principal == *principal)?;
+            .filter(|c| c.principal == caller.principal)?;
         let is_initialize = matches!(&message, Message::Request(r) if r.method == "initialize");
         let lookup = match connection.session() {
             Some(session) => SessionLookup::Found(session),
@@ -101,7 +101,7 @@ impl SseConnections {
             RoutingHeaders::None,
             &[],
             lookup,
-            principal,
+            caller,
         )
         .await;
         if is_initialize && let Reply::Initialized(_, session) = &reply {

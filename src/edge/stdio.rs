@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
-use crate::auth::Principal;
+use crate::auth::Admitted;
 use crate::bridge::{ClientSession, Gateway, Reply, SessionLookup, dispatch, reply};
 use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::{Id, Message};
@@ -108,7 +108,7 @@ impl Connection {
             RoutingHeaders::None,
             &[],
             self.lookup(),
-            &Principal::anonymous(),
+            &Admitted::anonymous(),
         )
         .await;
         if is_initialize && let Reply::Initialized(_, session) = &reply {
@@ -140,7 +140,7 @@ impl Connection {
                         RoutingHeaders::None,
                         &[],
                         lookup,
-                        &Principal::anonymous(),
+                        &Admitted::anonymous(),
                     )
                     .await
                 }
