@@ -151,17 +151,17 @@ wait_mcp() { # URL PID PATTERN [PROBE ARGS]: until one tools/call succeeds
 }
 
 # ---------------------------------------------------------------- ports
-# Eight consecutive free ports: from ERAGATE_BENCH_PORT_BASE (default 18701), else the next free block.
+# Ten consecutive free ports: from ERAGATE_BENCH_PORT_BASE (default 18701), else the next free block.
 BASE="${ERAGATE_BENCH_PORT_BASE:-18701}"
 for attempt in $(seq 50); do
   all_free=1
-  for p in $(seq "$BASE" $((BASE + 7))); do port_free "$p" || { all_free=0; break; }; done
+  for p in $(seq "$BASE" $((BASE + 9))); do port_free "$p" || { all_free=0; break; }; done
   (( all_free )) && break
-  (( attempt == 50 )) && die "no eight free ports from ${ERAGATE_BENCH_PORT_BASE:-18701} on"
+  (( attempt == 50 )) && die "no ten free ports from ${ERAGATE_BENCH_PORT_BASE:-18701} on"
   BASE=$((BASE + 10))
 done
 P_UP=$BASE; P_GW=$((BASE + 1)); P_GW_STDIO=$((BASE + 2)); P_SUPERGW=$((BASE + 3)); P_MCPPROXY=$((BASE + 4)); P_GW_MEM=$((BASE + 5))
-P_EVERY=$((BASE + 6)); P_GW_EVERY=$((BASE + 7))
+P_EVERY=$((BASE + 6)); P_GW_EVERY=$((BASE + 7)); P_ISSUER=$((BASE + 8)); P_GW_OAUTH=$((BASE + 9))
 
 rm -rf "$WORK"
 mkdir -p "$WORK/logs" "$CACHE"
@@ -169,7 +169,7 @@ mkdir -p "$WORK/logs" "$CACHE"
 # ---------------------------------------------------------------- build
 log "building (release)"
 (cd "$REPO" && cargo build --release --workspace --bins --quiet && cargo bench --no-run --quiet --bench micro 2>/dev/null)
-for b in eragate fast-upstream mcpload; do [[ -x "$BIN/$b" ]] || die "$BIN/$b missing"; done
+for b in eragate fast-upstream mcpload bench-issuer; do [[ -x "$BIN/$b" ]] || die "$BIN/$b missing"; done
 # What was built: the commit, and whether src/ differed from it.
 COMMIT="$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 if [[ -n "$(cd "$REPO" && git status --porcelain -- src 2>/dev/null)" ]]; then COMMIT="$COMMIT + uncommitted changes in src/"; fi
@@ -242,6 +242,24 @@ spares = 4
 max_children = 96             # 64 legacy sessions at concurrency 64, the pooled child, spares
 EOF
 
+CFG_OAUTH="$WORK/eragate-oauth.toml"
+cat > "$CFG_OAUTH" <<EOF
+# eragate in front of the fast upstream over Streamable HTTP with OAuth on (scenario 6):
+# every request carries an EdDSA JWT from bench-issuer, checked against its JWKS.
+[listen]
+address = "127.0.0.1:$P_GW_OAUTH"
+
+[auth.oauth]
+issuer = "http://127.0.0.1:$P_ISSUER"
+scopes_supported = ["mcp:tools"]
+required_scopes = ["mcp:tools"]
+
+[[upstreams]]
+name = "fast"
+[upstreams.http]
+url = "http://127.0.0.1:$P_UP/mcp"
+EOF
+
 CFG_EVERY="$WORK/eragate-everything.toml"
 cat > "$CFG_EVERY" <<EOF
 # eragate in front of server-everything (a TypeScript SDK server) over Streamable HTTP
@@ -287,6 +305,25 @@ compare s2-json "era translation, JSON" eragate-modern "$ROUNDS" \
 compare s2-sse "era translation, SSE" eragate-modern "$ROUNDS" --sse \
   "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID" \
   "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID"
+
+# ---------------------------------------------------------------- 6: OAuth on the request path
+log "starting bench-issuer and eragate with OAuth"
+start issuer "${PIN_SERVER[@]}" "$BIN/bench-issuer" "127.0.0.1:$P_ISSUER"; ISS_PID=$LAST_PID
+wait_http "http://127.0.0.1:$P_ISSUER/jwks" "$ISS_PID"
+start eragate-oauth "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$CFG_OAUTH" --shutdown-grace 2s; GWA_PID=$LAST_PID
+wait_http "http://127.0.0.1:$P_GW_OAUTH/readyz" "$GWA_PID"
+VIA_OAUTH="http://127.0.0.1:$P_GW_OAUTH/mcp"
+TOKEN_FILE="$WORK/bench-token.jwt"
+curl -fsS -o "$TOKEN_FILE" "http://127.0.0.1:$P_ISSUER/token?aud=$VIA_OAUTH&scope=mcp:tools" || die "no token from bench-issuer"
+wait_mcp "$VIA_OAUTH" "$GWA_PID" modern "--token-file $TOKEN_FILE"
+compare s6-oauth-modern "OAuth on, 2026-07-28 client" eragate-oauth "$ROUNDS" \
+  "name=eragate-oauth,pattern=modern,url=$VIA_OAUTH,pid=$GWA_PID,token_file=$TOKEN_FILE" \
+  "name=eragate,pattern=modern,url=$VIA,pid=$GW_PID"
+compare s6-oauth-legacy "OAuth on, legacy client" eragate-oauth "$ROUNDS" \
+  "name=eragate-oauth,pattern=legacy,url=$VIA_OAUTH,pid=$GWA_PID,token_file=$TOKEN_FILE" \
+  "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID"
+stop "$GWA_PID"
+stop "$ISS_PID"
 stop "$GW_PID"
 
 # ---------------------------------------------------------------- 2c: era translation, a real SDK upstream
@@ -358,7 +395,7 @@ ENV_FILE="$WORK/env.txt"
   echo "pinning=$PINNING (taskset)"
   echo "server_cores=$SERVER_CORES"
   echo "setup=All processes on 127.0.0.1, HTTP/1.1 keep-alive. The load generator (\`mcpload\`, one thread) on its own core so that it does not compete with what it measures; the servers share the other core(s), so eragate competes with the upstream it fronts, as a sidecar would. The fast upstream (\`fast-upstream\`, Rust, hyper, one thread) is the same binary for every scenario but 2c (server-everything), over HTTP or stdio. eragate runs with \`ERAGATE_LOG=$ERAGATE_LOG\`; its configuration files are below. Timing: warm-up $WARM ms, measured $DUR ms per run; $ROUNDS_MAIN rounds for scenario 1a, $ROUNDS for the others.\\n"
-  echo "configs=$CFG_HTTP $CFG_STDIO $CFG_EVERY"
+  echo "configs=$CFG_HTTP $CFG_STDIO $CFG_EVERY $CFG_OAUTH"
   echo "repo=$REPO"
   echo "notes_file=$HERE/NOTES.md"
 } > "$ENV_FILE"

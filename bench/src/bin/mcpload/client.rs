@@ -45,11 +45,12 @@ const ACCEPT: &str = "application/json, text/event-stream";
 /// The echoed text: small, and recognisable in the answer.
 pub const ECHO_TEXT: &str = "mcpload says hello";
 
-/// Where to send: `host:port` and the MCP path.
+/// Where to send: `host:port` and the MCP path, and the `Authorization` every request carries.
 #[derive(Clone, Debug)]
 pub struct Endpoint {
     pub authority: String,
     pub path: String,
+    pub authorization: Option<String>,
 }
 
 impl Endpoint {
@@ -63,7 +64,20 @@ impl Endpoint {
             .ok_or_else(|| format!("URL without host: {url}"))?
             .to_string();
         let path = uri.path_and_query().map_or("/".to_owned(), |p| p.as_str().to_owned());
-        Ok(Endpoint { authority, path })
+        Ok(Endpoint {
+            authority,
+            path,
+            authorization: None,
+        })
+    }
+
+    /// The endpoint with every request carrying `Authorization: Bearer` the token in `file`.
+    pub fn with_token_file(mut self, file: Option<&str>) -> Result<Endpoint, String> {
+        if let Some(file) = file {
+            let token = std::fs::read_to_string(file).map_err(|e| format!("token file {file}: {e}"))?;
+            self.authorization = Some(format!("Bearer {}", token.trim()));
+        }
+        Ok(self)
     }
 }
 
@@ -112,6 +126,9 @@ impl Conn {
             .header(http::header::ACCEPT, ACCEPT);
         if !body.is_empty() {
             builder = builder.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(authorization) = &self.endpoint.authorization {
+            builder = builder.header(http::header::AUTHORIZATION, authorization.as_str());
         }
         for (name, value) in headers {
             builder = builder.header(*name, *value);

@@ -1,8 +1,8 @@
 //! mcpload: the load generator and report writer of eragate's benchmark.
 //!
 //! ```text
-//! mcpload probe   --url URL --pattern legacy|modern [--sse] [--tool echo] [--arg text]
-//! mcpload compare --name S --title T --subject NAME --target name=..,pattern=..,url=..[,pid=..][,tool=..][,arg=..] ...
+//! mcpload probe   --url URL --pattern legacy|modern [--sse] [--tool echo] [--arg text] [--token-file F]
+//! mcpload compare --name S --title T --subject NAME --target name=..,pattern=..,url=..[,pid=..][,tool=..][,arg=..][,token_file=..] ...
 //!                 [--sse] [--concurrency 1,16,64] [--rounds N] [--warmup-ms N] [--duration-ms N] --out FILE
 //! mcpload memory  --url URL --pid PID [--sessions N] [--inflight N] [--sleep-ms N] --out FILE
 //! mcpload report  --work DIR --env FILE --criterion DIR --out FILE
@@ -121,7 +121,8 @@ impl Options {
 }
 
 async fn probe(options: &Options) -> Result<(), String> {
-    let endpoint = std::rc::Rc::new(client::Endpoint::parse(options.require("url")?)?);
+    let endpoint = client::Endpoint::parse(options.require("url")?)?.with_token_file(options.get("token-file"))?;
+    let endpoint = std::rc::Rc::new(endpoint);
     let pattern = Pattern::parse(options.get("pattern").unwrap_or("legacy"))?;
     let sse = options.flag("sse");
     let mut conn = client::Conn::open(endpoint).await?;

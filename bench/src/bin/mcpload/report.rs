@@ -365,6 +365,8 @@ pub fn write(options: &Options) -> Result<(), String> {
     let s2e: Option<Comparison> = load(&work.join("s2e-json.json"));
     let s3: Option<Comparison> = load(&work.join("s3-stdio.json"));
     let mem: Option<MemoryResult> = load(&work.join("memory.json"));
+    let s6_modern: Option<Comparison> = load(&work.join("s6-oauth-modern.json"));
+    let s6_legacy: Option<Comparison> = load(&work.join("s6-oauth-legacy.json"));
 
     let mut md = String::new();
     let _ = writeln!(md, "# eragate benchmark results\n");
@@ -513,7 +515,17 @@ pub fn write(options: &Options) -> Result<(), String> {
         50.0,
     ));
 
-    let _ = writeln!(md, "## Targets (issue 3)\n");
+    for (cmp, client) in [(&s6_modern, "2026-07-28"), (&s6_legacy, "legacy")] {
+        checks.push(ratio_check(
+            cmp.as_ref(),
+            "eragate",
+            &[1, 16, 64],
+            0.9,
+            &format!("OAuth on vs off, {client} client (issue 12)"),
+        ));
+    }
+
+    let _ = writeln!(md, "## Targets (issues 3 and 12)\n");
     let _ = writeln!(
         md,
         "Ratios are medians of the interleaved pairs; a target over several concurrencies is met only if met at each.\n"
@@ -665,11 +677,20 @@ pub fn write(options: &Options) -> Result<(), String> {
     }
 
     let _ = writeln!(md, "## 5. Micro benchmarks\n");
+
     micro_section(
         &mut md,
         options.get("criterion").map(Path::new),
         &work.join("micro.log"),
     );
+
+    let _ = writeln!(md, "## 6. OAuth on the request path\n");
+    let blurb6 = "The same eragate configuration in front of the same fast upstream, once with `[auth.oauth]` on (`eragate-oauth`: every \
+                  request carries `Authorization: Bearer` an EdDSA JWT minted by `bench-issuer`, checked for signature, `iss`, `aud`, \
+                  `exp` and the required scope, then remembered by its digest) and once without (`eragate`). Both run at once and are \
+                  measured in interleaved rounds. CPU µs/op and RSS are eragate's.";
+    comparison_section(&mut md, "6a. A 2026-07-28 client", s6_modern.as_ref(), blurb6);
+    comparison_section(&mut md, "6b. A legacy client", s6_legacy.as_ref(), blurb6);
 
     let _ = writeln!(md, "## How to read this\n");
     let _ = writeln!(

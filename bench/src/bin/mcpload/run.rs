@@ -28,6 +28,9 @@ pub struct Target {
     /// Its argument carrying the text (`text` unless given; server-everything's is `message`).
     #[serde(default = "default_arg")]
     pub arg: String,
+    /// A file holding the bearer token every request carries (none unless given).
+    #[serde(default)]
+    pub token_file: Option<String>,
 }
 
 fn default_tool() -> String {
@@ -39,10 +42,10 @@ fn default_arg() -> String {
 }
 
 impl Target {
-    /// `name=N,pattern=P,url=U[,pid=PID][,tool=T][,arg=A]`
+    /// `name=N,pattern=P,url=U[,pid=PID][,tool=T][,arg=A][,token_file=F]`
     pub fn parse(spec: &str) -> Result<Target, String> {
         let (mut name, mut pattern, mut url, mut pid) = (None, None, None, None);
-        let (mut tool, mut arg) = (default_tool(), default_arg());
+        let (mut tool, mut arg, mut token_file) = (default_tool(), default_arg(), None);
         for part in spec.split(',') {
             let (key, value) = part
                 .split_once('=')
@@ -54,6 +57,7 @@ impl Target {
                 "pid" => pid = Some(value.parse().map_err(|_| format!("bad pid {value:?}"))?),
                 "tool" => tool = value.to_owned(),
                 "arg" => arg = value.to_owned(),
+                "token_file" => token_file = Some(value.to_owned()),
                 other => return Err(format!("unknown target key {other:?}")),
             }
         }
@@ -64,6 +68,7 @@ impl Target {
             pid,
             tool,
             arg,
+            token_file,
         })
     }
 }
@@ -104,7 +109,10 @@ struct WorkerOutcome {
 
 /// Runs `concurrency` workers against `target` and measures.
 pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, timing: Timing) -> RunResult {
-    let endpoint = Rc::new(Endpoint::parse(&target.url).unwrap_or_else(|e| panic!("{e}")));
+    let endpoint = Endpoint::parse(&target.url)
+        .and_then(|e| e.with_token_file(target.token_file.as_deref()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let endpoint = Rc::new(endpoint);
     let start = Instant::now() + Duration::from_millis(20);
     let measure_from = start + Duration::from_millis(timing.warmup_ms);
     let deadline = measure_from + Duration::from_millis(timing.duration_ms);
