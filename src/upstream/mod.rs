@@ -12,6 +12,7 @@
 //! (one configured upstream: era, admission, partitions, members).
 
 pub mod call;
+pub mod credentials;
 mod error;
 mod handshake;
 pub mod member;

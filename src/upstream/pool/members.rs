@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::Upstream;
 use super::partition::Partition;
 use crate::config::{StdioConfig, UpstreamConfig};
+use crate::upstream::credentials::UpstreamCredentials;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::member::{Member, Target};
 use crate::upstream::session::{UnsolicitedRequests, UpstreamSession};
@@ -78,8 +79,7 @@ impl Upstream {
             }
             Target::Sse(endpoint) => {
                 let timeout = self.config.handshake_timeout.0;
-                let (client, url) = (endpoint.client.clone(), endpoint.url.clone());
-                let pending = match SseLink::connect(client, url, self.name.clone(), timeout).await {
+                let pending = match SseLink::connect(endpoint, None, self.name.clone(), timeout).await {
                     Ok(pending) => pending,
                     Err(error) => {
                         member.health.record_failure(&error.to_string());
@@ -133,7 +133,12 @@ impl Upstream {
 }
 
 /// The members an upstream's configuration names.
-pub(super) fn members(name: &Arc<str>, config: &UpstreamConfig, supervisor: ChildSupervisor) -> Vec<Arc<Member>> {
+pub(super) fn members(
+    name: &Arc<str>,
+    config: &UpstreamConfig,
+    supervisor: ChildSupervisor,
+    credentials: &Arc<UpstreamCredentials>,
+) -> Vec<Arc<Member>> {
     let health = &config.health;
     if let Some(stdio) = &config.stdio {
         let spawner = StdioSpawner::new(name.clone(), stdio.clone(), config.restart.clone(), supervisor);
@@ -148,6 +153,7 @@ pub(super) fn members(name: &Arc<str>, config: &UpstreamConfig, supervisor: Chil
                 let endpoint = Arc::new(Endpoint {
                     client: client.clone(),
                     url: url.clone(),
+                    credentials: credentials.clone(),
                 });
                 Member::new(Target::Http(endpoint), url.to_string(), health)
             })
@@ -157,6 +163,7 @@ pub(super) fn members(name: &Arc<str>, config: &UpstreamConfig, supervisor: Chil
         let target = Target::Sse(Arc::new(Endpoint {
             client: streamable_http::client(),
             url: sse.url.clone(),
+            credentials: credentials.clone(),
         }));
         return vec![Member::new(target, sse.url.to_string(), health)];
     }
