@@ -245,3 +245,41 @@ fn token_exchange_refuses_a_principal_without_an_oauth_token() {
         upstream.seen()
     );
 }
+
+#[test]
+fn token_exchange_gives_the_upstream_the_principals_own_token_for_it() {
+    let idp = Idp::start();
+    let upstream = Protected::start(&idp.issuer, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credentials = format!(
+        "kind = \"token_exchange\"\nissuer = \"{}\"\nclient_id = \"tester\"\nclient_secret_file = \"{}\"\nscope = \"mcp:read\"",
+        idp.issuer,
+        secret_file(dir.path(), "tester-secret")
+    );
+    let gateway = gateway(upstream.url(), &credentials, Some(&idp.issuer));
+    let url = gateway.url();
+    // Two principals: `other` and `tester` (client-credentials tokens: `sub` is the client).
+    let others = idp.token("other", &url, "mcp:read");
+    let testers = idp.token("tester", &url, "mcp:read");
+
+    let seen_for_other = claims_seen(&whoami(&url, Some(&others)), &gateway);
+    assert_eq!(seen_for_other["sub"], "other", "{seen_for_other}");
+    assert_eq!(seen_for_other["aud"], upstream.url(), "{seen_for_other}");
+    assert_eq!(seen_for_other["client_id"], "tester", "{seen_for_other}");
+    assert_ne!(seen_for_other["token_sha256"], sha256_hex(&others));
+
+    let seen_for_tester = claims_seen(&whoami(&url, Some(&testers)), &gateway);
+    assert_eq!(seen_for_tester["sub"], "tester", "{seen_for_tester}");
+    assert_ne!(seen_for_tester["token_sha256"], seen_for_other["token_sha256"]);
+    // Cached per principal.
+    let again = claims_seen(&whoami(&url, Some(&others)), &gateway);
+    assert_eq!(again["token_sha256"], seen_for_other["token_sha256"]);
+
+    let clients = [sha256_hex(&others), sha256_hex(&testers)];
+    for (method, token) in upstream.seen() {
+        assert!(
+            token.is_none_or(|t| !clients.contains(&t)),
+            "{method} carried a client's token"
+        );
+    }
+}

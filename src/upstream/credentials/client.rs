@@ -21,7 +21,7 @@ use crate::config::OAuthClientCredential;
 /// A failed token request is not retried for this long (every request would wait on it).
 const FAILURE_BACKOFF: Duration = Duration::from_secs(1);
 /// Most principals whose exchanged tokens one upstream keeps.
-pub(super) const MAX_EXCHANGED: usize = 1024;
+const MAX_EXCHANGED: usize = 1024;
 
 /// Clients eragate registered, by issuer and grant: one registration each per process.
 #[derive(Default)]
@@ -50,8 +50,8 @@ pub struct OAuthClient {
     metadata: OnceCell<Arc<AsMetadata>>,
     /// eragate's own token (client credentials).
     own: TokenSlot,
-    /// Exchanged tokens by the digest of the subject token they came from.
-    exchanged: DashMap<[u8; 32], Arc<TokenSlot>>,
+    /// Exchanged tokens by principal (bounded: [`MAX_EXCHANGED`]).
+    exchanged: DashMap<String, Arc<TokenSlot>>,
 }
 
 /// One cached token and the single flight that replaces it.
@@ -95,14 +95,15 @@ impl OAuthClient {
         self.grant_type == TOKEN_EXCHANGE_GRANT
     }
 
-    /// A token for the upstream: eragate's own, or (`subject`: the client's token
-    /// and its digest) one exchanged for it.
-    pub async fn token(self: &Arc<Self>, subject: Option<(&str, [u8; 32])>) -> Result<String, CredentialError> {
+    /// A token for the upstream: eragate's own, or (token exchange; `subject`: the
+    /// client's token and its principal) one exchanged for the principal's.
+    pub async fn token(self: &Arc<Self>, subject: Option<(&str, &str)>) -> Result<String, CredentialError> {
         let slot = match subject {
-            None if self.exchanges() => return Err(CredentialError::NoSubject),
-            None => None,
-            Some((_, digest)) => Some(self.exchanged_slot(digest)),
+            Some((_, principal)) if self.exchanges() => Some(self.exchanged_slot(principal)),
+            _ if self.exchanges() => return Err(CredentialError::NoSubject),
+            _ => None,
         };
+        let subject = subject.filter(|_| self.exchanges());
         let slot_ref = slot.as_deref().unwrap_or(&self.own);
         let now = Instant::now();
         let held = slot_ref.current.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -121,9 +122,9 @@ impl OAuthClient {
 
     /// The upstream refused `sent`: it is dropped (unless already replaced), so the
     /// next [`OAuthClient::token`] asks for another.
-    pub fn refused(&self, sent: &str, subject: Option<[u8; 32]>) {
-        let slot = match subject {
-            Some(digest) => self.exchanged.get(&digest).map(|s| s.clone()),
+    pub fn refused(&self, sent: &str, principal: Option<&str>) {
+        let slot = match principal {
+            Some(principal) => self.exchanged.get(principal).map(|s| s.clone()),
             None => None,
         };
         let slot = slot.as_deref().unwrap_or(&self.own);
@@ -133,8 +134,8 @@ impl OAuthClient {
         }
     }
 
-    fn exchanged_slot(&self, digest: [u8; 32]) -> Arc<TokenSlot> {
-        if let Some(slot) = self.exchanged.get(&digest) {
+    fn exchanged_slot(&self, principal: &str) -> Arc<TokenSlot> {
+        if let Some(slot) = self.exchanged.get(principal) {
             return slot.clone();
         }
         if self.exchanged.len() >= MAX_EXCHANGED {
@@ -145,12 +146,12 @@ impl OAuthClient {
                 held.as_ref().is_some_and(|h| h.freshness(now) != Freshness::Expired)
             });
             if self.exchanged.len() >= MAX_EXCHANGED
-                && let Some(victim) = self.exchanged.iter().next().map(|e| *e.key())
+                && let Some(victim) = self.exchanged.iter().next().map(|e| e.key().clone())
             {
                 self.exchanged.remove(&victim);
             }
         }
-        self.exchanged.entry(digest).or_default().clone()
+        self.exchanged.entry(principal.to_owned()).or_default().clone()
     }
 
     fn refresh_ahead(self: &Arc<Self>, slot: Option<Arc<TokenSlot>>, subject: Option<String>) {

@@ -13,13 +13,14 @@
 mod client;
 pub mod token;
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 
 use http::{HeaderName, HeaderValue};
 
 use client::OAuthClient;
 pub use client::Registrations;
 
+use crate::auth::{AccessToken, Principal};
 use crate::config::{CredentialsConfig, UpstreamConfig};
 
 /// Why no credential could be had for an upstream.
@@ -42,26 +43,43 @@ pub enum CredentialError {
     NoSubject,
 }
 
-/// The client's validated OAuth access token, carried only to be exchanged (never sent upstream).
-#[derive(Clone)]
+/// The principal a session's credential is exchanged for (token exchange): its
+/// name, which keys the cache of exchanged tokens, and its newest validated access
+/// token, which every request of the principal refreshes (a client rotates its
+/// token; the session outlives each one). Shared by the sessions of one partition.
 pub struct Subject {
-    token: Arc<str>,
-    digest: [u8; 32],
+    principal: String,
+    token: RwLock<AccessToken>,
 }
 
 impl Subject {
-    /// The access token `token` a client presented (and eragate validated).
-    pub fn new(token: &str) -> Subject {
-        Subject {
-            token: Arc::from(token),
-            digest: crate::auth::digest_of(token),
+    /// The subject of `principal`, when it presented an OAuth access token.
+    pub fn of(principal: &Principal) -> Option<Arc<Subject>> {
+        let token = principal.access_token()?.clone();
+        Some(Arc::new(Subject {
+            principal: principal.as_str().to_owned(),
+            token: RwLock::new(token),
+        }))
+    }
+
+    /// Records the token `principal` presented now.
+    pub fn update(&self, principal: &Principal) {
+        if let Some(token) = principal.access_token() {
+            let mut current = self.token.write().unwrap_or_else(|e| e.into_inner());
+            if *current != *token {
+                *current = token.clone();
+            }
         }
+    }
+
+    fn token(&self) -> String {
+        self.token.read().unwrap_or_else(|e| e.into_inner()).secret().to_owned()
     }
 }
 
 impl std::fmt::Debug for Subject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Subject(..)")
+        write!(f, "Subject({:?})", self.principal)
     }
 }
 
@@ -111,8 +129,8 @@ impl UpstreamCredentials {
             UpstreamCredentials::Header(name, value) => Ok(Some((name.clone(), value.clone()))),
             UpstreamCredentials::Broken(error) => Err(error.clone()),
             UpstreamCredentials::OAuth(client) => {
-                let subject = subject.map(|s| (&*s.token, s.digest));
-                let token = client.token(subject).await?;
+                let subject = subject.map(|s| (s.token(), s.principal.as_str()));
+                let token = client.token(subject.as_ref().map(|(t, p)| (t.as_str(), *p))).await?;
                 let value = HeaderValue::try_from(format!("Bearer {token}"))
                     .map_err(|_| CredentialError::TokenRequest("the access token is not a header value".into()))?;
                 Ok(Some((http::header::AUTHORIZATION, value)))
@@ -130,7 +148,7 @@ impl UpstreamCredentials {
         if let UpstreamCredentials::OAuth(client) = self
             && let Some(token) = sent.to_str().ok().and_then(|v| v.strip_prefix("Bearer "))
         {
-            client.refused(token, subject.map(|s| s.digest));
+            client.refused(token, subject.map(|s| s.principal.as_str()));
         }
     }
 }

@@ -27,7 +27,7 @@ const MAX_EVENT: usize = 64 * 1024 * 1024;
 pub struct SseLink {
     /// The stream's endpoint: its client and credentials.
     stream: Arc<Endpoint>,
-    subject: Option<Subject>,
+    subject: Option<Arc<Subject>>,
     endpoint: Uri,
     upstream: Arc<str>,
     /// The task reading the GET stream; a std mutex, set once after attach.
@@ -46,7 +46,7 @@ impl SseLink {
     /// token exchange) and waits (up to `timeout`) for its `endpoint` event.
     pub async fn connect(
         stream: &Arc<Endpoint>,
-        subject: Option<Subject>,
+        subject: Option<Arc<Subject>>,
         upstream: Arc<str>,
         timeout: Duration,
     ) -> Result<PendingSse, UpstreamError> {
@@ -63,7 +63,7 @@ impl SseLink {
                 .body(Full::new(Bytes::new()))
                 .map_err(|e| e.to_string())
         };
-        let sent = send_authorized(&stream.client, &stream.credentials, subject.as_ref(), get);
+        let sent = send_authorized(&stream.client, &stream.credentials, subject.as_deref(), get);
         let response = tokio::time::timeout(timeout, sent)
             .await
             .map_err(|_| unavailable("no answer to the SSE GET".into()))?
@@ -116,7 +116,7 @@ impl SseLink {
                 .map_err(|e| e.to_string())
         };
         let (client, credentials) = (&self.stream.client, &self.stream.credentials);
-        let response = send_authorized(client, credentials, self.subject.as_ref(), post)
+        let response = send_authorized(client, credentials, self.subject.as_deref(), post)
             .await
             .map_err(|e| self.unavailable(e))?;
         let status = response.status();

@@ -57,7 +57,7 @@ pub struct Endpoint {
 pub struct HttpLink {
     endpoint: Arc<Endpoint>,
     /// The principal's token, when the credential is exchanged for it.
-    subject: Option<Subject>,
+    subject: Option<Arc<Subject>>,
     /// Shared with the tasks reading this link's responses.
     state: Arc<LinkState>,
 }
@@ -89,7 +89,7 @@ impl HttpLink {
 
     /// The link of a session opened for the principal whose token is `subject`
     /// (the credential is exchanged for it).
-    pub fn for_subject(mut self, subject: Option<Subject>) -> HttpLink {
+    pub fn for_subject(mut self, subject: Option<Arc<Subject>>) -> HttpLink {
         self.subject = subject;
         self
     }
@@ -272,7 +272,7 @@ impl HttpLink {
 /// One request's way to the endpoint: the link's headers, taken when it was made.
 struct Sender {
     endpoint: Arc<Endpoint>,
-    subject: Option<Subject>,
+    subject: Option<Arc<Subject>>,
     session_id: Option<HeaderValue>,
     protocol_version: Option<HeaderValue>,
 }
@@ -306,7 +306,7 @@ impl Sender {
         build: impl Fn() -> Result<http::Request<Full<Bytes>>, String>,
     ) -> Result<http::Response<Incoming>, String> {
         let endpoint = &self.endpoint;
-        send_authorized(&endpoint.client, &endpoint.credentials, self.subject.as_ref(), build).await
+        send_authorized(&endpoint.client, &endpoint.credentials, self.subject.as_deref(), build).await
     }
 }
 
