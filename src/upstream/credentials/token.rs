@@ -42,11 +42,13 @@ pub struct HeldToken {
 
 impl HeldToken {
     /// Its freshness at `now`: refreshed at 80 % of its lifetime or 30 s before
-    /// its expiry, whichever comes first; expired from its expiry on.
+    /// its expiry, whichever comes first (but not before half its lifetime, so a
+    /// short-lived token is not replaced on every use); expired from its expiry on.
     pub fn freshness(&self, now: Instant) -> Freshness {
         let lifetime = self.lifetime.unwrap_or(ASSUMED_LIFETIME);
         let age = now.saturating_duration_since(self.obtained);
-        let refresh_at = lifetime.mul_f64(0.8).min(lifetime.saturating_sub(REFRESH_MARGIN));
+        let before_expiry = lifetime.saturating_sub(REFRESH_MARGIN).max(lifetime / 2);
+        let refresh_at = lifetime.mul_f64(0.8).min(before_expiry);
         if age >= lifetime {
             Freshness::Expired
         } else if age >= refresh_at {
@@ -229,14 +231,17 @@ mod tests {
             (Some(600), 480, Freshness::RefreshAhead), // 80 % of 10 min
             (Some(600), 599, Freshness::RefreshAhead),
             (Some(600), 600, Freshness::Expired),
-            (Some(3600), 3569, Freshness::Fresh),
-            (Some(3600), 3570, Freshness::RefreshAhead), // 30 s before
-            (Some(10), 7, Freshness::Fresh),
-            (Some(10), 8, Freshness::RefreshAhead),
+            (Some(3600), 2879, Freshness::Fresh),
+            (Some(3600), 2880, Freshness::RefreshAhead),
+            (Some(100), 69, Freshness::Fresh),
+            (Some(100), 70, Freshness::RefreshAhead), // 30 s before
+            (Some(10), 4, Freshness::Fresh),
+            (Some(10), 5, Freshness::RefreshAhead), // half of it
+            (Some(10), 10, Freshness::Expired),
             (Some(1), 0, Freshness::Fresh),
             (Some(0), 0, Freshness::Expired),
             (None, 0, Freshness::Fresh),
-            (None, 3570, Freshness::RefreshAhead),
+            (None, 2880, Freshness::RefreshAhead), // an hour assumed
             (None, 3600, Freshness::Expired),
         ];
         for (lifetime, age, expected) in cases {
