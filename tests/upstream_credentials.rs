@@ -283,3 +283,36 @@ fn token_exchange_gives_the_upstream_the_principals_own_token_for_it() {
         );
     }
 }
+
+#[test]
+fn a_token_the_upstream_refuses_is_replaced_and_the_request_retried() {
+    let idp = Idp::start();
+    let upstream = Protected::start(&idp.issuer, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credentials = format!(
+        "kind = \"client_credentials\"\nissuer = \"{}\"\nclient_id = \"tester\"\nclient_secret_file = \"{}\"",
+        idp.issuer,
+        secret_file(dir.path(), "tester-secret")
+    );
+    let gateway = gateway(upstream.url(), &credentials, None);
+    let before = claims_seen(&whoami(&gateway.url(), None), &gateway);
+
+    // The upstream stops accepting eragate's token, unexpired by eragate's clock (revoked):
+    // the next request meets a 401, and goes through again with a fresh token.
+    let body = modern_body(2, "tools/call", json!({"name": "revoke", "arguments": {}}));
+    let reply = send(
+        "POST",
+        &gateway.url(),
+        &modern_headers("tools/call", Some("revoke")),
+        Some(&body),
+    );
+    assert_eq!(tool_text(&answer(&reply, 2)["result"]), "revoked", "{reply:?}");
+    let after = claims_seen(&whoami(&gateway.url(), None), &gateway);
+    assert_ne!(after["token_sha256"], before["token_sha256"]);
+    assert_eq!(after["client_id"], "tester");
+    assert!(
+        gateway.log().contains("refused eragate's access token"),
+        "{}",
+        gateway.log()
+    );
+}

@@ -14,6 +14,8 @@ Tools:
   whoami{} -> text: JSON {"sub", "aud", "client_id", "scope", "token_sha256"} of the token the
               request carried (token_sha256: hex SHA-256 of the raw bearer token)
   echo{text} -> "echo: <text>"
+  revoke{} -> "revoked": the token this request carried is refused from now on (401), as by
+              an authorization server that revoked it before its expiry
 
 --events FILE appends one JSON line per HTTP request: {"method", "path", "token_sha256"}
 (token_sha256 null when there was no bearer token), so a test can check that every request
@@ -50,8 +52,12 @@ class JwtVerifier:
         self.resource = resource
         self.static_token = static_token
         self.keys = jwt.PyJWKClient(f"{issuer}/jwks", cache_keys=True)
+        self.revoked: set[str] = set()
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        if sha256(token) in self.revoked:
+            print("refused a revoked token", file=sys.stderr)
+            return None
         if self.static_token is not None and token == self.static_token:
             return AccessToken(token=token, client_id="static", scopes=[], subject="static", claims={})
         try:
@@ -97,9 +103,10 @@ class Events:
 
 def build(issuer: str, port: int, static_token: str | None) -> Any:
     resource = f"http://127.0.0.1:{port}/mcp"
+    verifier = JwtVerifier(issuer, resource, static_token)
     server = MCPServer(
         "protected",
-        token_verifier=JwtVerifier(issuer, resource, static_token),
+        token_verifier=verifier,
         auth=AuthSettings(issuer_url=issuer, resource_server_url=resource, validate_token_resource=False),
     )
 
@@ -119,6 +126,14 @@ def build(issuer: str, port: int, static_token: str | None) -> Any:
                 "token_sha256": sha256(token.token),
             }
         )
+
+    @server.tool()
+    def revoke() -> str:
+        """Refuses the token this request carried from now on."""
+        token = get_access_token()
+        if token is not None:
+            verifier.revoked.add(sha256(token.token))
+        return "revoked"
 
     @server.tool()
     def echo(text: str) -> str:
