@@ -316,3 +316,51 @@ fn a_token_the_upstream_refuses_is_replaced_and_the_request_retried() {
         gateway.log()
     );
 }
+
+#[test]
+fn a_legacy_clients_own_session_presents_its_exchanged_token() {
+    let idp = Idp::start();
+    let upstream = Protected::start(&idp.issuer, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credentials = format!(
+        "kind = \"token_exchange\"\nissuer = \"{}\"\nclient_id = \"tester\"\nclient_secret_file = \"{}\"",
+        idp.issuer,
+        secret_file(dir.path(), "tester-secret")
+    );
+    let gateway = gateway(upstream.url(), &credentials, Some(&idp.issuer));
+    let url = gateway.url();
+    let token = idp.token("other", &url, "mcp:read");
+    let bearer = format!("Bearer {token}");
+    let version = "2025-06-18";
+
+    // A 2025-06-18 client: initialize, then tools/call on its (dedicated) session.
+    let mut headers = PLAIN.to_vec();
+    headers.push(("authorization", &bearer));
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "legacy", "version": "0"}}});
+    let reply = send("POST", &url, &headers, Some(&initialize.to_string()));
+    assert_eq!(reply.status, 200, "{reply:?}\n{}", gateway.log());
+    let session = reply.header("mcp-session-id").expect("Mcp-Session-Id").to_owned();
+    let mut on_session = legacy_headers(&session, version);
+    on_session.push(("authorization", &bearer));
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    assert_eq!(send("POST", &url, &on_session, Some(&initialized)).status, 202);
+    let call = request_body(1, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    let claims = claims_seen(&send("POST", &url, &on_session, Some(&call)), &gateway);
+    assert_eq!(claims["sub"], "other", "{claims}");
+    assert_eq!(claims["aud"], upstream.url(), "{claims}");
+    assert_ne!(claims["token_sha256"], sha256_hex(&token));
+}
+
+#[test]
+fn without_credentials_the_upstream_sees_no_token_at_all() {
+    let idp = Idp::start();
+    let upstream = Protected::start(&idp.issuer, &[]);
+    let gateway = gateway(upstream.url(), "kind = \"none\"", Some(&idp.issuer));
+    let url = gateway.url();
+    let token = idp.token("other", &url, "mcp:read");
+    let reply = whoami(&url, Some(&token));
+    assert!(error_text(&reply).contains("401"), "{reply:?}\n{}", gateway.log());
+    let seen = upstream.seen();
+    assert!(!seen.is_empty() && seen.iter().all(|(_, t)| t.is_none()), "{seen:?}");
+}
