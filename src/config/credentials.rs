@@ -161,35 +161,39 @@ pub fn credentials_issues(credentials: &CredentialsConfig, at: &str, stdio: bool
                 ),
             }
         }
-        CredentialsConfig::ClientCredentials(client) | CredentialsConfig::TokenExchange(client) => {
-            if let Err(why) = check_issuer(&client.issuer) {
-                push("issuer", why);
-            }
-            let secret_key = if client.client_secret_file.is_some() {
-                "client_secret_file"
-            } else {
-                "client_secret_env"
-            };
-            match (&client.client_id, client.secret()) {
-                (_, Err(why)) => push(secret_key, why),
-                (Some(id), Ok(None)) => push(
-                    secret_key,
-                    format!("client {id:?} needs a secret: `client_secret_env` or `client_secret_file`"),
-                ),
-                (None, Ok(Some(_))) => push("client_id", "a client secret needs its `client_id`".into()),
-                _ => {}
-            }
-            if let Some(resource) = &client.resource
-                && url::Url::parse(resource).is_err()
-            {
-                push("resource", format!("{resource:?} is not a URL"));
-            }
-            if client.audience.is_some() && matches!(credentials, CredentialsConfig::ClientCredentials(_)) {
-                push("audience", "only `kind = \"token_exchange\"` sends an audience".into());
-            }
-        }
+        CredentialsConfig::ClientCredentials(client) => oauth_client_issues(client, false, &mut push),
+        CredentialsConfig::TokenExchange(client) => oauth_client_issues(client, true, &mut push),
     }
     issues
+}
+
+/// The problems of an OAuth client's keys (`exchange`: for token exchange).
+fn oauth_client_issues(client: &OAuthClientCredential, exchange: bool, push: &mut impl FnMut(&str, String)) {
+    if let Err(why) = check_issuer(&client.issuer) {
+        push("issuer", why);
+    }
+    let secret_key = if client.client_secret_file.is_some() {
+        "client_secret_file"
+    } else {
+        "client_secret_env"
+    };
+    match (&client.client_id, client.secret()) {
+        (_, Err(why)) => push(secret_key, why),
+        (Some(id), Ok(None)) => push(
+            secret_key,
+            format!("client {id:?} needs a secret: `client_secret_env` or `client_secret_file`"),
+        ),
+        (None, Ok(Some(_))) => push("client_id", "a client secret needs its `client_id`".into()),
+        _ => {}
+    }
+    if let Some(resource) = &client.resource
+        && url::Url::parse(resource).is_err()
+    {
+        push("resource", format!("{resource:?} is not a URL"));
+    }
+    if client.audience.is_some() && !exchange {
+        push("audience", "only `kind = \"token_exchange\"` sends an audience".into());
+    }
 }
 
 #[cfg(test)]
