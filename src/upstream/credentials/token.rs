@@ -29,8 +29,8 @@ pub enum Freshness {
     Expired,
 }
 
-/// An access token eragate holds for an upstream.
-#[derive(Clone, Debug)]
+/// An access token eragate holds for an upstream (its `Debug` shows no token).
+#[derive(Clone)]
 pub struct HeldToken {
     /// The token.
     pub value: String,
@@ -38,6 +38,15 @@ pub struct HeldToken {
     pub obtained: Instant,
     /// `expires_in`, if the server said.
     pub lifetime: Option<Duration>,
+}
+
+impl std::fmt::Debug for HeldToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldToken")
+            .field("obtained", &self.obtained)
+            .field("lifetime", &self.lifetime)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HeldToken {
@@ -102,8 +111,8 @@ impl AuthMethod {
     }
 }
 
-/// eragate's client at one authorization server.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// eragate's client at one authorization server (its `Debug` shows no secret).
+#[derive(Clone, PartialEq, Eq)]
 pub struct ClientAuth {
     /// `client_id`.
     pub id: String,
@@ -113,8 +122,17 @@ pub struct ClientAuth {
     pub method: AuthMethod,
 }
 
+impl std::fmt::Debug for ClientAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientAuth")
+            .field("id", &self.id)
+            .field("method", &self.method)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What a token request asks for.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub enum Grant<'a> {
     /// Client credentials: a token for eragate itself.
     ClientCredentials,
@@ -312,8 +330,8 @@ mod tests {
         ];
         for (grant, scope, client, form, basic) in cases {
             let (got_form, got_basic) = token_form(grant, scope, r, &client);
-            assert_eq!(got_form, form, "{grant:?}");
-            assert_eq!(got_basic.as_deref(), basic, "{grant:?}");
+            assert_eq!(got_form, form, "{form}");
+            assert_eq!(got_basic.as_deref(), basic, "{form}");
         }
     }
 
