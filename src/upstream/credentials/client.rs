@@ -313,3 +313,75 @@ impl OAuthClient {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    use super::*;
+    use crate::config::Humantime;
+
+    /// An authorization server on 127.0.0.1 that counts its token requests.
+    async fn authorization_server(tokens: Arc<AtomicUsize>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let issuer = format!("http://{}", listener.local_addr().expect("addr"));
+        let metadata = json!({"issuer": issuer, "token_endpoint": format!("{issuer}/token")}).to_string();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let (tokens, metadata) = (tokens.clone(), metadata.clone());
+                tokio::spawn(async move {
+                    let mut request = vec![0; 8192];
+                    let read = stream.read(&mut request).await.unwrap_or(0);
+                    let body = if request[..read].starts_with(b"POST /token") {
+                        let n = tokens.fetch_add(1, Ordering::SeqCst) + 1;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        json!({"access_token": format!("t{n}"), "token_type": "Bearer", "expires_in": 600}).to_string()
+                    } else {
+                        metadata
+                    };
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = stream.write_all(format!("{head}{body}").as_bytes()).await;
+                });
+            }
+        });
+        issuer
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_requests_share_one_token_request() {
+        let tokens = Arc::new(AtomicUsize::new(0));
+        let issuer = authorization_server(tokens.clone()).await;
+        let config = OAuthClientCredential {
+            issuer,
+            client_id: Some("eragate".into()),
+            client_secret_env: None,
+            client_secret_file: None,
+            scope: None,
+            resource: None,
+            audience: None,
+            timeout: Humantime(Duration::from_secs(5)),
+        };
+        let registrations = Arc::new(Registrations::default());
+        let client =
+            Arc::new(OAuthClient::new(&config, false, "http://127.0.0.1:1/mcp".into(), registrations).expect("client"));
+        let waiting: Vec<_> = (0..16)
+            .map(|_| {
+                let client = client.clone();
+                tokio::spawn(async move { client.token(None).await })
+            })
+            .collect();
+        for handle in waiting {
+            assert_eq!(handle.await.expect("task"), Ok("t1".to_owned()));
+        }
+        assert_eq!(tokens.load(Ordering::SeqCst), 1);
+        // Refused by the upstream: the next caller gets a fresh one.
+        client.refused("t1", None);
+        assert_eq!(client.token(None).await, Ok("t2".to_owned()));
+    }
+}
