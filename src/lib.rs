@@ -18,7 +18,7 @@
 //! | route | which backend serves the path; the session a request needs | [`router`], [`router::Backend`] |
 //! | down | client era → upstream era | [`translate::down`] |
 //! | session | a warm, initialized upstream session | [`upstream::pool`], [`upstream::session`] |
-//! | send | stdio, Streamable HTTP or HTTP+SSE | [`upstream::transport`] |
+//! | send | stdio, Streamable HTTP or HTTP+SSE, with eragate's own credential (never the client's) | [`upstream::transport`], [`upstream::credentials`] |
 //! | up | results, errors, input requests back in the client's era | [`translate::up`], [`translate::mrtr`], [`translate::discover`] |
 //! | restrict | what this caller may see: `tools/list` without the tools its token may not call | [`policy`], applied by [`bridge::dispatch`] |
 //! | respond | `application/json`, or an SSE stream scoped to the request | [`bridge::reply`], [`edge::respond`] |

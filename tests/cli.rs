@@ -18,8 +18,10 @@ fn check_config(path: &Path) -> Output {
     eragate()
         .arg("check-config")
         .arg(path)
-        // config/auth.toml reads its token from the environment, as its comment says to run it.
+        // config/auth.toml and config/upstream-credentials.toml read secrets from the
+        // environment, as their comments say to run them.
         .env("ERAGATE_TOKEN", "example-token")
+        .env("ERAGATE_SEARCH_KEY", "example-key")
         .output()
         .expect("run eragate check-config")
 }

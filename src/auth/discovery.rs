@@ -70,12 +70,22 @@ pub fn metadata_urls(issuer: &str) -> Vec<String> {
 
 /// Fetches and checks the issuer's metadata.
 pub async fn discover(fetcher: &Fetcher, issuer: &str) -> Result<IssuerMetadata, DiscoveryError> {
+    let (url, body) = fetch_document(fetcher, issuer).await?;
+    parse(&url, issuer, body)
+}
+
+/// The issuer's metadata document as fetched (RFC 8414 first, then OpenID), with
+/// the URL it came from, once its `issuer` is found to be exactly `issuer`.
+pub async fn fetch_document(fetcher: &Fetcher, issuer: &str) -> Result<(String, Bytes), DiscoveryError> {
     let mut attempts = Vec::new();
     let mut urls = metadata_urls(issuer);
     urls.dedup();
     for url in urls {
         match fetcher.get(&url).await {
-            Ok(fetched) => return parse(&url, issuer, fetched.body),
+            Ok(fetched) => {
+                check_named_issuer(&url, issuer, &fetched.body)?;
+                return Ok((url, fetched.body));
+            }
             Err(error @ (FetchError::Status { .. } | FetchError::Body(_))) => attempts.push(error.to_string()),
             // The server cannot be reached at all: the other URLs would fail the same way.
             Err(error) => {
@@ -88,6 +98,26 @@ pub async fn discover(fetcher: &Fetcher, issuer: &str) -> Result<IssuerMetadata,
         issuer: issuer.to_owned(),
         attempts: attempts.join("; "),
     })
+}
+
+/// RFC 8414 §3.3: the document's `issuer` is exactly the one asked for.
+fn check_named_issuer(url: &str, issuer: &str, body: &[u8]) -> Result<(), DiscoveryError> {
+    #[derive(Deserialize)]
+    struct Named {
+        issuer: String,
+    }
+    let named: Named = serde_json::from_slice(body).map_err(|e| DiscoveryError::NotFound {
+        issuer: issuer.to_owned(),
+        attempts: format!("{url}: not a metadata document ({e})"),
+    })?;
+    if named.issuer != issuer {
+        return Err(DiscoveryError::IssuerMismatch {
+            url: url.to_owned(),
+            found: named.issuer,
+            expected: issuer.to_owned(),
+        });
+    }
+    Ok(())
 }
 
 fn parse(url: &str, issuer: &str, body: Bytes) -> Result<IssuerMetadata, DiscoveryError> {

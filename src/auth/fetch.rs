@@ -1,5 +1,6 @@
 //! HTTP(S) requests toward the authorization server: discovery documents, the
-//! JWKS and introspection. Bounded in time and size; never carries a client's token.
+//! JWKS, introspection, and (as an OAuth client of an upstream's server) token
+//! requests and registration. Bounded in time and size; never carries a client's token.
 //!
 //! TLS is rustls with the ring provider and the webpki roots, chosen explicitly so
 //! that no second crypto provider can be picked up at run time.
@@ -107,6 +108,23 @@ impl Fetcher {
         self.send(url, request).await
     }
 
+    /// POSTs a JSON document (RFC 7591 registration), with a bearer token when `bearer`
+    /// is given (an initial access token); the JSON answer (200 or 201).
+    pub async fn post_json(&self, url: &str, body: Vec<u8>, bearer: Option<&str>) -> Result<Fetched, FetchError> {
+        let mut builder = http::Request::builder()
+            .method(Method::POST)
+            .uri(url)
+            .header(ACCEPT, "application/json")
+            .header(CONTENT_TYPE, "application/json");
+        if let Some(token) = bearer {
+            builder = builder.header(AUTHORIZATION, format!("Bearer {token}"));
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|_| FetchError::Url(url.to_owned()))?;
+        self.send(url, request).await
+    }
+
     async fn send(&self, url: &str, request: http::Request<Full<Bytes>>) -> Result<Fetched, FetchError> {
         let exchange = async {
             let response = self
@@ -124,7 +142,7 @@ impl Fetcher {
                 .await
                 .map_err(|_| FetchError::Body(url.to_owned()))?
                 .to_bytes();
-            if status != StatusCode::OK {
+            if status != StatusCode::OK && status != StatusCode::CREATED {
                 return Err(FetchError::Status {
                     url: url.to_owned(),
                     status: status.as_u16(),

@@ -11,7 +11,9 @@
 //! upstream sessions are partitioned by it, legacy session ids and
 //! `requestState` seal it, so one client can never resume another's.
 //!
-//! Credentials toward upstreams (client credentials, token exchange) are not here yet.
+//! Credentials toward upstreams (a static header, client credentials, token
+//! exchange) are the upstream's own: `crate::upstream::credentials`. An OAuth
+//! principal carries its access token only so that it can be exchanged there.
 
 pub mod discovery;
 pub mod fetch;
@@ -36,19 +38,53 @@ use crate::config::Config;
 use tokens::StaticTokens;
 
 /// Who a request runs as. Cheap to clone; the anonymous one allocates nothing.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Principal(Option<Arc<str>>);
+/// Equality, hashing and the sealed name are the name alone; an OAuth principal
+/// also carries the access token it presented ([`Principal::access_token`]),
+/// kept only to be exchanged for an upstream's (RFC 8693), never sent on.
+#[derive(Clone)]
+pub struct Principal(Option<Arc<str>>, Option<AccessToken>);
+
+impl PartialEq for Principal {
+    fn eq(&self, other: &Principal) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for Principal {}
+
+impl std::hash::Hash for Principal {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+/// A client's OAuth access token, validated by eragate. Its `Debug` shows nothing of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessToken(Arc<str>);
+
+impl AccessToken {
+    /// The token itself.
+    pub fn secret(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("AccessToken(..)")
+    }
+}
 
 impl Principal {
     /// The principal of every request when authentication is off (and of stdio
     /// clients, whose credentials are their environment).
     pub const fn anonymous() -> Principal {
-        Principal(None)
+        Principal(None, None)
     }
 
     /// A named principal.
     pub fn named(name: &str) -> Principal {
-        Principal(Some(Arc::from(name)))
+        Principal(Some(Arc::from(name)), None)
     }
 
     /// The principal of an OAuth token: `iss` and `sub` joined by `#` (an issuer
@@ -60,6 +96,16 @@ impl Principal {
     /// The name sealed into session ids and `requestState` (empty when anonymous).
     pub fn as_str(&self) -> &str {
         self.0.as_deref().unwrap_or_default()
+    }
+
+    /// The OAuth access token this request presented (none for a static token or an open gateway).
+    pub fn access_token(&self) -> Option<&AccessToken> {
+        self.1.as_ref()
+    }
+
+    fn presenting(mut self, token: &str) -> Principal {
+        self.1 = Some(AccessToken(Arc::from(token)));
+        self
     }
 }
 
@@ -218,7 +264,7 @@ impl Authenticator {
         let token = std::str::from_utf8(token).map_err(|_| Denied::Invalid("the token is not a JWT"))?;
         match oauth.check(presented.resource_path, token).await {
             Ok((principal, scopes)) => Ok(Admitted {
-                principal,
+                principal: principal.presenting(token),
                 scopes: Some(scopes),
             }),
             Err(TokenRefusal::Invalid(why)) => {

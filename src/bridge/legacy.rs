@@ -113,11 +113,14 @@ async fn upstream_session_for_client(
     shared: bool,
 ) -> Result<Arc<UpstreamSession>, UpstreamError> {
     if !shared {
-        return backend.session(SessionNeed::Dedicated::<fn() -> Value>(params)).await;
+        let principal = principal.clone();
+        return backend
+            .session(SessionNeed::Dedicated::<fn() -> Value> { params, principal })
+            .await;
     }
     let capabilities = params.get("capabilities").cloned().unwrap_or_default();
-    let key = PartitionKey::new(
-        principal.as_str(),
+    let key = PartitionKey::of(
+        principal,
         &json!({"revision": negotiated.as_str(), "capabilities": capabilities}),
     );
     backend

@@ -5,11 +5,13 @@
 //! of the gateway never re-checks them.
 
 mod auth;
+mod credentials;
 mod duration;
 mod model;
 mod oauth;
 
 pub use auth::*;
+pub use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
 pub use model::*;
 pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
 
@@ -338,6 +340,11 @@ fn upstream_issues(upstream: &UpstreamConfig, i: usize) -> Vec<ConfigIssue> {
     if upstream.max_in_flight == 0 {
         push(at("max_in_flight"), "must be greater than 0");
     }
+    issues.extend(credentials::credentials_issues(
+        &upstream.credentials,
+        &at("credentials"),
+        upstream.stdio.is_some(),
+    ));
     issues
 }
 

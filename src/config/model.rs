@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::auth::AuthConfig;
+use super::credentials::CredentialsConfig;
 pub use super::duration::Humantime;
 use crate::seal::SealKey;
 use crate::translate::{CachePolicy, CacheScope};
@@ -172,6 +173,10 @@ pub struct UpstreamConfig {
     /// `initialize`), `"legacy"` or `"modern"`. Default `"auto"`.
     #[serde(default)]
     pub era: EraSetting,
+    /// What eragate presents to this upstream (HTTP and HTTP+SSE only; never the
+    /// client's own token). Default `kind = "none"`.
+    #[serde(default)]
+    pub credentials: CredentialsConfig,
 }
 
 /// `upstreams.era`
@@ -435,6 +440,7 @@ impl UpstreamConfig {
             restart: RestartConfig::default(),
             cache: CacheConfig::default(),
             era: EraSetting::Auto,
+            credentials: CredentialsConfig::None,
         }
     }
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::{PartitionKey, UpstreamError, UpstreamSession};
+use crate::auth::Principal;
 use crate::config::{LegacySessions, UpstreamConfig};
 use crate::protocol::{Era, Revision};
 use crate::translate::CachePolicy;
@@ -50,7 +51,12 @@ pub enum SessionNeed<F> {
         initialize: F,
     },
     /// A session of its own for one legacy client, opened with its handshake params.
-    Dedicated(Value),
+    Dedicated {
+        /// The client's `initialize` params.
+        params: Value,
+        /// Whose session (its token may be exchanged for the upstream's).
+        principal: Principal,
+    },
 }
 
 impl SessionNeed<fn() -> Value> {
@@ -130,7 +136,7 @@ impl Backend {
             SessionNeed::Stateless => pool.modern_session().await,
             SessionNeed::Shared { key, initialize } => pool.pooled(key, initialize).await,
             SessionNeed::Alone { key, initialize } => pool.pooled_exclusive(key, initialize).await,
-            SessionNeed::Dedicated(params) => pool.open_dedicated(params).await,
+            SessionNeed::Dedicated { params, principal } => pool.open_dedicated(params, &principal).await,
         }
     }
 

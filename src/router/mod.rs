@@ -6,6 +6,7 @@
 mod backend;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use crate::upstream::pool::gateway_client_info;
@@ -15,6 +16,7 @@ pub use backend::{Admission, Backend, SessionNeed};
 
 use crate::config::UpstreamConfig;
 use crate::upstream::Upstream;
+use crate::upstream::credentials::Registrations;
 use crate::upstream::transport::stdio::ChildSupervisor;
 
 /// The kinds of endpoint a request can address.
@@ -40,10 +42,12 @@ impl Router {
     /// validation ensures it). Nothing starts yet.
     pub fn new(upstreams: &[UpstreamConfig]) -> Router {
         let supervisor = ChildSupervisor::default();
+        // eragate registers itself once per authorization server, whichever upstreams share it.
+        let registrations = Arc::new(Registrations::default());
         let routes = upstreams
             .iter()
             .map(|config| {
-                let pool = Upstream::new(config.clone(), supervisor.clone());
+                let pool = Upstream::new(config.clone(), supervisor.clone(), &registrations);
                 (config.path.clone(), Backend::Pool(pool))
             })
             .collect();

@@ -6,12 +6,14 @@
 //!
 //! From the bottom up: [`error`](UpstreamError) (how a request fails),
 //! [`transport`] (the wire; reports through [`transport::Inbound`]),
+//! [`credentials`] (what the HTTP transports present to the upstream),
 //! [`member`] (a pool member and its health), [`session`] (one live session,
 //! its call table and routing), [`call`] (a request in flight as its caller
 //! holds it), `handshake` (`initialize` on a fresh session), and [`pool`]
 //! (one configured upstream: era, admission, partitions, members).
 
 pub mod call;
+pub mod credentials;
 mod error;
 mod handshake;
 pub mod member;

@@ -13,6 +13,10 @@
 //     principal), and `short-lived` / `short-secret` whose access tokens live 1 s.
 //
 //   - RFC 7662 introspection (any of the confidential clients may ask), for --format opaque.
+//   - RFC 8693 token exchange (grant urn:ietf:params:oauth:grant-type:token-exchange), for
+//     `tester` and registered clients: a JWT access token of this provider (subject_token) is
+//     exchanged for one with the same `sub`, `aud` = the requested `resource` (or `audience`),
+//     `client_id` = the exchanging client, and `act` = {sub: that client}; 600 s.
 //
 //   node22 oidc_provider.mjs [--port N] [--account SUB] [--scopes "a b"] [--alg ES256|RS256|EdDSA]
 //                            [--format jwt|opaque]
@@ -44,6 +48,10 @@ const { default: Provider } = await import(
   pathToFileURL(path.join(oidcDir, 'node_modules/oidc-provider/lib/index.js')).href
 );
 
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token';
+const jose = await import(pathToFileURL(path.join(oidcDir, 'node_modules/jose/dist/webapi/index.js')).href);
+
 function signingKey() {
   const kid = crypto.randomBytes(8).toString('hex');
   const pair =
@@ -66,7 +74,7 @@ const provider = new Provider(issuer, {
     {
       client_id: 'tester',
       client_secret: 'tester-secret',
-      grant_types: ['client_credentials'],
+      grant_types: ['client_credentials', TOKEN_EXCHANGE],
       redirect_uris: [],
       response_types: [],
     },
@@ -119,6 +127,45 @@ const provider = new Provider(issuer, {
   },
   pkce: { required: () => true },
 });
+
+// RFC 8693: a JWT access token of ours, for one aimed at the requested resource.
+const tokenError = (ctx, status, error, description) => {
+  ctx.status = status;
+  ctx.body = { error, error_description: description };
+};
+async function tokenExchange(ctx) {
+  const { params, client } = ctx.oidc;
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE || !params.subject_token) {
+    return tokenError(ctx, 400, 'invalid_request', 'subject_token must be an access token');
+  }
+  let subject;
+  try {
+    const publicKey = await jose.importJWK({ ...key, d: undefined }, alg);
+    ({ payload: subject } = await jose.jwtVerify(params.subject_token, publicKey, { issuer }));
+  } catch (error) {
+    return tokenError(ctx, 400, 'invalid_grant', `subject_token: ${error.message}`);
+  }
+  const audience = params.resource || params.audience;
+  if (!audience) return tokenError(ctx, 400, 'invalid_target', 'name the resource or audience');
+  const privateKey = await jose.importJWK(key, alg);
+  const now = Math.floor(Date.now() / 1000);
+  const claims = { sub: subject.sub, client_id: client.clientId, act: { sub: client.clientId } };
+  if (params.scope) claims.scope = params.scope;
+  const accessToken = await new jose.SignJWT(claims)
+    .setProtectedHeader({ alg, kid: key.kid, typ: 'at+jwt' })
+    .setIssuer(issuer)
+    .setAudience(audience)
+    .setIssuedAt(now)
+    .setExpirationTime(now + 600)
+    .setJti(crypto.randomBytes(12).toString('hex'))
+    .sign(privateKey);
+  ctx.body = { access_token: accessToken, issued_token_type: ACCESS_TOKEN_TYPE, token_type: 'Bearer', expires_in: 600 };
+}
+provider.registerGrantType(
+  TOKEN_EXCHANGE,
+  tokenExchange,
+  ['subject_token', 'subject_token_type', 'requested_token_type', 'audience', 'resource', 'scope'],
+);
 
 // Approves every interaction on the spot: login as `account`, consent to all that was asked.
 async function interaction(req, res) {

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::Upstream;
+use crate::auth::Principal;
 use crate::protocol::Revision;
+use crate::upstream::credentials::Subject;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::member::Target;
 use crate::upstream::session::{UnsolicitedRequests, UpstreamSession};
@@ -15,13 +17,17 @@ use crate::upstream::transport::Link;
 use crate::upstream::transport::streamable_http::HttpLink;
 
 impl Upstream {
-    /// A session of its own for one legacy client, initialized with that client's params.
+    /// A session of its own for one legacy client of `principal`, initialized with
+    /// that client's params.
     pub async fn open_dedicated(
         self: &Arc<Self>,
         initialize_params: Value,
+        principal: &Principal,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let member = self.choose_member();
-        self.open(member, initialize_params, UnsolicitedRequests::Forward).await
+        let subject = Subject::of(principal);
+        self.open(member, initialize_params, UnsolicitedRequests::Forward, subject)
+            .await
     }
 
     /// Resumes a dedicated HTTP upstream session that another replica opened on

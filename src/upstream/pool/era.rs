@@ -94,7 +94,7 @@ impl Upstream {
     /// Sends `server/discover` on a fresh connection and judges the answer.
     async fn probe(self: &Arc<Self>) -> Result<Era, UpstreamError> {
         let member = self.choose_member();
-        let session = self.connect(member, UnsolicitedRequests::AnswerLocally).await?;
+        let session = self.connect(member, UnsolicitedRequests::AnswerLocally, None).await?;
         session.start_modern();
         let params = probe::discover_params(&gateway_client_info());
         let timeout = self.config.handshake_timeout.0;

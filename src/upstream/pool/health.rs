@@ -51,8 +51,11 @@ impl Upstream {
                 (None, _) if member.health.is_healthy() => continue,
                 (None, Era::Legacy) => {
                     let params = down::initialize_params(Revision::LATEST_LEGACY, json!({}), gateway_client_info());
-                    match tokio::time::timeout(timeout, self.open(index, params, UnsolicitedRequests::AnswerLocally))
-                        .await
+                    match tokio::time::timeout(
+                        timeout,
+                        self.open(index, params, UnsolicitedRequests::AnswerLocally, None),
+                    )
+                    .await
                     {
                         Ok(Ok(session)) => self
                             .partition(PartitionKey::new("", &json!({})))
@@ -61,7 +64,7 @@ impl Upstream {
                         _ => false,
                     }
                 }
-                (None, Era::Modern) => match self.connect(index, UnsolicitedRequests::AnswerLocally).await {
+                (None, Era::Modern) => match self.connect(index, UnsolicitedRequests::AnswerLocally, None).await {
                     Ok(session) => {
                         session.start_modern();
                         let params = probe::discover_params(&gateway_client_info());

@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::Upstream;
 use super::partition::Partition;
 use crate::config::{StdioConfig, UpstreamConfig};
+use crate::upstream::credentials::{Subject, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
 use crate::upstream::member::{Member, Target};
 use crate::upstream::session::{UnsolicitedRequests, UpstreamSession};
@@ -53,11 +54,13 @@ impl Upstream {
         self.next_member.load(Ordering::Relaxed) % count
     }
 
-    /// A connection on `member`, not yet initialized.
+    /// A connection on `member`, not yet initialized; its credential is exchanged
+    /// for `subject`'s token under token exchange.
     pub(super) async fn connect(
         &self,
         member: usize,
         unsolicited: UnsolicitedRequests,
+        subject: Option<Arc<Subject>>,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let Some(member) = self.members.get(member) else {
             return Err(UpstreamError::unavailable(&self.name, "no member"));
@@ -73,13 +76,12 @@ impl Upstream {
                 session
             }
             Target::Http(endpoint) => {
-                let link = HttpLink::new(endpoint.clone(), self.name.clone());
+                let link = HttpLink::new(endpoint.clone(), self.name.clone()).for_subject(subject);
                 UpstreamSession::new(self.name.clone(), Link::Http(Box::new(link)), unsolicited, health)
             }
             Target::Sse(endpoint) => {
                 let timeout = self.config.handshake_timeout.0;
-                let (client, url) = (endpoint.client.clone(), endpoint.url.clone());
-                let pending = match SseLink::connect(client, url, self.name.clone(), timeout).await {
+                let pending = match SseLink::connect(endpoint, subject, self.name.clone(), timeout).await {
                     Ok(pending) => pending,
                     Err(error) => {
                         member.health.record_failure(&error.to_string());
@@ -103,8 +105,9 @@ impl Upstream {
         member: usize,
         initialize_params: Value,
         unsolicited: UnsolicitedRequests,
+        subject: Option<Arc<Subject>>,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        let session = self.connect(member, unsolicited).await?;
+        let session = self.connect(member, unsolicited, subject).await?;
         let timeout = self.config.handshake_timeout.0;
         let known = self.latest_initialize.read().unwrap_or_else(|e| e.into_inner()).clone();
         let result = match tokio::time::timeout(timeout, session.initialize(initialize_params, known)).await {
@@ -133,7 +136,12 @@ impl Upstream {
 }
 
 /// The members an upstream's configuration names.
-pub(super) fn members(name: &Arc<str>, config: &UpstreamConfig, supervisor: ChildSupervisor) -> Vec<Arc<Member>> {
+pub(super) fn members(
+    name: &Arc<str>,
+    config: &UpstreamConfig,
+    supervisor: ChildSupervisor,
+    credentials: &Arc<UpstreamCredentials>,
+) -> Vec<Arc<Member>> {
     let health = &config.health;
     if let Some(stdio) = &config.stdio {
         let spawner = StdioSpawner::new(name.clone(), stdio.clone(), config.restart.clone(), supervisor);
@@ -148,6 +156,7 @@ pub(super) fn members(name: &Arc<str>, config: &UpstreamConfig, supervisor: Chil
                 let endpoint = Arc::new(Endpoint {
                     client: client.clone(),
                     url: url.clone(),
+                    credentials: credentials.clone(),
                 });
                 Member::new(Target::Http(endpoint), url.to_string(), health)
             })
@@ -157,6 +166,7 @@ pub(super) fn members(name: &Arc<str>, config: &UpstreamConfig, supervisor: Chil
         let target = Target::Sse(Arc::new(Endpoint {
             client: streamable_http::client(),
             url: sse.url.clone(),
+            credentials: credentials.clone(),
         }));
         return vec![Member::new(target, sse.url.to_string(), health)];
     }

@@ -37,6 +37,7 @@ use super::transport::stdio::ChildSupervisor;
 use crate::config::UpstreamConfig;
 use crate::protocol::Era;
 use crate::translate::CachePolicy;
+use crate::upstream::credentials::{Registrations, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
 
 mod admission;
@@ -64,10 +65,16 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// An upstream from its configuration. Nothing starts until [`Upstream::warm`] or the first request.
-    pub fn new(config: UpstreamConfig, supervisor: ChildSupervisor) -> Arc<Upstream> {
+    /// An upstream from its configuration, its OAuth client (if any) registered
+    /// through `registrations`. Nothing starts until [`Upstream::warm`] or the first request.
+    pub fn new(
+        config: UpstreamConfig,
+        supervisor: ChildSupervisor,
+        registrations: &Arc<Registrations>,
+    ) -> Arc<Upstream> {
         let name: Arc<str> = Arc::from(config.name.as_str());
-        let members = members::members(&name, &config, supervisor);
+        let credentials = Arc::new(UpstreamCredentials::from_config(&config, registrations));
+        let members = members::members(&name, &config, supervisor, &credentials);
         Arc::new(Upstream {
             name,
             members,

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use serde_json::Value;
 
+use crate::auth::Principal;
+use crate::upstream::credentials::Subject;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::session::UpstreamSession;
 
@@ -16,12 +18,29 @@ use crate::upstream::session::UpstreamSession;
 const MAX_PARTITIONS: usize = 32;
 
 /// Which pooled sessions a request may share.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug)]
 pub struct PartitionKey {
     /// Who is asking (empty when no authentication is configured).
     pub principal: String,
     /// The legacy capabilities the session was initialized with, as canonical JSON.
     pub capability_profile: String,
+    /// The principal itself, with the access token it presented (for token
+    /// exchange toward the upstream); no part of the key's identity.
+    asking: Option<Principal>,
+}
+
+impl PartialEq for PartitionKey {
+    fn eq(&self, other: &PartitionKey) -> bool {
+        (&self.principal, &self.capability_profile) == (&other.principal, &other.capability_profile)
+    }
+}
+
+impl Eq for PartitionKey {}
+
+impl std::hash::Hash for PartitionKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (&self.principal, &self.capability_profile).hash(state);
+    }
 }
 
 impl PartitionKey {
@@ -31,6 +50,16 @@ impl PartitionKey {
         PartitionKey {
             principal: principal.to_owned(),
             capability_profile: capabilities.to_string(),
+            asking: None,
+        }
+    }
+
+    /// The partition of `principal`'s requests with `capabilities`; its sessions
+    /// can present a token exchanged for the principal's own.
+    pub fn of(principal: &Principal, capabilities: &Value) -> PartitionKey {
+        PartitionKey {
+            asking: Some(principal.clone()),
+            ..PartitionKey::new(principal.as_str(), capabilities)
         }
     }
 
@@ -39,6 +68,7 @@ impl PartitionKey {
         PartitionKey {
             principal: String::new(),
             capability_profile: "(stateless)".into(),
+            asking: None,
         }
     }
 }
@@ -49,6 +79,8 @@ pub(super) struct Partition {
     sessions: RwLock<Vec<Pooled>>,
     /// Serialises opening so a burst of requests costs one handshake.
     pub(super) opening: tokio::sync::Mutex<()>,
+    /// The principal its sessions' credential is exchanged for, with its newest token.
+    pub(super) subject: Option<Arc<Subject>>,
     last_used_ms: AtomicU64,
 }
 
@@ -86,6 +118,9 @@ impl Partitions {
     ) -> Result<Arc<Partition>, UpstreamError> {
         let mut partitions = self.lock();
         if let Some(partition) = partitions.get(&key) {
+            if let (Some(subject), Some(asking)) = (&partition.subject, &key.asking) {
+                subject.update(asking);
+            }
             return Ok(partition.clone());
         }
         if partitions.len() >= MAX_PARTITIONS {
@@ -108,6 +143,7 @@ impl Partitions {
         let partition = Arc::new(Partition {
             sessions: RwLock::new(Vec::new()),
             opening: tokio::sync::Mutex::new(()),
+            subject: key.asking.as_ref().and_then(Subject::of),
             last_used_ms: AtomicU64::new(now_ms),
         });
         partitions.insert(key, partition.clone());

@@ -108,10 +108,11 @@ impl Upstream {
             return Ok(session);
         }
         let member = self.choose_member_for(partition);
+        let (pooled, subject) = (UnsolicitedRequests::AnswerLocally, partition.subject.clone());
         let session = match initialize {
-            Some(params) => self.open(member, params(), UnsolicitedRequests::AnswerLocally).await?,
+            Some(params) => self.open(member, params(), pooled, subject).await?,
             None => {
-                let session = self.connect(member, UnsolicitedRequests::AnswerLocally).await?;
+                let session = self.connect(member, pooled, subject).await?;
                 session.start_modern();
                 session
             }

@@ -11,7 +11,13 @@ pub mod streamable_http;
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+
+use self::streamable_http::HttpClient;
 use crate::protocol::{Message, Revision};
+use crate::upstream::credentials::{Subject, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
 
 /// What a transport reports to the session it carries: every message that
@@ -102,5 +108,38 @@ impl Link {
             Link::Sse(link) => link.stop(),
             Link::Http(link) => link.delete_session(),
         }
+    }
+}
+
+/// Sends the request `build` makes with the upstream's credential header (for
+/// `subject`, under token exchange). On a 401 to a renewable credential (an OAuth
+/// token) the token is dropped and the request sent once more with a fresh one.
+/// `Err` is a reason for [`UpstreamError::Unavailable`].
+pub(crate) async fn send_authorized(
+    client: &HttpClient,
+    credentials: &UpstreamCredentials,
+    subject: Option<&Subject>,
+    build: impl Fn() -> Result<http::Request<Full<Bytes>>, String>,
+) -> Result<http::Response<Incoming>, String> {
+    let mut retried = false;
+    loop {
+        let mut request = build()?;
+        let header = credentials
+            .header(subject)
+            .await
+            .map_err(|e| format!("no credential for the upstream: {e}"))?;
+        let sent = header.as_ref().map(|(_, value)| value.clone());
+        if let Some((name, value)) = header {
+            request.headers_mut().insert(name, value);
+        }
+        let response = client.request(request).await.map_err(|e| e.to_string())?;
+        if response.status() != http::StatusCode::UNAUTHORIZED || retried || !credentials.can_renew() {
+            return Ok(response);
+        }
+        if let Some(sent) = &sent {
+            tracing::info!("the upstream refused eragate's access token (401); asking for a fresh one");
+            credentials.refused(sent, subject);
+        }
+        retried = true;
     }
 }

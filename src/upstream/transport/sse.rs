@@ -13,10 +13,11 @@ use http::{Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use tokio::task::AbortHandle;
 
-use super::Inbound;
-use super::streamable_http::HttpClient;
+use super::streamable_http::Endpoint;
+use super::{Inbound, send_authorized};
 use crate::protocol::Message;
 use crate::protocol::sse::SseParser;
+use crate::upstream::credentials::Subject;
 use crate::upstream::error::UpstreamError;
 
 /// Largest SSE event accepted from an upstream.
@@ -24,7 +25,9 @@ const MAX_EVENT: usize = 64 * 1024 * 1024;
 
 /// One HTTP+SSE session: the open GET stream and the POST endpoint it named.
 pub struct SseLink {
-    client: HttpClient,
+    /// The stream's endpoint: its client and credentials.
+    stream: Arc<Endpoint>,
+    subject: Option<Arc<Subject>>,
     endpoint: Uri,
     upstream: Arc<str>,
     /// The task reading the GET stream; a std mutex, set once after attach.
@@ -39,10 +42,11 @@ pub struct PendingSse {
 }
 
 impl SseLink {
-    /// Opens the GET stream and waits (up to `timeout`) for its `endpoint` event.
+    /// Opens the GET stream on `stream` (with its credential, for `subject` under
+    /// token exchange) and waits (up to `timeout`) for its `endpoint` event.
     pub async fn connect(
-        client: HttpClient,
-        url: Uri,
+        stream: &Arc<Endpoint>,
+        subject: Option<Arc<Subject>>,
         upstream: Arc<str>,
         timeout: Duration,
     ) -> Result<PendingSse, UpstreamError> {
@@ -50,16 +54,20 @@ impl SseLink {
             upstream: upstream.to_string(),
             reason,
         };
-        let request = http::Request::builder()
-            .method(Method::GET)
-            .uri(url.clone())
-            .header(ACCEPT, "text/event-stream")
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| unavailable(e.to_string()))?;
-        let response = tokio::time::timeout(timeout, client.request(request))
+        let url = stream.url.clone();
+        let get = || {
+            http::Request::builder()
+                .method(Method::GET)
+                .uri(url.clone())
+                .header(ACCEPT, "text/event-stream")
+                .body(Full::new(Bytes::new()))
+                .map_err(|e| e.to_string())
+        };
+        let sent = send_authorized(&stream.client, &stream.credentials, subject.as_deref(), get);
+        let response = tokio::time::timeout(timeout, sent)
             .await
             .map_err(|_| unavailable("no answer to the SSE GET".into()))?
-            .map_err(|e| unavailable(e.to_string()))?;
+            .map_err(unavailable)?;
         if response.status() != StatusCode::OK {
             return Err(unavailable(format!("SSE GET answered {}", response.status())));
         }
@@ -88,7 +96,8 @@ impl SseLink {
         .map_err(unavailable)?;
         let endpoint = resolve(&url, &endpoint).ok_or_else(|| unavailable(format!("bad endpoint {endpoint:?}")))?;
         let link = SseLink {
-            client,
+            stream: stream.clone(),
+            subject,
             endpoint,
             upstream,
             reader: Mutex::new(None),
@@ -97,17 +106,19 @@ impl SseLink {
     }
 
     pub(crate) async fn send<S: Inbound>(&self, session: &S, message: Message) -> Result<(), UpstreamError> {
-        let request = http::Request::builder()
-            .method(Method::POST)
-            .uri(self.endpoint.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(message.to_bytes())))
-            .map_err(|e| self.unavailable(e.to_string()))?;
-        let response = self
-            .client
-            .request(request)
+        let body = Bytes::from(message.to_bytes());
+        let post = || {
+            http::Request::builder()
+                .method(Method::POST)
+                .uri(self.endpoint.clone())
+                .header(CONTENT_TYPE, "application/json")
+                .body(Full::new(body.clone()))
+                .map_err(|e| e.to_string())
+        };
+        let (client, credentials) = (&self.stream.client, &self.stream.credentials);
+        let response = send_authorized(client, credentials, self.subject.as_deref(), post)
             .await
-            .map_err(|e| self.unavailable(e.to_string()))?;
+            .map_err(|e| self.unavailable(e))?;
         let status = response.status();
         let _ = Limited::new(response.into_body(), 1 << 20).collect().await;
         if status.is_success() {

@@ -18,11 +18,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::task::AbortHandle;
 
-use super::Inbound;
+use super::{Inbound, send_authorized};
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, mirrored_name};
 use crate::protocol::jsonrpc::{Frame, Outcome};
 use crate::protocol::sse::SseParser;
 use crate::protocol::{Id, Message, Response, Revision};
+use crate::upstream::credentials::{Subject, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
 
 /// Largest JSON body or SSE event accepted from an upstream.
@@ -48,11 +49,15 @@ pub struct Endpoint {
     pub client: HttpClient,
     /// The endpoint's URL.
     pub url: Uri,
+    /// What eragate presents to it.
+    pub credentials: Arc<UpstreamCredentials>,
 }
 
 /// One session on a Streamable HTTP endpoint.
 pub struct HttpLink {
     endpoint: Arc<Endpoint>,
+    /// The principal's token, when the credential is exchanged for it.
+    subject: Option<Arc<Subject>>,
     /// Shared with the tasks reading this link's responses.
     state: Arc<LinkState>,
 }
@@ -75,7 +80,18 @@ impl HttpLink {
             protocol_version: RwLock::new(None),
             in_flight: Mutex::new(HashMap::new()),
         });
-        HttpLink { endpoint, state }
+        HttpLink {
+            endpoint,
+            subject: None,
+            state,
+        }
+    }
+
+    /// The link of a session opened for the principal whose token is `subject`
+    /// (the credential is exchanged for it).
+    pub fn for_subject(mut self, subject: Option<Arc<Subject>>) -> HttpLink {
+        self.subject = subject;
+        self
     }
 
     /// A link on a session the upstream already knows by `session_id`.
@@ -114,15 +130,13 @@ impl HttpLink {
         message: Message,
         extra: &[(String, String)],
     ) {
-        let request = self.post(&message, extra);
-        let client = self.endpoint.client.clone();
+        let body = Bytes::from(message.to_bytes());
+        let headers = self.post_headers(&message, extra);
+        let link = self.sender();
         let session_weak = Arc::downgrade(session);
         let state = self.state.clone();
         let task = tokio::spawn(async move {
-            let outcome = match request {
-                Ok(request) => client.request(request).await.map_err(|e| e.to_string()),
-                Err(e) => Err(e),
-            };
+            let outcome = link.send(|| link.post(&headers, body.clone())).await;
             let Some(session) = session_weak.upgrade() else { return };
             match outcome {
                 Ok(response) => read_response(&session, &state, upstream_id, response).await,
@@ -139,15 +153,13 @@ impl HttpLink {
 
     pub(crate) async fn send_other<S: Inbound>(&self, session: &S, message: Message) -> Result<(), UpstreamError> {
         let upstream = &self.state.upstream;
-        let request = self
-            .post(&message, &[])
-            .map_err(|reason| UpstreamError::unavailable(upstream, reason))?;
-        let response = self
-            .endpoint
-            .client
-            .request(request)
+        let body = Bytes::from(message.to_bytes());
+        let headers = self.post_headers(&message, &[]);
+        let link = self.sender();
+        let response = link
+            .send(|| link.post(&headers, body.clone()))
             .await
-            .map_err(|e| UpstreamError::unavailable(upstream, e.to_string()))?;
+            .map_err(|reason| UpstreamError::unavailable(upstream, reason))?;
         let status = response.status();
         // Drain whatever body there is so the connection can be reused.
         let _ = Limited::new(response.into_body(), 1 << 20).collect().await;
@@ -171,18 +183,17 @@ impl HttpLink {
         if !self.state.has_session() {
             return; // a stateless server has no stream to open
         }
-        let Ok(request) = self
-            .builder(Method::GET)
-            .header(ACCEPT, "text/event-stream")
-            .body(Full::new(Bytes::new()))
-        else {
-            return;
-        };
-        let client = self.endpoint.client.clone();
+        let link = self.sender();
         let session = Arc::downgrade(session);
         let upstream = self.state.upstream.clone();
         tokio::spawn(async move {
-            let Ok(response) = client.request(request).await else {
+            let get = || {
+                link.builder(Method::GET)
+                    .header(ACCEPT, "text/event-stream")
+                    .body(Full::new(Bytes::new()))
+                    .map_err(|e| e.to_string())
+            };
+            let Ok(response) = link.send(get).await else {
                 return;
             };
             let is_sse = content_type(&response).starts_with("text/event-stream");
@@ -206,37 +217,43 @@ impl HttpLink {
         if !self.state.has_session() {
             return;
         }
-        let Ok(request) = self.builder(Method::DELETE).body(Full::new(Bytes::new())) else {
-            return;
-        };
-        let client = self.endpoint.client.clone();
+        let link = self.sender();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), client.request(request)).await;
+            let delete = || {
+                link.builder(Method::DELETE)
+                    .body(Full::new(Bytes::new()))
+                    .map_err(|e| e.to_string())
+            };
+            let _ = tokio::time::timeout(Duration::from_secs(5), link.send(delete)).await;
         });
     }
 
-    /// A POST of `message`. Toward a 2026-07-28 upstream the routing headers are
-    /// regenerated from the body (`Mcp-Method`, `Mcp-Name` sentinel-encoded);
-    /// `extra` carries headers forwarded as they came (`Mcp-Param-*`).
-    fn post(&self, message: &Message, extra: &[(String, String)]) -> Result<http::Request<Full<Bytes>>, String> {
-        let mut builder = self
-            .builder(Method::POST)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream");
+    /// The headers of a POST of `message`. Toward a 2026-07-28 upstream the routing
+    /// headers are regenerated from the body (`Mcp-Method`, `Mcp-Name`
+    /// sentinel-encoded); `extra` carries headers forwarded as they came (`Mcp-Param-*`).
+    fn post_headers(&self, message: &Message, extra: &[(String, String)]) -> Vec<(String, String)> {
+        let mut headers = Vec::with_capacity(extra.len() + 2);
         if self.is_modern()
             && let Message::Request(request) = message
         {
-            builder = builder.header(MCP_METHOD, request.method.as_str());
+            headers.push((MCP_METHOD.to_owned(), request.method.clone()));
             if let Some(name) = mirrored_name(&request.method, request.params.as_ref()) {
-                builder = builder.header(MCP_NAME, name);
+                headers.push((MCP_NAME.to_owned(), name));
             }
         }
-        for (name, value) in extra {
-            builder = builder.header(name.as_str(), value.as_str());
+        headers.extend(extra.iter().cloned());
+        headers
+    }
+
+    /// What a request's task needs to send on this link (its session headers as they are now).
+    fn sender(&self) -> Sender {
+        let read = |lock: &RwLock<Option<HeaderValue>>| lock.read().unwrap_or_else(|e| e.into_inner()).clone();
+        Sender {
+            endpoint: self.endpoint.clone(),
+            subject: self.subject.clone(),
+            session_id: read(&self.state.session_id),
+            protocol_version: read(&self.state.protocol_version),
         }
-        builder
-            .body(Full::new(Bytes::from(message.to_bytes())))
-            .map_err(|e| e.to_string())
     }
 
     /// Whether this link speaks 2026-07-28 (its revision header is a modern one).
@@ -250,22 +267,46 @@ impl HttpLink {
             .and_then(Revision::parse)
             .is_some_and(|r| r.era() == crate::protocol::Era::Modern)
     }
+}
 
+/// One request's way to the endpoint: the link's headers, taken when it was made.
+struct Sender {
+    endpoint: Arc<Endpoint>,
+    subject: Option<Arc<Subject>>,
+    session_id: Option<HeaderValue>,
+    protocol_version: Option<HeaderValue>,
+}
+
+impl Sender {
     fn builder(&self, method: Method) -> http::request::Builder {
         let mut builder = http::Request::builder().method(method).uri(self.endpoint.url.clone());
-        if let Some(id) = self.state.session_id.read().unwrap_or_else(|e| e.into_inner()).clone() {
+        if let Some(id) = &self.session_id {
             builder = builder.header(MCP_SESSION_ID, id);
         }
-        if let Some(version) = self
-            .state
-            .protocol_version
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
+        if let Some(version) = &self.protocol_version {
             builder = builder.header(MCP_PROTOCOL_VERSION, version);
         }
         builder
+    }
+
+    fn post(&self, headers: &[(String, String)], body: Bytes) -> Result<http::Request<Full<Bytes>>, String> {
+        let mut builder = self
+            .builder(Method::POST)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream");
+        for (name, value) in headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        builder.body(Full::new(body)).map_err(|e| e.to_string())
+    }
+
+    /// Sends what `build` makes, with the upstream's credential.
+    async fn send(
+        &self,
+        build: impl Fn() -> Result<http::Request<Full<Bytes>>, String>,
+    ) -> Result<http::Response<Incoming>, String> {
+        let endpoint = &self.endpoint;
+        send_authorized(&endpoint.client, &endpoint.credentials, self.subject.as_deref(), build).await
     }
 }
 
