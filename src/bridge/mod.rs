@@ -57,7 +57,7 @@ impl Gateway {
     pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
         let auth = Authenticator::from_config(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
-        let router = Router::new(&config.upstreams);
+        let router = Router::new(&config.upstreams, config.auth.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone());
         let suspended = Arc::new(mrtr::SuspendedCalls::new(config.sessions.input_expiry.0));
         Ok(Arc::new(Gateway {
