@@ -69,3 +69,32 @@ fn unknown_capability_keys_make_no_new_partitions_or_children() {
     let reply = post_modern(&gateway.url(), 100, "tools/call", Some("echo"), params);
     assert!(reply.json().get("result").is_some(), "{:?}", reply.json());
 }
+
+#[test]
+fn calls_naming_unknown_tools_do_not_relist_the_upstream_each_time() {
+    let upstream = TracedUpstream::start_with(&["--dual-era", "--param-headers"]);
+    let gateway = Eragate::http(&upstream.url, "era = \"modern\"");
+    let (session, _) = legacy_initialize(&gateway.url(), "2025-06-18");
+    let call = |id: u64, name: &str, arguments: Value| {
+        let params = json!({"name": name, "arguments": arguments});
+        legacy_request(&gateway.url(), &session, "2025-06-18", id, "tools/call", params)
+    };
+    let reply = call(1, "regional", json!({"region": "eu-west"}));
+    assert_eq!(
+        tool_text(&answer(&reply, 1)["result"]),
+        "regional: eu-west ",
+        "{reply:?}"
+    );
+    let listed = upstream.posted_bodies("tools/list").len();
+    for id in 2..=21 {
+        let _ = call(id, &format!("no-such-tool-{id}"), json!({}));
+    }
+    let relists = upstream.posted_bodies("tools/list").len() - listed;
+    assert!(
+        relists <= 2,
+        "20 calls of unknown tools caused {relists} tools/list relists"
+    );
+    // Known tools still carry their headers from the kept listing.
+    let reply = call(30, "regional", json!({"region": "ap-1"}));
+    assert_eq!(tool_text(&answer(&reply, 30)["result"]), "regional: ap-1 ", "{reply:?}");
+}
