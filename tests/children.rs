@@ -32,6 +32,11 @@ fn alive(pid: u32) -> bool {
         .is_ok_and(|s| s.split(") ").nth(1).is_some_and(|rest| !rest.starts_with('Z')))
 }
 
+/// Whether `pid` has become `sleep` (its shell exec'd it).
+fn runs_sleep(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+}
+
 /// The peak resident set of `pid` in KiB (`VmHWM`).
 fn peak_rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -49,7 +54,11 @@ fn stdio_children_inherit_no_eragate_secrets_only_the_allowlist() {
     let command = sh_then_fixture(&format!("env > '{}'", dump.display()));
     let config = format!(
         "[[auth.tokens]]\nprincipal = \"ci\"\nenv = \"CI_TOKEN\"\n{}",
-        stdio_upstream_toml(&command, "", "env = { CONFIGURED = \"yes\" }")
+        stdio_upstream_toml(
+            &command,
+            "",
+            "inherit_env = [\"PATH\", \"HOME\", \"CI_*\"]\nenv = { CONFIGURED = \"yes\" }",
+        )
     );
     let env = [
         ("ERAGATE_SESSION_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="),
@@ -86,14 +95,14 @@ fn a_sigkilled_eragate_takes_children_that_ignore_stdin_eof_along() {
     // Never answers, never reads stdin: only a signal ends it.
     let script = format!("echo $$ >> '{}'; exec sleep 600", pids.display());
     let command = ["/bin/sh".to_owned(), "-c".to_owned(), script];
-    let config = stdio_upstream_toml(&command, "handshake_timeout = \"120s\"", "spares = 1");
+    // No spares: the one child is the warm session's, so none is starting when eragate dies.
+    let config = stdio_upstream_toml(&command, "handshake_timeout = \"120s\"", "spares = 0");
     let mut gateway = Eragate::start(&config);
-    wait_until("a child", Duration::from_secs(20), || !pids_in(&pids).is_empty());
-    let children = pids_in(&pids);
-    assert!(
-        children.iter().all(|pid| alive(*pid)),
-        "children not running: {children:?}"
-    );
+    // Past `setpriv` (which sets the signal before it runs the command): the child is `sleep`.
+    wait_until("a child running sleep", Duration::from_secs(20), || {
+        let children = pids_in(&pids);
+        !children.is_empty() && children.iter().all(|pid| runs_sleep(*pid))
+    });
     signal(gateway.proc.pid(), Signal::SIGKILL);
     let _ = gateway.proc.child.wait();
     let gone = poll_until(Duration::from_secs(20), || {
