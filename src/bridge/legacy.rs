@@ -11,10 +11,10 @@ use super::reply::{self, Reply};
 use super::sessions::{ClientSession, SessionClaims, stateless_envelope};
 use crate::auth::Principal;
 use crate::config::LegacySessions;
-use crate::protocol::Era;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::errors::Rejection;
 use crate::protocol::jsonrpc::Outcome;
+use crate::protocol::{Era, capabilities};
 use crate::protocol::{ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
 use crate::translate::{down, up};
@@ -121,7 +121,10 @@ async fn upstream_session_for_client(
     let capabilities = params.get("capabilities").cloned().unwrap_or_default();
     let key = PartitionKey::of(
         principal,
-        &json!({"revision": negotiated.as_str(), "capabilities": capabilities}),
+        &json!({
+            "revision": negotiated.as_str(),
+            "capabilities": capabilities::partition_profile(&capabilities, negotiated),
+        }),
     );
     backend
         .session(SessionNeed::Shared {

@@ -210,7 +210,7 @@ async fn pooled_session(
 ) -> Result<Arc<UpstreamSession>, UpstreamError> {
     let revision = Revision::LATEST_LEGACY;
     let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
-    let key = PartitionKey::of(principal, &capabilities);
+    let key = PartitionKey::of(principal, &capabilities::partition_profile(&capabilities, revision));
     // Built only when a session has to be opened: a warm one needs no handshake.
     let params = || down::initialize_for_envelope(&modern.envelope, revision, &gateway_client_info());
     if exclusive {

@@ -3,9 +3,12 @@
 //! `x-mcp-header` into headers, which no handshake-era client sends. eragate
 //! reads the upstream's own `tools/list` (every page), keeps each tool's
 //! annotations for the `ttlMs` the upstream gave, and adds the headers itself.
+//! Relisting is bounded per upstream: one in flight at a time, and a tool the
+//! listing does not know relists at most every few seconds.
 
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -27,12 +30,30 @@ const MAX_TTL: Duration = Duration::from_secs(3600);
 /// Most `tools/list` pages read for one listing (a cursor loop must end).
 const MAX_PAGES: usize = 50;
 
+/// Least time between two relists an unknown tool (or a failed listing) may
+/// cause on one upstream: a client naming tools that do not exist must not
+/// turn every call into a full `tools/list`.
+const MIN_RELIST_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Each modern HTTP upstream's tool annotations, by upstream name.
 #[derive(Default)]
 pub struct ToolHeaderCache {
-    listings: RwLock<HashMap<String, Listing>>,
-    /// Serialises refreshing, so a burst of calls costs one `tools/list`.
+    /// A std mutex: held only to find or add an upstream's entry, never across `.await`.
+    upstreams: Mutex<HashMap<String, Arc<UpstreamTools>>>,
+}
+
+/// One upstream's listing and its refreshing.
+#[derive(Default)]
+struct UpstreamTools {
+    /// A std lock: read or replaced in one step.
+    listing: RwLock<Option<Listing>>,
+    /// Bumped whenever a relist ends, so a call that waited on one knows it happened.
+    generation: AtomicU64,
+    /// One relist in flight per upstream: calls arriving meanwhile wait for it
+    /// and read what it listed. Per upstream, so a slow upstream delays only its own calls.
     refreshing: tokio::sync::Mutex<()>,
+    /// When the last relist started (a std mutex, one step).
+    last_relist: Mutex<Option<Instant>>,
 }
 
 /// One upstream's tools and their annotated arguments (tools without any map to nothing).
@@ -41,10 +62,24 @@ struct Listing {
     until: Instant,
 }
 
+/// What the kept listing says about one tool.
+enum Lookup {
+    /// The listing is fresh and declares the tool: these headers.
+    Known(Vec<(String, String)>),
+    /// The listing is fresh but does not know the tool (it may be new).
+    Unknown,
+    /// No listing: none was read yet, or the last relist failed.
+    Absent,
+    /// The listing expired (its `ttlMs`).
+    Stale,
+}
+
 impl ToolHeaderCache {
     /// The `Mcp-Param-*` headers for a legacy client's `tools/call` with
     /// `params`, toward `session`'s modern upstream; none when the upstream is not
     /// Streamable HTTP, the tool declares none, or its tools cannot be listed.
+    /// An expired listing is relisted; a tool the fresh listing lacks causes a
+    /// relist at most every [`MIN_RELIST_INTERVAL`]; concurrent relists are one.
     pub async fn headers_for_call(
         &self,
         session: &ClientSession,
@@ -58,39 +93,58 @@ impl ToolHeaderCache {
             return Vec::new();
         };
         let arguments = params.and_then(|p| p.get("arguments"));
-        let backend = session.backend.name();
-        if let Some(headers) = self.fresh_headers(backend, tool, arguments) {
-            return headers;
+        let entry = self.entry(session.backend.name());
+        match entry.lookup(tool, arguments) {
+            Lookup::Known(headers) => return headers,
+            Lookup::Unknown | Lookup::Absent if entry.relisted_recently() => return Vec::new(),
+            Lookup::Unknown | Lookup::Absent | Lookup::Stale => {}
         }
-        let _refreshing = self.refreshing.lock().await;
-        if let Some(headers) = self.fresh_headers(backend, tool, arguments) {
-            return headers; // another call refreshed the listing meanwhile
+        let seen = entry.generation.load(Ordering::Acquire);
+        let _refreshing = entry.refreshing.lock().await;
+        if entry.generation.load(Ordering::Acquire) != seen {
+            // Another call relisted while this one waited: its listing is the answer.
+            return match entry.lookup(tool, arguments) {
+                Lookup::Known(headers) => headers,
+                Lookup::Unknown | Lookup::Absent | Lookup::Stale => Vec::new(),
+            };
         }
-        let Some(listing) = list_tools(session, envelope).await else {
-            return Vec::new();
-        };
+        *entry.last_relist.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        let listing = list_tools(session, envelope).await;
         let headers = listing
-            .tools
-            .get(tool)
+            .as_ref()
+            .and_then(|l| l.tools.get(tool))
             .map(|declared| param_headers::headers_for(declared, arguments))
             .unwrap_or_default();
-        self.listings
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(backend.to_owned(), listing);
+        if let Some(listing) = listing {
+            *entry.listing.write().unwrap_or_else(|e| e.into_inner()) = Some(listing);
+        }
+        entry.generation.fetch_add(1, Ordering::Release);
         headers
     }
 
-    /// The headers for `tool` from a listing still fresh; `None` when the
-    /// listing is stale or absent, or does not know the tool (it may be new).
-    fn fresh_headers(&self, backend: &str, tool: &str, arguments: Option<&Value>) -> Option<Vec<(String, String)>> {
-        let listings = self.listings.read().unwrap_or_else(|e| e.into_inner());
-        let listing = listings.get(backend)?;
-        if listing.until <= Instant::now() {
-            return None;
+    fn entry(&self, backend: &str) -> Arc<UpstreamTools> {
+        let mut upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
+        upstreams.entry(backend.to_owned()).or_default().clone()
+    }
+}
+
+impl UpstreamTools {
+    fn lookup(&self, tool: &str, arguments: Option<&Value>) -> Lookup {
+        let listing = self.listing.read().unwrap_or_else(|e| e.into_inner());
+        match listing.as_ref() {
+            Some(listing) if listing.until > Instant::now() => match listing.tools.get(tool) {
+                Some(declared) => Lookup::Known(param_headers::headers_for(declared, arguments)),
+                None => Lookup::Unknown,
+            },
+            Some(_) => Lookup::Stale,
+            None => Lookup::Absent,
         }
-        let declared = listing.tools.get(tool)?;
-        Some(param_headers::headers_for(declared, arguments))
+    }
+
+    /// Whether a relist started less than [`MIN_RELIST_INTERVAL`] ago.
+    fn relisted_recently(&self) -> bool {
+        let last = *self.last_relist.lock().unwrap_or_else(|e| e.into_inner());
+        last.is_some_and(|at| at.elapsed() < MIN_RELIST_INTERVAL)
     }
 }
 

@@ -21,6 +21,24 @@ pub struct AuthConfig {
     pub oauth: Option<OAuthConfig>,
 }
 
+impl AuthConfig {
+    /// The environment variables eragate reads secrets from (tokens' `env`,
+    /// introspection's `client_secret_env`): stdio children never inherit them
+    /// through a pattern.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        let tokens = self.tokens.iter().filter_map(|token| match &token.source {
+            TokenSource::Env(name) => Some(name.clone()),
+            TokenSource::Sha256(_) => None,
+        });
+        let secret = self
+            .oauth
+            .as_ref()
+            .and_then(|oauth| oauth.introspection.as_ref())
+            .and_then(|introspection| introspection.client_secret_env.clone());
+        tokens.chain(secret).collect()
+    }
+}
+
 /// `[auth.oauth]`: access tokens from the authorization server `issuer`,
 /// validated by eragate (the resource server) for its own canonical URI.
 #[derive(Clone, Debug, Deserialize)]

@@ -28,6 +28,19 @@ pub enum CredentialsConfig {
     TokenExchange(OAuthClientCredential),
 }
 
+impl CredentialsConfig {
+    /// The environment variable holding this credential's secret, if it names one.
+    pub fn secret_env_name(&self) -> Option<&str> {
+        match self {
+            CredentialsConfig::None => None,
+            CredentialsConfig::Header(header) => header.value_env.as_deref(),
+            CredentialsConfig::ClientCredentials(oauth) | CredentialsConfig::TokenExchange(oauth) => {
+                oauth.client_secret_env.as_deref()
+            }
+        }
+    }
+}
+
 /// `kind = "header"`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -198,9 +198,17 @@ pub enum EraSetting {
 pub struct StdioConfig {
     /// Program and arguments, e.g. `["npx", "-y", "@modelcontextprotocol/server-everything", "stdio"]`.
     pub command: Vec<String>,
-    /// Extra environment variables for the child.
+    /// Extra environment variables for the child, set after the inherited ones.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Which of eragate's environment variables the child inherits: names, or
+    /// `PREFIX_*` patterns. A pattern never matches `ERAGATE_*` or a variable
+    /// holding a configured token or client secret; an exact name does.
+    /// Default: the list in `upstream::transport::child::DEFAULT_INHERIT_ENV`
+    /// (`PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `LC_*`,
+    /// `TERM`, `TZ`, `TMPDIR`, `XDG_*`, proxy and CA-bundle variables).
+    #[serde(default)]
+    pub inherit_env: Option<Vec<String>>,
     /// Working directory of the child. Default: eragate's.
     pub cwd: Option<PathBuf>,
     /// Started but unclaimed children kept ready, so a new session costs no start-up wait. Default 1.
@@ -451,6 +459,7 @@ impl StdioConfig {
         StdioConfig {
             command,
             env: BTreeMap::new(),
+            inherit_env: None,
             cwd: None,
             spares: default_spares(),
             max_children: default_max_children(),

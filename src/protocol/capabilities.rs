@@ -118,6 +118,64 @@ pub fn server_modern_to_legacy(capabilities: &Value, revision: Revision) -> Valu
     Value::Object(out)
 }
 
+/// The client capabilities that decide which pooled upstream session a
+/// request may share: only the members `revision`'s `ClientCapabilities`
+/// defines, each with only its defined flags. A flag keeps its value when it
+/// is a boolean and counts by its presence otherwise; `experimental` and
+/// `extensions`, whose contents are free-form, count by their presence only.
+/// So unknown or vendor keys cannot make new partitions (and sessions); the
+/// capabilities themselves still pass through where they are forwarded.
+pub fn partition_profile(capabilities: &Value, revision: Revision) -> Value {
+    let known = client_capability_members(revision);
+    let mut out = Map::new();
+    for (key, flags) in known {
+        let Some(value) = capabilities.get(*key) else { continue };
+        let mut kept = Map::new();
+        for flag in flags.iter() {
+            match value.get(*flag) {
+                Some(Value::Bool(set)) => {
+                    kept.insert((*flag).to_owned(), Value::Bool(*set));
+                }
+                Some(_) => {
+                    kept.insert((*flag).to_owned(), Value::Object(Map::new()));
+                }
+                None => {}
+            }
+        }
+        out.insert((*key).to_owned(), Value::Object(kept));
+    }
+    Value::Object(out)
+}
+
+/// `ClientCapabilities` members and their flags, per the revision's schema.
+fn client_capability_members(revision: Revision) -> &'static [(&'static str, &'static [&'static str])] {
+    match revision {
+        Revision::V2024_11_05 | Revision::V2025_03_26 => {
+            &[("experimental", &[]), ("roots", &["listChanged"]), ("sampling", &[])]
+        }
+        Revision::V2025_06_18 => &[
+            ("elicitation", &[]),
+            ("experimental", &[]),
+            ("roots", &["listChanged"]),
+            ("sampling", &[]),
+        ],
+        Revision::V2025_11_25 => &[
+            ("elicitation", &["form", "url"]),
+            ("experimental", &[]),
+            ("roots", &["listChanged"]),
+            ("sampling", &["context", "tools"]),
+            ("tasks", &["cancel", "list", "requests"]),
+        ],
+        Revision::V2026_07_28 => &[
+            ("elicitation", &["form", "url"]),
+            ("experimental", &[]),
+            ("extensions", &[]),
+            ("roots", &[]),
+            ("sampling", &["context", "tools"]),
+        ],
+    }
+}
+
 /// Trims a modern `clientInfo` to the members `revision` defines.
 pub fn client_info_for(info: &Value, revision: Revision) -> Value {
     let Some(object) = info.as_object() else {
@@ -140,6 +198,38 @@ pub fn client_info_for(info: &Value, revision: Revision) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partition_profiles_keep_only_defined_members_and_flags() {
+        let a = serde_json::json!({
+            "roots": {"listChanged": true, "x": 1},
+            "sampling": {"tools": {"deep": 1}},
+            "experimental": {"vendor-1": {}},
+            "x-vendor-7": {},
+        });
+        let b = serde_json::json!({
+            "roots": {"listChanged": true},
+            "sampling": {"tools": {}},
+            "experimental": {"vendor-2": {"on": true}},
+            "x-vendor-8": {"y": 2},
+        });
+        let revision = Revision::V2025_11_25;
+        assert_eq!(partition_profile(&a, revision), partition_profile(&b, revision));
+        assert_eq!(
+            partition_profile(&a, revision),
+            serde_json::json!({"roots": {"listChanged": true}, "sampling": {"tools": {}}, "experimental": {}})
+        );
+        let without_roots = serde_json::json!({"sampling": {}});
+        assert_ne!(
+            partition_profile(&a, revision),
+            partition_profile(&without_roots, revision)
+        );
+        let old = partition_profile(
+            &serde_json::json!({"elicitation": {}, "sampling": {"tools": {}}}),
+            Revision::V2024_11_05,
+        );
+        assert_eq!(old, serde_json::json!({"sampling": {}}));
+    }
     use serde_json::json;
 
     #[test]

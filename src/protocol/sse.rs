@@ -30,11 +30,23 @@ pub enum SseError {
 
 /// Incremental parser: feed bytes with [`SseParser::push`], then drain events
 /// with [`SseParser::next_event`] until it returns `Ok(None)`.
+///
+/// Linear in its input however it is chunked: the search for a line's end
+/// resumes where the last one stopped (`scanned`), so a long line trickled in
+/// small chunks is read once, not once per chunk. Follows the WHATWG
+/// event-stream rules (LF, CR and CRLF line ends, comments, `data` lines
+/// joined with LF, one leading BOM ignored, `retry`), except that `id` is
+/// reported per event rather than carried over to later events.
 #[derive(Debug)]
 pub struct SseParser {
     buffer: BytesMut,
+    /// Bytes at the front of `buffer` already known to hold no line end.
+    scanned: usize,
     pending: Event,
     has_data: bool,
+    /// Whether the stream's first bytes were checked for a BOM.
+    started: bool,
+    retry: Option<u64>,
     max_event_bytes: usize,
 }
 
@@ -43,8 +55,11 @@ impl SseParser {
     pub fn new(max_event_bytes: usize) -> SseParser {
         SseParser {
             buffer: BytesMut::new(),
+            scanned: 0,
             pending: Event::default(),
             has_data: false,
+            started: false,
+            retry: None,
             max_event_bytes,
         }
     }
@@ -54,22 +69,20 @@ impl SseParser {
         self.buffer.extend_from_slice(chunk);
     }
 
+    /// The reconnection time the stream last asked for (`retry:`), in milliseconds.
+    pub fn retry(&self) -> Option<u64> {
+        self.retry
+    }
+
     /// The next complete event, `Ok(None)` when more bytes are needed.
     pub fn next_event(&mut self) -> Result<Option<Event>, SseError> {
+        if !self.skip_bom() {
+            return Ok(None);
+        }
         loop {
-            let Some(end) = self.buffer.iter().position(|b| *b == b'\n' || *b == b'\r') else {
-                if self.buffer.len() + self.pending.data.len() > self.max_event_bytes {
-                    return Err(SseError::TooLarge(self.max_event_bytes));
-                }
+            let Some(line) = self.next_line()? else {
                 return Ok(None);
             };
-            // A lone CR at the end of the buffer may be the first half of CRLF.
-            if self.buffer[end] == b'\r' && end + 1 == self.buffer.len() {
-                return Ok(None);
-            }
-            let line = self.buffer.split_to(end);
-            let crlf = self.buffer.len() >= 2 && self.buffer[0] == b'\r' && self.buffer[1] == b'\n';
-            self.buffer.advance(if crlf { 2 } else { 1 });
             let line = std::str::from_utf8(&line).map_err(|_| SseError::NotUtf8)?;
             if line.is_empty() {
                 if self.has_data {
@@ -81,6 +94,53 @@ impl SseParser {
             }
             self.field(line)?;
         }
+    }
+
+    /// Drops a UTF-8 BOM at the very start; `false` while too few bytes have come to tell.
+    fn skip_bom(&mut self) -> bool {
+        const BOM: &[u8] = b"\xEF\xBB\xBF";
+        if self.started {
+            return true;
+        }
+        let have = self.buffer.len().min(BOM.len());
+        if self.buffer[..have] != BOM[..have] {
+            self.started = true;
+        } else if have == BOM.len() {
+            self.buffer.advance(BOM.len());
+            self.started = true;
+        }
+        self.started
+    }
+
+    /// The next whole line without its end, `None` when none is complete yet.
+    fn next_line(&mut self) -> Result<Option<BytesMut>, SseError> {
+        let found = self.buffer[self.scanned..]
+            .iter()
+            .position(|b| *b == b'\n' || *b == b'\r');
+        let Some(offset) = found else {
+            self.scanned = self.buffer.len();
+            self.check_size(self.buffer.len())?;
+            return Ok(None);
+        };
+        let end = self.scanned + offset;
+        // A lone CR at the end of the buffer may be the first half of CRLF.
+        if self.buffer[end] == b'\r' && end + 1 == self.buffer.len() {
+            self.scanned = end;
+            return Ok(None);
+        }
+        let line = self.buffer.split_to(end);
+        let crlf = self.buffer.len() >= 2 && self.buffer[0] == b'\r' && self.buffer[1] == b'\n';
+        self.buffer.advance(if crlf { 2 } else { 1 });
+        self.scanned = 0;
+        Ok(Some(line))
+    }
+
+    /// An event whose unfinished line is `line_bytes` long so far must fit the bound.
+    fn check_size(&self, line_bytes: usize) -> Result<(), SseError> {
+        if line_bytes.saturating_add(self.pending.data.len()) > self.max_event_bytes {
+            return Err(SseError::TooLarge(self.max_event_bytes));
+        }
+        Ok(())
     }
 
     fn field(&mut self, line: &str) -> Result<(), SseError> {
@@ -104,6 +164,9 @@ impl SseParser {
             }
             "event" => self.pending.event = value.to_owned(),
             "id" if !value.contains('\0') => self.pending.id = Some(value.to_owned()),
+            "retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                self.retry = value.parse().ok();
+            }
             _ => {}
         }
         Ok(())
@@ -189,6 +252,65 @@ mod tests {
         assert_eq!(parse_all(&[&frame])[0].data, r#"{"jsonrpc":"2.0"}"#);
     }
 
+    fn event(data: &str, id: Option<&str>) -> Event {
+        Event {
+            event: String::new(),
+            data: data.into(),
+            id: id.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn whatwg_examples() {
+        // https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation
+        let stock = parse_all(&[b"data: YHOO\ndata: +2\ndata: 10\n\n"]);
+        assert_eq!(stock, [event("YHOO\n+2\n10", None)]);
+        let ids =
+            parse_all(&[b": test stream\n\ndata: first event\nid: 1\n\ndata:second event\nid\n\ndata:  third event\n"]);
+        assert_eq!(ids, [event("first event", Some("1")), event("second event", Some(""))]);
+        let empty = parse_all(&[b"data\n\ndata\ndata\n\ndata:"]);
+        assert_eq!(empty, [event("", None), event("\n", None)]);
+        let spaces = parse_all(&[b"data:test\n\ndata: test\n\n"]);
+        assert_eq!(spaces, [event("test", None), event("test", None)]);
+    }
+
+    #[test]
+    fn every_line_end_and_a_leading_bom() {
+        for stream in [
+            &b"\xEF\xBB\xBFdata: a\r\ndata: b\r\n\r\n"[..],
+            // A CR last in the buffer may be half a CRLF: the next byte settles it.
+            b"data: a\rdata: b\r\r:\n",
+            b"data: a\ndata: b\n\n",
+            b"data: a\r\ndata: b\rdata\n\r\n",
+        ] {
+            let events = parse_all(&[stream]);
+            assert!(events[0].data.starts_with("a\nb"), "{stream:?}: {events:?}");
+            assert_eq!(events.len(), 1, "{stream:?}");
+        }
+    }
+
+    #[test]
+    fn retry_comments_and_unknown_fields() {
+        let mut parser = SseParser::new(1 << 20);
+        parser.push(b"retry: 2500\n:comment\nfoo: bar\nretry: soon\nevent: ping\ndata: x\n\n");
+        let event = parser.next_event().unwrap().unwrap();
+        assert_eq!((event.event.as_str(), event.data.as_str()), ("ping", "x"));
+        assert_eq!(parser.retry(), Some(2500));
+    }
+
+    #[test]
+    fn a_trickled_line_is_bounded_without_rescanning() {
+        let mut parser = SseParser::new(1024);
+        parser.push(b"data: ");
+        for _ in 0..1017 {
+            parser.push(b"x");
+            assert_eq!(parser.next_event(), Ok(None));
+            assert_eq!(parser.scanned, parser.buffer.len());
+        }
+        parser.push(b"xx");
+        assert_eq!(parser.next_event(), Err(SseError::TooLarge(1024)));
+    }
+
     proptest! {
         #[test]
         fn any_chunking_gives_the_same_events(split in 0usize..60) {
@@ -197,6 +319,35 @@ mod tests {
             let whole = parse_all(&[stream]);
             let parts = parse_all(&[&stream[..split], &stream[split..]]);
             prop_assert_eq!(whole, parts);
+        }
+
+        #[test]
+        fn any_chunking_of_any_stream_gives_the_same_events(
+            lines in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "data: a", "data:b", "data", "event: e", "id: 1", "id", ": c", "retry: 5", "x: y", "",
+                ]),
+                0..24,
+            ),
+            ends in proptest::collection::vec(proptest::sample::select(vec!["\n", "\r", "\r\n"]), 24),
+            cuts in proptest::collection::vec(0usize..200, 0..8),
+        ) {
+            let mut stream = Vec::new();
+            for (line, end) in lines.iter().zip(&ends) {
+                stream.extend_from_slice(line.as_bytes());
+                stream.extend_from_slice(end.as_bytes());
+            }
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c.min(stream.len())).collect();
+            cuts.sort_unstable();
+            let mut chunks = Vec::new();
+            let mut from = 0;
+            for cut in cuts.into_iter().chain([stream.len()]) {
+                chunks.push(&stream[from..cut]);
+                from = cut;
+            }
+            let one_byte: Vec<&[u8]> = stream.chunks(1).collect();
+            prop_assert_eq!(parse_all(&[&stream]), parse_all(&chunks));
+            prop_assert_eq!(parse_all(&[&stream]), parse_all(&one_byte));
         }
     }
 }

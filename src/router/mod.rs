@@ -39,9 +39,10 @@ pub struct Router {
 
 impl Router {
     /// One backend per configured upstream (paths are unique; configuration
-    /// validation ensures it). Nothing starts yet.
-    pub fn new(upstreams: &[UpstreamConfig]) -> Router {
-        let supervisor = ChildSupervisor::default();
+    /// validation ensures it). Nothing starts yet. Children never inherit
+    /// `protected_env` (variables holding secrets) through a pattern.
+    pub fn new(upstreams: &[UpstreamConfig], protected_env: Vec<String>) -> Router {
+        let supervisor = ChildSupervisor::new(protected_env);
         // eragate registers itself once per authorization server, whichever upstreams share it.
         let registrations = Arc::new(Registrations::default());
         let routes = upstreams

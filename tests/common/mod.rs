@@ -163,6 +163,11 @@ impl Eragate {
 
     /// Like [`Eragate::start`], with extra `eragate run` arguments (e.g. `--shutdown-grace 3s`).
     pub fn start_with_args(config: &str, args: &[&str]) -> Eragate {
+        Eragate::start_with_env(config, args, &[])
+    }
+
+    /// Like [`Eragate::start_with_args`], with extra environment variables for eragate itself.
+    pub fn start_with_env(config: &str, args: &[&str], env: &[(&str, &str)]) -> Eragate {
         let dir = tempfile::tempdir().expect("tempdir");
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
         let config = format!("{config}\n");
@@ -184,6 +189,7 @@ impl Eragate {
                 "ERAGATE_LOG",
                 std::env::var("ERAGATE_LOG").unwrap_or_else(|_| "info,eragate=debug".into()),
             )
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(log_file);
         let proc = Proc::spawn("eragate", &mut command);

@@ -22,7 +22,7 @@ const MAX_PARTITIONS: usize = 32;
 pub struct PartitionKey {
     /// Who is asking (empty when no authentication is configured).
     pub principal: String,
-    /// The legacy capabilities the session was initialized with, as canonical JSON.
+    /// The capability profile the partition serves (`protocol::capabilities::partition_profile`: defined members only), as canonical JSON.
     pub capability_profile: String,
     /// The principal itself, with the access token it presented (for token
     /// exchange toward the upstream); no part of the key's identity.

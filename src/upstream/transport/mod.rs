@@ -5,6 +5,7 @@
 //! arrives, implemented by the session. Those two are the only seam: sessions
 //! never look at bytes, transports never look at eras or at the call table.
 
+pub mod child;
 pub mod sse;
 pub mod stdio;
 pub mod streamable_http;

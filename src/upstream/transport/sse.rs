@@ -95,6 +95,12 @@ impl SseLink {
         .map_err(|_| unavailable("no endpoint event".into()))?
         .map_err(unavailable)?;
         let endpoint = resolve(&url, &endpoint).ok_or_else(|| unavailable(format!("bad endpoint {endpoint:?}")))?;
+        if !same_origin(&url, &endpoint) {
+            // Posts carry every client message: they go nowhere the operator did not configure.
+            return Err(unavailable(format!(
+                "the endpoint event names {endpoint}, another origin than the SSE URL {url}; refused"
+            )));
+        }
         let link = SseLink {
             stream: stream.clone(),
             subject,
@@ -234,9 +240,46 @@ fn resolve(base: &Uri, endpoint: &str) -> Option<Uri> {
     format!("{scheme}://{authority}{path}").parse().ok()
 }
 
+/// Whether two URIs share scheme, host and port (the scheme's default when absent).
+fn same_origin(a: &Uri, b: &Uri) -> bool {
+    fn origin(uri: &Uri) -> Option<(String, String, u16)> {
+        let scheme = uri.scheme_str()?.to_ascii_lowercase();
+        let default = match scheme.as_str() {
+            "http" => 80,
+            "https" => 443,
+            _ => return None,
+        };
+        let host = uri.host()?.to_ascii_lowercase();
+        Some((scheme, host, uri.port_u16().unwrap_or(default)))
+    }
+    matches!((origin(a), origin(b)), (Some(a), Some(b)) if a == b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_endpoints_of_the_streams_own_origin_are_accepted() {
+        let base: Uri = "http://127.0.0.1:3002/sse".parse().unwrap();
+        let same = ["/messages/?session_id=ab", "m?x=1", "http://127.0.0.1:3002/m"];
+        for endpoint in same {
+            let resolved = resolve(&base, endpoint).unwrap();
+            assert!(same_origin(&base, &resolved), "{endpoint}");
+        }
+        let foreign = [
+            "http://127.0.0.1:9/m",
+            "https://127.0.0.1:3002/m",
+            "http://evil.example:3002/m",
+            "http://localhost:3002/m",
+        ];
+        for endpoint in foreign {
+            let resolved = resolve(&base, endpoint).unwrap();
+            assert!(!same_origin(&base, &resolved), "{endpoint}");
+        }
+        let implicit: Uri = "https://h.example/sse".parse().unwrap();
+        assert!(same_origin(&implicit, &"https://h.example:443/m".parse().unwrap()));
+    }
 
     #[test]
     fn endpoints_resolve_like_the_sdks_do() {

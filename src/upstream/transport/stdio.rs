@@ -1,5 +1,5 @@
-//! stdio upstreams: spawning and supervising child processes, newline framing
-//! in both directions, and the child's stderr in eragate's log.
+//! stdio upstreams: supervising child processes (started by [`super::child`]),
+//! spares and restarts, and newline framing in both directions.
 //!
 //! Every child runs in its own process group and is registered with a
 //! [`ChildSupervisor`], so that on shutdown (or when its session ends) the whole
@@ -7,7 +7,6 @@
 //! Lines are handed to the session through [`Inbound`]; nothing here looks inside them.
 
 use std::collections::VecDeque;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -15,14 +14,14 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::Inbound;
+use super::{Inbound, child};
 use crate::config::{RestartConfig, StdioConfig};
 use crate::protocol::Message;
 use crate::upstream::error::UpstreamError;
@@ -37,9 +36,20 @@ const WRITE_QUEUE: usize = 256;
 pub struct ChildSupervisor {
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// Environment variables holding eragate's secrets (token and client-secret
+    /// variables of the configuration): no `inherit_env` pattern matches them.
+    protected_env: Arc<[String]>,
 }
 
 impl ChildSupervisor {
+    /// A supervisor whose children never inherit `protected_env` through a pattern.
+    pub fn new(protected_env: Vec<String>) -> ChildSupervisor {
+        ChildSupervisor {
+            protected_env: protected_env.into(),
+            ..ChildSupervisor::default()
+        }
+    }
+
     /// Stops every child (stdin closed, SIGTERM, SIGKILL after the grace) and waits for them.
     pub async fn shutdown(&self, deadline: Duration) {
         self.shutdown.cancel();
@@ -225,13 +235,9 @@ impl StdioSpawner {
     fn spawn(&self) -> Result<SpawnedChild, UpstreamError> {
         let unavailable = |reason: String| UpstreamError::unavailable(&self.upstream, reason);
         let permit = self.may_start()?;
-        let (program, args) = self
-            .config
-            .command
-            .split_first()
-            .ok_or_else(|| unavailable("empty command".into()))?;
-        let mut child = self
-            .command(program, args)
+        let mut command = child::command(&self.config, &self.supervisor.protected_env).map_err(unavailable)?;
+        let program = self.config.command.first().map_or("", String::as_str);
+        let mut child = command
             .spawn()
             .map_err(|e| unavailable(format!("cannot start {program:?}: {e}")))?;
         let pid = child.id().ok_or_else(|| unavailable("child exited at once".into()))?;
@@ -245,7 +251,7 @@ impl StdioSpawner {
         let stop = self.supervisor.shutdown.child_token();
         self.supervisor
             .tracker
-            .spawn(log_stderr(self.upstream.clone(), pid, stderr));
+            .spawn(child::log_stderr(self.upstream.clone(), pid, stderr));
         let watch = Watch {
             upstream: self.upstream.clone(),
             pid,
@@ -286,23 +292,6 @@ impl StdioSpawner {
             .map_err(|_| UpstreamError::Overloaded {
                 upstream: self.upstream.to_string(),
             })
-    }
-
-    /// The child's command: piped stdio, its own process group, killed with its handle.
-    fn command(&self, program: &str, args: &[String]) -> Command {
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .envs(&self.config.env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some(cwd) = &self.config.cwd {
-            command.current_dir(cwd);
-        }
-        command
     }
 }
 
@@ -373,13 +362,6 @@ fn signal_group(pid: u32, signal: Signal) {
         && pid > 1
     {
         let _ = killpg(Pid::from_raw(pid), signal);
-    }
-}
-
-async fn log_stderr(upstream: Arc<str>, pid: u32, stderr: tokio::process::ChildStderr) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(target: "eragate::upstream::stderr", upstream = %upstream, pid, "{line}");
     }
 }
 

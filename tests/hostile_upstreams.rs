@@ -1,0 +1,100 @@
+//! Principals protected from each other on the upstream side: an upstream
+//! that names a foreign POST endpoint, and clients that try to make new pool
+//! partitions (and children) with capability keys no revision defines.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+#[test]
+fn an_sse_endpoint_event_naming_another_origin_fails_the_link() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("posts.jsonl");
+    let peers = peers();
+    let script = peers.script("hostile_sse_server.py");
+    let record_arg = record.display().to_string();
+    let hostile = ListeningServer::start(
+        "hostile_sse_server.py",
+        peers.python(),
+        &[&script, "--record", &record_arg],
+        &[],
+    );
+    let gateway = Eragate::start(&remote_upstream_toml("sse", &hostile.url, "handshake_timeout = \"5s\""));
+    let reply = post_modern(&gateway.url(), 1, "tools/list", None, json!({}));
+    let body = reply.json();
+    assert!(body.get("error").is_some(), "the request succeeded: {body}");
+    let posts = || std::fs::read_to_string(&record).unwrap_or_default();
+    wait_until("a refusal or a post", Duration::from_secs(20), || {
+        gateway.log().contains("another origin") || !posts().is_empty()
+    });
+    assert!(
+        posts().is_empty(),
+        "eragate posted to the foreign endpoint: {}",
+        posts()
+    );
+    assert!(gateway.log().contains("another origin"), "no refusal logged");
+}
+
+/// The `_meta` of a 2026-07-28 request whose client capabilities are `capabilities`.
+fn envelope_with(capabilities: Value) -> Value {
+    let mut meta = modern_envelope();
+    meta["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+    meta
+}
+
+#[test]
+fn unknown_capability_keys_make_no_new_partitions_or_children() {
+    let tag = unique_tag("hostile_partitions");
+    let config = stdio_upstream_toml(&tagged_fixture(&tag), "", "spares = 1");
+    let gateway = Eragate::start(&config);
+    for i in 0..40u64 {
+        let capabilities = json!({ format!("x-vendor-{i}"): {"on": i}, "experimental": {format!("e{i}"): {}} });
+        let params = json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": envelope_with(capabilities)});
+        let reply = post_modern(&gateway.url(), i + 1, "tools/call", Some("echo"), params);
+        let result = reply.json().get("result").cloned();
+        let result = result.unwrap_or_else(|| panic!("call {i} failed: {:?}; log:\n{}", reply.json(), gateway.log()));
+        assert_eq!(tool_text(&result), "echo: hi");
+    }
+    let started = gateway.log().matches("started upstream child").count();
+    let alive = pids_with(&tag).len();
+    assert!(
+        started <= 8,
+        "40 capability sets started {started} children ({alive} alive)"
+    );
+    // A defined capability still makes its own partition.
+    let params = json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": envelope_with(json!({"roots": {}}))});
+    let reply = post_modern(&gateway.url(), 100, "tools/call", Some("echo"), params);
+    assert!(reply.json().get("result").is_some(), "{:?}", reply.json());
+}
+
+#[test]
+fn calls_naming_unknown_tools_do_not_relist_the_upstream_each_time() {
+    let upstream = TracedUpstream::start_with(&["--dual-era", "--param-headers"]);
+    let gateway = Eragate::http(&upstream.url, "era = \"modern\"");
+    let (session, _) = legacy_initialize(&gateway.url(), "2025-06-18");
+    let call = |id: u64, name: &str, arguments: Value| {
+        let params = json!({"name": name, "arguments": arguments});
+        legacy_request(&gateway.url(), &session, "2025-06-18", id, "tools/call", params)
+    };
+    let reply = call(1, "regional", json!({"region": "eu-west"}));
+    assert_eq!(
+        tool_text(&answer(&reply, 1)["result"]),
+        "regional: eu-west ",
+        "{reply:?}"
+    );
+    let listed = upstream.posted_bodies("tools/list").len();
+    for id in 2..=21 {
+        let _ = call(id, &format!("no-such-tool-{id}"), json!({}));
+    }
+    let relists = upstream.posted_bodies("tools/list").len() - listed;
+    assert!(
+        relists <= 2,
+        "20 calls of unknown tools caused {relists} tools/list relists"
+    );
+    // Known tools still carry their headers from the kept listing.
+    let reply = call(30, "regional", json!({"region": "ap-1"}));
+    assert_eq!(tool_text(&answer(&reply, 30)["result"]), "regional: ap-1 ", "{reply:?}");
+}
