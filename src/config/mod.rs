@@ -6,10 +6,12 @@
 
 mod auth;
 mod duration;
+mod limits;
 mod model;
 mod oauth;
 
 pub use auth::*;
+pub use limits::LimitsConfig;
 pub use model::*;
 pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
 
@@ -230,7 +232,7 @@ impl Config {
     }
 
     fn field_issues(&self, indexes: &[usize], entries: usize) -> Vec<ConfigIssue> {
-        let mut issues = Vec::new();
+        let mut issues = self.limits.issues();
         let mut push = |path: String, message: &str| {
             issues.push(ConfigIssue {
                 path,
