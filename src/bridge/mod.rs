@@ -58,7 +58,7 @@ impl Gateway {
         let auth = Authenticator::from_config(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let router = Router::new(&config.upstreams);
-        let sessions = SessionStore::new(config.sessions.clone());
+        let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(mrtr::SuspendedCalls::new(config.sessions.input_expiry.0));
         Ok(Arc::new(Gateway {
             config: Arc::new(config),
