@@ -158,6 +158,7 @@ impl Config {
                 "sessions" => config.sessions = section(&key, value, &mut issues).unwrap_or_default(),
                 "admin" => config.admin = section(&key, value, &mut issues).unwrap_or_default(),
                 "auth" => config.auth = section(&key, value, &mut issues).unwrap_or_default(),
+                "limits" => config.limits = section(&key, value, &mut issues).unwrap_or_default(),
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -180,8 +181,9 @@ impl Config {
                 }
                 _ => issues.push(ConfigIssue {
                     path: key,
-                    message: "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`"
-                        .into(),
+                    message:
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`"
+                            .into(),
                 }),
             }
         }
