@@ -44,6 +44,11 @@ fn read_until_closed(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&received).into_owned()
 }
 
+/// The first 300 characters of `text`, for failure messages.
+fn excerpt(text: &str) -> String {
+    text.chars().take(300).collect()
+}
+
 /// The status line's code of a raw HTTP/1.1 answer.
 fn status_of(answer: &str) -> Option<u16> {
     answer.split(' ').nth(1).and_then(|code| code.parse().ok())
@@ -173,13 +178,13 @@ fn batches_are_refused_or_capped_before_they_are_parsed() {
     let batch = zeros(FOUR_MIB);
     // No session (and any revision but 2025-03-26): no batches at all.
     let refused = send("POST", &url, &PLAIN, Some(&batch));
-    assert_eq!(refused.status, 400, "{}", &refused.body[..refused.body.len().min(300)]);
+    assert_eq!(refused.status, 400, "{}", excerpt(&refused.body));
     assert_eq!(refused.json()["error"]["code"], -32600);
     assert!(refused.body.contains("2025-03-26"), "{}", refused.body);
     // A 2025-03-26 session may batch, up to `limits.max_batch_items`.
     let (session, _) = legacy_initialize(&url, "2025-03-26");
     let capped = send("POST", &url, &legacy_headers(&session, "2025-03-26"), Some(&batch));
-    assert_eq!(capped.status, 400, "{}", &capped.body[..capped.body.len().min(300)]);
+    assert_eq!(capped.status, 400, "{}", excerpt(&capped.body));
     assert!(capped.body.contains("at most 100"), "{}", capped.body);
     let small: Vec<Value> = (1..=3)
         .map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
@@ -197,7 +202,7 @@ fn batches_are_refused_or_capped_before_they_are_parsed() {
         zeros(FOUR_MIB - 100)
     );
     let bloated = send("POST", &url, &legacy_headers(&session, "2025-03-26"), Some(&params));
-    assert_eq!(bloated.status, 413, "{}", &bloated.body[..bloated.body.len().min(300)]);
+    assert_eq!(bloated.status, 413, "{}", excerpt(&bloated.body));
     // Parsed whole, one such body costs ~230 MB; scanned, the body itself.
     let peak = peak_rss(gateway.proc.pid());
     assert!(peak < 150 * 1024 * 1024, "peak RSS {peak} bytes");
@@ -262,9 +267,51 @@ fn an_initialize_carrying_megabytes_of_client_info_is_refused() {
         &PLAIN,
         Some(&initialize_body("2025-06-18", info)),
     );
-    assert_eq!(reply.status, 400, "{}", &reply.body[..reply.body.len().min(300)]);
+    assert_eq!(reply.status, 400, "{}", excerpt(&reply.body));
     assert_eq!(reply.json()["error"]["code"], -32602);
     assert!(reply.header("mcp-session-id").is_none());
     // A normal one still opens a session.
     legacy_initialize(&gateway.url(), "2025-06-18");
+}
+
+/// A legacy stdio server whose every `tools/call` answer carries a `[0,…]` of ~30 MiB.
+const BLOATED_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message or "method" not in message:
+        continue
+    method, id = message["method"], message["id"]
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "bloated", "version": "0"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "big", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        zeros = "0," * (15 * 1024 * 1024) + "0"
+        sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{"content":[],"big":[%s]}}\n' % (json.dumps(id), zeros))
+        sys.stdout.flush()
+        continue
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + "\n")
+    sys.stdout.flush()
+"#;
+
+#[test]
+fn an_upstream_line_of_millions_of_elements_is_refused_before_it_is_parsed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("bloated.py");
+    std::fs::write(&script, BLOATED_SERVER).expect("write the server");
+    let command = [peers().python().to_owned(), script.display().to_string()];
+    let gateway = Eragate::start(&stdio_upstream_toml(&command, "request_timeout = \"5s\"", ""));
+    let reply = modern_call(&gateway.url(), 1, "big", json!({}));
+    let answer = answer(&reply, 1);
+    let text = answer.to_string();
+    assert!(answer.get("error").is_some(), "{}", excerpt(&text));
+    // Parsed whole, the line costs over half a gigabyte; scanned, the line itself.
+    let peak = peak_rss(gateway.proc.pid());
+    assert!(peak < 200 * 1024 * 1024, "peak RSS {peak} bytes");
+    let log = gateway.log();
+    assert!(log.contains("more than 1000000 JSON values"), "{}", excerpt(&log));
 }
