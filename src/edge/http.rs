@@ -28,6 +28,11 @@ use crate::protocol::{Era, Message, Revision};
 use crate::router::{Backend, Endpoint};
 use crate::translate::{HeaderField, RoutingHeaders};
 
+/// The refusal of a batch on a session (or none) whose revision may not batch.
+const BATCHES_FOR_2025_03_26: Rejection = Rejection::BatchNotAllowed {
+    reason: "invalid request: JSON-RPC batches are only allowed for 2025-03-26 sessions",
+};
+
 /// The HTTP front end bound to one listener.
 pub struct HttpFrontend {
     gateway: Arc<Gateway>,
@@ -161,10 +166,8 @@ impl HttpFrontend {
         };
         let session = self.lookup(backend, session_id, principal).await;
         // A batch where none is allowed is refused before a byte of it is parsed.
-        if scan::opens_array(&bytes) && !batches_allowed(&session) {
-            return reject(Rejection::BatchNotAllowed {
-                reason: "invalid request: JSON-RPC batches are only allowed for 2025-03-26 sessions",
-            });
+        if !batches_allowed(&session) && scan::is_batch(&bytes, self.bounds()) {
+            return reject(BATCHES_FOR_2025_03_26);
         }
         let routing = routing_headers(&parts.headers);
         let forwarded = param_headers(&parts.headers);
@@ -186,9 +189,7 @@ impl HttpFrontend {
                 return self.batch(backend, items, routing, session, principal).await;
             }
             Ok(Frame::Batch(_)) => {
-                return reject(Rejection::BatchNotAllowed {
-                    reason: "invalid request: JSON-RPC batches are only allowed for 2025-03-26 sessions",
-                });
+                return reject(BATCHES_FOR_2025_03_26);
             }
             Err(error) => return malformed(error),
         };
@@ -245,7 +246,7 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        if scan::opens_array(&bytes) {
+        if scan::is_batch(&bytes, self.bounds()) {
             return reject(Rejection::BatchNotAllowed {
                 reason: "invalid request: JSON-RPC batches are not supported on this transport",
             });

@@ -81,15 +81,15 @@ struct Connection {
 
 impl Connection {
     async fn handle_line(&mut self, line: &[u8]) {
-        let allowed = self.session.as_ref().is_some_and(|s| s.revision.allows_batches());
-        if scan::opens_array(line) && !allowed {
-            return self.handle_batch(Vec::new()).await;
-        }
         let limits = &self.gateway.config.limits;
         let bounds = Bounds {
             values: Some(limits.max_request_values),
             items: Some(limits.max_batch_items),
         };
+        let allowed = self.session.as_ref().is_some_and(|s| s.revision.allows_batches());
+        if !allowed && scan::is_batch(line, bounds) {
+            return self.handle_batch(Vec::new()).await;
+        }
         let message = match Frame::parse_within(line, bounds) {
             Ok(Frame::Single(message)) => message,
             Ok(Frame::Batch(items)) => return self.handle_batch(items).await,

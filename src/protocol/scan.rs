@@ -101,6 +101,17 @@ pub fn opens_array(bytes: &[u8]) -> bool {
     bytes.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) == Some(&b'[')
 }
 
+/// Whether `bytes` is a batch: a top-level array, or text opening one that a
+/// bound stopped (still a batch, and a large one). Malformed or too deep text
+/// is not: its parser names the mistake (-32700) instead.
+pub fn is_batch(bytes: &[u8], bounds: Bounds) -> bool {
+    opens_array(bytes)
+        && !matches!(
+            scan(bytes, bounds),
+            Err(ScanError::Malformed { .. } | ScanError::TooDeep)
+        )
+}
+
 /// Where the scanner is in the grammar.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Expect {
@@ -365,6 +376,17 @@ mod tests {
         assert!(opens_array(b" \r\n\t[0,"));
         assert!(!opens_array(b"{\"a\":[1]}"));
         assert!(!opens_array(b""));
+        let bounded = Bounds {
+            values: Some(3),
+            items: None,
+        };
+        assert!(
+            is_batch(b"[0,0,0,0,0,0", bounded),
+            "stopped by a bound before the text ends"
+        );
+        assert!(is_batch(b"[]", bounded));
+        assert!(!is_batch(b"[[[[", Bounds::default()));
+        assert!(!is_batch(b"[0,}", Bounds::default()));
     }
 
     #[test]
