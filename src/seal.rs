@@ -138,6 +138,18 @@ impl Sealer {
     }
 }
 
+/// A token's SHA-256: the fixed-size trace kept of an id once it has ended.
+pub fn digest(token: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes()).into()
+}
+
+/// A token's short fingerprint for logs (the first 8 hex digits of its
+/// SHA-256): enough to follow one session through a log, useless as a credential.
+pub fn fingerprint(token: &str) -> String {
+    digest(token)[..4].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Seconds since the Unix epoch: the clock sealed expiries are written in, so
 /// replicas agree on them.
 pub fn unix_now() -> u64 {
@@ -151,6 +163,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::time::Duration;
+
+    #[test]
+    fn fingerprints_are_short_and_stable() {
+        let id = "a-session-id-that-is-a-credential";
+        assert_eq!(fingerprint(id).len(), 8);
+        assert_eq!(fingerprint(id), fingerprint(id));
+        assert_ne!(fingerprint(id), fingerprint("another"));
+        assert!(!id.contains(&fingerprint(id)));
+    }
 
     fn sealer() -> Sealer {
         Sealer::new(&SealKey([7; 32]), None)

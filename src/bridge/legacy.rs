@@ -15,8 +15,9 @@ use crate::protocol::envelope::LogLevel;
 use crate::protocol::errors::Rejection;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, capabilities};
-use crate::protocol::{ErrorObject, Id, Message, Notification, Request, Response, Revision};
+use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
 use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
+use crate::seal::fingerprint;
 use crate::translate::{down, up};
 
 /// The client's session as its transport found it.
@@ -55,6 +56,9 @@ pub async fn serve(
 }
 
 async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, principal: &Principal) -> Reply {
+    if let Some(refusal) = oversized_claims(gateway, &request) {
+        return refusal;
+    }
     let requested = request
         .params
         .as_ref()
@@ -98,8 +102,43 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
     } else {
         ClientSession::open(id, revision, backend.clone(), upstream_session)
     };
-    tracing::info!(session = %session.id, %revision, requested, shared, "legacy client session opened");
+    tracing::info!(session = %fingerprint(&session.id), %revision, requested, shared, "legacy client session opened");
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
+}
+
+/// -32602 (400) for an `initialize` whose `capabilities` and `clientInfo`, sealed
+/// into the session id that every later request carries, exceed `limits.max_client_claims_bytes`.
+fn oversized_claims(gateway: &Gateway, request: &Request) -> Option<Reply> {
+    let limit = gateway.config.limits.max_client_claims_bytes;
+    let params = request.params.as_ref()?;
+    let size: usize = ["capabilities", "clientInfo"]
+        .into_iter()
+        .filter_map(|key| params.get(key))
+        .map(json_len)
+        .sum();
+    (size > limit).then(|| {
+        let message = format!("Invalid params: capabilities and clientInfo exceed {limit} bytes");
+        let error = ErrorObject::new(ErrorCode::INVALID_PARAMS, message);
+        Reply::rejected(Some(request.id.clone()), Rejection::Classified(error))
+    })
+}
+
+/// The length of `value` as compact JSON, counted without building it.
+fn json_len(value: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that cannot fail does not fail.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// The upstream session a new legacy client's session relays to: one of its
@@ -182,7 +221,7 @@ async fn initialize_over_modern(
     // Nothing of this session lives in this process: any replica can serve it.
     let id = gateway.sessions.mint(claims, false);
     let session = ClientSession::open_stateless(id, negotiated, backend.clone(), shared, envelope);
-    tracing::info!(session = %session.id, revision = %negotiated, "legacy client session opened on a modern upstream");
+    tracing::info!(session = %fingerprint(&session.id), revision = %negotiated, "legacy client session opened on a modern upstream");
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }
 
@@ -349,7 +388,7 @@ async fn notification_on_session(session: &ClientSession, notification: Notifica
         .notify(&notification.method, notification.params)
         .await
     {
-        tracing::debug!(session = %session.id, error = %error, "could not forward a notification");
+        tracing::debug!(session = %fingerprint(&session.id), error = %error, "could not forward a notification");
     }
     Reply::Accepted
 }
@@ -382,7 +421,7 @@ async fn response_on_session(session: &ClientSession, response: Response) -> Rep
     };
     response.id = Some(upstream_id);
     if let Err(error) = session.upstream_session.respond(response).await {
-        tracing::debug!(session = %session.id, error = %error, "could not forward a response upstream");
+        tracing::debug!(session = %fingerprint(&session.id), error = %error, "could not forward a response upstream");
     }
     Reply::Accepted
 }

@@ -66,8 +66,9 @@ impl Gateway {
                 .iter()
                 .filter_map(|upstream| upstream.credentials.secret_env_name().map(str::to_owned)),
         );
+        crate::router::set_max_message_values(config.limits.max_upstream_values);
         let router = Router::new(&config.upstreams, protected_env);
-        let sessions = SessionStore::new(config.sessions.clone());
+        let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(mrtr::SuspendedCalls::new(config.sessions.input_expiry.0));
         Ok(Arc::new(Gateway {
             config: Arc::new(config),

@@ -22,7 +22,7 @@ use crate::config::SessionsConfig;
 use crate::protocol::Era;
 use crate::protocol::Revision;
 use crate::router::{Backend, SessionNeed};
-use crate::seal::{Purpose, SealKey, Sealer, unix_now};
+use crate::seal::{Purpose, SealKey, Sealer, digest, fingerprint, unix_now};
 
 use super::client_session::lock;
 pub use super::client_session::{AttachError, ClientSession, stateless_envelope};
@@ -30,9 +30,11 @@ pub use super::client_session::{AttachError, ClientSession, stateless_envelope};
 /// Every live legacy client session on this replica.
 pub struct SessionStore {
     sessions: DashMap<Arc<str>, Arc<ClientSession>>,
-    /// Ids this replica ended (DELETE, expiry): a sealed id stays valid until
-    /// its expiry, so it must not be resumed again. Pruned at that expiry.
-    ended: DashMap<String, u64>,
+    /// Ids this replica ended (DELETE, expiry), by digest: a sealed id stays
+    /// valid until its expiry, so it must not be resumed again. Pruned at that
+    /// expiry; at most `max_ended` (the soonest to expire is forgotten first).
+    ended: DashMap<[u8; 32], u64>,
+    max_ended: usize,
     config: SessionsConfig,
     sealer: Sealer,
     /// Names this process in the ids of sessions bound to it (stdio children).
@@ -64,8 +66,9 @@ pub struct SessionClaims {
 }
 
 impl SessionStore {
-    /// An empty store sealing ids with the configured key (a random one when none is set).
-    pub fn new(config: SessionsConfig) -> SessionStore {
+    /// An empty store sealing ids with the configured key (a random one when
+    /// none is set), remembering at most `max_ended` ended ids.
+    pub fn new(config: SessionsConfig, max_ended: usize) -> SessionStore {
         let key = config.key.clone().unwrap_or_else(|| {
             tracing::warn!(
                 "no session key configured (sessions.key or ERAGATE_SESSION_KEY): using a random key; \
@@ -78,6 +81,7 @@ impl SessionStore {
         let instance = format!("{:016x}", rand::rng().random::<u64>());
         SessionStore {
             ended: DashMap::new(),
+            max_ended,
             sessions: DashMap::new(),
             config,
             sealer,
@@ -147,7 +151,7 @@ impl SessionStore {
     }
 
     async fn resume(&self, id: &str, backend: &Backend, principal: &Principal) -> Option<Arc<ClientSession>> {
-        if self.ended.contains_key(id) {
+        if self.ended.contains_key(&digest(id)) {
             return None;
         }
         let claims = self.open(id)?;
@@ -186,12 +190,33 @@ impl SessionStore {
                 let expiry = self
                     .open(id)
                     .map_or(unix_now() + self.config.lifetime.0.as_secs(), |c| c.exp);
-                self.ended.insert(id.to_owned(), expiry);
+                self.remember_ended(id, expiry);
                 session.end();
                 true
             }
             None => false,
         }
+    }
+
+    /// Keeps an ended id's digest until `expiry`, within the bound.
+    fn remember_ended(&self, id: &str, expiry: u64) {
+        if self.ended.len() >= self.max_ended {
+            let now = unix_now();
+            self.ended.retain(|_, expiry| *expiry > now);
+        }
+        while self.ended.len() >= self.max_ended {
+            let soonest = self.ended.iter().min_by_key(|e| *e.value()).map(|e| *e.key());
+            match soonest {
+                Some(key) => self.ended.remove(&key),
+                None => break,
+            };
+        }
+        self.ended.insert(digest(id), expiry);
+    }
+
+    /// Ids remembered as ended.
+    pub fn ended_len(&self) -> usize {
+        self.ended.len()
     }
 
     /// Ends every session idle past the timeout.
@@ -237,11 +262,34 @@ impl SessionStore {
                 .map(|s| s.id.clone());
             match oldest {
                 Some(id) => {
-                    tracing::info!(session = %id, "session limit reached; ending the least recently used session");
+                    tracing::info!(session = %fingerprint(&id), "session limit reached; ending the least recently used session");
                     self.remove(&id);
                 }
                 None => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ended_ids_are_bounded_digests() {
+        let store = SessionStore::new(SessionsConfig::default(), 3);
+        let far = unix_now() + 3600;
+        for (i, id) in ["a", "b", "c", "d", "e"].into_iter().enumerate() {
+            store.remember_ended(&"x".repeat(1 << 20).replace('x', id), far + i as u64);
+        }
+        assert_eq!(store.ended_len(), 3);
+        // The soonest to expire went first; what is kept is 32 bytes whatever the id's size.
+        assert!(!store.ended.contains_key(&digest(&"a".repeat(1 << 20))));
+        assert!(store.ended.contains_key(&digest(&"e".repeat(1 << 20))));
+        // Expired ones are dropped before anything unexpired is forgotten.
+        store.remember_ended("old", 1);
+        store.remember_ended("new", far);
+        assert!(!store.ended.contains_key(&digest("old")));
+        assert!(store.ended.contains_key(&digest("new")));
     }
 }

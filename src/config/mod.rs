@@ -7,11 +7,13 @@
 mod auth;
 mod credentials;
 mod duration;
+mod limits;
 mod model;
 mod oauth;
 
 pub use auth::*;
 pub use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
+pub use limits::LimitsConfig;
 pub use model::*;
 pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
 
@@ -158,6 +160,7 @@ impl Config {
                 "sessions" => config.sessions = section(&key, value, &mut issues).unwrap_or_default(),
                 "admin" => config.admin = section(&key, value, &mut issues).unwrap_or_default(),
                 "auth" => config.auth = section(&key, value, &mut issues).unwrap_or_default(),
+                "limits" => config.limits = section(&key, value, &mut issues).unwrap_or_default(),
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -180,8 +183,9 @@ impl Config {
                 }
                 _ => issues.push(ConfigIssue {
                     path: key,
-                    message: "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`"
-                        .into(),
+                    message:
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`"
+                            .into(),
                 }),
             }
         }
@@ -232,7 +236,7 @@ impl Config {
     }
 
     fn field_issues(&self, indexes: &[usize], entries: usize) -> Vec<ConfigIssue> {
-        let mut issues = Vec::new();
+        let mut issues = self.limits.issues();
         let mut push = |path: String, message: &str| {
             issues.push(ConfigIssue {
                 path,

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use super::auth::AuthConfig;
 use super::credentials::CredentialsConfig;
 pub use super::duration::Humantime;
+use super::limits::LimitsConfig;
 use crate::seal::SealKey;
 use crate::translate::{CachePolicy, CacheScope};
 
@@ -32,6 +33,9 @@ pub struct Config {
     /// Who may use the MCP endpoints.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// Timeouts and bounds protecting clients from each other.
+    #[serde(default)]
+    pub limits: LimitsConfig,
 }
 
 /// `[admin]`: a separate listener for operators, off unless `address` is set.
@@ -53,6 +57,11 @@ pub struct ListenConfig {
     /// Origins allowed besides the listener's own (`http://host:port` as sent
     /// in `Origin`). A request with any other `Origin` gets 403. Default none.
     pub allowed_origins: Vec<String>,
+    /// Host names (`host` or `host:port`, as sent in `Host`) served besides the
+    /// listener's address, `public_url`'s host and, on a loopback or wildcard
+    /// bind, `localhost`. A request without `Origin` naming any other `Host`
+    /// gets 421 (DNS rebinding defence); `"*"` allows every host. Default none.
+    pub allowed_hosts: Vec<String>,
     /// Interval of SSE keep-alive comments. Default 15 s.
     pub sse_keep_alive: Humantime,
     /// How long a request may stay silent before its answer switches from
@@ -72,6 +81,7 @@ impl Default for ListenConfig {
             address: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_body_bytes: 4 * 1024 * 1024,
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             sse_keep_alive: Humantime(Duration::from_secs(15)),
             stream_after: Humantime(Duration::from_secs(2)),
             max_connections: 10_000,

@@ -2,25 +2,19 @@
 //! endpoints, the OAuth well-known documents, origin checks, bounded bodies,
 //! and graceful shutdown.
 
-use std::convert::Infallible;
+mod body;
+mod hosts;
+mod listener;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{
-    ACCEPT, ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN,
-    WWW_AUTHENTICATE,
-};
+use http::header::{ACCEPT, ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
-use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
@@ -29,15 +23,21 @@ use crate::bridge::{AttachError, Gateway, Reply, SessionLookup, Status, batches_
 use crate::protocol::errors::Rejection;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::protocol::jsonrpc::{Frame, FrameError};
+use crate::protocol::scan::{self, Bounds};
 use crate::protocol::{Era, Message, Revision};
 use crate::router::{Backend, Endpoint};
 use crate::translate::{HeaderField, RoutingHeaders};
 
+/// The refusal of a batch on a session (or none) whose revision may not batch.
+const BATCHES_FOR_2025_03_26: Rejection = Rejection::BatchNotAllowed {
+    reason: "invalid request: JSON-RPC batches are only allowed for 2025-03-26 sessions",
+};
+
 /// The HTTP front end bound to one listener.
 pub struct HttpFrontend {
     gateway: Arc<Gateway>,
-    /// Origins a browser may send: the listener's own and the configured ones.
-    allowed_origins: Vec<String>,
+    /// The origins and hosts this listener serves.
+    served: hosts::Served,
     /// Open 2024-11-05 HTTP+SSE client connections.
     sse_connections: Arc<SseConnections>,
 }
@@ -45,11 +45,10 @@ pub struct HttpFrontend {
 impl HttpFrontend {
     /// A front end for `gateway`, listening at `local` (its real, bound address).
     pub fn new(gateway: Arc<Gateway>, local: SocketAddr) -> Arc<HttpFrontend> {
-        let mut allowed_origins = own_origins(local);
-        allowed_origins.extend(gateway.config.listen.allowed_origins.iter().cloned());
+        let served = hosts::Served::new(local, &gateway.config.listen);
         Arc::new(HttpFrontend {
             gateway,
-            allowed_origins,
+            served,
             sse_connections: Arc::default(),
         })
     }
@@ -57,51 +56,7 @@ impl HttpFrontend {
     /// Accepts connections until `shutdown` resolves, then lets in-flight
     /// requests finish for up to `drain` before returning.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>, drain: Duration) {
-        let graceful = GracefulShutdown::new();
-        let connections = Arc::new(Semaphore::new(self.gateway.config.listen.max_connections));
-        let builder = auto::Builder::new(TokioExecutor::new());
-        tokio::pin!(shutdown);
-        loop {
-            let permit = tokio::select! {
-                permit = connections.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
-                () = &mut shutdown => break,
-            };
-            let (stream, peer) = tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok(accepted) => accepted,
-                    Err(error) => {
-                        tracing::warn!(error = %error, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                },
-                () = &mut shutdown => break,
-            };
-            let _ = stream.set_nodelay(true);
-            let frontend = self.clone();
-            let service = service_fn(move |request| {
-                let frontend = frontend.clone();
-                async move { Ok::<_, Infallible>(frontend.handle(request).await) }
-            });
-            let connection = builder
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .into_owned();
-            let connection = graceful.watch(connection);
-            tokio::spawn(async move {
-                if let Err(error) = connection.await {
-                    tracing::debug!(%peer, error = %error, "connection ended with an error");
-                }
-                drop(permit);
-            });
-        }
-        drop(listener);
-        // Standing streams (GET streams, listens, HTTP+SSE connections) end now;
-        // requests in flight get until the deadline.
-        self.gateway.closing.cancel();
-        if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
-            tracing::warn!("requests still in flight at the shutdown deadline");
-        }
-        self.sse_connections.close_all();
+        listener::serve(self, listener, shutdown, drain).await;
     }
 
     /// Answers one HTTP request.
@@ -116,8 +71,11 @@ impl HttpFrontend {
         let Some((endpoint, backend)) = self.gateway.router.endpoint(path).map(|(e, u)| (e, u.clone())) else {
             return reject(Rejection::NoEndpoint);
         };
-        if !self.origin_allowed(request.headers()) {
+        if !self.served.origin_allowed(request.headers()) {
             return reject(Rejection::OriginNotAllowed);
+        }
+        if !self.served.host_allowed(request.headers(), request.uri()) {
+            return reject(Rejection::HostNotAllowed);
         }
         let admitted = match self.admit(&request, &backend).await {
             Ok(admitted) => admitted,
@@ -202,14 +160,18 @@ impl HttpFrontend {
             return reject(Rejection::UnsupportedMediaType);
         }
         let (parts, body) = request.into_parts();
-        let bytes = match self.read_body(&parts.headers, body).await {
+        let bytes = match self.read_body(&parts, body).await {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
         let session = self.lookup(backend, session_id, principal).await;
+        // A batch where none is allowed is refused before a byte of it is parsed.
+        if !batches_allowed(&session) && scan::is_batch(&bytes, self.bounds()) {
+            return reject(BATCHES_FOR_2025_03_26);
+        }
         let routing = routing_headers(&parts.headers);
         let forwarded = param_headers(&parts.headers);
-        let reply = match Frame::parse(&bytes) {
+        let reply = match Frame::parse_within(&bytes, self.bounds()) {
             Ok(Frame::Single(message)) => {
                 if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
                     return refusal;
@@ -227,9 +189,7 @@ impl HttpFrontend {
                 return self.batch(backend, items, routing, session, admitted).await;
             }
             Ok(Frame::Batch(_)) => {
-                return reject(Rejection::BatchNotAllowed {
-                    reason: "invalid request: JSON-RPC batches are only allowed for 2025-03-26 sessions",
-                });
+                return reject(BATCHES_FOR_2025_03_26);
             }
             Err(error) => return malformed(error),
         };
@@ -281,11 +241,16 @@ impl HttpFrontend {
             return reject(Rejection::ConnectionIdRequired);
         };
         let (parts, body) = request.into_parts();
-        let bytes = match self.read_body(&parts.headers, body).await {
+        let bytes = match self.read_body(&parts, body).await {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        let message = match Frame::parse(&bytes) {
+        if scan::is_batch(&bytes, self.bounds()) {
+            return reject(Rejection::BatchNotAllowed {
+                reason: "invalid request: JSON-RPC batches are not supported on this transport",
+            });
+        }
+        let message = match Frame::parse_within(&bytes, self.bounds()) {
             Ok(Frame::Single(message)) => message,
             Ok(Frame::Batch(_)) => {
                 return reject(Rejection::BatchNotAllowed {
@@ -307,19 +272,30 @@ impl HttpFrontend {
         }
     }
 
-    /// The body, bounded by `listen.max_body_bytes` (413 past it).
-    async fn read_body(&self, headers: &HeaderMap, body: Incoming) -> Result<bytes::Bytes, http::Response<Body>> {
-        let limit = self.gateway.config.listen.max_body_bytes;
-        let declared = header_text(headers, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<usize>().ok());
-        if declared.is_some_and(|len| len > limit) {
-            return Err(reject(Rejection::BodyTooLarge { limit }));
-        }
-        match Limited::new(body, limit).collect().await {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-                Err(reject(Rejection::BodyTooLarge { limit }))
-            }
-            Err(error) => Err(reject(Rejection::BodyUnreadable(error.to_string()))),
+    /// The body, bounded by `listen.max_body_bytes` (413 past it) and `limits.body_read_timeout`.
+    async fn read_body(
+        &self,
+        parts: &http::request::Parts,
+        body: Incoming,
+    ) -> Result<bytes::Bytes, http::Response<Body>> {
+        let config = &self.gateway.config;
+        let limits = body::BodyLimits {
+            max_bytes: config.listen.max_body_bytes,
+            deadline: config.limits.body_read_timeout.0,
+            linger_bytes: config.limits.linger_bytes,
+            linger_for: config.limits.linger_timeout.0,
+        };
+        body::read(parts.version, &parts.headers, body, limits)
+            .await
+            .map_err(reject)
+    }
+
+    /// The bounds a client's message is scanned within before it is parsed.
+    fn bounds(&self) -> Bounds {
+        let limits = &self.gateway.config.limits;
+        Bounds {
+            values: Some(limits.max_request_values),
+            items: Some(limits.max_batch_items),
         }
     }
 
@@ -463,34 +439,6 @@ impl HttpFrontend {
             respond::plain(StatusCode::SERVICE_UNAVAILABLE, "waiting for upstreams")
         }
     }
-
-    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
-        let mut origins = headers.get_all(ORIGIN).iter();
-        match (origins.next(), origins.next()) {
-            (None, _) => true,
-            (Some(origin), None) => origin.to_str().is_ok_and(|o| {
-                self.allowed_origins
-                    .iter()
-                    .any(|a| a.eq_ignore_ascii_case(o.trim_end_matches('/')))
-            }),
-            (Some(_), Some(_)) => false,
-        }
-    }
-}
-
-/// The origins a page served by this listener itself would send.
-fn own_origins(local: SocketAddr) -> Vec<String> {
-    let port = local.port();
-    let ip = local.ip();
-    if ip.is_loopback() || ip.is_unspecified() {
-        vec![
-            format!("http://localhost:{port}"),
-            format!("http://127.0.0.1:{port}"),
-            format!("http://[::1]:{port}"),
-        ]
-    } else {
-        vec![format!("http://{local}")]
-    }
 }
 
 /// A refusal before dispatch, answering no request.
@@ -591,15 +539,6 @@ mod tests {
             "text/event-stream"
         ));
         assert!(!accepts(&HeaderMap::new(), "application/json"));
-    }
-
-    #[test]
-    fn own_origins_for_loopback_and_public_binds() {
-        assert!(own_origins("127.0.0.1:8080".parse().unwrap()).contains(&"http://localhost:8080".to_owned()));
-        assert_eq!(
-            own_origins("10.0.0.5:9000".parse().unwrap()),
-            vec!["http://10.0.0.5:9000".to_owned()]
-        );
     }
 
     #[test]

@@ -17,6 +17,7 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use crate::auth::Admitted;
 use crate::bridge::{ClientSession, Gateway, Reply, SessionLookup, dispatch, reply};
 use crate::protocol::jsonrpc::{Frame, FrameError};
+use crate::protocol::scan::{self, Bounds};
 use crate::protocol::{Id, Message};
 use crate::router::Backend;
 use crate::translate::{Classification, RoutingHeaders, classify};
@@ -80,7 +81,16 @@ struct Connection {
 
 impl Connection {
     async fn handle_line(&mut self, line: &[u8]) {
-        let message = match Frame::parse(line) {
+        let limits = &self.gateway.config.limits;
+        let bounds = Bounds {
+            values: Some(limits.max_request_values),
+            items: Some(limits.max_batch_items),
+        };
+        let allowed = self.session.as_ref().is_some_and(|s| s.revision.allows_batches());
+        if !allowed && scan::is_batch(line, bounds) {
+            return self.handle_batch(Vec::new()).await;
+        }
+        let message = match Frame::parse_within(line, bounds) {
             Ok(Frame::Single(message)) => message,
             Ok(Frame::Batch(items)) => return self.handle_batch(items).await,
             Err(error) => {

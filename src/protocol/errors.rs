@@ -117,6 +117,9 @@ pub enum Rejection {
     MethodNotAllowed,
     /// A cross-origin browser request from an origin not allowed (403).
     OriginNotAllowed,
+    /// A request without `Origin` whose `Host` this listener does not serve (421):
+    /// DNS rebinding defence.
+    HostNotAllowed,
     /// A valid token without a scope the resource requires (403; the edge adds the challenge).
     InsufficientScope {
         /// What is missing.
@@ -142,6 +145,8 @@ pub enum Rejection {
     },
     /// The body could not be read (plain text, 400).
     BodyUnreadable(String),
+    /// The body did not arrive within `limits.body_read_timeout` (plain text, 408).
+    BodyTimeout,
     /// Not JSON (400, -32700), or JSON but not a JSON-RPC message (400, -32600).
     Malformed {
         /// Whether the body was not JSON at all.
@@ -153,6 +158,16 @@ pub enum Rejection {
     BatchNotAllowed {
         /// Where batches are allowed, if anywhere.
         reason: &'static str,
+    },
+    /// A batch of more messages than `limits.max_batch_items` (400, -32600).
+    BatchTooLarge {
+        /// The configured bound.
+        limit: usize,
+    },
+    /// A body of more JSON values than `limits.max_request_values` (413, -32600).
+    TooManyValues {
+        /// The configured bound.
+        limit: usize,
     },
     /// `initialize` inside a batch (400, -32600).
     InitializeInBatch,
@@ -190,10 +205,13 @@ impl Rejection {
             Rejection::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
             Rejection::NotAcceptable | Rejection::StreamNotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Rejection::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Rejection::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Rejection::BodyTooLarge { .. } | Rejection::TooManyValues { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            Rejection::HostNotAllowed => StatusCode::MISDIRECTED_REQUEST,
+            Rejection::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Rejection::StreamAlreadyOpen => StatusCode::CONFLICT,
             Rejection::BodyUnreadable(_)
             | Rejection::BatchNotAllowed { .. }
+            | Rejection::BatchTooLarge { .. }
             | Rejection::InitializeInBatch
             | Rejection::SessionRequired
             | Rejection::ConnectionIdRequired
@@ -209,6 +227,7 @@ impl Rejection {
         let invalid = |message: String| Some(ErrorObject::new(ErrorCode::INVALID_REQUEST, message));
         match self {
             Rejection::OriginNotAllowed => invalid("Forbidden: Origin not allowed".into()),
+            Rejection::HostNotAllowed => invalid("Misdirected Request: this Host is not served here".into()),
             Rejection::Unauthenticated { reason } | Rejection::InsufficientScope { reason } => {
                 invalid((*reason).into())
             }
@@ -230,6 +249,12 @@ impl Rejection {
                 Some(ErrorObject::new(code, message.clone()))
             }
             Rejection::BatchNotAllowed { reason } => invalid((*reason).into()),
+            Rejection::BatchTooLarge { limit } => {
+                invalid(format!("invalid request: a batch may hold at most {limit} messages"))
+            }
+            Rejection::TooManyValues { limit } => invalid(format!(
+                "Payload Too Large: the body holds more than {limit} JSON values"
+            )),
             Rejection::InitializeInBatch => invalid("initialize must not be part of a batch".into()),
             Rejection::SessionRequired => {
                 invalid("Bad Request: Mcp-Session-Id header is required (send initialize first)".into())
@@ -241,6 +266,7 @@ impl Rejection {
             | Rejection::MethodNotAllowed
             | Rejection::StreamNotAcceptable
             | Rejection::BodyUnreadable(_)
+            | Rejection::BodyTimeout
             | Rejection::StreamSessionNotFound
             | Rejection::StreamAlreadyOpen
             | Rejection::ConnectionIdRequired
@@ -262,6 +288,7 @@ impl Rejection {
             Rejection::MethodNotAllowed => "Method Not Allowed".into(),
             Rejection::StreamNotAcceptable => "Not Acceptable: GET needs Accept: text/event-stream".into(),
             Rejection::BodyUnreadable(why) => format!("could not read the body: {why}"),
+            Rejection::BodyTimeout => "Request Timeout: the body did not arrive in time".into(),
             Rejection::StreamSessionNotFound => "Session not found".into(),
             Rejection::StreamAlreadyOpen => "a stream is already open for this session".into(),
             Rejection::ConnectionIdRequired => "session_id is required".into(),
@@ -356,6 +383,7 @@ mod tests {
             (Rejection::UnsupportedMediaType, 415, Some(-32600)),
             (Rejection::BodyTooLarge { limit: 9 }, 413, Some(-32600)),
             (Rejection::BodyUnreadable("eof".into()), 400, None),
+            (Rejection::BodyTimeout, 408, None),
             (
                 Rejection::Malformed {
                     not_json: true,
@@ -374,6 +402,9 @@ mod tests {
             ),
             (Rejection::BatchNotAllowed { reason: "r" }, 400, Some(-32600)),
             (Rejection::InitializeInBatch, 400, Some(-32600)),
+            (Rejection::BatchTooLarge { limit: 2 }, 400, Some(-32600)),
+            (Rejection::TooManyValues { limit: 2 }, 413, Some(-32600)),
+            (Rejection::HostNotAllowed, 421, Some(-32600)),
             (Rejection::SessionRequired, 400, Some(-32600)),
             (Rejection::SessionNotFound, 404, Some(-32600)),
             (Rejection::StreamSessionNotFound, 404, None),

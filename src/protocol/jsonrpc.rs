@@ -8,6 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::errors::{ErrorObject, Rejection};
+use super::scan::{self, Bounds, ScanError};
 
 /// A request id: a string or a number, kept exactly as the peer sent it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -123,21 +124,28 @@ pub enum FrameError {
         /// What was wrong, for the error message.
         reason: &'static str,
     },
+    /// More JSON values, or batch items, than the bound; found by a scan before parsing.
+    #[error("invalid request: {0}")]
+    Oversized(ScanError),
 }
 
 impl FrameError {
     /// The refusal this frame earns.
     pub fn rejection(&self) -> Rejection {
-        Rejection::Malformed {
-            not_json: matches!(self, FrameError::Parse(_)),
-            message: self.to_string(),
+        match self {
+            FrameError::Oversized(ScanError::TooManyValues { limit }) => Rejection::TooManyValues { limit: *limit },
+            FrameError::Oversized(ScanError::TooManyItems { limit }) => Rejection::BatchTooLarge { limit: *limit },
+            _ => Rejection::Malformed {
+                not_json: matches!(self, FrameError::Parse(_)),
+                message: self.to_string(),
+            },
         }
     }
 
     /// The id of the message, when it was readable.
     pub fn id(&self) -> Option<Id> {
         match self {
-            FrameError::Parse(_) => None,
+            FrameError::Parse(_) | FrameError::Oversized(_) => None,
             FrameError::Invalid { id, .. } => id.clone(),
         }
     }
@@ -149,8 +157,15 @@ impl FrameError {
 }
 
 impl Frame {
-    /// Parses one frame from bytes.
+    /// Parses one frame from bytes, unbounded (trusted or already bounded input).
     pub fn parse(bytes: &[u8]) -> Result<Frame, FrameError> {
+        Frame::parse_within(bytes, Bounds::default())
+    }
+
+    /// Parses one frame after a structural scan checked it within `bounds`:
+    /// too many values or batch items are refused before anything is built.
+    pub fn parse_within(bytes: &[u8], bounds: Bounds) -> Result<Frame, FrameError> {
+        check(bytes, bounds)?;
         let value: Value = serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
         match value {
             Value::Array(items) if items.is_empty() => Err(FrameError::Invalid {
@@ -164,8 +179,14 @@ impl Frame {
 }
 
 impl Message {
-    /// Parses one message from bytes (no batches).
+    /// Parses one message from bytes (no batches), unbounded.
     pub fn parse(bytes: &[u8]) -> Result<Message, FrameError> {
+        Message::parse_within(bytes, Bounds::default())
+    }
+
+    /// Parses one message after a structural scan checked it within `bounds`.
+    pub fn parse_within(bytes: &[u8], bounds: Bounds) -> Result<Message, FrameError> {
+        check(bytes, bounds)?;
         let value: Value = serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
         Message::from_value(value)
     }
@@ -350,6 +371,21 @@ impl Response {
     /// Wraps this response as a message.
     pub fn into_message(self) -> Message {
         Message::Response(self)
+    }
+}
+
+/// The scan before a parse: a bound crossed is refused; anything else (malformed
+/// or too deep) is left to serde_json, which names the mistake and stops where the
+/// scan did, so its work is bounded too.
+fn check(bytes: &[u8], bounds: Bounds) -> Result<(), FrameError> {
+    if bounds == Bounds::default() {
+        return Ok(());
+    }
+    match scan::scan(bytes, bounds) {
+        Err(error @ (ScanError::TooManyValues { .. } | ScanError::TooManyItems { .. })) => {
+            Err(FrameError::Oversized(error))
+        }
+        _ => Ok(()),
     }
 }
 

@@ -11,6 +11,7 @@ pub mod headers;
 pub mod jsonrpc;
 pub mod method;
 pub mod revision;
+pub mod scan;
 pub mod sse;
 
 pub use errors::{ErrorCode, ErrorObject};

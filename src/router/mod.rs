@@ -11,6 +11,7 @@ use std::time::Duration;
 
 pub use crate::upstream::pool::gateway_client_info;
 pub use crate::upstream::probe::discover_params;
+pub use crate::upstream::transport::set_max_message_values;
 pub use crate::upstream::{Call, CallEvent, CallStep, OnDrop, PartitionKey, UpstreamError, UpstreamSession};
 pub use backend::{Admission, Backend, SessionNeed};
 

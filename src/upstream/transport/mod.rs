@@ -11,15 +11,37 @@ pub mod stdio;
 pub mod streamable_http;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 
 use self::streamable_http::HttpClient;
+use crate::protocol::scan::Bounds;
 use crate::protocol::{Message, Revision};
 use crate::upstream::credentials::{Subject, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
+
+/// Most JSON values in one upstream message (`limits.max_upstream_values`),
+/// counted by a scan before it is parsed: a 60 MiB `[0,…]` line would
+/// otherwise become a gigabyte of `Value`s. One bound for the process, set
+/// once by [`set_max_message_values`] when the gateway is built (the readers
+/// are spawned deep inside each transport).
+static MAX_MESSAGE_VALUES: AtomicUsize = AtomicUsize::new(1_000_000);
+
+/// Sets the bound on JSON values in one upstream message.
+pub fn set_max_message_values(limit: usize) {
+    MAX_MESSAGE_VALUES.store(limit, Ordering::Relaxed);
+}
+
+/// The bounds an upstream message is scanned within before it is parsed.
+pub(crate) fn message_bounds() -> Bounds {
+    Bounds {
+        values: Some(MAX_MESSAGE_VALUES.load(Ordering::Relaxed)),
+        items: None,
+    }
+}
 
 /// What a transport reports to the session it carries: every message that
 /// arrives, the end of the connection, and the failure of one request. The

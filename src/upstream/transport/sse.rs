@@ -182,7 +182,7 @@ impl SseReader {
                     match parser.next_event() {
                         Ok(Some(event)) if event.event.is_empty() || event.event == "message" => {
                             let Some(session) = session.upgrade() else { return };
-                            match Message::parse(event.data.as_bytes()) {
+                            match Message::parse_within(event.data.as_bytes(), super::message_bounds()) {
                                 Ok(message) => session.handle_message(message, None),
                                 Err(error) => tracing::warn!(error = %error, "non-JSON-RPC SSE event; skipped"),
                             }

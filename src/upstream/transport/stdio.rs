@@ -475,7 +475,7 @@ impl StdioReader {
                     continue;
                 }
                 let Some(session) = session.upgrade() else { return };
-                match Message::parse(line.as_bytes()) {
+                match Message::parse_within(line.as_bytes(), super::message_bounds()) {
                     Ok(message) => session.handle_message(message, None),
                     Err(error) => {
                         tracing::warn!(upstream = %upstream, pid, error = %error, "non-JSON-RPC line on stdout; skipped")

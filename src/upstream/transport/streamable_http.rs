@@ -375,7 +375,7 @@ async fn read_response<S: Inbound>(
             return session.handle_failure(upstream_id, error);
         }
     };
-    match Frame::parse(&body) {
+    match Frame::parse_within(&body, super::message_bounds()) {
         Ok(Frame::Single(message)) => session.handle_message(answering(message, upstream_id), Some(upstream_id)),
         Ok(Frame::Batch(items)) => {
             for message in items.into_iter().flatten() {
@@ -412,7 +412,7 @@ async fn read_sse<S: Inbound>(
             let Some(session) = session.upgrade() else {
                 return Ok(());
             };
-            match Message::parse(event.data.as_bytes()) {
+            match Message::parse_within(event.data.as_bytes(), super::message_bounds()) {
                 Ok(message) => {
                     let message = match related {
                         Some(request) => answering(message, request),

@@ -1,0 +1,100 @@
+//! `[limits]`: the bounds that keep one client from holding what others need:
+//! connection timeouts, per-IP connections, JSON shape bounds checked before
+//! parsing, the size of what a session id carries, and the ended-id set.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::ConfigIssue;
+use super::duration::Humantime;
+
+/// `[limits]`
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// How long a client may take to send a request's headers; an HTTP/1.1
+    /// connection idle between requests is closed after it too. Default 10 s.
+    pub header_read_timeout: Humantime,
+    /// How long a client may take to send a request's body (408 past it). Default 30 s.
+    pub body_read_timeout: Humantime,
+    /// A connection with no request in flight this long is closed (open streams
+    /// count as in flight). Default 60 s.
+    pub idle_timeout: Humantime,
+    /// Interval of HTTP/2 keep-alive pings. Default 30 s.
+    pub h2_keep_alive_interval: Humantime,
+    /// An HTTP/2 connection whose ping is unanswered this long is closed. Default 20 s.
+    pub h2_keep_alive_timeout: Humantime,
+    /// Most concurrent connections from one IP address. Default 1000.
+    pub max_connections_per_ip: usize,
+    /// Most messages in one JSON-RPC batch (2025-03-26 sessions; others may not
+    /// batch at all). Default 100.
+    pub max_batch_items: usize,
+    /// Most JSON values (containers and scalars) in one client message or
+    /// batch, counted before it is parsed (413 past it). Default 100 000.
+    pub max_request_values: usize,
+    /// Most JSON values in one upstream message (a stdio line, an HTTP body,
+    /// an SSE event), counted before it is parsed. Default 1 000 000.
+    pub max_upstream_values: usize,
+    /// Most bytes of `capabilities` plus `clientInfo` a legacy client's
+    /// `initialize` may carry (sealed into its session id); past it -32602. Default 8 KiB.
+    pub max_client_claims_bytes: usize,
+    /// Most ended session ids remembered (as fixed-size digests) until their
+    /// expiry; past it the one expiring soonest is forgotten. Default 100 000.
+    pub max_ended_sessions: usize,
+    /// After a 413, at most this many bytes of the rest of the body are read
+    /// and discarded so an HTTP/1.1 client still reads the answer. Default 64 MiB.
+    pub linger_bytes: u64,
+    /// ... for at most this long. Default 5 s.
+    pub linger_timeout: Humantime,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            header_read_timeout: Humantime(Duration::from_secs(10)),
+            body_read_timeout: Humantime(Duration::from_secs(30)),
+            idle_timeout: Humantime(Duration::from_secs(60)),
+            h2_keep_alive_interval: Humantime(Duration::from_secs(30)),
+            h2_keep_alive_timeout: Humantime(Duration::from_secs(20)),
+            max_connections_per_ip: 1000,
+            max_batch_items: 100,
+            max_request_values: 100_000,
+            max_upstream_values: 1_000_000,
+            max_client_claims_bytes: 8 * 1024,
+            max_ended_sessions: 100_000,
+            linger_bytes: 64 * 1024 * 1024,
+            linger_timeout: Humantime(Duration::from_secs(5)),
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// Bounds that must not be zero.
+    pub(super) fn issues(&self) -> Vec<ConfigIssue> {
+        let counts = [
+            ("max_connections_per_ip", self.max_connections_per_ip),
+            ("max_batch_items", self.max_batch_items),
+            ("max_request_values", self.max_request_values),
+            ("max_upstream_values", self.max_upstream_values),
+            ("max_client_claims_bytes", self.max_client_claims_bytes),
+            ("max_ended_sessions", self.max_ended_sessions),
+        ];
+        let durations = [
+            ("header_read_timeout", self.header_read_timeout),
+            ("body_read_timeout", self.body_read_timeout),
+            ("idle_timeout", self.idle_timeout),
+            ("h2_keep_alive_interval", self.h2_keep_alive_interval),
+            ("h2_keep_alive_timeout", self.h2_keep_alive_timeout),
+        ];
+        let zero_counts = counts.into_iter().filter(|(_, n)| *n == 0).map(|(key, _)| key);
+        let zero_durations = durations.into_iter().filter(|(_, d)| d.0.is_zero()).map(|(key, _)| key);
+        zero_counts
+            .chain(zero_durations)
+            .map(|key| ConfigIssue {
+                path: format!("limits.{key}"),
+                message: "must be greater than 0".into(),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,173 @@
+//! Which `Origin`s and `Host`s this listener serves: the browser checks in
+//! front of every MCP endpoint.
+//!
+//! A present `Origin` must be the listener's own or a configured one (403
+//! otherwise, as the spec asks). Without `Origin`, the `Host` (`:authority` on
+//! h2) must name this listener (421 otherwise): a page that rebinds its own DNS
+//! name to 127.0.0.1 still sends that name, so a loopback gateway does not
+//! answer it. An IP literal is always served (rebinding needs a name); so are
+//! `public_url`'s host, `localhost` on a loopback or wildcard bind, and
+//! `listen.allowed_hosts`.
+
+use std::net::{IpAddr, SocketAddr};
+
+use http::header::{HOST, ORIGIN};
+use http::{HeaderMap, Uri};
+
+use crate::config::ListenConfig;
+
+/// The origins and host names one listener answers.
+pub(super) struct Served {
+    /// Origins a browser may send: the listener's own and the configured ones.
+    origins: Vec<String>,
+    /// Host names (lower case, no port); `None` serves every host.
+    hosts: Option<Vec<String>>,
+}
+
+impl Served {
+    /// What a listener bound to `local` with `listen` serves.
+    pub(super) fn new(local: SocketAddr, listen: &ListenConfig) -> Served {
+        let mut origins = own_origins(local);
+        origins.extend(listen.allowed_origins.iter().cloned());
+        let every_host = listen.allowed_hosts.iter().any(|h| h == "*");
+        let mut hosts: Vec<String> = listen.allowed_hosts.iter().map(|h| normalized(h)).collect();
+        if local.ip().is_loopback() || local.ip().is_unspecified() {
+            hosts.push("localhost".into());
+        }
+        let public = listen.public_url.as_deref().and_then(|u| u.parse::<Uri>().ok());
+        if let Some(host) = public.as_ref().and_then(Uri::host) {
+            hosts.push(normalized(host));
+        }
+        Served {
+            origins,
+            hosts: (!every_host).then_some(hosts),
+        }
+    }
+
+    /// Whether `headers` carry no `Origin`, or exactly one this listener allows.
+    pub(super) fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        let mut origins = headers.get_all(ORIGIN).iter();
+        match (origins.next(), origins.next()) {
+            (None, _) => true,
+            (Some(origin), None) => origin.to_str().is_ok_and(|o| {
+                self.origins
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(o.trim_end_matches('/')))
+            }),
+            (Some(_), Some(_)) => false,
+        }
+    }
+
+    /// Whether a request without `Origin` names a host this listener serves;
+    /// a request with `Origin` is judged by it instead.
+    pub(super) fn host_allowed(&self, headers: &HeaderMap, uri: &Uri) -> bool {
+        let Some(hosts) = &self.hosts else { return true };
+        if headers.contains_key(ORIGIN) {
+            return true;
+        }
+        let authority = match headers.get(HOST) {
+            Some(value) => match value.to_str() {
+                Ok(text) => text,
+                Err(_) => return false,
+            },
+            // HTTP/1.0 without Host, or h2 without `:authority`: no browser sends that.
+            None => match uri.authority() {
+                Some(authority) => authority.as_str(),
+                None => return true,
+            },
+        };
+        let Some(name) = host_name(authority) else { return false };
+        name.parse::<IpAddr>().is_ok() || hosts.contains(&name)
+    }
+}
+
+/// The origins a page served by this listener itself would send.
+fn own_origins(local: SocketAddr) -> Vec<String> {
+    let port = local.port();
+    let ip = local.ip();
+    if ip.is_loopback() || ip.is_unspecified() {
+        vec![
+            format!("http://localhost:{port}"),
+            format!("http://127.0.0.1:{port}"),
+            format!("http://[::1]:{port}"),
+        ]
+    } else {
+        vec![format!("http://{local}")]
+    }
+}
+
+/// The host name of a `Host` value, lower case, without port, brackets or a trailing dot.
+fn host_name(authority: &str) -> Option<String> {
+    let authority = authority.trim();
+    let name = match authority.strip_prefix('[') {
+        Some(rest) => rest.split_once(']')?.0,
+        None => authority.rsplit_once(':').map_or(authority, |(name, _)| name),
+    };
+    (!name.is_empty()).then(|| normalized(name))
+}
+
+fn normalized(host: &str) -> String {
+    host.trim().trim_end_matches('.').to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+
+    use super::*;
+
+    fn served(bind: &str, public_url: Option<&str>, allowed: &[&str]) -> Served {
+        let listen = ListenConfig {
+            public_url: public_url.map(str::to_owned),
+            allowed_hosts: allowed.iter().map(|h| (*h).to_owned()).collect(),
+            ..ListenConfig::default()
+        };
+        Served::new(bind.parse().unwrap(), &listen)
+    }
+
+    fn host(value: &'static str) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        map.insert(HOST, HeaderValue::from_static(value));
+        map
+    }
+
+    #[test]
+    fn own_origins_for_loopback_and_public_binds() {
+        assert!(own_origins("127.0.0.1:8080".parse().unwrap()).contains(&"http://localhost:8080".to_owned()));
+        assert_eq!(
+            own_origins("10.0.0.5:9000".parse().unwrap()),
+            vec!["http://10.0.0.5:9000".to_owned()]
+        );
+    }
+
+    #[test]
+    fn hosts_a_listener_serves() {
+        let uri = Uri::from_static("/mcp");
+        let local = served("127.0.0.1:8080", Some("https://MCP.example.com"), &["gw.internal"]);
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LOCALHOST.",
+            "[::1]:8080",
+            "mcp.example.com",
+            "gw.internal:443",
+            "10.1.2.3",
+        ] {
+            let headers = host(Box::leak(ok.to_owned().into_boxed_str()));
+            assert!(local.host_allowed(&headers, &uri), "{ok}");
+        }
+        for refused in ["evil.example:8080", "localhost.evil.example", "", ":8080"] {
+            let headers = host(Box::leak(refused.to_owned().into_boxed_str()));
+            assert!(!local.host_allowed(&headers, &uri), "{refused}");
+        }
+        // An Origin is judged by the origin check; no Host at all is no browser.
+        let mut with_origin = host("evil.example");
+        with_origin.insert(ORIGIN, HeaderValue::from_static("http://evil.example"));
+        assert!(local.host_allowed(&with_origin, &uri));
+        assert!(local.host_allowed(&HeaderMap::new(), &uri));
+        assert!(!local.host_allowed(&HeaderMap::new(), &Uri::from_static("http://evil.example/mcp")));
+        // A specific bind is not `localhost`; `*` serves every host.
+        assert!(!served("10.0.0.5:80", None, &[]).host_allowed(&host("localhost"), &uri));
+        assert!(served("10.0.0.5:80", None, &["*"]).host_allowed(&host("evil.example"), &uri));
+    }
+}

@@ -1,0 +1,285 @@
+//! Accepting client connections: the global and per-IP connection caps, hyper's
+//! builder with a timer (header read timeout, HTTP/2 keep-alive pings), the
+//! idle watchdog that frees the slot of a connection with nothing in flight,
+//! and graceful shutdown.
+//!
+//! A connection is idle when no request is in flight: an open SSE stream is a
+//! request whose body has not ended, so a live stream is never idle. Before its
+//! first request a connection gets only `limits.header_read_timeout` (hyper's
+//! own header timer starts after the protocol is detected; a socket that sends
+//! nothing, or half an HTTP/2 preface, never gets that far).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::HttpFrontend;
+use crate::config::LimitsConfig;
+use crate::edge::respond::Body;
+
+/// Accepts connections until `shutdown` resolves, then lets in-flight
+/// requests finish for up to `drain` before returning.
+pub(super) async fn serve(
+    frontend: Arc<HttpFrontend>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) {
+    let config = &frontend.gateway.config;
+    let limits = config.limits.clone();
+    let graceful = GracefulShutdown::new();
+    let connections = Arc::new(Semaphore::new(config.listen.max_connections));
+    let per_ip = PerIp::new(limits.max_connections_per_ip);
+    let builder = builder(&limits);
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            permit = connections.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
+            () = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(error = %error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Some(slot) = per_ip.admit(peer.ip()) else {
+            tracing::debug!(%peer, "per-IP connection limit reached; connection closed");
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let activity = Arc::new(Activity::new());
+        let service = {
+            let (frontend, activity) = (frontend.clone(), activity.clone());
+            service_fn(move |request| {
+                let (frontend, in_flight) = (frontend.clone(), activity.enter());
+                async move {
+                    let response = frontend.handle(request).await;
+                    Ok::<_, Infallible>(response.map(|body| Tracked {
+                        body,
+                        _in_flight: in_flight,
+                    }))
+                }
+            })
+        };
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        let (first, idle) = (limits.header_read_timeout.0, limits.idle_timeout.0);
+        tokio::spawn(async move {
+            tokio::select! {
+                result = connection => if let Err(error) = result {
+                    tracing::debug!(%peer, error = %error, "connection ended with an error");
+                },
+                () = activity.idle(first, idle) => tracing::debug!(%peer, "idle connection closed"),
+            }
+            drop((permit, slot));
+        });
+    }
+    drop(listener);
+    // Standing streams (GET streams, listens, HTTP+SSE connections) end now;
+    // requests in flight get until the deadline.
+    frontend.gateway.closing.cancel();
+    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
+        tracing::warn!("requests still in flight at the shutdown deadline");
+    }
+    frontend.sse_connections.close_all();
+}
+
+/// HTTP/1.1 and h2 with a timer: the header read timeout and keep-alive pings.
+fn builder(limits: &LimitsConfig) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout.0);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(limits.h2_keep_alive_interval.0)
+        .keep_alive_timeout(limits.h2_keep_alive_timeout.0);
+    builder
+}
+
+// === impl PerIp ===
+
+/// Open connections per client IP; an address without any is not kept.
+struct PerIp {
+    open: Arc<DashMap<IpAddr, usize>>,
+    limit: usize,
+}
+
+/// One connection's place in [`PerIp`]; given back when dropped.
+struct IpSlot {
+    open: Arc<DashMap<IpAddr, usize>>,
+    ip: IpAddr,
+}
+
+impl PerIp {
+    fn new(limit: usize) -> PerIp {
+        PerIp {
+            open: Arc::default(),
+            limit,
+        }
+    }
+
+    fn admit(&self, ip: IpAddr) -> Option<IpSlot> {
+        let ip = ip.to_canonical();
+        let mut count = self.open.entry(ip).or_insert(0);
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        drop(count);
+        Some(IpSlot {
+            open: self.open.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        if let Some(mut count) = self.open.get_mut(&self.ip) {
+            *count = count.saturating_sub(1);
+        }
+        self.open.remove_if(&self.ip, |_, count| *count == 0);
+    }
+}
+
+// === impl Activity ===
+
+/// Requests in flight on one connection, and since when it has had none.
+struct Activity {
+    in_flight: AtomicUsize,
+    served: AtomicBool,
+    idle_since: Mutex<Instant>,
+}
+
+/// One request in flight (its handler, then its response body); ends when dropped.
+struct InFlight(Arc<Activity>);
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            in_flight: AtomicUsize::new(0),
+            served: AtomicBool::new(false),
+            idle_since: Mutex::new(Instant::now()),
+        }
+    }
+
+    fn enter(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.served.store(true, Ordering::Release);
+        InFlight(self.clone())
+    }
+
+    /// Resolves once nothing has been in flight for `idle` (`first` before the first request).
+    async fn idle(&self, first: Duration, idle: Duration) {
+        loop {
+            let timeout = if self.served.load(Ordering::Acquire) {
+                idle
+            } else {
+                first
+            };
+            let since = *self.idle_since.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let wait = match self.in_flight.load(Ordering::Acquire) {
+                0 => timeout.saturating_sub(since.elapsed()),
+                _ => timeout,
+            };
+            if wait.is_zero() {
+                return;
+            }
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // The time first, so the watchdog never sees zero in flight with an old time.
+        *self
+            .0
+            .idle_since
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request in flight until it ends or is dropped.
+struct Tracked {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_ip_slots_are_counted_and_given_back() {
+        let per_ip = PerIp::new(2);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
+        let first = per_ip.admit(ip).unwrap();
+        let _second = per_ip.admit(mapped).unwrap();
+        assert!(per_ip.admit(ip).is_none(), "a mapped address is the same client");
+        assert!(per_ip.admit("10.0.0.1".parse().unwrap()).is_some());
+        drop(first);
+        assert!(per_ip.admit(ip).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_request_in_flight_is_never_idle() {
+        let activity = Arc::new(Activity::new());
+        let in_flight = activity.enter();
+        let idle = activity.idle(Duration::from_millis(20), Duration::from_millis(50));
+        tokio::pin!(idle);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), &mut idle)
+                .await
+                .is_err()
+        );
+        drop(in_flight);
+        assert!(tokio::time::timeout(Duration::from_secs(30), &mut idle).await.is_ok());
+    }
+}

@@ -1,0 +1,317 @@
+//! Issue 13, the client edge: every principal protected from every other. The
+//! real binary in front of the legacy fixture, driven over raw sockets where
+//! the point is what a misbehaving client does to the connection.
+
+mod common;
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// The legacy fixture over stdio, plus `extra` TOML (tables of its own).
+fn gateway(extra: &str) -> Eragate {
+    Eragate::start(&format!(
+        "{extra}\n{}",
+        stdio_upstream_toml(&legacy_stdio_command(), "", "")
+    ))
+}
+
+/// A raw connection with a generous read timeout (a closed socket reads at once).
+fn connect(gateway: &Eragate) -> TcpStream {
+    let stream = TcpStream::connect(gateway.addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    stream
+}
+
+/// Reads until the peer closes; panics when the socket is still open after the read timeout.
+#[track_caller]
+fn read_until_closed(stream: &mut TcpStream) -> String {
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                panic!("the connection is still open: {e}")
+            }
+            Err(_) => break, // reset: closed too
+        }
+    }
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+/// The first 300 characters of `text`, for failure messages.
+fn excerpt(text: &str) -> String {
+    text.chars().take(300).collect()
+}
+
+/// The status line's code of a raw HTTP/1.1 answer.
+fn status_of(answer: &str) -> Option<u16> {
+    answer.split(' ').nth(1).and_then(|code| code.parse().ok())
+}
+
+/// A raw POST to `/mcp` with `host` and `body`, read to the end.
+fn raw_post(gateway: &Eragate, host: &str, body: &str) -> String {
+    let mut stream = connect(gateway);
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    read_until_closed(&mut stream)
+}
+
+/// The peak resident set of a process, in bytes (`VmHWM`).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .expect("VmHWM")
+}
+
+/// `[0,0,…,0]` of just under `bytes` bytes.
+fn zeros(bytes: usize) -> String {
+    let n = (bytes - 2) / 2;
+    format!("[{}0]", "0,".repeat(n - 1))
+}
+
+/// The first 8 hex digits of the SHA-256 of `id`, as eragate logs a session.
+fn fingerprint(id: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(id.as_bytes())[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+const FOUR_MIB: usize = 4 * 1024 * 1024;
+
+fn initialize_body(version: &str, client_info: Value) -> String {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": client_info}})
+    .to_string()
+}
+
+#[test]
+fn slowloris_sockets_are_closed_and_a_request_gets_through_at_the_connection_cap() {
+    let gateway = gateway("[listen]\nmax_connections = 2\n[limits]\nheader_read_timeout = \"1s\"");
+    let mut silent = connect(&gateway);
+    let mut slow = connect(&gateway);
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        .expect("write");
+    // Both slots are held; a legitimate request gets one once the header timeout frees it.
+    let health = send("GET", &format!("http://{}/healthz", gateway.addr), &[], None);
+    assert_eq!(health.status, 200);
+    read_until_closed(&mut silent);
+    read_until_closed(&mut slow);
+}
+
+#[test]
+fn a_slow_body_is_answered_408_and_an_idle_keep_alive_connection_is_closed() {
+    let gateway = gateway("[limits]\nbody_read_timeout = \"1s\"\nidle_timeout = \"1s\"\nheader_read_timeout = \"60s\"");
+    let mut stream = connect(&gateway);
+    stream
+        .write_all(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\":",
+        )
+        .expect("write");
+    let answer = read_until_closed(&mut stream);
+    assert_eq!(status_of(&answer), Some(408), "{answer}");
+
+    let mut idle = connect(&gateway);
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .expect("write");
+    let answer = read_until_closed(&mut idle);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[test]
+fn a_live_sse_stream_outlives_the_idle_timeout() {
+    let gateway = gateway("[listen]\nsse_keep_alive = \"300ms\"\n[limits]\nidle_timeout = \"1s\"");
+    let url = gateway.url();
+    let (session, _) = legacy_initialize(&url, "2025-06-18");
+    let stream = open_legacy_stream(&url, &session, "2025-06-18", Duration::from_secs(30));
+    assert_eq!(stream.status(), 200);
+    // Ten keep-alives take three idle timeouts: the stream is in flight, never idle.
+    let mut lines = BufReader::new(stream).lines();
+    let mut comments = 0;
+    while comments < 10 {
+        let line = lines.next().expect("the stream ended").expect("the stream failed");
+        comments += usize::from(line.starts_with(':'));
+    }
+}
+
+#[test]
+fn per_ip_connections_are_capped() {
+    let gateway = gateway("[limits]\nmax_connections_per_ip = 1\nheader_read_timeout = \"60s\"");
+    let holder = connect(&gateway);
+    let mut second = connect(&gateway);
+    second
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let answer = read_until_closed(&mut second);
+    assert!(
+        answer.is_empty(),
+        "a second connection from one IP was served: {answer}"
+    );
+    drop(holder);
+    wait_until("the slot to be given back", Duration::from_secs(30), || {
+        let mut again = connect(&gateway);
+        let _ = again.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        read_until_closed(&mut again).starts_with("HTTP/1.1 200")
+    });
+}
+
+#[test]
+fn batches_are_refused_or_capped_before_they_are_parsed() {
+    let gateway = gateway("");
+    let url = gateway.url();
+    let batch = zeros(FOUR_MIB);
+    // No session (and any revision but 2025-03-26): no batches at all.
+    let refused = send("POST", &url, &PLAIN, Some(&batch));
+    assert_eq!(refused.status, 400, "{}", excerpt(&refused.body));
+    assert_eq!(refused.json()["error"]["code"], -32600);
+    assert!(refused.body.contains("2025-03-26"), "{}", refused.body);
+    // A 2025-03-26 session may batch, up to `limits.max_batch_items`.
+    let (session, _) = legacy_initialize(&url, "2025-03-26");
+    let capped = send("POST", &url, &legacy_headers(&session, "2025-03-26"), Some(&batch));
+    assert_eq!(capped.status, 400, "{}", excerpt(&capped.body));
+    assert!(capped.body.contains("at most 100"), "{}", capped.body);
+    let small: Vec<Value> = (1..=3)
+        .map(|id| json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
+        .collect();
+    let served = send(
+        "POST",
+        &url,
+        &legacy_headers(&session, "2025-03-26"),
+        Some(&Value::Array(small).to_string()),
+    );
+    assert_eq!(served.json().as_array().map(Vec::len), Some(3), "{}", served.body);
+    // One message with millions of elements inside: too many values.
+    let params = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"ping","params":{{"a":{}}}}}"#,
+        zeros(FOUR_MIB - 100)
+    );
+    let bloated = send("POST", &url, &legacy_headers(&session, "2025-03-26"), Some(&params));
+    assert_eq!(bloated.status, 413, "{}", excerpt(&bloated.body));
+    // Parsed whole, one such body costs ~230 MB; scanned, the body itself.
+    let peak = peak_rss(gateway.proc.pid());
+    assert!(peak < 150 * 1024 * 1024, "peak RSS {peak} bytes");
+}
+
+#[test]
+fn an_oversized_body_is_answered_413_to_a_client_that_keeps_sending() {
+    let gateway = gateway("[limits]\nlinger_timeout = \"120s\"");
+    let mut stream = connect(&gateway);
+    let length = 64 * 1024 * 1024;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).expect("write the head");
+    let chunk = vec![b' '; 64 * 1024];
+    for _ in 0..length / chunk.len() {
+        // A naive client (curl, httpx, requests) sends everything before reading.
+        stream.write_all(&chunk).expect("the body could not be sent to the end");
+    }
+    let mut answer = String::new();
+    BufReader::new(&mut stream)
+        .read_line(&mut answer)
+        .expect("read the answer");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+}
+
+#[test]
+fn a_request_without_origin_naming_a_foreign_host_is_refused() {
+    let gateway = gateway("[listen]\nallowed_hosts = [\"gw.internal\"]");
+    let port = gateway.addr.port();
+    let body = initialize_body("2025-06-18", json!({"name": "t", "version": "0"}));
+    let forged = raw_post(&gateway, &format!("rebound.example:{port}"), &body);
+    assert_eq!(status_of(&forged), Some(421), "{forged}");
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "gw.internal".to_owned(),
+    ] {
+        let answer = raw_post(&gateway, &host, &body);
+        assert_eq!(status_of(&answer), Some(200), "{host}: {answer}");
+    }
+}
+
+#[test]
+fn session_ids_are_logged_as_fingerprints_only() {
+    let gateway = gateway("");
+    let (session, _) = legacy_initialize(&gateway.url(), "2025-06-18");
+    let log = gateway.log();
+    assert!(log.contains("legacy client session opened"), "{log}");
+    assert!(!log.contains(&session), "the full session id is in the log:\n{log}");
+    assert!(log.contains(&fingerprint(&session)), "{log}");
+}
+
+#[test]
+fn an_initialize_carrying_megabytes_of_client_info_is_refused() {
+    let gateway = gateway("");
+    let info = json!({"name": "t", "version": "0", "description": "x".repeat(3 * 1024 * 1024)});
+    let reply = send(
+        "POST",
+        &gateway.url(),
+        &PLAIN,
+        Some(&initialize_body("2025-06-18", info)),
+    );
+    assert_eq!(reply.status, 400, "{}", excerpt(&reply.body));
+    assert_eq!(reply.json()["error"]["code"], -32602);
+    assert!(reply.header("mcp-session-id").is_none());
+    // A normal one still opens a session.
+    legacy_initialize(&gateway.url(), "2025-06-18");
+}
+
+/// A legacy stdio server whose every `tools/call` answer carries a `[0,…]` of ~30 MiB.
+const BLOATED_SERVER: &str = r#"
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message or "method" not in message:
+        continue
+    method, id = message["method"], message["id"]
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "bloated", "version": "0"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "big", "inputSchema": {"type": "object"}}]}
+    elif method == "tools/call":
+        zeros = "0," * (15 * 1024 * 1024) + "0"
+        sys.stdout.write('{"jsonrpc":"2.0","id":%s,"result":{"content":[],"big":[%s]}}\n' % (json.dumps(id), zeros))
+        sys.stdout.flush()
+        continue
+    else:
+        result = {}
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + "\n")
+    sys.stdout.flush()
+"#;
+
+#[test]
+fn an_upstream_line_of_millions_of_elements_is_refused_before_it_is_parsed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = dir.path().join("bloated.py");
+    std::fs::write(&script, BLOATED_SERVER).expect("write the server");
+    let command = [peers().python().to_owned(), script.display().to_string()];
+    let gateway = Eragate::start(&stdio_upstream_toml(&command, "request_timeout = \"5s\"", ""));
+    let reply = modern_call(&gateway.url(), 1, "big", json!({}));
+    let answer = answer(&reply, 1);
+    let text = answer.to_string();
+    assert!(answer.get("error").is_some(), "{}", excerpt(&text));
+    // Parsed whole, the line costs over half a gigabyte; scanned, the line itself.
+    let peak = peak_rss(gateway.proc.pid());
+    assert!(peak < 200 * 1024 * 1024, "peak RSS {peak} bytes");
+    let log = gateway.log();
+    assert!(log.contains("more than 1000000 JSON values"), "{}", excerpt(&log));
+}
