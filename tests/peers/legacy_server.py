@@ -259,7 +259,10 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         + (RICH_TOOLS if RICH_CONTENT else [])
         + (MRTR_TOOLS if MRTR else [])
         + (PARAM_HEADER_TOOLS if PARAM_HEADERS else [])
-        + (SUBSCRIPTION_TOOLS if SUBSCRIPTIONS else [])
+        + (SUBSCRIPTION_TOOLS if SUBSCRIPTIONS else []),
+        # With --param-headers the listing is what a client must cache to mirror headers:
+        # fresh for a minute, so that a test's later calls never depend on how fast it ran.
+        ttl_ms=60_000 if PARAM_HEADERS else 0,
     )
 
 
