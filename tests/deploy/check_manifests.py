@@ -55,7 +55,7 @@ for probe, want in [("livenessProbe", "/healthz"), ("startupProbe", "/healthz"),
     expect(got == want, f"eragate {probe} on {got}, want {want}")
 keys = [e for e in eragate.get("env", []) if e.get("name") == "ERAGATE_SESSION_KEY"]
 expect(
-    bool(keys) and "secretKeyRef" in keys[0].get("valueFrom", {}),
+    bool(keys) and "secretKeyRef" in (keys[0].get("valueFrom") or {}),
     "ERAGATE_SESSION_KEY does not come from a Secret",
 )
 config = one("ConfigMap").get("data", {}).get("eragate.toml", "")
