@@ -36,6 +36,7 @@ pub mod auth;
 pub mod bridge;
 pub mod config;
 pub mod edge;
+pub mod health;
 pub mod policy;
 pub mod protocol;
 pub mod router;

@@ -30,6 +30,14 @@ enum Command {
         /// The TOML file.
         file: PathBuf,
     },
+    /// GET a health endpoint (e.g. http://127.0.0.1:8080/healthz): exit 0 on 2xx, else 1.
+    Health {
+        /// The endpoint, plain http://.
+        url: String,
+        /// How long the whole check may take.
+        #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
     /// Print the version.
     Version,
 }
@@ -87,6 +95,7 @@ fn main() -> ExitCode {
             println!("eragate {}", env!("CARGO_PKG_VERSION"));
             ExitCode::SUCCESS
         }
+        Command::Health { url, timeout } => health(&url, timeout),
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
                 println!("{}: ok ({} upstream(s))", file.display(), config.upstreams.len());
@@ -117,6 +126,25 @@ fn main() -> ExitCode {
                     ExitCode::FAILURE
                 }
             }
+        }
+    }
+}
+
+/// `eragate health URL`: one line on stdout when healthy, one on stderr when not.
+fn health(url: &str, timeout: Duration) -> ExitCode {
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the runtime: {e}"))
+        .and_then(|runtime| runtime.block_on(eragate::health::check(url, timeout)));
+    match result {
+        Ok(status) => {
+            println!("{url}: {status}");
+            ExitCode::SUCCESS
+        }
+        Err(reason) => {
+            eprintln!("eragate health: {url}: {reason}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -472,3 +472,42 @@ fn run_stdio_with_an_unbalanced_quote_is_refused() {
     assert!(!status.success(), "{status}: {stderr}");
     assert!(stderr.contains("--stdio"), "the error should name --stdio: {stderr}");
 }
+
+/// `eragate health URL`, the container's health check: 0 and one line on stdout for a 2xx,
+/// 1 and one line on stderr saying why otherwise (a non-2xx answer, a closed port).
+#[test]
+fn health_checks_an_endpoint_and_explains_a_failure_in_one_line() {
+    // An upstream that never answers: eragate is up (/healthz) but not ready (/readyz).
+    let closed = free_port();
+    let gateway = Eragate::http(&format!("http://127.0.0.1:{closed}/mcp"), "");
+    let health = |url: &str| {
+        eragate()
+            .args(["health", url, "--timeout", "2s"])
+            .output()
+            .expect("run eragate health")
+    };
+
+    let up = health(&format!("http://{}/healthz", gateway.addr));
+    assert!(up.status.success(), "{}", describe(&up));
+    assert!(
+        String::from_utf8_lossy(&up.stdout).contains(": 200 OK"),
+        "{}",
+        describe(&up)
+    );
+
+    let not_ready = health(&format!("http://{}/readyz", gateway.addr));
+    assert_eq!(not_ready.status.code(), Some(1), "{}", describe(&not_ready));
+    let stderr = String::from_utf8_lossy(&not_ready.stderr);
+    assert!(stderr.contains("answered 503"), "{}", describe(&not_ready));
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{}", describe(&not_ready));
+
+    let refused = health(&format!("http://127.0.0.1:{closed}/healthz"));
+    assert_eq!(refused.status.code(), Some(1), "{}", describe(&refused));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.starts_with("eragate health: ") && stderr.contains("cannot connect"),
+        "{}",
+        describe(&refused)
+    );
+    assert!(refused.stdout.is_empty(), "{}", describe(&refused));
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test eragate has: installs the pinned real peers (Python SDK, TypeScript
 # SDK, server-everything, both conformance suites) into .cache/peers, then checks
-# formatting and lints, and runs unit, property and integration tests.
+# formatting and lints, and runs unit, property and integration tests, then checks the
+# Dockerfile and deploy/ offline (tests/deploy.sh; the image itself: tests/container.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,3 +13,4 @@ cargo test --workspace --lib --bins --tests --locked -- --test-threads="${ERAGAT
 # Criterion benches run once each, as a smoke test (their own harness takes no test flags).
 cargo test --benches --locked
 cargo test --doc --locked
+tests/deploy.sh

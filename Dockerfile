@@ -1,0 +1,44 @@
+# eragate container image: `docker build -t eragate .` (or `buildah bud`, `podman build`).
+#
+# Two stages: a Rust builder whose dependency layer is cached (it is rebuilt only when
+# Cargo.toml or Cargo.lock change), and a runtime with nothing but glibc and the binary:
+# a numeric non-root user, no shell, `eragate` as the entrypoint.
+#
+# The bases are build arguments, so the same file builds from a registry (the defaults) or
+# offline from local bases made by deploy/image/local-bases.sh:
+#   --build-arg BUILDER=localhost/eragate-builder:bookworm
+#   --build-arg RUNTIME=localhost/eragate-runtime:bookworm
+ARG BUILDER=docker.io/library/rust:1.95-bookworm
+ARG RUNTIME=gcr.io/distroless/cc-debian12:nonroot
+
+# Every instruction of this stage is a layer, and copying layers is slow on some storage
+# drivers (vfs), so the stage has few of them: the build settings are on the RUN lines.
+FROM ${BUILDER} AS build
+WORKDIR /src
+# The dependency layer: the manifests with stub sources, so every dependency is compiled once
+# and kept while only eragate's own code changes.
+COPY Cargo.toml Cargo.lock ./
+COPY bench/Cargo.toml bench/Cargo.toml
+RUN mkdir -p src benches bench/src/bin/mcpload \
+ && echo 'fn main() {}' > src/main.rs \
+ && touch src/lib.rs benches/micro.rs benches/oauth.rs \
+ && CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
+    cargo build --release --locked -p eragate --bin eragate \
+ && rm -rf src benches bench/src
+# eragate itself. Sources keep their own mtimes, so touch them past the stub build's.
+COPY . .
+RUN find src -name '*.rs' -exec touch {} + \
+ && CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
+    cargo build --release --locked -p eragate --bin eragate \
+ && install -D -m 0755 target/release/eragate /out/eragate
+
+FROM ${RUNTIME}
+COPY --from=build /out/eragate /usr/local/bin/eragate
+# distroless's `nonroot`; numeric, so runAsNonRoot can check it without /etc/passwd.
+USER 65532:65532
+EXPOSE 8080
+# Mount the configuration at /etc/eragate/eragate.toml with `[listen] address = "0.0.0.0:8080"`.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=5s --retries=3 \
+  CMD ["/usr/local/bin/eragate", "health", "http://127.0.0.1:8080/healthz"]
+ENTRYPOINT ["/usr/local/bin/eragate"]
+CMD ["run", "--config", "/etc/eragate/eragate.toml"]
