@@ -21,7 +21,13 @@ fn eragate_passes_the_client_credentials_scenario_as_the_oauth_client_of_an_upst
     let client = format!("{} {}", peers.python(), peers.script("cc_conformance_client.py"));
     let output = Command::new(peers.node22())
         .arg(peers.get("CONFORMANCE_ALPHA_JS"))
-        .args(["client", "--scenario", "auth/client-credentials-basic", "--command", &client])
+        .args([
+            "client",
+            "--scenario",
+            "auth/client-credentials-basic",
+            "--command",
+            &client,
+        ])
         .arg("-o")
         .arg(out.path())
         .env("NO_COLOR", "1")
@@ -53,7 +59,11 @@ fn eragate_passes_the_client_credentials_scenario_as_the_oauth_client_of_an_upst
             .map(|c| c["status"].as_str().unwrap_or_default().to_owned())
             .collect()
     };
-    for id in ["client-credentials-basic-auth", "token-request", "authorization-server-metadata"] {
+    for id in [
+        "client-credentials-basic-auth",
+        "token-request",
+        "authorization-server-metadata",
+    ] {
         assert_eq!(status_of(id), ["SUCCESS"], "{id}: {checks:#}");
     }
     let bearer = status_of("valid-bearer-token");
