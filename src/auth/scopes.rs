@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::protocol::method::named_param;
+
 /// The rules.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScopePolicy {
@@ -114,15 +116,6 @@ impl ToolView {
         self.policy
             .missing_for(&self.granted, "tools/call", Some(name))
             .is_empty()
-    }
-}
-
-/// The `params` member naming what a method acts on.
-pub fn named_param(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" => Some("uri"),
-        _ => None,
     }
 }
 

@@ -93,7 +93,7 @@ pub fn oauth_issues(oauth: &OAuthConfig, listen: &ListenConfig) -> Vec<ConfigIss
                 "name a method (\"tools/call\") or a method and a name (\"tools/call:NAME\")".into(),
             );
         }
-        if key.contains(':') && crate::auth::scopes::named_param(method).is_none() {
+        if key.contains(':') && crate::protocol::method::named_param(method).is_none() {
             push(
                 path.clone(),
                 "only tools/call, prompts/get and resources/read take a name".into(),

@@ -1,6 +1,16 @@
 //! The method vocabulary of 2026-07-28, and what each method implies for
 //! routing headers, caching and multi round-trip input.
 
+/// The `params` member naming what a method acts on (the tool, prompt or resource), of
+/// any revision: what per-name rules such as `[auth.oauth.scopes_for]` key on.
+pub fn named_param(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
 /// A request method a 2026-07-28 client may send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ModernMethod {
