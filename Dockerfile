@@ -24,7 +24,8 @@ COPY bench/Cargo.toml bench/Cargo.toml
 RUN mkdir -p src benches bench/src/bin/mcpload \
  && echo 'fn main() {}' > src/main.rs \
  && touch src/lib.rs \
- && for name in $(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml); do echo 'fn main() {}' > "benches/$name.rs"; done \
+ && sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml > /tmp/names \
+ && while read -r name; do echo 'fn main() {}' > "benches/$name.rs"; done < /tmp/names \
  && CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
     cargo build --release --locked -p eragate --bin eragate \
  && rm -rf src benches bench/src
