@@ -45,9 +45,9 @@ pub enum DiscoveryError {
     NoJwksUri(String),
 }
 
+/// The members eragate reads of a metadata document whose `issuer` was checked.
 #[derive(Deserialize)]
 struct Document {
-    issuer: String,
     jwks_uri: Option<String>,
     introspection_endpoint: Option<String>,
 }
@@ -121,17 +121,11 @@ fn check_named_issuer(url: &str, issuer: &str, body: &[u8]) -> Result<(), Discov
 }
 
 fn parse(url: &str, issuer: &str, body: Bytes) -> Result<IssuerMetadata, DiscoveryError> {
+    check_named_issuer(url, issuer, &body)?;
     let document: Document = serde_json::from_slice(&body).map_err(|e| DiscoveryError::NotFound {
         issuer: issuer.to_owned(),
         attempts: format!("{url}: not a metadata document ({e})"),
     })?;
-    if document.issuer != issuer {
-        return Err(DiscoveryError::IssuerMismatch {
-            url: url.to_owned(),
-            found: document.issuer,
-            expected: issuer.to_owned(),
-        });
-    }
     let jwks_uri = document
         .jwks_uri
         .ok_or_else(|| DiscoveryError::NoJwksUri(url.to_owned()))?;
