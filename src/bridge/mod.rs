@@ -58,16 +58,8 @@ impl Gateway {
     pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
         let auth = Authenticator::from_config(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
-        // Variables holding secrets: no child inherits them through a pattern.
-        let mut protected_env = config.auth.secret_env_names();
-        protected_env.extend(
-            config
-                .upstreams
-                .iter()
-                .filter_map(|upstream| upstream.credentials.secret_env_name().map(str::to_owned)),
-        );
         crate::router::set_max_message_values(config.limits.max_upstream_values);
-        let router = Router::new(&config.upstreams, protected_env);
+        let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(mrtr::SuspendedCalls::new(config.sessions.input_expiry.0));
         Ok(Arc::new(Gateway {

@@ -135,6 +135,19 @@ impl ConfigError {
 }
 
 impl Config {
+    /// Every environment variable the configuration names as holding a secret (static
+    /// tokens, the introspection secret, upstream credentials): no child inherits one
+    /// through an `inherit_env` pattern.
+    pub fn secret_env_names(&self) -> Vec<String> {
+        let mut names = self.auth.secret_env_names();
+        names.extend(
+            self.upstreams
+                .iter()
+                .filter_map(|upstream| upstream.credentials.secret_env_name().map(str::to_owned)),
+        );
+        names
+    }
+
     /// Reads and validates a TOML file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path)
