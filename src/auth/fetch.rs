@@ -94,33 +94,38 @@ impl Fetcher {
     /// POSTs a form (`application/x-www-form-urlencoded`), with HTTP Basic
     /// credentials when `basic` is given; the JSON answer.
     pub async fn post_form(&self, url: &str, form: &str, basic: Option<&str>) -> Result<Fetched, FetchError> {
-        let mut builder = http::Request::builder()
-            .method(Method::POST)
-            .uri(url)
-            .header(ACCEPT, "application/json")
-            .header(CONTENT_TYPE, "application/x-www-form-urlencoded");
-        if let Some(credentials) = basic {
-            builder = builder.header(AUTHORIZATION, format!("Basic {credentials}"));
-        }
-        let request = builder
-            .body(Full::new(Bytes::from(form.to_owned())))
-            .map_err(|_| FetchError::Url(url.to_owned()))?;
-        self.send(url, request).await
+        let authorization = basic.map(|credentials| format!("Basic {credentials}"));
+        let body = Bytes::from(form.to_owned());
+        self.post(url, "application/x-www-form-urlencoded", body, authorization)
+            .await
     }
 
     /// POSTs a JSON document (RFC 7591 registration), with a bearer token when `bearer`
     /// is given (an initial access token); the JSON answer (200 or 201).
     pub async fn post_json(&self, url: &str, body: Vec<u8>, bearer: Option<&str>) -> Result<Fetched, FetchError> {
+        let authorization = bearer.map(|token| format!("Bearer {token}"));
+        self.post(url, "application/json", Bytes::from(body), authorization)
+            .await
+    }
+
+    /// POSTs `body` as `content_type`, asking for JSON, with `authorization` if given.
+    async fn post(
+        &self,
+        url: &str,
+        content_type: &'static str,
+        body: Bytes,
+        authorization: Option<String>,
+    ) -> Result<Fetched, FetchError> {
         let mut builder = http::Request::builder()
             .method(Method::POST)
             .uri(url)
             .header(ACCEPT, "application/json")
-            .header(CONTENT_TYPE, "application/json");
-        if let Some(token) = bearer {
-            builder = builder.header(AUTHORIZATION, format!("Bearer {token}"));
+            .header(CONTENT_TYPE, content_type);
+        if let Some(value) = authorization {
+            builder = builder.header(AUTHORIZATION, value);
         }
         let request = builder
-            .body(Full::new(Bytes::from(body)))
+            .body(Full::new(body))
             .map_err(|_| FetchError::Url(url.to_owned()))?;
         self.send(url, request).await
     }
