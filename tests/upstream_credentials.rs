@@ -76,8 +76,13 @@ fn secret_file(dir: &Path, secret: &str) -> String {
 /// eragate in front of `upstream` with `credentials` (the lines of `[upstreams.credentials]`),
 /// as a protected resource of `issuer` itself when given.
 fn gateway(upstream: &str, credentials: &str, issuer: Option<&str>) -> Eragate {
+    gateway_of_era(upstream, credentials, issuer, "era = \"legacy\"")
+}
+
+/// As [`gateway`], with `era` (a line of `[[upstreams]]`, or empty to have eragate probe).
+fn gateway_of_era(upstream: &str, credentials: &str, issuer: Option<&str>, era: &str) -> Eragate {
     let front = issuer.map(|issuer| oauth_toml(issuer, "")).unwrap_or_default();
-    let upstream = remote_upstream_toml("http", upstream, "era = \"legacy\"\nrequest_timeout = \"20s\"");
+    let upstream = remote_upstream_toml("http", upstream, &format!("{era}\nrequest_timeout = \"20s\""));
     Eragate::start(&format!(
         "{front}\n{upstream}\n[upstreams.credentials]\n{credentials}\n"
     ))
@@ -350,6 +355,63 @@ fn a_legacy_clients_own_session_presents_its_exchanged_token() {
     assert_eq!(claims["sub"], "other", "{claims}");
     assert_eq!(claims["aud"], upstream.url(), "{claims}");
     assert_ne!(claims["token_sha256"], sha256_hex(&token));
+}
+
+/// The protected server is dual-era: with no `era` pinned, eragate learns it is a
+/// 2026-07-28 server (probing with the asking principal's exchanged token) and keeps
+/// a stateless partition per principal, so each request presents its own principal's token.
+#[test]
+fn token_exchange_reaches_a_modern_upstream_with_each_principals_own_token() {
+    let idp = Idp::start();
+    let upstream = Protected::start(&idp.issuer, &[]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let credentials = format!(
+        "kind = \"token_exchange\"\nissuer = \"{}\"\nclient_id = \"tester\"\nclient_secret_file = \"{}\"",
+        idp.issuer,
+        secret_file(dir.path(), "tester-secret")
+    );
+    let gateway = gateway_of_era(upstream.url(), &credentials, Some(&idp.issuer), "");
+    let url = gateway.url();
+    let others = idp.token("other", &url, "mcp:read");
+    let testers = idp.token("tester", &url, "mcp:read");
+
+    let for_other = claims_seen(&whoami(&url, Some(&others)), &gateway);
+    assert_eq!(for_other["sub"], "other", "{for_other}");
+    assert_eq!(for_other["aud"], upstream.url(), "{for_other}");
+    assert!(
+        gateway.log().contains("learned the upstream's era") && gateway.log().contains("Modern"),
+        "{}",
+        gateway.log()
+    );
+    let for_tester = claims_seen(&whoami(&url, Some(&testers)), &gateway);
+    assert_eq!(for_tester["sub"], "tester", "{for_tester}");
+    assert_ne!(for_tester["token_sha256"], for_other["token_sha256"]);
+    // Interleaved again: each principal's connection still presents its own token.
+    let again = claims_seen(&whoami(&url, Some(&others)), &gateway);
+    assert_eq!(again["sub"], "other", "{again}");
+
+    // A 2025-11-25 client in front of the modern upstream: its session's requests
+    // go out stateless, with its principal's exchanged token.
+    let bearer = format!("Bearer {testers}");
+    let version = "2025-11-25";
+    let mut headers = PLAIN.to_vec();
+    headers.push(("authorization", &bearer));
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "legacy", "version": "0"}}});
+    let reply = send("POST", &url, &headers, Some(&initialize.to_string()));
+    assert_eq!(reply.status, 200, "{reply:?}\n{}", gateway.log());
+    let session = reply.header("mcp-session-id").expect("Mcp-Session-Id").to_owned();
+    let mut on_session = legacy_headers(&session, version);
+    on_session.push(("authorization", &bearer));
+    let call = request_body(1, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    let claims = claims_seen(&send("POST", &url, &on_session, Some(&call)), &gateway);
+    assert_eq!(claims["sub"], "tester", "{claims}");
+
+    let clients = [sha256_hex(&others), sha256_hex(&testers)];
+    for (method, token) in upstream.seen() {
+        let token = token.unwrap_or_else(|| panic!("{method} carried no token"));
+        assert!(!clients.contains(&token), "{method} carried a client's token");
+    }
 }
 
 #[test]

@@ -46,7 +46,7 @@ pub async fn serve(
     let session = match session {
         SessionLookup::Found(session) if session.backend.same(backend) => session,
         SessionLookup::Found(_) | SessionLookup::Unknown => return session_not_found(&message),
-        SessionLookup::Absent => return sessionless(backend, message).await,
+        SessionLookup::Absent => return sessionless(backend, message, principal).await,
     };
     match message {
         Message::Request(request) => request_on_session(gateway, session, request).await,
@@ -65,7 +65,7 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
         .and_then(|p| p.get("protocolVersion"))
         .and_then(Value::as_str);
     let negotiated = Revision::negotiate_legacy(requested);
-    match backend.era().await {
+    match backend.era(principal).await {
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         Ok(Era::Modern) => {
             return initialize_over_modern(gateway, backend, request, negotiated, principal).await;
@@ -186,7 +186,7 @@ async fn initialize_over_modern(
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();
     let client_info = params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default();
     let envelope = stateless_envelope(&capabilities, &client_info);
-    let shared = match backend.session(SessionNeed::stateless()).await {
+    let shared = match backend.session(SessionNeed::stateless(principal)).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -250,10 +250,10 @@ async fn discover_for_client(
 
 /// Requests without a session: a legacy-shaped `server/discover` probe and
 /// `ping` are answered; anything else needs `initialize` first.
-async fn sessionless(backend: &Backend, message: Message) -> Reply {
+async fn sessionless(backend: &Backend, message: Message, principal: &Principal) -> Reply {
     match message {
         Message::Request(request) if request.method == "server/discover" => {
-            super::modern::discover(backend, request.id).await
+            super::modern::discover(backend, request.id, principal).await
         }
         Message::Request(request) if request.method == "ping" => Reply::result(request.id, json!({})),
         Message::Request(request) => Reply::rejected(Some(request.id), Rejection::SessionRequired),

@@ -33,11 +33,11 @@ pub async fn serve(
     forwarded: &[(String, String)],
     principal: &Principal,
 ) -> Reply {
-    match backend.era().await {
+    match backend.era(principal).await {
         Err(error) => Reply::upstream_failure(Some(request.id), &error),
-        Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded).await,
+        Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded, principal).await,
         Ok(Era::Legacy) => match modern.method {
-            ModernMethod::Discover => discover(backend, request.id).await,
+            ModernMethod::Discover => discover(backend, request.id, principal).await,
             ModernMethod::SubscriptionsListen => {
                 let session = match pooled_session(backend, &modern, principal, false).await {
                     Ok(session) => session,
@@ -57,12 +57,13 @@ async fn passthrough(
     request: Request,
     method: ModernMethod,
     forwarded: &[(String, String)],
+    principal: &Principal,
 ) -> Reply {
     let permit = match backend.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
-    let session = match backend.session(SessionNeed::stateless()).await {
+    let session = match backend.session(SessionNeed::stateless(principal)).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -89,17 +90,17 @@ async fn passthrough(
 }
 
 /// `server/discover`, also answered for a legacy-shaped probe without `_meta`.
-pub async fn discover(backend: &Backend, id: Id) -> Reply {
-    if let Ok(Era::Modern) = backend.era().await {
+pub async fn discover(backend: &Backend, id: Id, principal: &Principal) -> Reply {
+    if let Ok(Era::Modern) = backend.era(principal).await {
         let params = discover_params(&gateway_client_info());
         let request = Request {
             id,
             method: ModernMethod::Discover.as_str().into(),
             params: Some(params),
         };
-        return passthrough(backend, request, ModernMethod::Discover, &[]).await;
+        return passthrough(backend, request, ModernMethod::Discover, &[], principal).await;
     }
-    match backend.initialize_result().await {
+    match backend.initialize_result(principal).await {
         Ok(initialize) => Reply::result(
             id,
             discover::discover_result(&initialize, backend.cache_policy(), LISTEN_SUPPORT),

@@ -160,7 +160,7 @@ impl SessionStore {
         }
         let revision = Revision::parse(&claims.rev)?;
         // A replica that has not met this upstream yet learns its era first.
-        let era = backend.era().await.ok();
+        let era = backend.era(principal).await.ok();
         let session = match (&claims.usid, era) {
             (Some(usid), _) => {
                 let upstream_session = backend.resume_dedicated(claims.mem.as_deref(), usid, revision)?;
@@ -172,7 +172,7 @@ impl SessionStore {
                     id.to_owned(),
                     revision,
                     backend.clone(),
-                    backend.session(SessionNeed::stateless()).await.ok()?,
+                    backend.session(SessionNeed::stateless(principal)).await.ok()?,
                     envelope,
                 )
             }

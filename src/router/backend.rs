@@ -31,8 +31,12 @@ pub enum Backend {
 
 /// The session a request needs.
 pub enum SessionNeed<F> {
-    /// A 2026-07-28 backend's stateless session (any of its pool).
-    Stateless,
+    /// A 2026-07-28 backend's stateless session (any of its pool) for a
+    /// request of `principal` (whose own token an exchanged credential needs).
+    Stateless {
+        /// On whose behalf.
+        principal: Principal,
+    },
     /// A warm handshake session of `key`'s partition, shared with other requests;
     /// `initialize` builds the handshake params when one has to be opened.
     Shared {
@@ -61,8 +65,10 @@ pub enum SessionNeed<F> {
 
 impl SessionNeed<fn() -> Value> {
     /// [`SessionNeed::Stateless`], which builds no handshake params.
-    pub fn stateless() -> SessionNeed<fn() -> Value> {
-        SessionNeed::Stateless
+    pub fn stateless(principal: &Principal) -> SessionNeed<fn() -> Value> {
+        SessionNeed::Stateless {
+            principal: principal.clone(),
+        }
     }
 }
 
@@ -103,18 +109,19 @@ impl Backend {
         }
     }
 
-    /// The era the backend speaks: configured, or learned once by probing.
-    pub async fn era(&self) -> Result<Era, UpstreamError> {
+    /// The era the backend speaks: configured, or learned once by probing (on
+    /// behalf of `asking`).
+    pub async fn era(&self, asking: &Principal) -> Result<Era, UpstreamError> {
         match self {
-            Backend::Pool(pool) => pool.era().await,
+            Backend::Pool(pool) => pool.era(asking).await,
         }
     }
 
     /// A legacy backend's `InitializeResult` (its capabilities and identity),
-    /// from a warm session.
-    pub async fn initialize_result(&self) -> Result<Arc<Value>, UpstreamError> {
+    /// from a warm session (opened on behalf of `asking` if need be).
+    pub async fn initialize_result(&self, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {
         match self {
-            Backend::Pool(pool) => pool.initialize_result().await,
+            Backend::Pool(pool) => pool.initialize_result(asking).await,
         }
     }
 
@@ -133,7 +140,7 @@ impl Backend {
     {
         let Backend::Pool(pool) = self;
         match need {
-            SessionNeed::Stateless => pool.modern_session().await,
+            SessionNeed::Stateless { principal } => pool.modern_session(&principal).await,
             SessionNeed::Shared { key, initialize } => pool.pooled(key, initialize).await,
             SessionNeed::Alone { key, initialize } => pool.pooled_exclusive(key, initialize).await,
             SessionNeed::Dedicated { params, principal } => pool.open_dedicated(params, &principal).await,

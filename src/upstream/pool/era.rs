@@ -4,7 +4,8 @@
 
 use std::sync::{Arc, RwLock};
 
-use super::{PartitionKey, Pooled, Upstream, gateway_client_info};
+use super::{Pooled, Upstream, gateway_client_info};
+use crate::auth::Principal;
 use crate::config::{EraSetting, UpstreamConfig};
 use crate::protocol::{Era, Id};
 use crate::upstream::call::OnDrop;
@@ -69,9 +70,10 @@ impl EraCell {
 }
 
 impl Upstream {
-    /// The upstream's era: pinned by configuration, or learned once by probing.
-    pub async fn era(self: &Arc<Self>) -> Result<Era, UpstreamError> {
-        let (era, learned) = self.era.get_or_learn(|| self.probe()).await?;
+    /// The upstream's era: pinned by configuration, or learned once by probing
+    /// (on behalf of `asking`, whose token an exchanged credential needs).
+    pub async fn era(self: &Arc<Self>, asking: &Principal) -> Result<Era, UpstreamError> {
+        let (era, learned) = self.era.get_or_learn(|| self.probe(asking)).await?;
         if learned {
             tracing::info!(upstream = %self.name, ?era, "learned the upstream's era");
         }
@@ -87,14 +89,18 @@ impl Upstream {
     /// it: restarted or upgraded); the next request probes again.
     pub fn forget_era(&self) {
         if self.era.forget() {
-            self.partitions.close(&PartitionKey::stateless(), "era changed");
+            self.partitions.close_stateless("era changed");
         }
     }
 
     /// Sends `server/discover` on a fresh connection and judges the answer.
-    async fn probe(self: &Arc<Self>) -> Result<Era, UpstreamError> {
+    async fn probe(self: &Arc<Self>, asking: &Principal) -> Result<Era, UpstreamError> {
         let member = self.choose_member();
-        let session = self.connect(member, UnsolicitedRequests::AnswerLocally, None).await?;
+        let key = self.stateless_key(asking);
+        let subject = self.partition(key.clone())?.subject.clone();
+        let session = self
+            .connect(member, UnsolicitedRequests::AnswerLocally, subject)
+            .await?;
         session.start_modern();
         let params = probe::discover_params(&gateway_client_info());
         let timeout = self.config.handshake_timeout.0;
@@ -114,10 +120,7 @@ impl Upstream {
         }
         let era = probe::verdict(&outcome);
         match era {
-            Era::Modern => {
-                let partition = self.partition(PartitionKey::stateless())?;
-                partition.add(Pooled { session, member });
-            }
+            Era::Modern => self.partition(key)?.add(Pooled { session, member }),
             // The connection saw a request before `initialize`; start legacy sessions afresh.
             Era::Legacy => session.close("probe done"),
         }

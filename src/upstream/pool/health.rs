@@ -49,6 +49,8 @@ impl Upstream {
                 }
                 // Only a member out of rotation is worth a new connection just to look.
                 (None, _) if member.health.is_healthy() => continue,
+                // Without a principal's token nothing can be opened: requests tell.
+                (None, _) if self.per_principal => continue,
                 (None, Era::Legacy) => {
                     let params = down::initialize_params(Revision::LATEST_LEGACY, json!({}), gateway_client_info());
                     match tokio::time::timeout(

@@ -34,6 +34,7 @@ use self::partition::Partitions;
 use self::partition::Pooled;
 use super::member::{Member, Target};
 use super::transport::stdio::ChildSupervisor;
+use crate::auth::Principal;
 use crate::config::UpstreamConfig;
 use crate::protocol::Era;
 use crate::translate::CachePolicy;
@@ -62,6 +63,9 @@ pub struct Upstream {
     admission: Admission,
     epoch: Instant,
     era: EraCell,
+    /// Whether the credential toward it is a principal's own (token exchange):
+    /// then even its stateless connections belong to one principal each.
+    per_principal: bool,
 }
 
 impl Upstream {
@@ -84,6 +88,7 @@ impl Upstream {
             admission: Admission::new(&config),
             epoch: Instant::now(),
             era: EraCell::new(&config),
+            per_principal: credentials.per_principal(),
             config,
         })
     }
@@ -104,16 +109,22 @@ impl Upstream {
     }
 
     /// Learns the era, opens the first session and starts spares, so the first
-    /// client waits for nothing.
+    /// client waits for nothing. An upstream reached with a principal's own
+    /// credential has nothing to open before a principal asks.
     pub async fn warm(self: &Arc<Self>) -> Result<(), UpstreamError> {
         for member in &self.members {
             if let Target::Stdio(spawner) = &member.target {
                 spawner.refill();
             }
         }
-        match self.era().await? {
-            Era::Legacy => self.initialize_result().await.map(|_| ()),
-            Era::Modern => self.modern_session().await.map(|_| ()),
+        if self.per_principal {
+            tracing::info!(upstream = %self.name, "reached with each principal's own token: opened on the first request");
+            return Ok(());
+        }
+        let nobody = Principal::anonymous();
+        match self.era(&nobody).await? {
+            Era::Legacy => self.initialize_result(&nobody).await.map(|_| ()),
+            Era::Modern => self.modern_session(&nobody).await.map(|_| ()),
         }
     }
 

@@ -67,11 +67,29 @@ impl PartitionKey {
     pub(super) fn stateless() -> PartitionKey {
         PartitionKey {
             principal: String::new(),
-            capability_profile: "(stateless)".into(),
+            capability_profile: STATELESS.into(),
             asking: None,
         }
     }
+
+    /// `principal`'s own stateless partition of a modern upstream, whose credential
+    /// is a principal's (token exchange): its connections present that principal's token.
+    pub(super) fn stateless_of(principal: &Principal) -> PartitionKey {
+        PartitionKey {
+            principal: principal.as_str().to_owned(),
+            capability_profile: STATELESS.into(),
+            asking: Some(principal.clone()),
+        }
+    }
+
+    /// Whether the key names a stateless partition (of a modern upstream).
+    pub(super) fn is_stateless(&self) -> bool {
+        self.capability_profile == STATELESS
+    }
 }
+
+/// The capability profile of stateless partitions: no JSON value serialises to it.
+const STATELESS: &str = "(stateless)";
 
 /// The pooled sessions of one partition.
 pub(super) struct Partition {
@@ -150,20 +168,19 @@ impl Partitions {
         Ok(partition)
     }
 
-    /// The partition for `key`, if there is one.
-    pub(super) fn get(&self, key: &PartitionKey) -> Option<Arc<Partition>> {
-        self.lock().get(key).cloned()
-    }
-
     /// Every partition, as they are now.
     pub(super) fn all(&self) -> Vec<Arc<Partition>> {
         self.lock().values().cloned().collect()
     }
 
-    /// Removes the partition for `key` and closes its sessions.
-    pub(super) fn close(&self, key: &PartitionKey, reason: &str) {
-        let removed = self.lock().remove(key);
-        if let Some(partition) = removed {
+    /// Closes every stateless partition (the upstream's era changed).
+    pub(super) fn close_stateless(&self, reason: &str) {
+        let removed: Vec<_> = {
+            let mut partitions = self.lock();
+            let keys: Vec<_> = partitions.keys().filter(|k| k.is_stateless()).cloned().collect();
+            keys.iter().filter_map(|k| partitions.remove(k)).collect()
+        };
+        for partition in removed {
             for pooled in partition.take_all() {
                 pooled.session.close(reason);
             }

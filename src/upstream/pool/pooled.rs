@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::partition::{Partition, PartitionKey, Pooled};
 use super::{Upstream, gateway_client_info};
+use crate::auth::Principal;
 use crate::protocol::Revision;
 use crate::translate::down;
 use crate::upstream::error::UpstreamError;
@@ -23,12 +24,16 @@ enum Sharing {
 }
 
 impl Upstream {
-    /// The upstream's `InitializeResult` from a warm session (a handshake only when none exists yet).
-    pub async fn initialize_result(self: &Arc<Self>) -> Result<Arc<Value>, UpstreamError> {
+    /// The upstream's `InitializeResult` from a warm session (a handshake only
+    /// when none exists yet, on behalf of `asking` when the credential is its own).
+    pub async fn initialize_result(self: &Arc<Self>, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {
         if let Some(result) = self.latest_initialize.read().unwrap_or_else(|e| e.into_inner()).clone() {
             return Ok(result);
         }
-        let key = PartitionKey::new("", &json!({}));
+        let key = match self.per_principal {
+            true => PartitionKey::of(asking, &json!({})),
+            false => PartitionKey::new("", &json!({})),
+        };
         let params = down::initialize_params(Revision::LATEST_LEGACY, json!({}), gateway_client_info());
         let session = self.pooled(key, move || params).await?;
         session
@@ -63,16 +68,19 @@ impl Upstream {
             .await
     }
 
-    /// The stateless session (one of `pool.size`) of a modern upstream.
-    pub async fn modern_session(self: &Arc<Self>) -> Result<Arc<UpstreamSession>, UpstreamError> {
-        let partition = self.partition(PartitionKey::stateless())?;
+    /// A stateless session (one of `pool.size`) of a modern upstream for `asking`'s request.
+    pub async fn modern_session(self: &Arc<Self>, asking: &Principal) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let partition = self.partition(self.stateless_key(asking))?;
         self.pick_with(&partition, None::<fn() -> Value>, Sharing::Pooled).await
     }
 
-    /// A live stateless session of a modern upstream, without opening one.
-    pub fn live_modern(&self) -> Option<Arc<UpstreamSession>> {
-        let partition = self.partitions.get(&PartitionKey::stateless())?;
-        self.choose_with(&partition, true, Sharing::Pooled)
+    /// The stateless partition `asking`'s requests use: the one every principal
+    /// shares, unless the upstream is reached with each principal's own token.
+    pub(super) fn stateless_key(&self, asking: &Principal) -> PartitionKey {
+        match self.per_principal {
+            true => PartitionKey::stateless_of(asking),
+            false => PartitionKey::stateless(),
+        }
     }
 
     /// Drops a pooled session that turned out dead, so the next request opens a new one.
