@@ -1,5 +1,5 @@
 //! OAuth on the command line and in `check-config`: `run --stdio CMD --oauth-issuer URL
-//! [--public-url URL] [--scope S]…` (and `--http URL`), `check-config` naming a bad issuer
+//! [--public-url URL] [--scope S]…` (and `--http URL`, `--sse URL`), `check-config` naming a bad issuer
 //! and scope typos, and warning (not failing) when the issuer cannot be reached; `run`
 //! starting while the issuer is down, answering 503 for tokens (401 without one), and
 //! picking the issuer up by itself once it is there.
@@ -194,6 +194,27 @@ fn run_http_with_oauth_flags() {
     let reply = call_as(&run.url(), &token, "over http");
     assert_eq!(reply.status, 200, "{reply:?}\n{}", run.log());
     assert!(!upstream.raw().to_ascii_lowercase().contains("authorization"));
+}
+
+#[test]
+fn run_sse_with_oauth_flags() {
+    let idp = Idp::start();
+    let upstream = legacy_sse_server(&[]);
+    let run = Run::start(&[
+        "--sse",
+        &upstream.url,
+        "--oauth-issuer",
+        &idp.issuer,
+        "--scope",
+        "mcp:read",
+    ]);
+    let token = idp.token("tester", &run.url(), "mcp:read");
+    let reply = call_as(&run.url(), &token, "over sse");
+    assert_eq!(reply.status, 200, "{reply:?}\n{}", run.log());
+    assert_eq!(tool_text(&answer(&reply, 1)["result"]), "echo: over sse");
+    assert_eq!(call_with(&run.url(), None, "anonymous").status, 401);
+    let narrow = idp.token("tester", &run.url(), "mcp:write");
+    assert_eq!(call_as(&run.url(), &narrow, "narrow").status, 403);
 }
 
 #[test]

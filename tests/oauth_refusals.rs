@@ -3,7 +3,8 @@
 //! without an acceptable token is a 401 whose `WWW-Authenticate` names the same
 //! `resource_metadata`: no `error` without credentials (RFC 6750 §3.1), `invalid_token`
 //! for garbage, an expired token, a forged signature, `alg: none`, HMAC keyed with the
-//! issuer's public key, another issuer, another audience, and `invalid_request` for a token
+//! issuer's public key, a JWT typed `JWT` rather than `at+jwt`, another issuer (signed with
+//! the issuer's own key, and with its own), another audience, and `invalid_request` for a token
 //! in the query string, and for two `Authorization` headers. A token without the required
 //! scope gets 403 `insufficient_scope`
 //! naming the scope (step-up).
@@ -20,7 +21,14 @@ use serde_json::json;
 
 #[test]
 fn every_refusal_names_the_resource_metadata() {
-    let idp = Idp::start();
+    // The issuer signs with a key this test knows, and `twin` signs with the same key
+    // under another issuer name: its tokens pass the signature check and are refused
+    // on `iss` alone.
+    let keys = tempfile::tempdir().expect("tempdir");
+    let key_file = keys.path().join("signing-key.json").display().to_string();
+    std::fs::write(&key_file, TEST_KEY.jwk().to_string()).expect("key file");
+    let idp = Idp::start_with(0, &["--key-file", &key_file, "--alg", "EdDSA"]);
+    let twin = Idp::start_with(0, &["--key-file", &key_file, "--alg", "EdDSA"]);
     let other_idp = Idp::start();
     let gateway = gateway_for(&idp.issuer, "");
     let url = gateway.url();
@@ -53,6 +61,14 @@ fn every_refusal_names_the_resource_metadata() {
     )
     .expect("hmac token");
     let foreign = other_idp.token("tester", &url, "mcp:read");
+    let twins = twin.token("tester", &url, "mcp:read");
+    // The issuer's own signature over its own claims, but typed `JWT`, as an ID token is.
+    let untyped = TEST_KEY.sign(&json!({"alg": "EdDSA", "typ": "JWT", "kid": header["kid"]}), &claims);
+    assert_eq!(
+        split_jwt(&twins).0["kid"],
+        header["kid"],
+        "the twin signs with the same key"
+    );
     let elsewhere = idp.token("tester", "http://127.0.0.1:1/mcp", "mcp:read");
     std::thread::sleep(Duration::from_millis(2100)); // `short` expires (leeway 0 s)
 
@@ -80,6 +96,19 @@ fn every_refusal_names_the_resource_metadata() {
             Some(bearer(&hmac)),
             Some("invalid_token"),
             "algorithm",
+        ),
+        (
+            "typ JWT, not at+jwt",
+            Some(bearer(&untyped)),
+            Some("invalid_token"),
+            "not an access token",
+        ),
+        // Signed with the issuer's own key, but `iss` names the twin.
+        (
+            "another issuer, the same key",
+            Some(bearer(&twins)),
+            Some("invalid_token"),
+            "another authorization server",
         ),
         // Its key id is not the issuer's: refetched, still unknown.
         (
@@ -154,4 +183,41 @@ fn every_refusal_names_the_resource_metadata() {
 
     // Still fine for the good token afterwards.
     assert_eq!(call_as(&url, &good, "again").status, 200);
+}
+
+/// The issuer's signing key in these tests: a throwaway Ed25519 key (PKCS#8 DER) and its
+/// public `x`, known to the test so that it can sign what the issuer would not.
+struct TestKey {
+    pkcs8: &'static str,
+    x: &'static str,
+}
+
+const TEST_KEY: TestKey = TestKey {
+    pkcs8: "MC4CAQAwBQYDK2VwBCIEIEhILlLYsKGjJiVazweUD+EE3oFwksdyhsRU0Gf9+ERR",
+    x: "qBq9P-N4fTIEdXqgTUHu4bUyD1l-VD459F_nGNipVwI",
+};
+
+impl TestKey {
+    fn der(&self) -> Vec<u8> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD
+            .decode(self.pkcs8)
+            .expect("pkcs8")
+    }
+
+    /// The private JWK oidc_provider.mjs signs with (`--key-file`).
+    fn jwk(&self) -> serde_json::Value {
+        use base64::Engine;
+        let der = self.der();
+        let seed = &der[der.len() - 32..];
+        let d = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(seed);
+        json!({"kty": "OKP", "crv": "Ed25519", "x": self.x, "d": d, "kid": "test-key", "use": "sig", "alg": "EdDSA"})
+    }
+
+    /// A JWT with exactly `header` and `claims`, signed with this key.
+    fn sign(&self, header: &serde_json::Value, claims: &serde_json::Value) -> String {
+        let header: jsonwebtoken::Header = serde_json::from_value(header.clone()).expect("header");
+        let key = jsonwebtoken::EncodingKey::from_ed_der(&self.der());
+        jsonwebtoken::encode(&header, claims, &key).expect("sign")
+    }
 }

@@ -25,6 +25,9 @@ pub enum JwtError {
     /// The signature does not verify.
     #[error("the token's signature is invalid")]
     BadSignature,
+    /// The header's `typ` is not `at+jwt`: an ID token or another JWT, not an access token.
+    #[error("the token is not an access token (its typ is not at+jwt)")]
+    NotAnAccessToken,
     /// `iss` is another issuer.
     #[error("the token was issued by another authorization server")]
     WrongIssuer,
@@ -145,6 +148,8 @@ pub struct TokenHeader {
     pub alg: Algorithm,
     /// The key id.
     pub kid: Option<String>,
+    /// Whether `typ` says the token is an access token (`at+jwt`, RFC 9068 §2.1).
+    pub access_token_typ: bool,
 }
 
 /// Reads the header of `token`, refusing algorithms outside `allowed` before any key is looked at.
@@ -163,9 +168,15 @@ pub fn header(token: &str, allowed: &[Algorithm]) -> Result<TokenHeader, JwtErro
     if !allowed.contains(&header.alg) {
         return Err(JwtError::AlgorithmNotAllowed);
     }
+    // RFC 9068 §4: "at+jwt", or its full media type; media types compare without case.
+    let access_token_typ = header.typ.as_deref().is_some_and(|typ| {
+        let typ = typ.strip_prefix("application/").unwrap_or(typ);
+        typ.eq_ignore_ascii_case("at+jwt")
+    });
     Ok(TokenHeader {
         alg: header.alg,
         kid: header.kid,
+        access_token_typ,
     })
 }
 
@@ -174,6 +185,7 @@ pub fn header(token: &str, allowed: &[Algorithm]) -> Result<TokenHeader, JwtErro
 pub struct Audience {
     validation: Validation,
     leeway: u64,
+    require_at_jwt: bool,
 }
 
 impl Audience {
@@ -186,7 +198,20 @@ impl Audience {
         // Time is checked below against the caller's clock.
         validation.validate_exp = false;
         validation.validate_nbf = false;
-        Audience { validation, leeway }
+        Audience {
+            validation,
+            leeway,
+            require_at_jwt: true,
+        }
+    }
+
+    /// The same, accepting JWTs whose `typ` is not `at+jwt` (an issuer that
+    /// types its access tokens `JWT`).
+    pub fn accepting_any_typ(self) -> Audience {
+        Audience {
+            require_at_jwt: false,
+            ..self
+        }
     }
 }
 
@@ -229,6 +254,9 @@ pub fn verify(
     audience: &Audience,
     now: u64,
 ) -> Result<Verified, JwtError> {
+    if audience.require_at_jwt && !header.access_token_typ {
+        return Err(JwtError::NotAnAccessToken);
+    }
     let key = keys.find(header).ok_or(JwtError::UnknownKey)?;
     let mut validation = audience.validation.clone();
     validation.algorithms = vec![key.alg];
@@ -419,6 +447,20 @@ mod tests {
         for (case, token, expected) in cases {
             assert_eq!(check(&token), Err(expected), "{case}");
         }
+        // `typ` must say access token, unless the audience accepts any.
+        let untyped = {
+            let der = base64::engine::general_purpose::STANDARD.decode(PRIVATE).expect("der");
+            let mut header = Header::new(Algorithm::EdDSA);
+            header.kid = Some("k1".into());
+            header.typ = Some("JWT".into());
+            jsonwebtoken::encode(&header, &claims(), &EncodingKey::from_ed_der(&der)).expect("sign")
+        };
+        assert_eq!(check(&untyped), Err(JwtError::NotAnAccessToken));
+        let allowed = [Algorithm::EdDSA];
+        let keys = KeySet::parse(&jwks(), &allowed).expect("jwks");
+        let lenient = Audience::new(ISSUER, RESOURCE, 30).accepting_any_typ();
+        let header_of_untyped = header(&untyped, &allowed).expect("header");
+        assert!(verify(&untyped, &header_of_untyped, &keys, &lenient, NOW).is_ok());
         // Within the leeway both ways.
         assert!(check(&with(|c| c["exp"] = json!(NOW - 29))).is_ok());
         assert!(check(&with(|c| c["nbf"] = json!(NOW + 29))).is_ok());

@@ -337,6 +337,7 @@ fn jwt_reason(error: jwt::JwtError) -> &'static str {
         AlgorithmNotAllowed => "the signature algorithm is not accepted",
         UnknownKey => "the token was signed by an unknown key",
         BadSignature => "the signature is invalid",
+        NotAnAccessToken => "the token is not an access token (typ is not at+jwt)",
         WrongIssuer => "the token was issued by another authorization server",
         WrongAudience => "the token is for another resource",
         Expired => "the token has expired",

@@ -107,7 +107,10 @@ impl ResourceServer {
                     resource: resource.clone(),
                     metadata_url,
                     document: Bytes::from(document.to_string()),
-                    audience: Audience::new(&issuer, &resource, leeway),
+                    audience: match oauth.require_at_jwt {
+                        true => Audience::new(&issuer, &resource, leeway),
+                        false => Audience::new(&issuer, &resource, leeway).accepting_any_typ(),
+                    },
                 }
             })
             .collect();

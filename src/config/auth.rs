@@ -66,6 +66,11 @@ pub struct OAuthConfig {
     /// Clock skew tolerated on `exp` and `nbf`. Default 30 s.
     #[serde(default = "default_leeway")]
     pub leeway: Humantime,
+    /// Whether a JWT must say it is an access token with the header `typ: at+jwt`
+    /// (RFC 9068 §4; `application/at+jwt` too). Turn off only for an issuer whose
+    /// access tokens carry `typ: JWT`; their `aud` is still checked. Default true.
+    #[serde(default = "default_true")]
+    pub require_at_jwt: bool,
     /// Shortest interval between two JWKS fetches caused by an unknown `kid`
     /// (so forged key ids cannot hammer the issuer). Default 30 s.
     #[serde(default = "default_jwks_min_refetch")]
@@ -137,6 +142,10 @@ impl IntrospectionConfig {
 fn default_algorithms() -> Vec<String> {
     ["RS256", "ES256", "EdDSA"].map(String::from).to_vec()
 }
+fn default_true() -> bool {
+    true
+}
+
 fn default_leeway() -> Humantime {
     Humantime(Duration::from_secs(30))
 }
@@ -157,6 +166,7 @@ impl OAuthConfig {
             required_scopes: Vec::new(),
             algorithms: default_algorithms(),
             leeway: default_leeway(),
+            require_at_jwt: true,
             jwks_min_refetch: default_jwks_min_refetch(),
             timeout: default_oauth_timeout(),
             resource_name: None,

@@ -19,12 +19,13 @@
 //     `client_id` = the exchanging client, and `act` = {sub: that client}; 600 s.
 //
 //   node22 oidc_provider.mjs [--port N] [--account SUB] [--scopes "a b"] [--alg ES256|RS256|EdDSA]
-//                            [--format jwt|opaque]
+//                            [--format jwt|opaque] [--key-file PATH]
 //
 // --port 0 (default) picks a free port. Prints one line once listening:
 //   {"listening": "http://127.0.0.1:PORT", "issuer": "http://127.0.0.1:PORT", "port": PORT, "kid": "..."}
 import http from 'node:http';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -38,6 +39,9 @@ const account = arg('--account', 'alice');
 const scopes = arg('--scopes', 'mcp:read mcp:write mcp:admin');
 const alg = arg('--alg', 'ES256');
 const format = arg('--format', 'jwt');
+// --key-file PATH: sign with the JWK in PATH (give its --alg), written there first when absent, so two
+// providers (two issuers) can share one signing key.
+const keyFile = arg('--key-file', '');
 
 const oidcDir = process.env.OIDC_DIR;
 if (!oidcDir) {
@@ -67,7 +71,8 @@ function signingKey() {
 const server = http.createServer();
 await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
 const issuer = `http://127.0.0.1:${server.address().port}`;
-const key = signingKey();
+const key = keyFile && fs.existsSync(keyFile) ? JSON.parse(fs.readFileSync(keyFile, 'utf8')) : signingKey();
+if (keyFile && !fs.existsSync(keyFile)) fs.writeFileSync(keyFile, JSON.stringify(key));
 
 const provider = new Provider(issuer, {
   clients: [
