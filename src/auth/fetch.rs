@@ -38,12 +38,15 @@ pub enum FetchError {
     #[error("{0}: no answer in time")]
     TimedOut(String),
     /// An answer that is not a success.
-    #[error("{url}: HTTP {status}")]
+    #[error("{url}: HTTP {status}{}", in_parentheses(.said.as_deref()))]
     Status {
         /// What was requested.
         url: String,
         /// The status received.
         status: u16,
+        /// The OAuth error the body names (RFC 6749 §5.2 `error`, with its
+        /// `error_description`), when it is one.
+        said: Option<String>,
     },
     /// An answer over the size bound, or unreadable.
     #[error("{0}: unreadable or oversized body")]
@@ -151,6 +154,7 @@ impl Fetcher {
                 return Err(FetchError::Status {
                     url: url.to_owned(),
                     status: status.as_u16(),
+                    said: oauth_error(&body),
                 });
             }
             Ok(Fetched { body, max_age })
@@ -159,6 +163,26 @@ impl Fetcher {
             .await
             .map_err(|_| FetchError::TimedOut(url.to_owned()))?
     }
+}
+
+/// Most characters of a server's error kept for a message.
+const MAX_SAID_CHARS: usize = 200;
+
+/// The OAuth error of a refusal's body (RFC 6749 §5.2: `error`, and
+/// `error_description` when given), cut short and stripped of control characters,
+/// since it ends up in logs and in the client's error.
+fn oauth_error(body: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let error = value.get("error")?.as_str()?;
+    let text = match value.get("error_description").and_then(|d| d.as_str()) {
+        Some(description) => format!("{error}: {description}"),
+        None => error.to_owned(),
+    };
+    Some(text.chars().filter(|c| !c.is_control()).take(MAX_SAID_CHARS).collect())
+}
+
+fn in_parentheses(said: Option<&str>) -> String {
+    said.map(|s| format!(" ({s})")).unwrap_or_default()
 }
 
 /// The freshness a `Cache-Control` header grants.
@@ -193,6 +217,25 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refusal_names_the_servers_oauth_error() {
+        let cases: [(&[u8], Option<&str>); 5] = [
+            (br#"{"error":"invalid_client"}"#, Some("invalid_client")),
+            (
+                br#"{"error":"invalid_grant","error_description":"subject token expired"}"#,
+                Some("invalid_grant: subject token expired"),
+            ),
+            (br#"{"error":"bad\nline"}"#, Some("badline")),
+            (b"<html>502</html>", None),
+            (br#"{"message":"nope"}"#, None),
+        ];
+        for (body, expected) in cases {
+            assert_eq!(super::oauth_error(body).as_deref(), expected, "{body:?}");
+        }
+        let long = format!(r#"{{"error":"{}"}}"#, "x".repeat(1000));
+        assert_eq!(super::oauth_error(long.as_bytes()).map(|s| s.len()), Some(200));
+    }
+
     use super::*;
 
     #[test]

@@ -5,7 +5,7 @@
 //! exchange — cached until expiry, refreshed ahead of it, one request at a time.
 
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use dashmap::DashMap;
 use serde::Deserialize;
@@ -23,10 +23,23 @@ const FAILURE_BACKOFF: Duration = Duration::from_secs(1);
 /// Most principals whose exchanged tokens one upstream keeps.
 const MAX_EXCHANGED: usize = 1024;
 
-/// Clients eragate registered, by issuer and grant: one registration each per process.
+/// Clients eragate registered, by issuer and grant: one registration each per
+/// process, renewed when its secret is about to expire.
 #[derive(Default)]
 pub struct Registrations {
     clients: DashMap<(String, &'static str), Arc<OnceCell<Arc<ClientAuth>>>>,
+}
+
+impl Registrations {
+    /// The registration cell of `key`: a fresh one when the registered client's
+    /// secret expires soon, so that the next caller registers again.
+    fn cell(&self, key: (String, &'static str)) -> Arc<OnceCell<Arc<ClientAuth>>> {
+        let mut cell = self.clients.entry(key).or_default();
+        if cell.get().is_some_and(|client| client.expired(SystemTime::now())) {
+            *cell = Arc::default();
+        }
+        cell.clone()
+    }
 }
 
 /// What eragate needs from the authorization server's metadata.
@@ -259,6 +272,7 @@ impl OAuthClient {
                 id: id.clone(),
                 secret,
                 method,
+                secret_expires: None,
             }));
         }
         let Some(endpoint) = metadata.registration_endpoint.as_deref() else {
@@ -268,7 +282,7 @@ impl OAuthClient {
             )));
         };
         let key = (self.config.issuer.clone(), self.grant_type);
-        let cell = self.registrations.clients.entry(key).or_default().clone();
+        let cell = self.registrations.cell(key);
         let client = cell
             .get_or_try_init(|| self.register(endpoint, AuthMethod::choose(true, supported)))
             .await?;
@@ -284,6 +298,8 @@ impl OAuthClient {
             client_secret: Option<String>,
             #[serde(default)]
             token_endpoint_auth_method: Option<String>,
+            #[serde(default)]
+            client_secret_expires_at: Option<u64>,
         }
         let request = json!({
             "client_name": "eragate",
@@ -310,6 +326,7 @@ impl OAuthClient {
             id: registered.client_id,
             secret: registered.client_secret,
             method,
+            secret_expires: token::secret_expiry(registered.client_secret_expires_at),
         }))
     }
 }

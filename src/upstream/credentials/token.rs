@@ -3,7 +3,7 @@
 //! forms (client credentials, RFC 8693 token exchange) and how the client
 //! authenticates; reading a token response. No I/O.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use serde::Deserialize;
@@ -120,6 +120,28 @@ pub struct ClientAuth {
     pub secret: Option<String>,
     /// How it authenticates.
     pub method: AuthMethod,
+    /// When a registered client's secret expires (RFC 7591 `client_secret_expires_at`;
+    /// `None`: never, or a configured client).
+    pub secret_expires: Option<SystemTime>,
+}
+
+/// A registered client is registered anew this long before its secret expires.
+const RENEW_REGISTRATION_AHEAD: Duration = Duration::from_secs(60);
+
+impl ClientAuth {
+    /// Whether the client must be registered anew at `now` (its secret expires soon).
+    pub fn expired(&self, now: SystemTime) -> bool {
+        self.secret_expires
+            .is_some_and(|at| now + RENEW_REGISTRATION_AHEAD >= at)
+    }
+}
+
+/// `client_secret_expires_at` (seconds since the epoch; 0 means never, RFC 7591 §3.2.1).
+pub fn secret_expiry(expires_at: Option<u64>) -> Option<SystemTime> {
+    match expires_at {
+        None | Some(0) => None,
+        Some(seconds) => Some(UNIX_EPOCH + Duration::from_secs(seconds)),
+    }
 }
 
 impl std::fmt::Debug for ClientAuth {
@@ -295,11 +317,35 @@ mod tests {
     }
 
     #[test]
+    fn a_registration_is_renewed_a_minute_before_its_secret_expires() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        // (client_secret_expires_at, renewed at `now`)
+        let cases = [
+            (None, false),
+            (Some(0), false),
+            (Some(1_800_000_000 + 3600), false),
+            (Some(1_800_000_000 + 61), false),
+            (Some(1_800_000_000 + 60), true),
+            (Some(1_700_000_000), true),
+        ];
+        for (expires_at, renewed) in cases {
+            let client = ClientAuth {
+                id: "c".into(),
+                secret: Some("s".into()),
+                method: AuthMethod::Basic,
+                secret_expires: secret_expiry(expires_at),
+            };
+            assert_eq!(client.expired(now), renewed, "{expires_at:?}");
+        }
+    }
+
+    #[test]
     fn token_forms() {
         let client = |method| ClientAuth {
             id: "eragate:1".into(),
             secret: Some("s&cret".into()),
             method,
+            secret_expires: None,
         };
         let r = "http://127.0.0.1:1/mcp";
         let cases = [
