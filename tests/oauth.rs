@@ -98,6 +98,44 @@ fn the_upstream_never_sees_the_clients_token() {
     assert!(!trace.contains(&signature), "{trace}");
 }
 
+/// The same flows in front of a modern (2026-07-28) HTTP server, the TypeScript SDK v2
+/// fixture, which records the headers of every request it receives: a 2026-07-28 client's
+/// requests go through as they are, a 2025-11-25 client's are translated, and neither
+/// carries the client's token or any `Authorization` to the upstream.
+#[test]
+fn python_sdk_clients_of_both_eras_complete_the_flow_to_a_modern_http_upstream() {
+    let idp = Idp::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("headers.jsonl");
+    let trace_arg = trace.display().to_string();
+    let upstream = ts2_http_server_with(&["--trace", &trace_arg]);
+    let upstream_toml = remote_upstream_toml("http", &upstream.url, "");
+    let gateway = Eragate::start(&format!("{}\n{upstream_toml}", oauth_toml(&idp.issuer, "")));
+    let mut signatures = Vec::new();
+    for (mode, negotiated) in [("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")] {
+        let report = py_oauth_client(&gateway.url(), mode);
+        assert_eq!(report["protocol_version"], negotiated, "{report}");
+        assert_full_flow(&report, &gateway.url(), &idp.issuer);
+        let token = report["access_token"].as_str().expect("token");
+        signatures.push(split_jwt(token).2);
+    }
+    let log = gateway.log();
+    assert!(log.contains("learned the upstream's era") && log.contains("Modern"), "{log}");
+    let seen = std::fs::read_to_string(&trace).expect("the upstream's trace");
+    let requests: Vec<Value> = seen.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(requests.len() >= 2, "{seen}");
+    for request in &requests {
+        let headers = request["headers"].as_object().expect("headers");
+        assert!(!headers.contains_key("authorization"), "{request}");
+    }
+    for signature in &signatures {
+        assert!(
+            !seen.contains(signature.as_str()),
+            "a client's token reached the upstream"
+        );
+    }
+}
+
 #[test]
 fn protected_resource_metadata_at_the_path_and_the_root() {
     let idp = Idp::start();

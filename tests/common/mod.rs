@@ -826,12 +826,19 @@ impl TracedUpstream {
 
 /// The TypeScript SDK v2 fixture server (`ts2_server.mjs http`); `url` is its `/mcp` endpoint.
 pub fn ts2_http_server() -> ListeningServer {
+    ts2_http_server_with(&[])
+}
+
+/// As [`ts2_http_server`], with extra arguments (`--trace FILE`).
+pub fn ts2_http_server_with(extra: &[&str]) -> ListeningServer {
     let peers = peers();
     let script = peers.script("ts2_server.mjs");
+    let mut args = vec![script.as_str(), "http", "--port", "0"];
+    args.extend_from_slice(extra);
     ListeningServer::start(
         "ts2_server.mjs http",
         peers.node20(),
-        &[script.as_str(), "http", "--port", "0"],
+        &args,
         &[("TS2_SERVER_DIR", peers.get("TS2_SERVER_DIR"))],
     )
 }

@@ -3,9 +3,11 @@
 // TypeScript SDK v2 server, @modelcontextprotocol/server 2.4.0: a modern (2026-07-28) server
 // that also serves 2025-era requests statelessly (the SDK's default). Run on the system Node 20.
 //
-//   node ts2_server.mjs http --port N     # createMcpHandler on 127.0.0.1:N/mcp
+//   node ts2_server.mjs http --port N [--trace FILE]   # createMcpHandler on 127.0.0.1:N/mcp
 //   node ts2_server.mjs stdio             # serveStdio (era chosen by the opening message)
 //
+// --trace FILE appends one JSON line per HTTP request, {"method", "headers": {name: value}}, so a
+// test can check which headers reached the upstream.
 // --port 0 picks a free port; once listening, http prints one line to stdout:
 //   {"listening": "http://127.0.0.1:PORT/mcp", "port": PORT}
 //
@@ -18,6 +20,7 @@
 // unknown URI -> the SDK's resource-not-found (-32602 with data.uri on 2026-07-28);
 // prompt greet{name} -> "Hello, <name>!"; completion greet/name from alice, bob, carol.
 
+import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { createRequire } from 'node:module';
@@ -106,10 +109,11 @@ function buildServer() {
   return server;
 }
 
-async function serveHttp(port) {
+async function serveHttp(port, trace) {
   const handler = createMcpHandler(() => buildServer());
   const server = http.createServer(async (req, res) => {
     try {
+      if (trace) fs.appendFileSync(trace, JSON.stringify({ method: req.method, headers: req.headers }) + '\n');
       const url = new URL(req.url, 'http://127.0.0.1');
       if (url.pathname !== '/mcp') {
         res.writeHead(404).end();
@@ -159,13 +163,14 @@ if (mode === 'http') {
   const i = rest.indexOf('--port');
   const port = i >= 0 ? Number(rest[i + 1]) : NaN;
   if (!Number.isInteger(port)) {
-    process.stderr.write('usage: ts2_server.mjs http --port N | stdio\n');
+    process.stderr.write('usage: ts2_server.mjs http --port N [--trace FILE] | stdio\n');
     process.exit(2);
   }
-  await serveHttp(port);
+  const t = rest.indexOf('--trace');
+  await serveHttp(port, t >= 0 ? rest[t + 1] : undefined);
 } else if (mode === 'stdio') {
   await serveStdioMode();
 } else {
-  process.stderr.write('usage: ts2_server.mjs http --port N | stdio\n');
+  process.stderr.write('usage: ts2_server.mjs http --port N [--trace FILE] | stdio\n');
   process.exit(2);
 }
