@@ -41,6 +41,7 @@ pub mod policy;
 pub mod protocol;
 pub mod router;
 pub mod seal;
+pub mod tls;
 pub mod translate;
 pub mod upstream;
 
@@ -54,14 +55,19 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) -> Result<(), std::io::Error> {
+    let certificates = match &config.listen.tls {
+        Some(tls) => Some(edge::tls::Certificates::load(tls).map_err(invalid_input)?),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen.address).await?;
     let local = listener.local_addr()?;
     if config.listen.public_url.is_none() {
         // Resources are named by the URL clients use; without `public_url`, the bound address.
+        let scheme = if certificates.is_some() { "https" } else { "http" };
         if local.ip().is_unspecified() && config.auth.oauth.is_some() {
-            tracing::warn!(address = %local, "listening on every interface without listen.public_url: OAuth resources are named http://{local}/…; set --public-url");
+            tracing::warn!(address = %local, "listening on every interface without listen.public_url: OAuth resources are named {scheme}://{local}/…; set --public-url");
         }
-        config.listen.public_url = Some(format!("http://{local}"));
+        config.listen.public_url = Some(format!("{scheme}://{local}"));
     }
     let admin = match config.admin.address {
         Some(address) => Some(tokio::net::TcpListener::bind(address).await?),
@@ -80,15 +86,28 @@ pub async fn run(
         };
         tokio::spawn(admin::serve(gateway.clone(), admin, stopped));
     }
+    let acceptor = match &certificates {
+        Some(certificates) => {
+            let every = gateway.config.listen.tls.as_ref().map(|t| t.reload_interval.0);
+            certificates.spawn_watch(every.unwrap_or_default(), gateway.closing.clone());
+            Some(edge::tls::acceptor(certificates.clone()).map_err(invalid_input)?)
+        }
+        None => None,
+    };
+    let scheme = if acceptor.is_some() { "https" } else { "http" };
     for (path, backend) in gateway.router.routes() {
-        tracing::info!(address = %local, path, upstream = %backend.name(), "serving MCP");
+        tracing::info!(address = %local, scheme, path, upstream = %backend.name(), "serving MCP");
     }
-    let frontend = edge::http::HttpFrontend::new(gateway.clone(), local);
+    let frontend = edge::http::HttpFrontend::new(gateway.clone(), local, acceptor);
     frontend.serve(listener, shutdown, grace).await;
     let _ = stop_admin.send(());
     gateway.shutdown(grace).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+fn invalid_input(error: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, error.to_string())
 }
 
 /// Serves one client on this process's stdin and stdout in front of the

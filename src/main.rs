@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use eragate::config::{Config, ConfigError, HttpConfig, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig};
+use eragate::config::{
+    Config, ConfigError, HttpConfig, ListenTlsConfig, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig,
+};
 
 #[derive(Parser)]
 #[command(
@@ -52,6 +54,12 @@ struct RunArgs {
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key); overrides [listen.tls].
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -160,6 +168,15 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
     if let Some(listen) = args.listen {
         config.listen.address = listen;
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let reload_interval = config.listen.tls.as_ref().map(|t| t.reload_interval);
+        let mut tls = ListenTlsConfig::new(cert.clone(), key.clone());
+        tls.reload_interval = reload_interval.unwrap_or(tls.reload_interval);
+        config.listen.tls = Some(tls);
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

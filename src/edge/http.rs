@@ -40,16 +40,20 @@ pub struct HttpFrontend {
     served: hosts::Served,
     /// Open 2024-11-05 HTTP+SSE client connections.
     sse_connections: Arc<SseConnections>,
+    /// TLS for every connection (`[listen.tls]`), or plain HTTP.
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl HttpFrontend {
-    /// A front end for `gateway`, listening at `local` (its real, bound address).
-    pub fn new(gateway: Arc<Gateway>, local: SocketAddr) -> Arc<HttpFrontend> {
+    /// A front end for `gateway`, listening at `local` (its real, bound
+    /// address), over TLS when `tls` is given.
+    pub fn new(gateway: Arc<Gateway>, local: SocketAddr, tls: Option<tokio_rustls::TlsAcceptor>) -> Arc<HttpFrontend> {
         let served = hosts::Served::new(local, &gateway.config.listen);
         Arc::new(HttpFrontend {
             gateway,
             served,
             sse_connections: Arc::default(),
+            tls,
         })
     }
 
