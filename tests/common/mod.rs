@@ -6,6 +6,7 @@
 
 pub mod conformance;
 pub mod matrix;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
