@@ -39,6 +39,7 @@ pub mod edge;
 pub mod health;
 pub mod policy;
 pub mod protocol;
+pub mod reload;
 pub mod router;
 pub mod seal;
 pub mod tls;
@@ -51,10 +52,21 @@ use std::time::Duration;
 /// Runs the gateway for `config` until `shutdown` resolves, then drains
 /// in-flight requests for up to `grace` and stops every upstream child.
 pub async fn run(
-    mut config: config::Config,
+    config: config::Config,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) -> Result<(), std::io::Error> {
+    run_reloading(config, None, shutdown, grace).await
+}
+
+/// [`run`], reloading the configuration as `reloader` says (see [`reload`]).
+pub async fn run_reloading(
+    mut config: config::Config,
+    reloader: Option<reload::Reloader>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) -> Result<(), std::io::Error> {
+    let hangups = reloader.as_ref().and_then(|_| reload::hangups());
     let certificates = match &config.listen.tls {
         Some(tls) => Some(edge::tls::Certificates::load(tls).map_err(invalid_input)?),
         None => None,
@@ -94,6 +106,9 @@ pub async fn run(
         }
         None => None,
     };
+    if let Some(reloader) = reloader {
+        reload::spawn(gateway.clone(), reloader, hangups, certificates.clone());
+    }
     let scheme = if acceptor.is_some() { "https" } else { "http" };
     for (path, backend) in gateway.router.routes() {
         tracing::info!(address = %local, scheme, path, upstream = %backend.name(), "serving MCP");
@@ -116,13 +131,12 @@ fn invalid_input(error: impl std::fmt::Display) -> std::io::Error {
 pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result<(), std::io::Error> {
     let gateway = bridge::Gateway::new(config)?;
     let chosen = match upstream {
-        Some(name) => gateway.router.by_name(name).cloned(),
+        Some(name) => gateway.router.by_name(name),
         None => gateway
             .config
             .upstreams
             .first()
-            .and_then(|u| gateway.router.route(&u.path))
-            .cloned(),
+            .and_then(|u| gateway.router.route(&u.path)),
     };
     let Some(chosen) = chosen else {
         return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such upstream"));

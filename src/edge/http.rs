@@ -72,7 +72,7 @@ impl HttpFrontend {
             _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
         }
-        let Some((endpoint, backend)) = self.gateway.router.endpoint(path).map(|(e, u)| (e, u.clone())) else {
+        let Some((endpoint, backend)) = self.gateway.router.endpoint(path) else {
             return reject(Rejection::NoEndpoint);
         };
         if !self.served.origin_allowed(request.headers()) {

@@ -221,6 +221,11 @@ impl Eragate {
         format!("http://{}/mcp", self.addr)
     }
 
+    /// The configuration file eragate was started with (rewrite it to reload).
+    pub fn config_path(&self) -> PathBuf {
+        self._dir.path().join("eragate.toml")
+    }
+
     /// eragate's log so far (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
