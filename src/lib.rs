@@ -10,7 +10,7 @@
 //!
 //! | stage | what happens | module |
 //! |---|---|---|
-//! | listen | HTTP/1.1 and h2 on one MCP path per backend, HTTP+SSE, stdio | [`edge::http`], [`edge::legacy_sse`], [`edge::stdio`] |
+//! | listen | HTTP/1.1 and h2 (over TLS by ALPN) on one MCP path per backend, HTTP+SSE, stdio | [`edge::http`], [`edge::tls`], [`edge::legacy_sse`], [`edge::stdio`] |
 //! | frame | one bounded JSON-RPC message; refusals before dispatch | [`protocol::jsonrpc`], [`protocol::errors::Rejection`] |
 //! | admit | bearer token (static, or an OAuth JWT checked against the issuer's keys) → principal; RFC 9728 metadata | [`auth`], [`auth::resource`] |
 //! | classify | era, revision, envelope, headers | [`translate::classify`], via [`bridge::dispatch`] |
@@ -22,6 +22,10 @@
 //! | up | results, errors, input requests back in the client's era | [`translate::up`], [`translate::mrtr`], [`translate::discover`] |
 //! | restrict | what this caller may see: `tools/list` without the tools its token may not call | [`policy`], applied by [`bridge::dispatch`] |
 //! | respond | `application/json`, or an SSE stream scoped to the request | [`bridge::reply`], [`edge::respond`] |
+//!
+//! Beside the path: [`tls`] reads certificate files for the edge and the
+//! HTTPS upstreams; [`reload`] swaps the router's upstreams when the
+//! configuration changes.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below
