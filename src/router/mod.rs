@@ -189,3 +189,61 @@ impl Router {
 fn same_config(a: &UpstreamConfig, b: &UpstreamConfig) -> bool {
     format!("{a:?}") == format!("{b:?}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::StdioConfig;
+
+    fn upstream(name: &str, path: &str, program: &str) -> UpstreamConfig {
+        let stdio = StdioConfig::from_command(vec![program.to_owned()]);
+        let mut config = UpstreamConfig::with_transport(name, Some(stdio), None, None);
+        config.path = path.to_owned();
+        config
+    }
+
+    fn names(backends: &[Backend]) -> Vec<&str> {
+        let mut names: Vec<&str> = backends.iter().map(Backend::name).collect();
+        names.sort_unstable();
+        names
+    }
+
+    #[tokio::test]
+    async fn a_reload_keeps_unchanged_upstreams_and_retires_the_others() {
+        let router = Router::new(
+            &[
+                upstream("a", "/a", "x"),
+                upstream("b", "/b", "y"),
+                upstream("c", "/c", "z"),
+            ],
+            Vec::new(),
+        );
+        let (a, b) = (router.route("/a").unwrap(), router.route("/b").unwrap());
+        // a unchanged, b's command changed, c removed, d added.
+        let reloaded = router.reload(&[
+            upstream("a", "/a", "x"),
+            upstream("b", "/b", "y2"),
+            upstream("d", "/d", "w"),
+        ]);
+        assert_eq!(reloaded.kept, ["a"]);
+        assert_eq!(names(&reloaded.started), ["b", "d"]);
+        assert_eq!(names(&reloaded.retired), ["b", "c"]);
+        assert!(
+            router.route("/a").unwrap().same(&a),
+            "an unchanged upstream keeps its backend"
+        );
+        let new_b = router.route("/b").unwrap();
+        assert!(
+            !new_b.same(&b) && new_b.same_route(&b),
+            "b is replaced on the same path"
+        );
+        assert!(router.route("/c").is_none() && router.route("/d").is_some());
+        // A reload of the same file changes nothing.
+        let again = router.reload(&[
+            upstream("a", "/a", "x"),
+            upstream("b", "/b", "y2"),
+            upstream("d", "/d", "w"),
+        ]);
+        assert!(again.started.is_empty() && again.retired.is_empty(), "{:?}", again.kept);
+    }
+}
