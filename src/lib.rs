@@ -10,7 +10,7 @@
 //!
 //! | stage | what happens | module |
 //! |---|---|---|
-//! | listen | HTTP/1.1 and h2 on one MCP path per backend, HTTP+SSE, stdio | [`edge::http`], [`edge::legacy_sse`], [`edge::stdio`] |
+//! | listen | HTTP/1.1 and h2 (over TLS by ALPN) on one MCP path per backend, HTTP+SSE, stdio | [`edge::http`], [`edge::tls`], [`edge::legacy_sse`], [`edge::stdio`] |
 //! | frame | one bounded JSON-RPC message; refusals before dispatch | [`protocol::jsonrpc`], [`protocol::errors::Rejection`] |
 //! | admit | bearer token (static, or an OAuth JWT checked against the issuer's keys) → principal; RFC 9728 metadata | [`auth`], [`auth::resource`] |
 //! | classify | era, revision, envelope, headers | [`translate::classify`], via [`bridge::dispatch`] |
@@ -22,6 +22,10 @@
 //! | up | results, errors, input requests back in the client's era | [`translate::up`], [`translate::mrtr`], [`translate::discover`] |
 //! | restrict | what this caller may see: `tools/list` without the tools its token may not call | [`policy`], applied by [`bridge::dispatch`] |
 //! | respond | `application/json`, or an SSE stream scoped to the request | [`bridge::reply`], [`edge::respond`] |
+//!
+//! Beside the path: [`tls`] reads certificate files for the edge and the
+//! HTTPS upstreams; [`reload`] swaps the router's upstreams when the
+//! configuration changes.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below
@@ -39,8 +43,10 @@ pub mod edge;
 pub mod health;
 pub mod policy;
 pub mod protocol;
+pub mod reload;
 pub mod router;
 pub mod seal;
+pub mod tls;
 pub mod translate;
 pub mod upstream;
 
@@ -50,18 +56,34 @@ use std::time::Duration;
 /// Runs the gateway for `config` until `shutdown` resolves, then drains
 /// in-flight requests for up to `grace` and stops every upstream child.
 pub async fn run(
-    mut config: config::Config,
+    config: config::Config,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) -> Result<(), std::io::Error> {
+    run_reloading(config, None, shutdown, grace).await
+}
+
+/// [`run`], reloading the configuration as `reloader` says (see [`reload`]).
+pub async fn run_reloading(
+    mut config: config::Config,
+    reloader: Option<reload::Reloader>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) -> Result<(), std::io::Error> {
+    let hangups = reloader.as_ref().and_then(|_| reload::hangups());
+    let certificates = match &config.listen.tls {
+        Some(tls) => Some(edge::tls::Certificates::load(tls).map_err(invalid_input)?),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(config.listen.address).await?;
     let local = listener.local_addr()?;
     if config.listen.public_url.is_none() {
         // Resources are named by the URL clients use; without `public_url`, the bound address.
+        let scheme = if certificates.is_some() { "https" } else { "http" };
         if local.ip().is_unspecified() && config.auth.oauth.is_some() {
-            tracing::warn!(address = %local, "listening on every interface without listen.public_url: OAuth resources are named http://{local}/…; set --public-url");
+            tracing::warn!(address = %local, "listening on every interface without listen.public_url: OAuth resources are named {scheme}://{local}/…; set --public-url");
         }
-        config.listen.public_url = Some(format!("http://{local}"));
+        config.listen.public_url = Some(format!("{scheme}://{local}"));
     }
     let admin = match config.admin.address {
         Some(address) => Some(tokio::net::TcpListener::bind(address).await?),
@@ -80,15 +102,31 @@ pub async fn run(
         };
         tokio::spawn(admin::serve(gateway.clone(), admin, stopped));
     }
-    for (path, backend) in gateway.router.routes() {
-        tracing::info!(address = %local, path, upstream = %backend.name(), "serving MCP");
+    let acceptor = match &certificates {
+        Some(certificates) => {
+            let every = gateway.config.listen.tls.as_ref().map(|t| t.reload_interval.0);
+            certificates.spawn_watch(every.unwrap_or_default(), gateway.closing.clone());
+            Some(edge::tls::acceptor(certificates.clone()).map_err(invalid_input)?)
+        }
+        None => None,
+    };
+    if let Some(reloader) = reloader {
+        reload::spawn(gateway.clone(), reloader, hangups, certificates.clone());
     }
-    let frontend = edge::http::HttpFrontend::new(gateway.clone(), local);
+    let scheme = if acceptor.is_some() { "https" } else { "http" };
+    for (path, backend) in gateway.router.routes() {
+        tracing::info!(address = %local, scheme, path, upstream = %backend.name(), "serving MCP");
+    }
+    let frontend = edge::http::HttpFrontend::new(gateway.clone(), local, acceptor);
     frontend.serve(listener, shutdown, grace).await;
     let _ = stop_admin.send(());
     gateway.shutdown(grace).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+fn invalid_input(error: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, error.to_string())
 }
 
 /// Serves one client on this process's stdin and stdout in front of the
@@ -97,13 +135,12 @@ pub async fn run(
 pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result<(), std::io::Error> {
     let gateway = bridge::Gateway::new(config)?;
     let chosen = match upstream {
-        Some(name) => gateway.router.by_name(name).cloned(),
+        Some(name) => gateway.router.by_name(name),
         None => gateway
             .config
             .upstreams
             .first()
-            .and_then(|u| gateway.router.route(&u.path))
-            .cloned(),
+            .and_then(|u| gateway.router.route(&u.path)),
     };
     let Some(chosen) = chosen else {
         return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such upstream"));

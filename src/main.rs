@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use eragate::config::{Config, ConfigError, HttpConfig, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig};
+use eragate::config::{
+    Config, ConfigError, HttpConfig, ListenTlsConfig, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig,
+};
 
 #[derive(Parser)]
 #[command(
@@ -42,7 +44,7 @@ enum Command {
     Version,
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 struct RunArgs {
     #[command(flatten)]
     upstream: UpstreamArgs,
@@ -52,6 +54,15 @@ struct RunArgs {
     /// How long shutdown waits for in-flight requests.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// Serve HTTPS with this PEM certificate chain (with --tls-key); overrides [listen.tls].
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// How often the --config file is checked for a change to reload ("0s": only on SIGHUP).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    watch_config: Duration,
 }
 
 #[derive(clap::Args)]
@@ -63,7 +74,7 @@ struct StdioArgs {
     upstream_name: Option<String>,
 }
 
-#[derive(clap::Args)]
+#[derive(clap::Args, Clone)]
 struct UpstreamArgs {
     /// A TOML configuration file; the other flags override its listener and add an upstream.
     #[arg(long)]
@@ -157,18 +168,44 @@ fn report(source: &str, error: &ConfigError) {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
-    let mut config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
-    if let Some(listen) = args.listen {
-        config.listen.address = listen;
-    }
+    let config = run_config(&args).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     let listen = config.listen.address;
+    let reloader = args.upstream.config.clone().map(|file| eragate::reload::Reloader {
+        load: {
+            let args = args.clone();
+            Box::new(move || run_config(&args))
+        },
+        file: Some(file),
+        poll: args.watch_config,
+    });
     runtime
-        .block_on(eragate::run(config, shutdown_signal(), args.shutdown_grace))
+        .block_on(eragate::run_reloading(
+            config,
+            reloader,
+            shutdown_signal(),
+            args.shutdown_grace,
+        ))
         .with_context(|| format!("serving on {listen}"))
+}
+
+/// The configuration `eragate run` serves: the file, then the command line's overrides.
+fn run_config(args: &RunArgs) -> Result<Config, ConfigError> {
+    let mut config = build_config(&args.upstream)?;
+    if let Some(listen) = args.listen {
+        config.listen.address = listen;
+    }
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let reload_interval = config.listen.tls.as_ref().map(|t| t.reload_interval);
+        let mut tls = ListenTlsConfig::new(cert.clone(), key.clone());
+        tls.reload_interval = reload_interval.unwrap_or(tls.reload_interval);
+        config.listen.tls = Some(tls);
+        config.validate()?;
+    }
+    Ok(config)
 }
 
 fn stdio(args: StdioArgs) -> anyhow::Result<()> {

@@ -15,7 +15,13 @@ fn eragate() -> Command {
 }
 
 fn check_config(path: &Path) -> Output {
+    check_config_in(path, &repo_root())
+}
+
+/// `check-config` run from `cwd` (relative certificate paths are relative to it).
+fn check_config_in(path: &Path, cwd: &Path) -> Output {
     eragate()
+        .current_dir(cwd)
         .arg("check-config")
         .arg(path)
         // config/auth.toml and config/upstream-credentials.toml read secrets from the
@@ -334,9 +340,17 @@ fn every_shipped_config_file_passes_check_config() {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
+    // config/tls.toml names tls/cert.pem and tls/key.pem relative to where eragate runs, as
+    // its comment says to create them: here a fresh pair from a test CA.
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let tls_dir = cwd.path().join("tls");
+    std::fs::create_dir(&tls_dir).expect("tls dir");
+    let server = common::tls::TestCa::new("config test CA").localhost("eragate");
+    common::tls::write_file(&tls_dir, "cert.pem", &server.cert);
+    common::tls::write_file(&tls_dir, "key.pem", &server.key);
     let mut failures = Vec::new();
     for file in &files {
-        let output = check_config(file);
+        let output = check_config_in(file, cwd.path());
         if output.status.code() != Some(0) {
             failures.push(format!("{}: {}", file.display(), describe(&output)));
         }
@@ -348,6 +362,99 @@ fn every_shipped_config_file_passes_check_config() {
         files.len(),
         failures.join("\n")
     );
+}
+
+/// `check-config` loads every TLS file: an unreadable or malformed file, a key that does not
+/// match its certificate, half a client certificate, TLS on a stdio upstream.
+#[test]
+fn check_config_loads_the_tls_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = common::tls::TestCa::new("check-config CA");
+    let (one, two) = (ca.localhost("one"), ca.localhost("two"));
+    let file = |name: &str, text: &str| common::tls::write_file(dir.path(), name, text).display().to_string();
+    let (cert, key, other_key) = (
+        file("cert.pem", &one.cert),
+        file("key.pem", &one.key),
+        file("key2.pem", &two.key),
+    );
+    let ca_file = file("ca.pem", &ca.pem());
+    let not_pem = file("notes.txt", "not a certificate");
+    let absent = dir.path().join("absent.pem").display().to_string();
+    let listen = |cert: &str, key: &str| {
+        format!(
+            "[listen.tls]\ncert = \"{cert}\"\nkey = \"{key}\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n"
+        )
+    };
+    let upstream = |tls: &str| {
+        format!("[[upstreams]]\nname = \"e\"\nhttp.url = \"https://127.0.0.1:1/mcp\"\n[upstreams.tls]\n{tls}\n")
+    };
+    let good = [
+        listen(&cert, &key),
+        upstream(&format!("ca = \"{ca_file}\"\ncert = \"{cert}\"\nkey = \"{key}\"")),
+    ];
+    for text in &good {
+        let output = check_config_text(text);
+        assert_eq!(output.status.code(), Some(0), "{text}\n{}", describe(&output));
+    }
+    // (what, file, the key path named, a word the explanation contains)
+    let mistakes = [
+        (
+            "unreadable certificate",
+            listen(&absent, &key),
+            "listen.tls.cert",
+            "cannot read",
+        ),
+        ("not PEM", listen(&not_pem, &key), "listen.tls.cert", "CERTIFICATE"),
+        (
+            "key of another certificate",
+            listen(&cert, &other_key),
+            "listen.tls.key",
+            "cannot serve",
+        ),
+        (
+            "unreadable key",
+            listen(&cert, &absent),
+            "listen.tls.key",
+            "cannot read",
+        ),
+        (
+            "unreadable CA",
+            upstream(&format!("ca = \"{absent}\"")),
+            "upstreams[0].tls.ca",
+            "cannot read",
+        ),
+        (
+            "CA not PEM",
+            upstream(&format!("ca = \"{not_pem}\"")),
+            "upstreams[0].tls.ca",
+            "CERTIFICATE",
+        ),
+        (
+            "client cert without key",
+            upstream(&format!("cert = \"{cert}\"")),
+            "upstreams[0].tls.key",
+            "both",
+        ),
+        (
+            "client key of another cert",
+            upstream(&format!("cert = \"{cert}\"\nkey = \"{other_key}\"")),
+            "upstreams[0].tls.key",
+            "cannot serve",
+        ),
+        (
+            "TLS on a stdio upstream",
+            format!("[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n[upstreams.tls]\nca = \"{ca_file}\"\n"),
+            "upstreams[0].tls",
+            "only http and sse",
+        ),
+    ];
+    for (what, text, path, word) in &mistakes {
+        let output = check_config_text(text);
+        assert_eq!(output.status.code(), Some(2), "{what}: {}", describe(&output));
+        assert_paths_reported(&output, &[path]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(word), "{what}: {word:?} missing: {}", describe(&output));
+    }
 }
 
 #[test]

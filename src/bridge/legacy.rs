@@ -44,7 +44,7 @@ pub async fn serve(
         return initialize(gateway, backend, request.clone(), principal).await;
     }
     let session = match session {
-        SessionLookup::Found(session) if session.backend.same(backend) => session,
+        SessionLookup::Found(session) if session.backend.same_route(backend) => session,
         SessionLookup::Found(_) | SessionLookup::Unknown => return session_not_found(&message),
         SessionLookup::Absent => return sessionless(backend, message, principal).await,
     };

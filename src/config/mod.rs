@@ -10,12 +10,14 @@ mod duration;
 mod limits;
 mod model;
 mod oauth;
+mod tls;
 
 pub use auth::*;
 pub use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
 pub use limits::LimitsConfig;
 pub use model::*;
 pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
+pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
 
 use std::fmt;
 use std::path::Path;
@@ -278,6 +280,9 @@ impl Config {
         if let Some(oauth) = &self.auth.oauth {
             issues.extend(oauth::oauth_issues(oauth, &self.listen));
         }
+        if let Some(tls) = &self.listen.tls {
+            issues.extend(tls::listen_tls_issues(tls, "listen.tls"));
+        }
         for (upstream, &i) in self.upstreams.iter().zip(indexes) {
             issues.extend(upstream_issues(upstream, i));
         }
@@ -336,8 +341,12 @@ fn upstream_issues(upstream: &UpstreamConfig, i: usize) -> Vec<ConfigIssue> {
                 "name the endpoint: url = \"http://…\" (or urls = [...])",
             );
         }
-        if http.members().iter().any(|u| !matches!(u.scheme_str(), Some("http"))) {
-            push(at("http.url"), "must be an absolute http:// URL");
+        if http
+            .members()
+            .iter()
+            .any(|u| !matches!(u.scheme_str(), Some("http" | "https")))
+        {
+            push(at("http.url"), "must be an absolute http:// or https:// URL");
         }
     }
     if upstream.pool.size == 0 {
@@ -350,13 +359,17 @@ fn upstream_issues(upstream: &UpstreamConfig, i: usize) -> Vec<ConfigIssue> {
         push(at("health.unhealthy_after"), "must be greater than 0");
     }
     if let Some(sse) = &upstream.sse
-        && !matches!(sse.url.scheme_str(), Some("http"))
+        && !matches!(sse.url.scheme_str(), Some("http" | "https"))
     {
-        push(at("sse.url"), "must be an absolute http:// URL");
+        push(at("sse.url"), "must be an absolute http:// or https:// URL");
     }
     if upstream.max_in_flight == 0 {
         push(at("max_in_flight"), "must be greater than 0");
     }
+    if upstream.stdio.is_some() && upstream.tls != UpstreamTlsConfig::default() {
+        push(at("tls"), "only http and sse upstreams use TLS");
+    }
+    issues.extend(tls::upstream_tls_issues(&upstream.tls, &at("tls")));
     issues.extend(credentials::credentials_issues(
         &upstream.credentials,
         &at("credentials"),

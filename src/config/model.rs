@@ -11,6 +11,7 @@ use super::auth::AuthConfig;
 use super::credentials::CredentialsConfig;
 pub use super::duration::Humantime;
 use super::limits::LimitsConfig;
+use super::tls::{ListenTlsConfig, UpstreamTlsConfig};
 use crate::seal::SealKey;
 use crate::translate::{CachePolicy, CacheScope};
 
@@ -73,6 +74,8 @@ pub struct ListenConfig {
     /// The URL clients reach this listener at (`https://mcp.example.com`, no
     /// path), used to name the protected resource. Default `http://` + the bound address.
     pub public_url: Option<String>,
+    /// HTTPS on this listener: certificate and key files. Default: plain HTTP.
+    pub tls: Option<ListenTlsConfig>,
 }
 
 impl Default for ListenConfig {
@@ -86,6 +89,7 @@ impl Default for ListenConfig {
             stream_after: Humantime(Duration::from_secs(2)),
             max_connections: 10_000,
             public_url: None,
+            tls: None,
         }
     }
 }
@@ -187,6 +191,10 @@ pub struct UpstreamConfig {
     /// client's own token). Default `kind = "none"`.
     #[serde(default)]
     pub credentials: CredentialsConfig,
+    /// How an `https://` upstream is checked (`ca`) and what eragate presents
+    /// (`cert`, `key`). Default: the public roots, no client certificate.
+    #[serde(default)]
+    pub tls: UpstreamTlsConfig,
 }
 
 /// `upstreams.era`
@@ -459,6 +467,7 @@ impl UpstreamConfig {
             cache: CacheConfig::default(),
             era: EraSetting::Auto,
             credentials: CredentialsConfig::None,
+            tls: UpstreamTlsConfig::default(),
         }
     }
 }

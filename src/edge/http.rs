@@ -40,16 +40,20 @@ pub struct HttpFrontend {
     served: hosts::Served,
     /// Open 2024-11-05 HTTP+SSE client connections.
     sse_connections: Arc<SseConnections>,
+    /// TLS for every connection (`[listen.tls]`), or plain HTTP.
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl HttpFrontend {
-    /// A front end for `gateway`, listening at `local` (its real, bound address).
-    pub fn new(gateway: Arc<Gateway>, local: SocketAddr) -> Arc<HttpFrontend> {
+    /// A front end for `gateway`, listening at `local` (its real, bound
+    /// address), over TLS when `tls` is given.
+    pub fn new(gateway: Arc<Gateway>, local: SocketAddr, tls: Option<tokio_rustls::TlsAcceptor>) -> Arc<HttpFrontend> {
         let served = hosts::Served::new(local, &gateway.config.listen);
         Arc::new(HttpFrontend {
             gateway,
             served,
             sse_connections: Arc::default(),
+            tls,
         })
     }
 
@@ -68,7 +72,7 @@ impl HttpFrontend {
             _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
         }
-        let Some((endpoint, backend)) = self.gateway.router.endpoint(path).map(|(e, u)| (e, u.clone())) else {
+        let Some((endpoint, backend)) = self.gateway.router.endpoint(path) else {
             return reject(Rejection::NoEndpoint);
         };
         if !self.served.origin_allowed(request.headers()) {

@@ -10,3 +10,4 @@ pub mod http;
 pub mod legacy_sse;
 pub mod respond;
 pub mod stdio;
+pub mod tls;

@@ -174,6 +174,21 @@ impl Backend {
         }
     }
 
+    /// Whether `other` serves this backend's path: the same backend, or the one
+    /// that replaced it in a reload (a session keeps the backend it was opened
+    /// on until it ends, while new sessions go to the new one).
+    pub fn same_route(&self, other: &Backend) -> bool {
+        self.same(other) || self.config().path == other.config().path
+    }
+
+    /// Whether nothing but the caller holds this backend: no session, request
+    /// or stream uses it any more (a retired backend may then close).
+    pub fn is_unused(&self) -> bool {
+        match self {
+            Backend::Pool(pool) => Arc::strong_count(pool) == 1,
+        }
+    }
+
     // === lifecycle ===
 
     /// Learns the era and opens the first session in the background, so the

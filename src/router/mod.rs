@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
+
 pub use crate::upstream::pool::gateway_client_info;
 pub use crate::upstream::probe::discover_params;
 pub use crate::upstream::transport::set_max_message_values;
@@ -31,11 +33,26 @@ pub enum Endpoint {
     SseMessages,
 }
 
-/// Backends by the MCP path they are served on.
+/// Backends by the MCP path they are served on. The table is swapped whole on
+/// a configuration reload ([`Router::reload`]); a request holds the backend it
+/// was routed to (a cheap clone), so a swap never pulls one from under it.
 pub struct Router {
-    routes: HashMap<String, Backend>,
+    routes: ArcSwap<HashMap<String, Backend>>,
     /// Every stdio child of every backend, for shutdown.
     supervisor: ChildSupervisor,
+    /// eragate registers itself once per authorization server, whichever upstreams share it.
+    registrations: Arc<Registrations>,
+}
+
+/// What a reload changed: the backends that start now, and those that drain.
+#[derive(Default)]
+pub struct Reloaded {
+    /// Backends new or changed: warm them and start their health checks.
+    pub started: Vec<Backend>,
+    /// Backends replaced or removed: they finish what they serve, then close.
+    pub retired: Vec<Backend>,
+    /// Upstreams kept as they were, warm sessions and all.
+    pub kept: Vec<String>,
 }
 
 impl Router {
@@ -43,39 +60,80 @@ impl Router {
     /// validation ensures it). Nothing starts yet. Children never inherit
     /// `protected_env` (variables holding secrets) through a pattern.
     pub fn new(upstreams: &[UpstreamConfig], protected_env: Vec<String>) -> Router {
-        let supervisor = ChildSupervisor::new(protected_env);
-        // eragate registers itself once per authorization server, whichever upstreams share it.
-        let registrations = Arc::new(Registrations::default());
+        let router = Router {
+            routes: ArcSwap::default(),
+            supervisor: ChildSupervisor::new(protected_env),
+            registrations: Arc::new(Registrations::default()),
+        };
         let routes = upstreams
             .iter()
-            .map(|config| {
-                let pool = Upstream::new(config.clone(), supervisor.clone(), &registrations);
-                (config.path.clone(), Backend::Pool(pool))
-            })
+            .map(|config| (config.path.clone(), router.backend(config)))
             .collect();
-        Router { routes, supervisor }
+        router.routes.store(Arc::new(routes));
+        router
+    }
+
+    fn backend(&self, config: &UpstreamConfig) -> Backend {
+        Backend::Pool(Upstream::new(
+            config.clone(),
+            self.supervisor.clone(),
+            &self.registrations,
+        ))
+    }
+
+    /// Serves `upstreams` from now on: an upstream whose configuration is
+    /// unchanged (same name, path and keys) keeps its backend; every other gets
+    /// a new one. Nothing is started or closed here: see [`Reloaded`].
+    pub fn reload(&self, upstreams: &[UpstreamConfig]) -> Reloaded {
+        let old = self.routes.load_full();
+        let mut reloaded = Reloaded::default();
+        let mut routes = HashMap::with_capacity(upstreams.len());
+        for config in upstreams {
+            let backend = match old.get(&config.path) {
+                Some(backend) if same_config(backend.config(), config) => {
+                    reloaded.kept.push(config.name.clone());
+                    backend.clone()
+                }
+                _ => {
+                    let backend = self.backend(config);
+                    reloaded.started.push(backend.clone());
+                    backend
+                }
+            };
+            routes.insert(config.path.clone(), backend);
+        }
+        reloaded.retired = old
+            .iter()
+            .filter(|(path, backend)| routes.get(*path).is_none_or(|new| !new.same(backend)))
+            .map(|(_, backend)| backend.clone())
+            .collect();
+        self.routes.store(Arc::new(routes));
+        reloaded
     }
 
     /// The backend serving `path`, ignoring one trailing slash.
-    pub fn route(&self, path: &str) -> Option<&Backend> {
-        self.routes
+    pub fn route(&self, path: &str) -> Option<Backend> {
+        let routes = self.routes.load();
+        routes
             .get(path)
-            .or_else(|| path.strip_suffix('/').and_then(|p| self.routes.get(p)))
+            .or_else(|| path.strip_suffix('/').and_then(|p| routes.get(p)))
+            .cloned()
     }
 
     /// Which endpoint `path` names, and for which backend: the MCP path itself,
     /// or the legacy HTTP+SSE pair `<path>/sse` and `<path>/messages` (also
     /// `/sse` and `/messages` for the backend served at `/mcp`).
-    pub fn endpoint(&self, path: &str) -> Option<(Endpoint, &Backend)> {
+    pub fn endpoint(&self, path: &str) -> Option<(Endpoint, Backend)> {
         if let Some(backend) = self.route(path) {
             return Some((Endpoint::Mcp, backend));
         }
+        let routes = self.routes.load();
         for (suffix, endpoint) in [("/sse", Endpoint::SseStream), ("/messages", Endpoint::SseMessages)] {
             let path = path.strip_suffix('/').unwrap_or(path);
             if let Some(prefix) = path.strip_suffix(suffix) {
                 let base = if prefix.is_empty() { "/mcp" } else { prefix };
-                if let Some(backend) = self.routes.get(base) {
-                    return Some((endpoint, backend));
+                if let Some(backend) = routes.get(base) {
+                    return Some((endpoint, backend.clone()));
                 }
             }
         }
@@ -83,40 +141,109 @@ impl Router {
     }
 
     /// The backend named `name`.
-    pub fn by_name(&self, name: &str) -> Option<&Backend> {
+    pub fn by_name(&self, name: &str) -> Option<Backend> {
         self.backends().find(|b| b.name() == name)
     }
 
-    /// Every backend.
-    pub fn backends(&self) -> impl Iterator<Item = &Backend> {
-        self.routes.values()
+    /// Every backend (as routed now).
+    pub fn backends(&self) -> impl Iterator<Item = Backend> + use<> {
+        let routes = self.routes.load_full();
+        let backends: Vec<Backend> = routes.values().cloned().collect();
+        backends.into_iter()
     }
 
-    /// Every path with its backend.
-    pub fn routes(&self) -> impl Iterator<Item = (&str, &Backend)> {
-        self.routes.iter().map(|(path, backend)| (path.as_str(), backend))
+    /// Every path with its backend (as routed now).
+    pub fn routes(&self) -> impl Iterator<Item = (String, Backend)> + use<> {
+        let routes = self.routes.load_full();
+        let pairs: Vec<(String, Backend)> = routes.iter().map(|(p, b)| (p.clone(), b.clone())).collect();
+        pairs.into_iter()
     }
 
     /// Warms every backend in the background.
     pub fn warm(&self) {
-        self.backends().for_each(Backend::warm);
+        self.backends().for_each(|b| b.warm());
     }
 
     /// Starts every backend's health checks.
     pub fn spawn_health_checks(&self) {
-        self.backends().for_each(Backend::spawn_health_checks);
+        self.backends().for_each(|b| b.spawn_health_checks());
     }
 
     /// Whether every backend has a live session (readiness).
     pub fn is_ready(&self) -> bool {
-        self.backends().all(Backend::is_ready)
+        self.backends().all(|b| b.is_ready())
     }
 
     /// Closes every backend's sessions now, then stops every child within `deadline`.
     pub async fn shutdown(&self, deadline: Duration) {
-        self.backends().for_each(Backend::close_all);
+        self.backends().for_each(|b| b.close_all());
         // Requests failed by the closing get a moment to be written.
         tokio::time::sleep(Duration::from_millis(100)).await;
         self.supervisor.shutdown(deadline).await;
+    }
+}
+
+/// Whether two upstream configurations are the same in every key. The model
+/// types carry no `PartialEq` (secrets, URIs, nested tables); their `Debug`
+/// text names every field, so equal text is an equal configuration.
+fn same_config(a: &UpstreamConfig, b: &UpstreamConfig) -> bool {
+    format!("{a:?}") == format!("{b:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::StdioConfig;
+
+    fn upstream(name: &str, path: &str, program: &str) -> UpstreamConfig {
+        let stdio = StdioConfig::from_command(vec![program.to_owned()]);
+        let mut config = UpstreamConfig::with_transport(name, Some(stdio), None, None);
+        config.path = path.to_owned();
+        config
+    }
+
+    fn names(backends: &[Backend]) -> Vec<&str> {
+        let mut names: Vec<&str> = backends.iter().map(Backend::name).collect();
+        names.sort_unstable();
+        names
+    }
+
+    #[tokio::test]
+    async fn a_reload_keeps_unchanged_upstreams_and_retires_the_others() {
+        let router = Router::new(
+            &[
+                upstream("a", "/a", "x"),
+                upstream("b", "/b", "y"),
+                upstream("c", "/c", "z"),
+            ],
+            Vec::new(),
+        );
+        let (a, b) = (router.route("/a").unwrap(), router.route("/b").unwrap());
+        // a unchanged, b's command changed, c removed, d added.
+        let reloaded = router.reload(&[
+            upstream("a", "/a", "x"),
+            upstream("b", "/b", "y2"),
+            upstream("d", "/d", "w"),
+        ]);
+        assert_eq!(reloaded.kept, ["a"]);
+        assert_eq!(names(&reloaded.started), ["b", "d"]);
+        assert_eq!(names(&reloaded.retired), ["b", "c"]);
+        assert!(
+            router.route("/a").unwrap().same(&a),
+            "an unchanged upstream keeps its backend"
+        );
+        let new_b = router.route("/b").unwrap();
+        assert!(
+            !new_b.same(&b) && new_b.same_route(&b),
+            "b is replaced on the same path"
+        );
+        assert!(router.route("/c").is_none() && router.route("/d").is_some());
+        // A reload of the same file changes nothing.
+        let again = router.reload(&[
+            upstream("a", "/a", "x"),
+            upstream("b", "/b", "y2"),
+            upstream("d", "/d", "w"),
+        ]);
+        assert!(again.started.is_empty() && again.retired.is_empty(), "{:?}", again.kept);
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod conformance;
 pub mod matrix;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -218,6 +219,11 @@ impl Eragate {
     /// `http://127.0.0.1:PORT/mcp`
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
+    }
+
+    /// The configuration file eragate was started with (rewrite it to reload).
+    pub fn config_path(&self) -> PathBuf {
+        self._dir.path().join("eragate.toml")
     }
 
     /// eragate's log so far (for failure messages).

@@ -8,6 +8,8 @@ It speaks only the `initialize` handshake revisions (2024-11-05 .. 2025-11-25) a
     legacy_server.py http --port N [--json-response]   # Streamable HTTP on 127.0.0.1:N/mcp
     legacy_server.py sse  --port N                     # old HTTP+SSE: GET /sse, POST /messages/?session_id=..
     (http and sse also take --trace: one stderr line per HTTP request with headers and body)
+    (http and sse also take --ssl-certfile PEM --ssl-keyfile PEM: serve HTTPS; the ready line
+     then says https://)
     (stdio and http also take --dual-era: a REFERENCE mode that is not legacy-only; the SDK's
      default dual-era serving, so the same fixture also answers 2026-07-28 requests)
     (every mode also takes --rich-content: two more tools whose results only newer revisions
@@ -1226,17 +1228,27 @@ def build_sse_app(server: Server[Any]) -> Any:
     )
 
 
-async def run_uvicorn(app: Any, port: int, path: str) -> None:
+async def run_uvicorn(app: Any, port: int, path: str, tls: tuple[str, str] | None = None) -> None:
     import uvicorn
 
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    certfile, keyfile = tls if tls else (None, None)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        ssl_certfile=certfile,
+        ssl_keyfile=keyfile,
+    )
     userver = uvicorn.Server(config)
+    scheme = "https" if tls else "http"
 
     async def announce() -> None:
         while not userver.started:
             await anyio.sleep(0.01)
         bound = userver.servers[0].sockets[0].getsockname()[1]
-        print(json.dumps({"listening": f"http://127.0.0.1:{bound}{path}", "port": bound}), flush=True)
+        print(json.dumps({"listening": f"{scheme}://127.0.0.1:{bound}{path}", "port": bound}), flush=True)
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(announce)
@@ -1284,6 +1296,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     for p in (p_http, p_sse):
         p.add_argument("--trace", action="store_true", help="log every HTTP request (headers, body) to stderr")
+        p.add_argument("--ssl-certfile", metavar="PEM", help="serve HTTPS with this certificate chain (with --ssl-keyfile)")
+        p.add_argument("--ssl-keyfile", metavar="PEM", help="the private key of --ssl-certfile")
     for p in (p_stdio, p_http):
         p.add_argument(
             "--param-headers",
@@ -1308,15 +1322,19 @@ def main(argv: list[str] | None = None) -> int:
     global EVENTS  # noqa: PLW0603 - a process-wide fixture switch
     EVENTS = args.events
     server = build_server(dual_era)
+    certfile, keyfile = getattr(args, "ssl_certfile", None), getattr(args, "ssl_keyfile", None)
+    if (certfile is None) != (keyfile is None):
+        parser.error("--ssl-certfile and --ssl-keyfile go together")
+    tls = (certfile, keyfile) if certfile and keyfile else None
     try:
         if args.transport == "stdio":
             anyio.run(run_stdio, server, dual_era)
         elif args.transport == "http":
             app = build_http_app(server, args.json_response, dual_era)
-            anyio.run(run_uvicorn, TraceHTTP(app) if args.trace else app, args.port, "/mcp")
+            anyio.run(run_uvicorn, TraceHTTP(app) if args.trace else app, args.port, "/mcp", tls)
         else:
             app = build_sse_app(server)
-            anyio.run(run_uvicorn, TraceHTTP(app) if args.trace else app, args.port, "/sse")
+            anyio.run(run_uvicorn, TraceHTTP(app) if args.trace else app, args.port, "/sse", tls)
     except KeyboardInterrupt:
         pass
     return 0

@@ -27,7 +27,8 @@ pub(super) struct Served {
 impl Served {
     /// What a listener bound to `local` with `listen` serves.
     pub(super) fn new(local: SocketAddr, listen: &ListenConfig) -> Served {
-        let mut origins = own_origins(local);
+        let scheme = if listen.tls.is_some() { "https" } else { "http" };
+        let mut origins = own_origins(scheme, local);
         origins.extend(listen.allowed_origins.iter().cloned());
         let every_host = listen.allowed_hosts.iter().any(|h| h == "*");
         let mut hosts: Vec<String> = listen.allowed_hosts.iter().map(|h| normalized(h)).collect();
@@ -81,18 +82,18 @@ impl Served {
     }
 }
 
-/// The origins a page served by this listener itself would send.
-fn own_origins(local: SocketAddr) -> Vec<String> {
+/// The origins a page served by this listener itself (over `scheme`) would send.
+fn own_origins(scheme: &str, local: SocketAddr) -> Vec<String> {
     let port = local.port();
     let ip = local.ip();
     if ip.is_loopback() || ip.is_unspecified() {
         vec![
-            format!("http://localhost:{port}"),
-            format!("http://127.0.0.1:{port}"),
-            format!("http://[::1]:{port}"),
+            format!("{scheme}://localhost:{port}"),
+            format!("{scheme}://127.0.0.1:{port}"),
+            format!("{scheme}://[::1]:{port}"),
         ]
     } else {
-        vec![format!("http://{local}")]
+        vec![format!("{scheme}://{local}")]
     }
 }
 
@@ -133,11 +134,28 @@ mod tests {
 
     #[test]
     fn own_origins_for_loopback_and_public_binds() {
-        assert!(own_origins("127.0.0.1:8080".parse().unwrap()).contains(&"http://localhost:8080".to_owned()));
-        assert_eq!(
-            own_origins("10.0.0.5:9000".parse().unwrap()),
-            vec!["http://10.0.0.5:9000".to_owned()]
-        );
+        // (scheme, bind, an origin served, an origin refused)
+        let cases = [
+            (
+                "http",
+                "127.0.0.1:8080",
+                "http://localhost:8080",
+                "https://localhost:8080",
+            ),
+            ("http", "10.0.0.5:9000", "http://10.0.0.5:9000", "https://10.0.0.5:9000"),
+            (
+                "https",
+                "127.0.0.1:8443",
+                "https://localhost:8443",
+                "http://localhost:8443",
+            ),
+            ("https", "10.0.0.5:443", "https://10.0.0.5:443", "http://10.0.0.5:443"),
+        ];
+        for (scheme, bind, served, refused) in cases {
+            let origins = own_origins(scheme, bind.parse().unwrap());
+            assert!(origins.contains(&served.to_owned()), "{scheme} {bind}: {origins:?}");
+            assert!(!origins.contains(&refused.to_owned()), "{scheme} {bind}: {origins:?}");
+        }
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,7 +24,7 @@ use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -68,31 +68,23 @@ pub(super) async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let activity = Arc::new(Activity::new());
-        let service = {
-            let (frontend, activity) = (frontend.clone(), activity.clone());
-            service_fn(move |request| {
-                let (frontend, in_flight) = (frontend.clone(), activity.enter());
-                async move {
-                    let response = frontend.handle(request).await;
-                    Ok::<_, Infallible>(response.map(|body| Tracked {
-                        body,
-                        _in_flight: in_flight,
-                    }))
-                }
-            })
+        let connection = Connection {
+            frontend: frontend.clone(),
+            builder: builder.clone(),
+            watcher: graceful.watcher(),
+            peer,
+            first: limits.header_read_timeout.0,
+            idle: limits.idle_timeout.0,
         };
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = graceful.watch(connection);
-        let (first, idle) = (limits.header_read_timeout.0, limits.idle_timeout.0);
+        let tls = frontend.tls.clone();
         tokio::spawn(async move {
-            tokio::select! {
-                result = connection => if let Err(error) = result {
-                    tracing::debug!(%peer, error = %error, "connection ended with an error");
+            match tls {
+                None => connection.serve(TokioIo::new(stream)).await,
+                Some(acceptor) => match tokio::time::timeout(connection.first, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => connection.serve(TokioIo::new(stream)).await,
+                    Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                 },
-                () = activity.idle(first, idle) => tracing::debug!(%peer, "idle connection closed"),
             }
             drop((permit, slot));
         });
@@ -105,6 +97,56 @@ pub(super) async fn serve(
         tracing::warn!("requests still in flight at the shutdown deadline");
     }
     frontend.sse_connections.close_all();
+}
+
+/// One accepted connection, before its protocol is served.
+struct Connection {
+    frontend: Arc<HttpFrontend>,
+    builder: auto::Builder<TokioExecutor>,
+    watcher: Watcher,
+    peer: SocketAddr,
+    /// The time allowed before the first request (also for the TLS handshake).
+    first: Duration,
+    idle: Duration,
+}
+
+impl Connection {
+    /// Serves HTTP/1.1 or h2 on `io` (plain, or after the TLS handshake) until
+    /// it ends, shutdown drains it, or it stays idle too long.
+    async fn serve<I>(self, io: I)
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        let Connection {
+            frontend,
+            builder,
+            watcher,
+            peer,
+            first,
+            idle,
+        } = self;
+        let activity = Arc::new(Activity::new());
+        let service = {
+            let activity = activity.clone();
+            service_fn(move |request| {
+                let (frontend, in_flight) = (frontend.clone(), activity.enter());
+                async move {
+                    let response = frontend.handle(request).await;
+                    Ok::<_, Infallible>(response.map(|body| Tracked {
+                        body,
+                        _in_flight: in_flight,
+                    }))
+                }
+            })
+        };
+        let connection = watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
+        tokio::select! {
+            result = connection => if let Err(error) = result {
+                tracing::debug!(%peer, error = %error, "connection ended with an error");
+            },
+            () = activity.idle(first, idle) => tracing::debug!(%peer, "idle connection closed"),
+        }
+    }
 }
 
 /// HTTP/1.1 and h2 with a timer: the header read timeout and keep-alive pings.

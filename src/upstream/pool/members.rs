@@ -148,7 +148,7 @@ pub(super) fn members(
         return vec![Member::new(Target::Stdio(spawner), "stdio".into(), health)];
     }
     if let Some(http) = &config.http {
-        let client = streamable_http::client();
+        let client = streamable_http::client(name, &config.tls);
         return http
             .members()
             .into_iter()
@@ -164,7 +164,7 @@ pub(super) fn members(
     }
     if let Some(sse) = &config.sse {
         let target = Target::Sse(Arc::new(Endpoint {
-            client: streamable_http::client(),
+            client: streamable_http::client(name, &config.tls),
             url: sse.url.clone(),
             credentials: credentials.clone(),
         }));

@@ -155,7 +155,7 @@ pub(crate) async fn send_authorized(
         if let Some((name, value)) = header {
             request.headers_mut().insert(name, value);
         }
-        let response = client.request(request).await.map_err(|e| e.to_string())?;
+        let response = client.request(request).await.map_err(|e| with_causes(&e))?;
         if response.status() != http::StatusCode::UNAUTHORIZED || retried || !credentials.can_renew() {
             return Ok(response);
         }
@@ -165,4 +165,20 @@ pub(crate) async fn send_authorized(
         }
         retried = true;
     }
+}
+
+/// `error` and its causes, `: `-separated: hyper's client says only "client
+/// error (Connect)"; the cause says which (refused, a certificate not trusted...).
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        let next_text = next.to_string();
+        if !text.contains(&next_text) {
+            text.push_str(": ");
+            text.push_str(&next_text);
+        }
+        cause = next.source();
+    }
+    text
 }

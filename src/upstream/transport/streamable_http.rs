@@ -13,12 +13,14 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderValue, Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::task::AbortHandle;
 
 use super::{Inbound, send_authorized};
+use crate::config::UpstreamTlsConfig;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, mirrored_name};
 use crate::protocol::jsonrpc::{Frame, Outcome};
 use crate::protocol::sse::SseParser;
@@ -29,14 +31,28 @@ use crate::upstream::error::UpstreamError;
 /// Largest JSON body or SSE event accepted from an upstream.
 const MAX_UPSTREAM_MESSAGE: usize = 64 * 1024 * 1024;
 
-/// The HTTP client shared by every session of one upstream (connection pooling).
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+/// The HTTP client shared by every session of one upstream (connection
+/// pooling): `http://`, or `https://` checked as `[upstreams.tls]` says.
+pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// A client with sensible pooling for one upstream.
-pub fn client() -> HttpClient {
+/// A client with sensible pooling for one upstream. When its TLS files cannot
+/// be loaded (they were checked at start; one vanished since), the client
+/// trusts nothing: every `https://` connection fails with the reason logged
+/// here, rather than falling back to roots the operator did not choose.
+pub fn client(upstream: &str, tls: &UpstreamTlsConfig) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    connector.enforce_http(false);
+    let config = tls.client().config().unwrap_or_else(|error| {
+        tracing::error!(upstream, %error, "upstream TLS files unusable: https connections will fail");
+        crate::tls::trusting_nothing()
+    });
+    let connector = HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .build(connector)

@@ -1,0 +1,199 @@
+//! Hot reload: on SIGHUP, or when the configuration file changes, the
+//! configuration is loaded again and checked exactly as `check-config` checks
+//! it. An invalid one is refused, its problems logged one per line, and the
+//! running one kept. A valid one replaces the upstreams: an unchanged upstream
+//! keeps its backend and warm sessions; a new or changed one gets a new backend
+//! that takes every new request and session; a replaced or removed one drains
+//! (its legacy sessions, streams and requests in flight finish on it) and is
+//! closed once nothing uses it, or after `sessions.idle_timeout`.
+//!
+//! Only `[[upstreams]]` is reloaded. `[listen]` (the bound socket, TLS files,
+//! limits of open connections), `[admin]`, `[sessions]`, `[auth]` and
+//! `[limits]` are read at start: a change to them is logged as needing a
+//! restart and otherwise ignored. A reload that would name a new secret
+//! variable (an upstream credential's `value_env`...) is refused: children's
+//! environment filters are fixed at start. SIGHUP also reloads the TLS
+//! certificate at once.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use crate::bridge::Gateway;
+use crate::config::{Config, ConfigError};
+use crate::edge::tls::Certificates;
+use crate::router::Backend;
+
+/// Builds the configuration again (the file and the command line's overrides).
+pub type Loader = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
+
+/// How and when to reload.
+pub struct Reloader {
+    /// Loads the configuration.
+    pub load: Loader,
+    /// The file to poll for changes (modification time and size), if any.
+    pub file: Option<PathBuf>,
+    /// How often to poll it; zero: only on SIGHUP.
+    pub poll: Duration,
+}
+
+/// What one reload did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The upstreams were replaced as described in the log.
+    Applied,
+    /// The new configuration was refused; the running one stays.
+    Refused,
+}
+
+/// SIGHUP, caught from now on (before the listener is bound: a SIGHUP's
+/// default action would end the process).
+pub(crate) fn hangups() -> Option<Signal> {
+    match signal(SignalKind::hangup()) {
+        Ok(hangup) => Some(hangup),
+        Err(error) => {
+            tracing::warn!(%error, "no SIGHUP handler: the configuration reloads only when its file changes");
+            None
+        }
+    }
+}
+
+/// Reloads on `hangup` and on file changes until the gateway closes.
+pub(crate) fn spawn(
+    gateway: Arc<Gateway>,
+    reloader: Reloader,
+    mut hangup: Option<Signal>,
+    certificates: Option<Arc<Certificates>>,
+) {
+    tokio::spawn(async move {
+        let poll = if reloader.poll.is_zero() {
+            Duration::from_secs(3600)
+        } else {
+            reloader.poll
+        };
+        let mut ticker = tokio::time::interval(poll);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut seen = stamp(reloader.file.as_ref());
+        loop {
+            let hung_up = async {
+                match hangup.as_mut() {
+                    Some(hangup) => hangup.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = hung_up => {
+                    tracing::info!("SIGHUP: reloading the configuration");
+                    if let Some(certificates) = &certificates {
+                        certificates.reload_logged(true);
+                    }
+                    seen = stamp(reloader.file.as_ref());
+                }
+                _ = ticker.tick(), if !reloader.poll.is_zero() => {
+                    let now = stamp(reloader.file.as_ref());
+                    if now == seen {
+                        continue;
+                    }
+                    seen = now;
+                    tracing::info!(file = ?reloader.file, "the configuration file changed: reloading");
+                }
+                () = gateway.closing.cancelled() => return,
+            }
+            apply(&gateway, (reloader.load)());
+        }
+    });
+}
+
+fn stamp(file: Option<&PathBuf>) -> Option<(Option<SystemTime>, u64)> {
+    let metadata = std::fs::metadata(file?).ok()?;
+    Some((metadata.modified().ok(), metadata.len()))
+}
+
+/// Applies `loaded` to `gateway` (or refuses it), logging what happened.
+pub fn apply(gateway: &Gateway, loaded: Result<Config, ConfigError>) -> Outcome {
+    let config = match loaded {
+        Ok(config) => config,
+        Err(error) => {
+            for issue in &error.issues {
+                tracing::error!("{issue}");
+            }
+            tracing::error!(
+                problems = error.issues.len(),
+                "configuration refused; still serving the previous one"
+            );
+            return Outcome::Refused;
+        }
+    };
+    let running = &gateway.config;
+    let protected = running.secret_env_names();
+    let new_secrets: Vec<String> = config
+        .secret_env_names()
+        .into_iter()
+        .filter(|name| !protected.contains(name))
+        .collect();
+    if !new_secrets.is_empty() {
+        tracing::error!(
+            variables = ?new_secrets,
+            "configuration refused: it names secret variables the running one does not (restart eragate to use them); still serving the previous one"
+        );
+        return Outcome::Refused;
+    }
+    for section in needing_restart(running, &config) {
+        tracing::warn!(
+            section,
+            "[{section}] changed: it is read at start only; restart eragate to apply it"
+        );
+    }
+    let reloaded = gateway.router.reload(&config.upstreams);
+    for backend in &reloaded.started {
+        backend.warm();
+        backend.spawn_health_checks();
+    }
+    let started: Vec<&str> = reloaded.started.iter().map(Backend::name).collect();
+    let retired: Vec<&str> = reloaded.retired.iter().map(Backend::name).collect();
+    tracing::info!(kept = ?reloaded.kept, ?started, draining = ?retired, "configuration reloaded");
+    let deadline = running.sessions.idle_timeout.0;
+    for backend in reloaded.retired {
+        tokio::spawn(drain(backend, deadline));
+    }
+    Outcome::Applied
+}
+
+/// The sections other than `[[upstreams]]` that differ.
+fn needing_restart(running: &Config, new: &Config) -> Vec<&'static str> {
+    let mut listen = new.listen.clone();
+    if listen.public_url.is_none() {
+        // The running one was completed from the bound address at start.
+        listen.public_url.clone_from(&running.listen.public_url);
+    }
+    let differ = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| format!("{a:?}") != format!("{b:?}");
+    let mut sections = Vec::new();
+    if differ(&running.listen, &listen) {
+        sections.push("listen");
+    }
+    if differ(&running.admin, &new.admin) {
+        sections.push("admin");
+    }
+    if differ(&running.sessions, &new.sessions) {
+        sections.push("sessions");
+    }
+    if differ(&running.auth, &new.auth) {
+        sections.push("auth");
+    }
+    if differ(&running.limits, &new.limits) {
+        sections.push("limits");
+    }
+    sections
+}
+
+/// Closes a retired backend once nothing uses it (or at `deadline`).
+async fn drain(backend: Backend, deadline: Duration) {
+    let start = Instant::now();
+    while !backend.is_unused() && start.elapsed() < deadline {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tracing::info!(upstream = backend.name(), "drained upstream closed");
+    backend.close_all();
+}

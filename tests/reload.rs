@@ -1,0 +1,206 @@
+//! Hot reload of `eragate run --config FILE`, on a file change and on SIGHUP: a
+//! reload that adds an upstream path and changes another keeps a legacy session
+//! (and its GET stream) on the changed upstream and an HTTP+SSE stream on an
+//! unchanged one, keeps the unchanged upstream's children, sends new sessions
+//! to the new upstream, and closes the old one once its session ends; a broken
+//! file is refused with check-config's messages while traffic continues.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::time::Duration;
+
+use common::*;
+use nix::sys::signal::Signal;
+use serde_json::json;
+
+const VERSION: &str = "2025-06-18";
+
+/// `[listen]` with quick keep-alives, then one tagged legacy fixture per (name, path, tag).
+fn config(upstreams: &[(&str, &str, &str)]) -> String {
+    let mut text = String::from("[listen]\nsse_keep_alive = \"300ms\"\n");
+    for (name, path, tag) in upstreams {
+        let command = serde_json::to_string(&tagged_fixture(tag)).expect("json");
+        text.push_str(&format!(
+            "[[upstreams]]\nname = \"{name}\"\npath = \"{path}\"\n[upstreams.stdio]\ncommand = {command}\nkill_grace = \"200ms\"\n"
+        ));
+    }
+    text
+}
+
+/// Replaces the running gateway's file whole (write, then rename), keeping its listen address.
+fn rewrite(gateway: &Eragate, text: &str) {
+    let text = text.replacen("[listen]", &format!("[listen]\naddress = \"{}\"", gateway.addr), 1);
+    let path = gateway.config_path();
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, text).expect("write config");
+    std::fs::rename(&partial, &path).expect("rename config");
+}
+
+fn wait_for_log(gateway: &Eragate, what: &str, count: usize) {
+    if !poll_until(Duration::from_secs(60), || gateway.log().matches(what).count() >= count) {
+        panic!("no {what:?} (x{count}) in the log:\n{}", gateway.log());
+    }
+}
+
+fn echo(url: &str, session: &str, id: u64) -> String {
+    let reply = legacy_request(
+        url,
+        session,
+        VERSION,
+        id,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "hi"}}),
+    );
+    assert_eq!(reply.status, 200, "{reply:?}");
+    tool_text(&answer(&reply, id)["result"]).to_owned()
+}
+
+fn wait_ready(gateway: &Eragate) {
+    let url = format!("http://{}/readyz", gateway.addr);
+    wait_until("readiness", Duration::from_secs(60), || {
+        send("GET", &url, &[], None).status == 200
+    });
+}
+
+#[test]
+fn a_file_change_adds_a_path_and_drains_a_changed_upstream_without_dropping_sessions() {
+    let (kept, old, new, added) = (
+        unique_tag("reload_kept"),
+        unique_tag("reload_old"),
+        unique_tag("reload_new"),
+        unique_tag("reload_added"),
+    );
+    let gateway = Eragate::start(&config(&[("kept", "/mcp", &kept), ("changed", "/other", &old)]));
+    wait_ready(&gateway);
+    let base = format!("http://{}", gateway.addr);
+    let (other, added_url) = (format!("{base}/other"), format!("{base}/added"));
+
+    // Before: a legacy session on the upstream about to change, with its GET stream open, and
+    // an HTTP+SSE stream on the one that stays.
+    let (session, _) = legacy_initialize(&other, VERSION);
+    assert_eq!(echo(&other, &session, 1), "echo: hi");
+    let stream = open_legacy_stream(&other, &session, VERSION, Duration::from_secs(30));
+    assert_eq!(stream.status(), 200);
+    let mut stream = BufReader::new(stream);
+    let sse = http_client().get(format!("{base}/sse")).send().expect("GET /sse");
+    let mut sse = BufReader::new(sse);
+    let messages = std::iter::from_fn(|| {
+        let mut line = String::new();
+        (sse.read_line(&mut line).ok()? > 0).then_some(line)
+    })
+    .find_map(|line| line.strip_prefix("data:").map(|d| d.trim().to_owned()))
+    .expect("the endpoint event");
+    let kept_pids = pids_with(&kept);
+    assert!(!kept_pids.is_empty());
+
+    rewrite(
+        &gateway,
+        &config(&[
+            ("kept", "/mcp", &kept),
+            ("changed", "/other", &new),
+            ("added", "/added", &added),
+        ]),
+    );
+    wait_for_log(&gateway, "configuration reloaded", 1);
+    wait_ready(&gateway);
+
+    // The session opened before goes on, on the upstream it was opened on; its stream is open.
+    assert_eq!(echo(&other, &session, 2), "echo: hi", "{}", gateway.log());
+    assert!(
+        process_alive_with(&old),
+        "the draining upstream was stopped under its session"
+    );
+    let mut line = String::new();
+    assert!(stream.read_line(&mut line).expect("the GET stream after the reload") > 0);
+    // The HTTP+SSE stream on the unchanged upstream still carries answers.
+    let init = json!({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {
+        "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let posted = send("POST", &format!("{base}{messages}"), &PLAIN, Some(&init.to_string()));
+    assert_eq!(posted.status, 202, "{posted:?}");
+    let answered = std::iter::from_fn(|| {
+        let mut line = String::new();
+        (sse.read_line(&mut line).ok()? > 0).then_some(line)
+    })
+    .any(|line| line.contains("\"id\":5") && line.contains("protocolVersion"));
+    assert!(answered, "no answer on the HTTP+SSE stream opened before the reload");
+    // The unchanged upstream kept its children; the new path serves; new sessions go to the
+    // changed upstream's new command.
+    assert!(
+        kept_pids.iter().all(|pid| pids_with(&kept).contains(pid)),
+        "a kept upstream's child was replaced"
+    );
+    let (added_session, _) = legacy_initialize(&added_url, VERSION);
+    assert_eq!(echo(&added_url, &added_session, 3), "echo: hi");
+    assert!(process_alive_with(&added));
+    let (fresh, _) = legacy_initialize(&other, VERSION);
+    assert_eq!(echo(&other, &fresh, 4), "echo: hi");
+    assert!(
+        process_alive_with(&new),
+        "a new session did not reach the changed upstream"
+    );
+
+    // A broken file is refused, named as check-config names it; traffic continues.
+    rewrite(
+        &gateway,
+        &format!("{}\nbogus = 1\n", config(&[("kept", "/mcp", &kept)])),
+    );
+    wait_for_log(&gateway, "configuration refused", 1);
+    assert!(
+        gateway.log().contains("upstreams[0].stdio.bogus: unknown field"),
+        "{}",
+        gateway.log()
+    );
+    assert_eq!(echo(&other, &session, 6), "echo: hi");
+    assert_eq!(
+        echo(&added_url, &added_session, 7),
+        "echo: hi",
+        "the refused file removed /added"
+    );
+
+    // Once its last session ends, the replaced upstream closes.
+    drop(stream);
+    let ended = send("DELETE", &other, &legacy_headers(&session, VERSION), None);
+    assert!(ended.status < 300, "{ended:?}");
+    wait_until(
+        "the drained upstream's children to stop",
+        Duration::from_secs(60),
+        || !process_alive_with(&old),
+    );
+    assert_eq!(echo(&other, &fresh, 8), "echo: hi");
+}
+
+#[test]
+fn sighup_reloads_and_refuses_a_broken_file() {
+    let kept = unique_tag("hup_kept");
+    let added = unique_tag("hup_added");
+    let gateway = Eragate::start_with_args(&config(&[("kept", "/mcp", &kept)]), &["--watch-config", "0s"]);
+    wait_ready(&gateway);
+    let base = format!("http://{}", gateway.addr);
+    let (session, _) = legacy_initialize(&format!("{base}/mcp"), VERSION);
+
+    // With the file not watched, SIGHUP is what reloads it.
+    rewrite(
+        &gateway,
+        &config(&[("kept", "/mcp", &kept), ("added", "/added", &added)]),
+    );
+    signal(gateway.proc.pid(), Signal::SIGHUP);
+    wait_for_log(&gateway, "configuration reloaded", 1);
+    wait_ready(&gateway);
+    let (added_session, _) = legacy_initialize(&format!("{base}/added"), VERSION);
+    assert_eq!(echo(&format!("{base}/added"), &added_session, 1), "echo: hi");
+
+    // A broken file: every problem logged as check-config prints it, the old config kept.
+    rewrite(&gateway, "[listen]\n[[upstreams]]\nname = \"\"\npath = \"nope\"\n");
+    signal(gateway.proc.pid(), Signal::SIGHUP);
+    wait_for_log(&gateway, "configuration refused", 1);
+    let log = gateway.log();
+    for problem in [
+        "upstreams[0].name: must not be empty",
+        "upstreams[0].path: must start with '/'",
+    ] {
+        assert!(log.contains(problem), "{problem} not logged:\n{log}");
+    }
+    assert_eq!(echo(&format!("{base}/mcp"), &session, 2), "echo: hi");
+    assert_eq!(echo(&format!("{base}/added"), &added_session, 3), "echo: hi");
+}
