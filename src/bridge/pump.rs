@@ -135,8 +135,11 @@ async fn pump(
                     let ClientSide::Modern { side: modern, input: InputPolicy::Asks(expect), store } = side else {
                         break;
                     };
-                    let result = mrtr::park_url_elicitation(&store, modern, expect, &error, deadline);
-                    let _ = tx.send(Response::result(client_id, result).into_message()).await;
+                    let response = match mrtr::park_url_elicitation(&store, modern, expect, &error, deadline) {
+                        Ok(result) => Response::result(client_id, result),
+                        Err(error) => Response::error(Some(client_id), error),
+                    };
+                    let _ = tx.send(response.into_message()).await;
                     return;
                 }
                 CallStep::Done(_) if side.cancelled_by_client(&client_id) => break,
