@@ -127,21 +127,23 @@ fn one_principal_cannot_take_every_child_from_another() {
     let _ = pools(&admin);
 }
 
-/// The 2026-07-28 client capabilities of profile `n` (16 distinct ones, by defined members only).
+/// The 2026-07-28 client capabilities of profile `n` (25 distinct ones toward a 2025-11-25
+/// upstream, by defined members and flags only).
 fn capabilities(n: usize) -> Value {
-    let mut capabilities = serde_json::Map::new();
-    if n & 1 != 0 {
-        capabilities.insert("sampling".into(), json!({}));
-    }
-    if n & 2 != 0 {
-        capabilities.insert("elicitation".into(), json!({}));
-    }
-    match n >> 2 {
-        1 => capabilities.insert("roots".into(), json!({})),
-        2 => capabilities.insert("roots".into(), json!({"listChanged": true})),
-        3 => capabilities.insert("roots".into(), json!({"listChanged": false})),
-        _ => None,
+    let flags = |k: usize, a: &str, b: &str| match k {
+        0 => None,
+        1 => Some(json!({})),
+        2 => Some(json!({a: {}})),
+        3 => Some(json!({b: {}})),
+        _ => Some(json!({a: {}, b: {}})),
     };
+    let mut capabilities = serde_json::Map::new();
+    if let Some(sampling) = flags(n % 5, "context", "tools") {
+        capabilities.insert("sampling".into(), sampling);
+    }
+    if let Some(elicitation) = flags(n / 5 % 5, "form", "url") {
+        capabilities.insert("elicitation".into(), elicitation);
+    }
     Value::Object(capabilities)
 }
 
@@ -283,4 +285,133 @@ fn a_retry_that_answers_nothing_cannot_keep_a_call_alive() {
     wait_until("the expired call to be gone", Duration::from_secs(10), || {
         pools(&admin)["suspended_calls"] == 0
     });
+}
+
+/// A 2026-07-28 `subscriptions/listen` as `token`: the live response (its SSE body unread).
+fn open_listen(url: &str, id: u64, token: &str) -> reqwest::blocking::Response {
+    let body = modern_body(
+        id,
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let authorization = bearer(token);
+    let mut request = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+        .post(url)
+        .body(body);
+    for (name, value) in modern_headers("subscriptions/listen", None) {
+        request = request.header(name, value);
+    }
+    request.header("authorization", authorization).send().expect("listen")
+}
+
+#[test]
+fn listens_are_bounded_per_principal_on_a_legacy_upstream() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let gateway = gateway(&admin, &stdio_upstream_toml(&legacy_stdio_command(), "", ""));
+    let url = gateway.url();
+    let mut problems = Vec::new();
+    // The default quota is 16 listens a principal; they stay open while held here.
+    let mut open = Vec::new();
+    for id in 1..=16 {
+        let response = open_listen(&url, id, ALICE);
+        if response.status() != 200 {
+            problems.push(format!("alice's listen {id}: {}", response.status()));
+        }
+        open.push(response);
+    }
+    let refused = open_listen(&url, 17, ALICE);
+    let status = refused.status().as_u16();
+    let body: Value = serde_json::from_str(&refused.text().unwrap_or_default()).unwrap_or(Value::Null);
+    if status != 429 || body["error"]["code"] != -32029 || body["error"]["data"]["limit"] != "listens" {
+        problems.push(format!("alice's 17th listen: {status} {body}"));
+    }
+    let bobs = open_listen(&url, 18, BOB);
+    if bobs.status() != 200 {
+        problems.push(format!("bob's listen: {}", bobs.status()));
+    }
+    // Closing one gives alice room again.
+    open.pop();
+    let again = poll_until(Duration::from_secs(10), || open_listen(&url, 19, ALICE).status() == 200);
+    if !again {
+        problems.push("alice got no room back after closing a listen".into());
+    }
+    assert_no_problems(&problems, &[("gateway", gateway.log())]);
+}
+
+#[test]
+fn listens_on_a_modern_upstream_hold_no_admission_slot() {
+    let upstream = LegacyHttpServer::start(&["--dual-era", "--subscriptions"]);
+    let admin = format!("127.0.0.1:{}", free_port());
+    let gateway = gateway(
+        &admin,
+        &remote_upstream_toml(
+            "http",
+            &upstream.url,
+            "max_in_flight = 2\n[upstreams.pool]\nqueue_timeout = \"1s\"",
+        ),
+    );
+    let url = gateway.url();
+    let mut problems = Vec::new();
+    let mut open = Vec::new();
+    for id in 1..=3 {
+        let response = open_listen(&url, id, ALICE);
+        if response.status() != 200 {
+            problems.push(format!("listen {id}: {}", response.status()));
+        }
+        open.push(response);
+    }
+    let (status, text) = modern_echo(&url, 9, BOB, &json!({}));
+    if (status, text.as_str()) != (200, "echo: p") {
+        problems.push(format!(
+            "a call beside three listens with max_in_flight = 2: {status} {text}"
+        ));
+    }
+    let in_flight = pools(&admin)["upstreams"][0]["in_flight"].as_u64();
+    if in_flight != Some(0) {
+        problems.push(format!("in flight with only listens open: {in_flight:?}"));
+    }
+    assert_no_problems(&problems, &[("gateway", gateway.log())]);
+}
+
+#[test]
+fn a_legacy_clients_disconnect_cancels_its_call_upstream() {
+    use std::io::Write;
+    let events = tempfile::NamedTempFile::new().expect("events file");
+    let events_path = events.path().display().to_string();
+    let mut command = legacy_stdio_command();
+    command.extend(["--events".to_owned(), events_path.clone()]);
+    let admin = format!("127.0.0.1:{}", free_port());
+    let gateway = gateway(&admin, &stdio_upstream_toml(&command, "", ""));
+    let url = gateway.url();
+    let (status, session, body) = initialize_as(&url, ALICE);
+    let session = session.unwrap_or_else(|| panic!("initialize: {status} {body}"));
+    let read_events = || std::fs::read_to_string(&events_path).unwrap_or_default();
+    // `hang` never answers; the client goes away while it runs.
+    let mut stream = std::net::TcpStream::connect(gateway.addr).expect("connect");
+    let body = request_body(7, "tools/call", json!({"name": "hang", "arguments": {}}));
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Authorization: Bearer {ALICE}\r\nMcp-Session-Id: {session}\r\nMcp-Protocol-Version: 2025-06-18\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        gateway.addr,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("write");
+    wait_until("hang to start upstream", Duration::from_secs(30), || {
+        read_events().contains("\"started\"")
+    });
+    drop(stream);
+    let cancelled = poll_until(Duration::from_secs(20), || read_events().contains("\"cancelled\""));
+    assert!(
+        cancelled,
+        "the upstream call outlived its client: events {}\n{}",
+        read_events(),
+        gateway.log()
+    );
+    // The session goes on.
+    let (status, text) = echo_on(&url, &session, ALICE);
+    assert_eq!((status, text.as_str()), (200, "echo: q"));
 }

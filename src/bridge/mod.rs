@@ -53,6 +53,8 @@ pub struct Gateway {
     pub tool_headers: param_headers::ToolHeaderCache,
     /// `[rate_limits]`.
     pub rate: Arc<rate::RateGate>,
+    /// Open listens per principal.
+    pub listens: Arc<listen::ListenQuota>,
 }
 
 impl Gateway {
@@ -66,6 +68,7 @@ impl Gateway {
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(mrtr::SuspendedCalls::new(&config.sessions));
         let rate = Arc::new(rate::RateGate::new(&config.rate_limits));
+        let listens = listen::ListenQuota::new(config.limits.max_listens_per_principal, config.limits.max_listens);
         Ok(Arc::new(Gateway {
             config: Arc::new(config),
             router,
@@ -75,6 +78,7 @@ impl Gateway {
             auth,
             tool_headers: param_headers::ToolHeaderCache::default(),
             rate,
+            listens,
         }))
     }
 

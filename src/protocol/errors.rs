@@ -34,7 +34,8 @@ impl ErrorCode {
     /// 2026-07-28: the envelope names a version the server does not speak.
     pub const UNSUPPORTED_PROTOCOL_VERSION: ErrorCode = ErrorCode(-32022);
     /// eragate's own (implementation-defined server error range): a
-    /// `[rate_limits]` limit refused the request; `data` says which and when to retry.
+    /// `[rate_limits]` limit or a quota refused the request; `data` says which
+    /// (and, for a rate, when to retry).
     pub const RATE_LIMITED: ErrorCode = ErrorCode(-32029);
 }
 
@@ -195,6 +196,13 @@ pub enum Rejection {
         /// Seconds until the request would pass (`Retry-After`).
         retry_after_secs: u64,
     },
+    /// A per-principal quota of things held open is reached (429, -32029, no `Retry-After`).
+    QuotaExceeded {
+        /// What: `listens`.
+        what: &'static str,
+        /// The configured bound.
+        limit: usize,
+    },
     /// The classification refused the message: a 2026-07-28 envelope, header or
     /// version problem, or a method unknown to that revision; the error is the
     /// classifier's, the status the spec's table for its code.
@@ -219,7 +227,7 @@ impl Rejection {
             Rejection::HostNotAllowed => StatusCode::MISDIRECTED_REQUEST,
             Rejection::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Rejection::StreamAlreadyOpen => StatusCode::CONFLICT,
-            Rejection::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Rejection::RateLimited { .. } | Rejection::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             Rejection::BodyUnreadable(_)
             | Rejection::BatchNotAllowed { .. }
             | Rejection::BatchTooLarge { .. }
@@ -281,6 +289,13 @@ impl Rejection {
                     format!("Too Many Requests: the {limit} rate limit is reached; retry in {retry_after_secs} s"),
                 )
                 .with_data(serde_json::json!({"limit": limit, "retryAfter": retry_after_secs})),
+            ),
+            Rejection::QuotaExceeded { what, limit } => Some(
+                ErrorObject::new(
+                    ErrorCode::RATE_LIMITED,
+                    format!("Too Many Requests: at most {limit} open {what}; close one first"),
+                )
+                .with_data(serde_json::json!({"limit": what, "max": limit})),
             ),
             Rejection::Classified(error) => Some(error.clone()),
             Rejection::NoEndpoint
@@ -445,6 +460,14 @@ mod tests {
                 Rejection::RateLimited {
                     limit: "tool",
                     retry_after_secs: 3,
+                },
+                429,
+                Some(-32029),
+            ),
+            (
+                Rejection::QuotaExceeded {
+                    what: "listens",
+                    limit: 16,
                 },
                 429,
                 Some(-32029),
