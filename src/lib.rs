@@ -47,6 +47,7 @@ pub mod reload;
 pub mod router;
 pub mod seal;
 pub mod tls;
+pub mod store;
 pub mod translate;
 pub mod upstream;
 

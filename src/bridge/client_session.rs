@@ -41,7 +41,7 @@ pub struct ClientSession {
     envelope: Option<Mutex<Envelope>>,
     /// Whether ending this client session ends its upstream session (a
     /// dedicated one) or leaves it to the pool (shared and stateless ones).
-    owns_upstream: bool,
+    pub(super) owns_upstream: bool,
     pub(super) last_seen: Mutex<Instant>,
     /// The sealed expiry (seconds since the Unix epoch), read once when stored.
     pub(super) expires: AtomicU64,

@@ -25,6 +25,13 @@ pub async fn dispatch(
     caller: &Admitted,
 ) -> Reply {
     let principal = &caller.principal;
+    if let Err(refusal) = gateway.rate.admit(principal.as_str(), backend.name(), &message).await {
+        let id = match message {
+            Message::Request(r) => Some(r.id),
+            _ => None,
+        };
+        return Reply::rejected(id, refusal);
+    }
     let tool_view = match &message {
         Message::Request(r) if r.method == "tools/list" => gateway.auth.tool_view(caller),
         _ => None,

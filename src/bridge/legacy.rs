@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::Gateway;
 use super::pump::{self, ClientSide};
 use super::reply::{self, Reply};
-use super::sessions::{ClientSession, SessionClaims, stateless_envelope};
+use super::sessions::{ClientSession, DedicatedQuota, SessionClaims, stateless_envelope};
 use crate::auth::Principal;
 use crate::config::LegacySessions;
 use crate::protocol::envelope::LogLevel;
@@ -74,7 +74,20 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
     }
     let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
     let shared = backend.legacy_sessions() == LegacySessions::Shared;
-    let upstream_session = match upstream_session_for_client(backend, params, negotiated, principal, shared).await {
+    // Room inside this principal first, so its oldest session's child is freed
+    // before a new one is started (never another principal's).
+    let dedicated = (!shared).then(|| DedicatedQuota {
+        upstream: backend.name(),
+        per_principal: backend.config().pool.max_dedicated_per_principal,
+    });
+    let freed = gateway.sessions.make_room(principal.as_str(), dedicated);
+    let opening = Opening {
+        gateway,
+        backend,
+        principal,
+        shared,
+    };
+    let upstream_session = match opening.open(params, negotiated, freed).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -140,6 +153,54 @@ fn json_len(value: &Value) -> usize {
     let _ = serde_json::to_writer(&mut count, value);
     count.0
 }
+
+/// Opening the upstream session of a new legacy client session.
+struct Opening<'a> {
+    gateway: &'a Gateway,
+    backend: &'a Backend,
+    principal: &'a Principal,
+    shared: bool,
+}
+
+impl Opening<'_> {
+    /// [`upstream_session_for_client`], fair between principals: when a
+    /// dedicated session is refused at `max_children`, the principal holding
+    /// the most dedicated sessions there gives up its least recently used one.
+    /// Children of ended sessions take a moment to exit, so the refusal is
+    /// tried again for a while after a session was ended (`freed`).
+    async fn open(
+        &self,
+        params: Value,
+        negotiated: Revision,
+        mut freed: bool,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let mut tries = FREED_CHILD_TRIES;
+        loop {
+            let opened =
+                upstream_session_for_client(self.backend, params.clone(), negotiated, self.principal, self.shared)
+                    .await;
+            match opened {
+                Err(error) if error.is_overload() && !self.shared && tries > 0 => {
+                    if !freed {
+                        freed = self
+                            .gateway
+                            .sessions
+                            .give_way(self.principal.as_str(), self.backend.name());
+                    }
+                    if !freed {
+                        return Err(error);
+                    }
+                    tries -= 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+}
+
+/// How often (every 50 ms) a new session tries for a child freed by ending another.
+const FREED_CHILD_TRIES: u32 = 60;
 
 /// The upstream session a new legacy client's session relays to: one of its
 /// own, or (`shared`) a pooled one per principal, revision and capability set,

@@ -18,6 +18,7 @@ mod modern_side;
 pub mod mrtr;
 mod param_headers;
 mod pump;
+pub mod rate;
 pub mod reply;
 mod restrict;
 pub mod sessions;
@@ -50,6 +51,10 @@ pub struct Gateway {
     pub auth: Authenticator,
     /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
     pub tool_headers: param_headers::ToolHeaderCache,
+    /// `[rate_limits]`.
+    pub rate: Arc<rate::RateGate>,
+    /// Open listens per principal.
+    pub listens: Arc<listen::ListenQuota>,
 }
 
 impl Gateway {
@@ -61,7 +66,9 @@ impl Gateway {
         crate::router::set_max_message_values(config.limits.max_upstream_values);
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
-        let suspended = Arc::new(mrtr::SuspendedCalls::new(config.sessions.input_expiry.0));
+        let suspended = Arc::new(mrtr::SuspendedCalls::new(&config.sessions));
+        let rate = Arc::new(rate::RateGate::new(&config.rate_limits));
+        let listens = listen::ListenQuota::new(config.limits.max_listens_per_principal, config.limits.max_listens);
         Ok(Arc::new(Gateway {
             config: Arc::new(config),
             router,
@@ -70,6 +77,8 @@ impl Gateway {
             closing: tokio_util::sync::CancellationToken::new(),
             auth,
             tool_headers: param_headers::ToolHeaderCache::default(),
+            rate,
+            listens,
         }))
     }
 
@@ -87,6 +96,7 @@ impl Gateway {
     /// calls suspended for client input.
     pub fn spawn_health_checks(&self) {
         self.suspended.spawn_expiry();
+        self.rate.spawn_forgetting();
         self.router.spawn_health_checks();
     }
 

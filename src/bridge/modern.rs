@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::Gateway;
+use super::listen::ListenHold;
 use super::modern_side::ModernSide;
 use super::mrtr::{self, Retried};
 use super::pump::{self, ClientSide};
@@ -35,15 +36,26 @@ pub async fn serve(
 ) -> Reply {
     match backend.era(principal).await {
         Err(error) => Reply::upstream_failure(Some(request.id), &error),
-        Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded, principal).await,
+        Ok(Era::Modern) if modern.method == ModernMethod::SubscriptionsListen => {
+            let hold = match gateway.listens.hold(principal.as_str()) {
+                Ok(hold) => hold,
+                Err(refusal) => return Reply::rejected(Some(request.id), refusal),
+            };
+            passthrough(backend, request, modern.method, forwarded, principal, Some(hold)).await
+        }
+        Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded, principal, None).await,
         Ok(Era::Legacy) => match modern.method {
             ModernMethod::Discover => discover(backend, request.id, principal).await,
             ModernMethod::SubscriptionsListen => {
+                let hold = match gateway.listens.hold(principal.as_str()) {
+                    Ok(hold) => hold,
+                    Err(refusal) => return Reply::rejected(Some(request.id), refusal),
+                };
                 let session = match pooled_session(backend, &modern, principal, false).await {
                     Ok(session) => session,
                     Err(error) => return Reply::upstream_failure(Some(request.id), &error),
                 };
-                super::listen::on_legacy_upstream(gateway, session, request).await
+                super::listen::on_legacy_upstream(gateway, session, request, hold).await
             }
             _ => forward(gateway, backend, request, modern, principal).await,
         },
@@ -51,13 +63,16 @@ pub async fn serve(
 }
 
 /// A modern request to a modern upstream: sent as it is (ids rewritten,
-/// routing headers regenerated), answered as the upstream answered.
+/// routing headers regenerated), answered as the upstream answered. A listen
+/// (`listen` is its place in the quota) takes an admission slot only to be
+/// sent: it may stay open for hours, and must not starve the calls.
 async fn passthrough(
     backend: &Backend,
     request: Request,
     method: ModernMethod,
     forwarded: &[(String, String)],
     principal: &Principal,
+    listen: Option<ListenHold>,
 ) -> Reply {
     let permit = match backend.admit().await {
         Ok(permit) => permit,
@@ -84,9 +99,17 @@ async fn passthrough(
         method,
         cache: backend.cache_policy(),
     };
-    // A listen lives until either side closes it.
-    let timeout = (method != ModernMethod::SubscriptionsListen).then(|| backend.timeout_for(method.as_str()));
-    pump::stream_call(call, side, request.id, timeout, permit)
+    match listen {
+        // A listen lives until either side closes it.
+        Some(hold) => {
+            drop(permit);
+            pump::stream_call(call, side, request.id, None, hold)
+        }
+        None => {
+            let timeout = backend.timeout_for(method.as_str());
+            pump::stream_call(call, side, request.id, Some(timeout), permit)
+        }
+    }
 }
 
 /// `server/discover`, also answered for a legacy-shaped probe without `_meta`.
@@ -98,7 +121,7 @@ pub async fn discover(backend: &Backend, id: Id, principal: &Principal) -> Reply
             method: ModernMethod::Discover.as_str().into(),
             params: Some(params),
         };
-        return passthrough(backend, request, ModernMethod::Discover, &[], principal).await;
+        return passthrough(backend, request, ModernMethod::Discover, &[], principal, None).await;
     }
     match backend.initialize_result(principal).await {
         Ok(initialize) => Reply::result(

@@ -9,6 +9,12 @@
 //! replica holding the call can resume it (a load balancer must route a retry
 //! to the replica that answered `input_required`, e.g. by hashing
 //! `requestState`). Calls never resumed are cancelled upstream at expiry.
+//!
+//! Bounded: at most `sessions.max_suspended_calls` calls, and
+//! `sessions.max_suspended_calls_per_principal` of one principal (past them
+//! the call fails and is cancelled upstream); a call lives at most
+//! `sessions.input_lifetime` from its first suspension, however often it is
+//! asked again.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +26,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant as Deadline;
 
 use super::modern_side::{self, ModernSide, answer_upstream};
+use crate::config::SessionsConfig;
 use crate::protocol::{ErrorObject, Id, Message, Request, Response};
 use crate::router::{Call, CallEvent, CallStep};
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
@@ -35,6 +42,9 @@ pub struct SuspendedCalls {
     calls: DashMap<String, Suspended>,
     sealer: Sealer,
     expiry: Duration,
+    lifetime: Duration,
+    max: usize,
+    per_principal: usize,
 }
 
 /// One suspended call.
@@ -45,6 +55,8 @@ pub struct Suspended {
     side: ModernSide,
     /// When the whole request times out (a client asked again inherits what is left).
     deadline: Deadline,
+    /// When it was first suspended: its life ends `lifetime` after.
+    born: Instant,
 }
 
 /// What a retry carrying `requestState` comes to.
@@ -67,23 +79,56 @@ pub enum Retried {
 }
 
 impl SuspendedCalls {
-    /// A store whose calls expire `expiry` after each suspension.
-    pub fn new(expiry: Duration) -> SuspendedCalls {
+    /// A store whose calls expire `input_expiry` after each suspension and
+    /// `input_lifetime` after the first, within the configured counts.
+    pub fn new(config: &SessionsConfig) -> SuspendedCalls {
         SuspendedCalls {
             calls: DashMap::new(),
             sealer: Sealer::new(&SealKey::random(), None),
-            expiry,
+            expiry: config.input_expiry.0,
+            lifetime: config.input_lifetime.0,
+            max: config.max_suspended_calls,
+            per_principal: config.max_suspended_calls_per_principal,
         }
     }
 
-    /// When a suspension made now expires.
-    fn expiry_from_now(&self) -> Expiry {
-        Expiry::after(Instant::now(), unix_now(), self.expiry)
+    /// When a suspension made now of a call first suspended at `born` expires.
+    fn expiry_within(&self, born: Instant) -> Expiry {
+        let now = Instant::now();
+        Expiry::bounded(now, unix_now(), self.expiry, born + self.lifetime)
+    }
+
+    /// Whether `principal` may suspend one more call.
+    fn has_room(&self, principal: &str) -> bool {
+        if self.calls.len() >= self.max {
+            return false;
+        }
+        let own = self
+            .calls
+            .iter()
+            .filter(|c| c.awaiting.binding().principal == principal)
+            .count();
+        own < self.per_principal
+    }
+
+    /// Suspends a call for the first time, within the quotas: `Err` gives
+    /// the call back when there is no room.
+    fn suspend_new(
+        &self,
+        awaiting: AwaitingRetry<Call>,
+        side: ModernSide,
+        deadline: Deadline,
+    ) -> Result<Value, Box<AwaitingRetry<Call>>> {
+        if !self.has_room(&awaiting.binding().principal) {
+            tracing::warn!(principal = %awaiting.binding().principal, "suspended-call quota reached; failing the call");
+            return Err(Box::new(awaiting));
+        }
+        Ok(self.suspend(awaiting, side, deadline, Instant::now()))
     }
 
     /// Keeps `awaiting` under a fresh handle and returns the client's
     /// `InputRequiredResult`, decorated for its method.
-    fn suspend(&self, awaiting: AwaitingRetry<Call>, side: ModernSide, deadline: Deadline) -> Value {
+    fn suspend(&self, awaiting: AwaitingRetry<Call>, side: ModernSide, deadline: Deadline, born: Instant) -> Value {
         let handle = format!("{:032x}", rand::rng().random::<u128>());
         let claims = serde_json::to_vec(&awaiting.claims(handle.clone())).unwrap_or_default();
         let state = self.sealer.seal(Purpose::RequestState, &claims);
@@ -92,6 +137,7 @@ impl SuspendedCalls {
             awaiting,
             side,
             deadline,
+            born,
         };
         self.calls.insert(handle, suspended);
         result
@@ -166,7 +212,8 @@ pub async fn retry(store: &SuspendedCalls, request: &Request, state: &str, princ
         Err(error) => return Retried::Invalid(error.to_error_object()),
     };
     let responses = input_responses(request.params.as_ref());
-    match suspended.awaiting.handle_retry(responses, store.expiry_from_now()) {
+    let born = suspended.born;
+    match suspended.awaiting.handle_retry(responses, store.expiry_within(born)) {
         Retry::Reissue => Retried::Reissue,
         Retry::Resume { call, answers, input } => {
             answer_upstream(call.session(), answers).await;
@@ -180,7 +227,7 @@ pub async fn retry(store: &SuspendedCalls, request: &Request, state: &str, princ
             if let Some(call) = awaiting.call() {
                 answer_upstream(call.session(), answers).await;
             }
-            Retried::AskedAgain(store.suspend(awaiting, suspended.side, suspended.deadline))
+            Retried::AskedAgain(store.suspend(awaiting, suspended.side, suspended.deadline, born))
         }
     }
 }
@@ -226,27 +273,47 @@ pub async fn gather(
             }
         }
     }
-    match gathering.decide(call, store.expiry_from_now()) {
+    match gathering.decide(call, store.expiry_within(Instant::now())) {
         Decision::Fail { error, call } => modern_side::fail_call(call, &client_id, error, &tx).await,
         Decision::Ask { refuse, awaiting } => {
             for request in refuse {
                 let _ = session.respond(refuse_server_request(&request)).await;
             }
-            let result = store.suspend(awaiting, side, deadline);
-            let _ = tx.send(Response::result(client_id, result).into_message()).await;
+            match store.suspend_new(awaiting, side, deadline) {
+                Ok(result) => {
+                    let _ = tx.send(Response::result(client_id, result).into_message()).await;
+                }
+                Err(awaiting) => match (*awaiting).handle_expiry() {
+                    Some(call) => modern_side::fail_call(call, &client_id, quota_error(), &tx).await,
+                    None => {
+                        let _ = tx
+                            .send(Response::error(Some(client_id), quota_error()).into_message())
+                            .await;
+                    }
+                },
+            }
         }
     }
 }
 
 /// A 2025-11-25 `-32042` for a client that takes URL elicitation: park a
-/// re-issue and return the `input_required` with the URL requests.
+/// re-issue and return the `input_required` with the URL requests (or the
+/// error when the suspended-call quota is reached).
 pub fn park_url_elicitation(
     store: &SuspendedCalls,
     side: ModernSide,
     expect: ExpectInputRequest,
     error: &ErrorObject,
     deadline: Deadline,
-) -> Value {
-    let awaiting = expect.handle_url_elicitation(error, store.expiry_from_now());
-    store.suspend(awaiting, side, deadline)
+) -> Result<Value, ErrorObject> {
+    let awaiting = expect.handle_url_elicitation(error, store.expiry_within(Instant::now()));
+    store.suspend_new(awaiting, side, deadline).map_err(|_| quota_error())
+}
+
+/// The error of a call that would pass a suspended-call quota.
+fn quota_error() -> ErrorObject {
+    ErrorObject::internal(
+        "too many calls are waiting for client input (sessions.max_suspended_calls, \
+         sessions.max_suspended_calls_per_principal); answer or abandon one first",
+    )
 }

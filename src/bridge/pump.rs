@@ -16,13 +16,20 @@ use super::reply::Reply;
 use super::sessions::ClientSession;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Request, Response};
-use crate::router::{Admission, Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession};
+use crate::router::{Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession};
 use crate::translate::mrtr::conversation::{Fate, InputPolicy, OnInputRequest};
 use crate::translate::mrtr::{legacy_question, reissue_params};
 use crate::translate::{CachePolicy, up};
 
 /// Bound of messages queued toward one streamed answer; a slow reader slows the pump.
 const STREAM_QUEUE: usize = 32;
+
+/// Why a call whose client went away is cancelled upstream. A legacy client's
+/// answer can only travel on the request's own stream, so once that closes
+/// nothing could deliver it: the upstream gets `notifications/cancelled` and
+/// the call's pending entries go, whatever the era (a call that nobody
+/// reads cannot live on until the upstream answers, if ever).
+const CLIENT_LEFT: &str = "the client disconnected";
 
 /// Who the answer is for: it decides what of the upstream's traffic the client sees.
 pub enum ClientSide {
@@ -72,19 +79,26 @@ enum EventAction {
 }
 
 /// Streams a call in flight: every event the client should see, then the
-/// translated response. Ends early (cancelling a modern call) when the receiver
-/// is dropped, and with a timeout error at `timeout`.
+/// translated response. Ends early, cancelling the call upstream, when the
+/// receiver is dropped, and with a timeout error at `timeout`.
 ///
-/// `permit` (the upstream's in-flight slot) is held until the call ends.
+/// `held` (the upstream's in-flight slot, or a listen's place in its
+/// principal's quota) is held until the call ends.
 /// `timeout` of `None` streams until either side closes (a `subscriptions/listen`).
-pub fn stream_call(call: Call, side: ClientSide, client_id: Id, timeout: Option<Duration>, permit: Admission) -> Reply {
+pub fn stream_call(
+    call: Call,
+    side: ClientSide,
+    client_id: Id,
+    timeout: Option<Duration>,
+    held: impl Send + 'static,
+) -> Reply {
     let (tx, rx) = mpsc::channel(STREAM_QUEUE);
     let era = side.era();
     // A year stands in for "never": far enough, and `Instant` arithmetic cannot overflow.
     let timeout = timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600));
     tokio::spawn(async move {
         pump(call, side, client_id, tx, Instant::now() + timeout, timeout).await;
-        drop(permit);
+        drop(held);
     });
     Reply::Stream(rx, era)
 }
@@ -104,7 +118,8 @@ async fn pump(
                 CallStep::Event(event) => match side.on_event(event, call.session()) {
                     EventAction::Send(message) => {
                         if tx.send(message).await.is_err() {
-                            break; // the client left: dropping the call cancels it (modern) or detaches it (legacy)
+                            call.cancel(CLIENT_LEFT);
+                            break;
                         }
                     }
                     EventAction::Drop => {}
@@ -122,7 +137,10 @@ async fn pump(
                 {
                     match side.answer_input(&result, &tx, deadline).await {
                         Ok(Some(next)) => call = next,
-                        Ok(None) => break,
+                        Ok(None) => {
+                            call.cancel(CLIENT_LEFT);
+                            break;
+                        }
                         Err(error) => {
                             let _ = tx.send(Response::error(Some(client_id.clone()), error).into_message()).await;
                             break;
@@ -135,8 +153,11 @@ async fn pump(
                     let ClientSide::Modern { side: modern, input: InputPolicy::Asks(expect), store } = side else {
                         break;
                     };
-                    let result = mrtr::park_url_elicitation(&store, modern, expect, &error, deadline);
-                    let _ = tx.send(Response::result(client_id, result).into_message()).await;
+                    let response = match mrtr::park_url_elicitation(&store, modern, expect, &error, deadline) {
+                        Ok(result) => Response::result(client_id, result),
+                        Err(error) => Response::error(Some(client_id), error),
+                    };
+                    let _ = tx.send(response.into_message()).await;
                     return;
                 }
                 CallStep::Done(_) if side.cancelled_by_client(&client_id) => break,
@@ -148,7 +169,10 @@ async fn pump(
                     break;
                 }
             },
-            () = tx.closed() => break,
+            () = tx.closed() => {
+                call.cancel(CLIENT_LEFT);
+                break;
+            }
             () = tokio::time::sleep_until(deadline) => {
                 time_out(call, &client_id, &tx, timeout).await;
                 break;

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::auth::Principal;
 use crate::config::SessionsConfig;
+use crate::policy::quota::{self, Held, Room};
 use crate::protocol::Era;
 use crate::protocol::Revision;
 use crate::router::{Backend, SessionNeed};
@@ -115,11 +116,11 @@ impl SessionStore {
     /// Makes `session` reachable by its id (HTTP clients), ending the least
     /// recently used session when the store is full.
     pub fn insert(&self, session: Arc<ClientSession>) {
-        self.make_room();
         // Opened once here, so that every later request compares a number instead.
         let (expires, principal) = self
             .open(&session.id)
             .map_or((0, None), |claims| (claims.exp, Some(claims.prn)));
+        self.make_room(principal.as_deref().unwrap_or_default(), None);
         session.expires.store(expires, Ordering::Relaxed);
         if let Some(principal) = principal {
             let _ = session.principal.set(principal);
@@ -253,22 +254,83 @@ impl SessionStore {
         self.sessions.is_empty()
     }
 
-    fn make_room(&self) {
-        while self.sessions.len() >= self.config.max_sessions {
-            let oldest = self
-                .sessions
-                .iter()
-                .min_by_key(|s| *lock(&s.last_seen))
-                .map(|s| s.id.clone());
-            match oldest {
-                Some(id) => {
-                    tracing::info!(session = %fingerprint(&id), "session limit reached; ending the least recently used session");
-                    self.remove(&id);
-                }
-                None => return,
-            }
+    /// Ends sessions until `principal` may open one more: its own least
+    /// recently used past `max_sessions_per_principal`, and past `max_sessions`
+    /// the least recently used of whoever holds the most ([`quota::make_room`]);
+    /// for a session with an upstream session of its own, its own least
+    /// recently used past `dedicated.per_principal` on that upstream. Called before an `initialize` opens its upstream session
+    /// (a stdio child), and again when the session is stored. Returns whether
+    /// any session was ended.
+    pub fn make_room(&self, principal: &str, dedicated: Option<DedicatedQuota<'_>>) -> bool {
+        let sessions = self.config.max_sessions_per_principal;
+        let mut ended = self.make_room_among(principal, sessions, self.config.max_sessions, |_| true);
+        if let Some(quota) = dedicated {
+            let on_upstream = |s: &ClientSession| s.owns_upstream && s.backend.name() == quota.upstream;
+            ended |= self.make_room_among(principal, quota.per_principal, usize::MAX, on_upstream);
+        }
+        ended
+    }
+
+    /// `upstream` has no room for another session of its own (its children are
+    /// all taken): the principal holding the most such sessions there ends its
+    /// least recently used one. Returns whether one was ended.
+    pub fn give_way(&self, principal: &str, upstream: &str) -> bool {
+        let sessions: Vec<Arc<ClientSession>> = self
+            .sessions
+            .iter()
+            .filter(|s| s.owns_upstream && s.backend.name() == upstream)
+            .map(|s| s.clone())
+            .collect();
+        let held = held_by(&sessions);
+        let Room::Evict(i) = quota::make_room(&held, principal, usize::MAX, held.len()) else {
+            return false;
+        };
+        let id = sessions[i].id.clone();
+        tracing::info!(session = %fingerprint(&id), upstream, "no child left; the principal holding the most ends its least recently used session");
+        self.remove(&id)
+    }
+
+    fn make_room_among(
+        &self,
+        principal: &str,
+        per_principal: usize,
+        total: usize,
+        counted: impl Fn(&ClientSession) -> bool,
+    ) -> bool {
+        let mut ended = false;
+        loop {
+            let sessions: Vec<Arc<ClientSession>> =
+                self.sessions.iter().filter(|s| counted(s)).map(|s| s.clone()).collect();
+            let held = held_by(&sessions);
+            let Room::Evict(i) = quota::make_room(&held, principal, per_principal, total) else {
+                return ended;
+            };
+            let id = sessions[i].id.clone();
+            tracing::info!(session = %fingerprint(&id), "session quota reached; ending the least recently used session");
+            ended |= self.remove(&id);
         }
     }
+}
+
+/// The bound on legacy sessions holding an upstream session of their own on one upstream.
+#[derive(Clone, Copy, Debug)]
+pub struct DedicatedQuota<'a> {
+    /// The upstream's name.
+    pub upstream: &'a str,
+    /// Most of one principal (`pool.max_dedicated_per_principal`).
+    pub per_principal: usize,
+}
+
+/// `sessions` as the quota sees them: every one may be ended, the least recently seen first.
+fn held_by(sessions: &[Arc<ClientSession>]) -> Vec<Held<'_>> {
+    sessions
+        .iter()
+        .map(|s| Held {
+            principal: s.principal.get().map(String::as_str).unwrap_or_default(),
+            idle: true,
+            last_used: u64::MAX - lock(&s.last_seen).elapsed().as_millis() as u64,
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! `[limits]`: the bounds that keep one client from holding what others need:
 //! connection timeouts, per-IP connections, JSON shape bounds checked before
-//! parsing, the size of what a session id carries, and the ended-id set.
+//! parsing, the size of what a session id carries, the ended-id set, and
+//! open listens per principal.
 
 use std::time::Duration;
 
@@ -47,6 +48,10 @@ pub struct LimitsConfig {
     pub linger_bytes: u64,
     /// ... for at most this long. Default 5 s.
     pub linger_timeout: Humantime,
+    /// Most open `subscriptions/listen` streams of one principal (429 past it). Default 16.
+    pub max_listens_per_principal: usize,
+    /// Most open `subscriptions/listen` streams in all. Default 1000.
+    pub max_listens: usize,
 }
 
 impl Default for LimitsConfig {
@@ -65,6 +70,8 @@ impl Default for LimitsConfig {
             max_ended_sessions: 100_000,
             linger_bytes: 64 * 1024 * 1024,
             linger_timeout: Humantime(Duration::from_secs(5)),
+            max_listens_per_principal: 16,
+            max_listens: 1000,
         }
     }
 }
@@ -79,6 +86,8 @@ impl LimitsConfig {
             ("max_upstream_values", self.max_upstream_values),
             ("max_client_claims_bytes", self.max_client_claims_bytes),
             ("max_ended_sessions", self.max_ended_sessions),
+            ("max_listens_per_principal", self.max_listens_per_principal),
+            ("max_listens", self.max_listens),
         ];
         let durations = [
             ("header_read_timeout", self.header_read_timeout),

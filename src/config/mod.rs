@@ -11,6 +11,7 @@ mod limits;
 mod model;
 mod oauth;
 mod tls;
+mod rate_limits;
 
 pub use auth::*;
 pub use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
@@ -18,6 +19,7 @@ pub use limits::LimitsConfig;
 pub use model::*;
 pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
 pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
+pub use rate_limits::{OnRedisError, RateLimit, RateLimitsConfig, RedisConfig};
 
 use std::fmt;
 use std::path::Path;
@@ -176,6 +178,7 @@ impl Config {
                 "admin" => config.admin = section(&key, value, &mut issues).unwrap_or_default(),
                 "auth" => config.auth = section(&key, value, &mut issues).unwrap_or_default(),
                 "limits" => config.limits = section(&key, value, &mut issues).unwrap_or_default(),
+                "rate_limits" => config.rate_limits = section(&key, value, &mut issues).unwrap_or_default(),
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -199,7 +202,7 @@ impl Config {
                 _ => issues.push(ConfigIssue {
                     path: key,
                     message:
-                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`"
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`"
                             .into(),
                 }),
             }
@@ -252,6 +255,7 @@ impl Config {
 
     fn field_issues(&self, indexes: &[usize], entries: usize) -> Vec<ConfigIssue> {
         let mut issues = self.limits.issues();
+        issues.extend(self.rate_limits.issues(self.upstreams.iter().map(|u| u.name.as_str())));
         let mut push = |path: String, message: &str| {
             issues.push(ConfigIssue {
                 path,
@@ -263,6 +267,20 @@ impl Config {
         }
         if self.listen.max_body_bytes == 0 {
             push("listen.max_body_bytes".into(), "must be greater than 0");
+        }
+        let session_counts = [
+            ("max_sessions_per_principal", self.sessions.max_sessions_per_principal),
+            ("max_suspended_calls", self.sessions.max_suspended_calls),
+            (
+                "max_suspended_calls_per_principal",
+                self.sessions.max_suspended_calls_per_principal,
+            ),
+            ("input_lifetime", usize::from(!self.sessions.input_lifetime.0.is_zero())),
+        ];
+        for (key, n) in session_counts {
+            if n == 0 {
+                push(format!("sessions.{key}"), "must be greater than 0");
+            }
         }
         if self.sessions.max_sessions == 0 {
             push("sessions.max_sessions".into(), "must be greater than 0");
@@ -351,6 +369,15 @@ fn upstream_issues(upstream: &UpstreamConfig, i: usize) -> Vec<ConfigIssue> {
     }
     if upstream.pool.size == 0 {
         push(at("pool.size"), "must be greater than 0");
+    }
+    if upstream.pool.max_partitions == 0 {
+        push(at("pool.max_partitions"), "must be greater than 0");
+    }
+    if upstream.pool.max_dedicated_per_principal == 0 {
+        push(at("pool.max_dedicated_per_principal"), "must be greater than 0");
+    }
+    if upstream.pool.max_partitions_per_principal == 0 {
+        push(at("pool.max_partitions_per_principal"), "must be greater than 0");
     }
     if upstream.pool.max_in_flight_per_session == 0 {
         push(at("pool.max_in_flight_per_session"), "must be greater than 0");

@@ -12,6 +12,7 @@ use super::credentials::CredentialsConfig;
 pub use super::duration::Humantime;
 use super::limits::LimitsConfig;
 use super::tls::{ListenTlsConfig, UpstreamTlsConfig};
+use super::rate_limits::RateLimitsConfig;
 use crate::seal::SealKey;
 use crate::translate::{CachePolicy, CacheScope};
 
@@ -37,6 +38,9 @@ pub struct Config {
     /// Timeouts and bounds protecting clients from each other.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// Requests per period, per principal, tool and upstream.
+    #[serde(default)]
+    pub rate_limits: RateLimitsConfig,
 }
 
 /// `[admin]`: a separate listener for operators, off unless `address` is set.
@@ -103,6 +107,10 @@ pub struct SessionsConfig {
     /// Most concurrent legacy client sessions; past it the least recently used
     /// idle session is ended. Default 1000.
     pub max_sessions: usize,
+    /// Most concurrent legacy client sessions of one principal; past it that
+    /// principal's least recently used session is ended (never another's), and
+    /// when `max_sessions` is reached the principal holding the most gives way. Default 100.
+    pub max_sessions_per_principal: usize,
     /// Key that seals session ids (base64 of 32 random bytes). Replicas sharing
     /// it serve each other's sessions. Default: `ERAGATE_SESSION_KEY`, else a
     /// random key per process (sessions then die with the process).
@@ -118,6 +126,13 @@ pub struct SessionsConfig {
     /// How long an upstream call suspended for a 2026-07-28 client's input
     /// (`input_required`) waits for the retry before it is cancelled. Default 2 min.
     pub input_expiry: Humantime,
+    /// Absolute bound on a suspended call's life from its first suspension:
+    /// retries that answer nothing new never extend it past this. Default 10 min.
+    pub input_lifetime: Humantime,
+    /// Most upstream calls suspended for client input at once. Default 1000.
+    pub max_suspended_calls: usize,
+    /// ... of one principal. Default 20.
+    pub max_suspended_calls_per_principal: usize,
 }
 
 impl Default for SessionsConfig {
@@ -125,11 +140,15 @@ impl Default for SessionsConfig {
         SessionsConfig {
             idle_timeout: Humantime(Duration::from_secs(30 * 60)),
             max_sessions: 1000,
+            max_sessions_per_principal: 100,
             key: None,
             previous_key: None,
             previous_key_valid_for: Humantime(Duration::from_secs(3600)),
             lifetime: Humantime(Duration::from_secs(24 * 3600)),
             input_expiry: Humantime(Duration::from_secs(120)),
+            input_lifetime: Humantime(Duration::from_secs(600)),
+            max_suspended_calls: 1000,
+            max_suspended_calls_per_principal: 20,
         }
     }
 }
@@ -295,6 +314,19 @@ pub struct PoolConfig {
     pub queue_timeout: Humantime,
     /// `"dedicated"` (default) or `"shared"`.
     pub legacy_sessions: LegacySessions,
+    /// Most pooled partitions (principal × capability profile) in all; past
+    /// it the principal holding the most gives up its least recently used
+    /// idle one. Default 32.
+    pub max_partitions: usize,
+    /// Most pooled partitions of one principal; past it that principal's
+    /// least recently used idle one is closed. Default 8.
+    pub max_partitions_per_principal: usize,
+    /// Most legacy client sessions of one principal holding an upstream
+    /// session (a stdio child) of their own here; past it that principal's
+    /// least recently used one is ended. When a stdio upstream's
+    /// `max_children` are all dedicated, the principal holding the most gives
+    /// way. Default 16.
+    pub max_dedicated_per_principal: usize,
 }
 
 impl Default for PoolConfig {
@@ -305,6 +337,9 @@ impl Default for PoolConfig {
             queue: 256,
             queue_timeout: Humantime(Duration::from_secs(5)),
             legacy_sessions: LegacySessions::Dedicated,
+            max_partitions: 32,
+            max_partitions_per_principal: 8,
+            max_dedicated_per_principal: 16,
         }
     }
 }

@@ -195,6 +195,11 @@ pub fn rejected(rejection: &Rejection, id: Option<Id>) -> http::Response<Body> {
     if *rejection == Rejection::MethodNotAllowed {
         response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST"));
     }
+    if let Some(secs) = rejection.retry_after_secs() {
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
+    }
     response
 }
 

@@ -1,5 +1,8 @@
-//! Per-caller policy on the way back to the client: what one caller may see of an
-//! answer. Pure. Today [`tools`] hides from `tools/list` the tools a caller's token may
-//! not call; rate limits and per-principal tool filters join this room.
+//! Per-caller policy: whether a caller may send a request now ([`rate`]: the
+//! rate limits of `[rate_limits]`), and what one caller may see of an answer
+//! ([`tools`] hides from `tools/list` the tools a caller's token may not call).
+//! No I/O: shared counts are named here and kept by [`crate::store`].
 
+pub mod quota;
+pub mod rate;
 pub mod tools;

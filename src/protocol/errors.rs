@@ -33,6 +33,10 @@ impl ErrorCode {
     pub const MISSING_REQUIRED_CLIENT_CAPABILITY: ErrorCode = ErrorCode(-32021);
     /// 2026-07-28: the envelope names a version the server does not speak.
     pub const UNSUPPORTED_PROTOCOL_VERSION: ErrorCode = ErrorCode(-32022);
+    /// eragate's own (implementation-defined server error range): a
+    /// `[rate_limits]` limit or a quota refused the request; `data` says which
+    /// (and, for a rate, when to retry).
+    pub const RATE_LIMITED: ErrorCode = ErrorCode(-32029);
 }
 
 /// The `error` member of a JSON-RPC response.
@@ -185,6 +189,20 @@ pub enum Rejection {
     ConnectionNotFound,
     /// A JSON-RPC response to a request eragate never relayed (400, -32600).
     ResponseToUnknownRequest,
+    /// Past a `[rate_limits]` limit (429 with `Retry-After`, -32029).
+    RateLimited {
+        /// Which limit: `principal`, `tool` or `upstream`.
+        limit: &'static str,
+        /// Seconds until the request would pass (`Retry-After`).
+        retry_after_secs: u64,
+    },
+    /// A per-principal quota of things held open is reached (429, -32029, no `Retry-After`).
+    QuotaExceeded {
+        /// What: `listens`.
+        what: &'static str,
+        /// The configured bound.
+        limit: usize,
+    },
     /// The classification refused the message: a 2026-07-28 envelope, header or
     /// version problem, or a method unknown to that revision; the error is the
     /// classifier's, the status the spec's table for its code.
@@ -209,6 +227,7 @@ impl Rejection {
             Rejection::HostNotAllowed => StatusCode::MISDIRECTED_REQUEST,
             Rejection::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             Rejection::StreamAlreadyOpen => StatusCode::CONFLICT,
+            Rejection::RateLimited { .. } | Rejection::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             Rejection::BodyUnreadable(_)
             | Rejection::BatchNotAllowed { .. }
             | Rejection::BatchTooLarge { .. }
@@ -261,6 +280,23 @@ impl Rejection {
             }
             Rejection::SessionNotFound => invalid("Session not found: initialize a new session".into()),
             Rejection::ResponseToUnknownRequest => invalid("response to an unknown request".into()),
+            Rejection::RateLimited {
+                limit,
+                retry_after_secs,
+            } => Some(
+                ErrorObject::new(
+                    ErrorCode::RATE_LIMITED,
+                    format!("Too Many Requests: the {limit} rate limit is reached; retry in {retry_after_secs} s"),
+                )
+                .with_data(serde_json::json!({"limit": limit, "retryAfter": retry_after_secs})),
+            ),
+            Rejection::QuotaExceeded { what, limit } => Some(
+                ErrorObject::new(
+                    ErrorCode::RATE_LIMITED,
+                    format!("Too Many Requests: at most {limit} open {what}; close one first"),
+                )
+                .with_data(serde_json::json!({"limit": what, "max": limit})),
+            ),
             Rejection::Classified(error) => Some(error.clone()),
             Rejection::NoEndpoint
             | Rejection::MethodNotAllowed
@@ -279,6 +315,14 @@ impl Rejection {
     pub fn in_band(&self) -> ErrorObject {
         self.error()
             .unwrap_or_else(|| ErrorObject::new(ErrorCode::INVALID_REQUEST, self.text()))
+    }
+
+    /// The `Retry-After` value, in seconds, for a refusal that has one.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Rejection::RateLimited { retry_after_secs, .. } => Some(*retry_after_secs),
+            _ => None,
+        }
     }
 
     /// The text of a plain-text refusal (see [`Rejection::error`]).
@@ -412,6 +456,22 @@ mod tests {
             (Rejection::ConnectionIdRequired, 400, None),
             (Rejection::ConnectionNotFound, 404, None),
             (Rejection::ResponseToUnknownRequest, 400, Some(-32600)),
+            (
+                Rejection::RateLimited {
+                    limit: "tool",
+                    retry_after_secs: 3,
+                },
+                429,
+                Some(-32029),
+            ),
+            (
+                Rejection::QuotaExceeded {
+                    what: "listens",
+                    limit: 16,
+                },
+                429,
+                Some(-32029),
+            ),
         ];
         for (rejection, status, code) in table {
             assert_eq!(rejection.status().as_u16(), status, "{rejection:?}");

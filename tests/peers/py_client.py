@@ -40,6 +40,8 @@ Scenarios (--profile picks the server's names: `fixture` = legacy_server.py, `ev
   logging    (fixture) legacy: logging/setLevel warning, then log_message at info and error;
              2026-07-28: Client(log_level="warning") opt-in instead of setLevel
   errors     (fixture) fail tool (isError), unknown tool, unknown resource (code/data)
+  burst      (fixture) echo called 5 times, then add once; each step's result or JSON-RPC
+             error (code/message/data), so rate limits can be seen as the SDK sees them
   cancel     (fixture) call `hang` with a 1 s read timeout (the SDK then sends
              notifications/cancelled on legacy), then check the connection still works
 """
@@ -108,6 +110,7 @@ SCENARIO_STEPS = {
     "logging": ["logging"],
     "errors": ["call_fail", "call_unknown_tool", "read_unknown_resource"],
     "cancel": ["cancel"],
+    "burst": ["burst"],
 }
 
 TEXT_LIMIT = 300
@@ -254,6 +257,16 @@ class Runner:
         except MCPError as e:
             return error_summary(e)
         return resource_summary(r)
+
+    async def burst(self) -> dict[str, Any]:
+        async def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+            try:
+                return tool_summary(await self.c.call_tool(name, args))
+            except MCPError as e:
+                return error_summary(e)
+
+        echoes = [await call("echo", {"text": f"hi {i}"}) for i in range(5)]
+        return {"echo": echoes, "add": await call("add", {"a": 2, "b": 3})}
 
     async def cancel(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

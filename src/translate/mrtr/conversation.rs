@@ -77,6 +77,12 @@ impl Expiry {
             unix: unix_now + after.as_secs().max(1),
         }
     }
+
+    /// Like [`Expiry::after`], but never past `until` (a call's absolute
+    /// deadline): a retry that answers nothing new cannot extend a call's life.
+    pub fn bounded(now: Instant, unix_now: u64, after: Duration, until: Instant) -> Expiry {
+        Expiry::after(now, unix_now, after.min(until.saturating_duration_since(now)))
+    }
 }
 
 /// Why a retry's `requestState` names no call to resume. The text is shown to

@@ -500,3 +500,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn an_expiry_never_passes_the_calls_absolute_deadline() {
+    let now = Instant::now();
+    let s = Duration::from_secs;
+    // (what, expiry after, deadline from now, expected at from now, expected unix offset)
+    let table = [
+        ("far from the deadline: the full expiry", s(120), s(600), s(120), 120),
+        ("near it: cut to the deadline", s(120), s(30), s(30), 30),
+        (
+            "at it: expired now (sealed at least a second on)",
+            s(120),
+            s(0),
+            s(0),
+            1,
+        ),
+    ];
+    for (what, after, until, at, unix) in table {
+        let expiry = Expiry::bounded(now, 1000, after, now + until);
+        assert_eq!((expiry.at - now, expiry.unix), (at, 1000 + unix), "{what}");
+    }
+    let past = Expiry::bounded(now + s(10), 1000, s(5), now);
+    assert_eq!(past.at, now + s(10), "a deadline already past: expired at once");
+}

@@ -83,7 +83,7 @@ impl Upstream {
             name,
             members,
             next_member: AtomicUsize::new(0),
-            partitions: Partitions::new(),
+            partitions: Partitions::new(config.pool.max_partitions, config.pool.max_partitions_per_principal),
             latest_initialize: RwLock::new(None),
             admission: Admission::new(&config),
             epoch: Instant::now(),

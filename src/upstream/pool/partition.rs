@@ -1,6 +1,8 @@
 //! The partitions of an upstream's pooled sessions: which sessions a request
 //! may share ([`PartitionKey`]), each partition's sessions, and the bounded
-//! table of partitions (the least recently used idle one goes first). Never
+//! table of partitions: at most `pool.max_partitions_per_principal` each and
+//! `pool.max_partitions` in all, room made by [`crate::policy::quota`] (the
+//! least recently used idle partition of the principal that fills up). Never
 //! opens a session: that is the pool's choice.
 
 use std::collections::HashMap;
@@ -10,12 +12,10 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use serde_json::Value;
 
 use crate::auth::Principal;
+use crate::policy::quota::{self, Held, Room};
 use crate::upstream::credentials::Subject;
 use crate::upstream::error::UpstreamError;
 use crate::upstream::session::UpstreamSession;
-
-/// Most pooled partitions per upstream; past it the least recently used idle one is closed.
-const MAX_PARTITIONS: usize = 32;
 
 /// Which pooled sessions a request may share.
 #[derive(Clone, Debug)]
@@ -114,20 +114,28 @@ pub(super) struct Pooled {
 pub(super) struct Partitions {
     /// A std mutex: held to look up or insert a partition, never across `.await`.
     table: Mutex<HashMap<PartitionKey, Arc<Partition>>>,
+    /// Most partitions in all.
+    max: usize,
+    /// Most partitions of one principal.
+    per_principal: usize,
 }
 
 // === impl Partitions ===
 
 impl Partitions {
-    pub(super) fn new() -> Partitions {
+    /// A table of at most `max` partitions, `per_principal` of each principal.
+    pub(super) fn new(max: usize, per_principal: usize) -> Partitions {
         Partitions {
             table: Mutex::new(HashMap::new()),
+            max: max.max(1),
+            per_principal: per_principal.max(1),
         }
     }
 
     /// The partition for `key`, created when there is none; to make room, the
-    /// least recently used idle partition is closed. `Overloaded` when every
-    /// partition is busy.
+    /// least recently used idle partition of the principal at its quota (or
+    /// holding the most, when the table is full) is closed. `Overloaded` when
+    /// none of those is idle.
     pub(super) fn get_or_create(
         &self,
         key: PartitionKey,
@@ -141,17 +149,26 @@ impl Partitions {
             }
             return Ok(partition.clone());
         }
-        if partitions.len() >= MAX_PARTITIONS {
-            let idle = partitions
+        loop {
+            let entries: Vec<(&PartitionKey, &Arc<Partition>)> = partitions.iter().collect();
+            let held: Vec<Held<'_>> = entries
                 .iter()
-                .filter(|(_, p)| p.snapshot().iter().all(|s| s.session.in_flight() == 0))
-                .min_by_key(|(_, p)| p.last_used_ms.load(Ordering::Relaxed))
-                .map(|(k, _)| k.clone());
-            let Some(evict) = idle else {
-                return Err(UpstreamError::Overloaded {
-                    upstream: upstream.to_owned(),
-                });
+                .map(|(k, p)| Held {
+                    principal: &k.principal,
+                    idle: p.snapshot().iter().all(|s| s.session.in_flight() == 0),
+                    last_used: p.last_used_ms.load(Ordering::Relaxed),
+                })
+                .collect();
+            let evict = match quota::make_room(&held, &key.principal, self.per_principal, self.max) {
+                Room::Free => break,
+                Room::Evict(i) => entries[i].0.clone(),
+                Room::Full => {
+                    return Err(UpstreamError::Overloaded {
+                        upstream: upstream.to_owned(),
+                    });
+                }
             };
+            tracing::debug!(upstream, principal = %evict.principal, "partition quota reached; closing the least recently used idle partition");
             if let Some(partition) = partitions.remove(&evict) {
                 for pooled in partition.take_all() {
                     pooled.session.close("partition evicted");

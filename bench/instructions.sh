@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Instructions eragate executes per proxied `tools/call`, counted by callgrind:
+#
+#   bench/instructions.sh [--seconds N] [--no-build]
+#
+# Wall-clock and CPU-time figures need a quiet machine; instruction counts do not
+# (callgrind counts the same total whatever else runs). This runs eragate under
+# `valgrind --tool=callgrind` in front of the fast upstream (Streamable HTTP) with
+# OAuth off and on (EdDSA JWTs from bench-issuer), drives it with one mcpload worker
+# per client era for N seconds (default 20) after a warm-up, zeroes the counters
+# between warm-up and measurement (callgrind_control), and prints instructions per
+# completed call for each case, and the OAuth cost as a ratio. Needs valgrind.
+# Scratch files go to bench/work/instructions/.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+SECONDS_PER_CASE=20
+BUILD=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seconds) SECONDS_PER_CASE="$2"; shift 2 ;;
+    --no-build) BUILD=0; shift ;; # measure the release binaries already in target/release
+    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build]" >&2; exit 2 ;;
+  esac
+done
+command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
+  || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+
+WORK="$REPO/bench/work/instructions"
+rm -rf "$WORK"; mkdir -p "$WORK"
+if ((BUILD)); then
+  (cd "$REPO" && cargo build --release --quiet --locked --bin eragate -p eragate \
+    && cargo build --release --quiet --locked -p eragate-bench)
+fi
+BIN="$REPO/target/release"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+P_UP=$(free_port); P_ISS=$(free_port)
+"$BIN/fast-upstream" --http "127.0.0.1:$P_UP" > "$WORK/upstream.log" 2>&1 & PIDS+=($!)
+"$BIN/bench-issuer" "127.0.0.1:$P_ISS" > "$WORK/issuer.log" 2>&1 & PIDS+=($!)
+
+until_ok() { local i; for i in $(seq 600); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done; return 1; }
+until_ok "$BIN/mcpload" probe --url "http://127.0.0.1:$P_UP/mcp" --pattern legacy
+until_ok curl -fsS "http://127.0.0.1:$P_ISS/.well-known/oauth-authorization-server"
+
+# One eragate under callgrind per case; prints "INSTRUCTIONS OPS".
+measure() { # NAME CONFIG URL PATTERN [TOKEN_FILE]
+  local name="$1" config="$2" url="$3" pattern="$4" token="${5:-}" extra=() target
+  [[ -n $token ]] && extra=(--token-file "$token")
+  valgrind --tool=callgrind --callgrind-out-file="$WORK/$name.%p.out" \
+    "$BIN/eragate" run --config "$config" > "$WORK/$name.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  until_ok "$BIN/mcpload" probe --url "$url" --pattern "$pattern" "${extra[@]}" \
+    || { echo "$name: eragate did not answer; see $WORK/$name.log" >&2; exit 1; }
+  target="name=$name,pattern=$pattern,url=$url"
+  [[ -n $token ]] && target+=",token_file=$token"
+  # Warm-up (sessions, caches, the token's first verification), then zero and measure.
+  "$BIN/mcpload" compare --name "$name-warm" --title warm --subject "$name" --target "$target" \
+    --concurrency 1 --rounds 1 --warmup-ms 0 --duration-ms 3000 --out "$WORK/$name-warm.json" >/dev/null
+  callgrind_control -z "$pid" >/dev/null
+  "$BIN/mcpload" compare --name "$name" --title measure --subject "$name" --target "$target" \
+    --concurrency 1 --rounds 1 --warmup-ms 0 --duration-ms "$((SECONDS_PER_CASE * 1000))" \
+    --out "$WORK/$name.json" >/dev/null
+  callgrind_control -d "$pid" >/dev/null
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  local ops instructions
+  ops=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=[x for x in d["runs"] if x["target"]==sys.argv[2]]; print(sum(x["ops"] for x in r))' "$WORK/$name.json" "$name")
+  # The dump taken after zeroing (the highest-numbered part) holds the measured window.
+  instructions=$(for f in "$WORK/$name".*.out.*; do grep -h '^summary:' "$f" | awk '{print $2}'; done | sort -n | tail -1)
+  echo "$instructions $ops"
+}
+
+config() { # PORT [OAUTH]
+  printf '[listen]\naddress = "127.0.0.1:%s"\n' "$1"
+  if [[ -n ${2:-} ]]; then
+    printf '[auth.oauth]\nissuer = "http://127.0.0.1:%s"\nrequired_scopes = ["mcp:tools"]\n' "$P_ISS"
+  fi
+  printf '[[upstreams]]\nname = "fast"\n[upstreams.http]\nurl = "http://127.0.0.1:%s/mcp"\n' "$P_UP"
+}
+
+printf '| case | instructions per call |\n|---|---|\n'
+declare -A PER_CALL
+for auth in off on; do
+  port=$(free_port)
+  url="http://127.0.0.1:$port/mcp"
+  token=""
+  if [[ $auth == on ]]; then
+    config "$port" oauth > "$WORK/oauth.toml"; cfg="$WORK/oauth.toml"
+    token="$WORK/token"
+    curl -fsS -o "$token" "http://127.0.0.1:$P_ISS/token?aud=$url&scope=mcp:tools"
+  else
+    config "$port" > "$WORK/plain.toml"; cfg="$WORK/plain.toml"
+  fi
+  for pattern in legacy modern; do
+    read -r instructions ops < <(measure "oauth-$auth-$pattern" "$cfg" "$url" "$pattern" "$token")
+    per_call=$((instructions / ops))
+    PER_CALL[$auth-$pattern]=$per_call
+    printf '| OAuth %s, %s client (%s calls) | %s |\n' "$auth" "$pattern" "$ops" "$per_call"
+  done
+done
+for pattern in legacy modern; do
+  python3 -c 'import sys; on, off = int(sys.argv[2]), int(sys.argv[3]); print(f"| OAuth on / off, {sys.argv[1]} client | {on/off:.3f} ({on-off:+d} instructions per call) |")' \
+    "$pattern" "${PER_CALL[on-$pattern]}" "${PER_CALL[off-$pattern]}"
+done

@@ -1,0 +1,127 @@
+//! The counters of shared rate limits, in a Redis server: one fixed window
+//! per key, counted atomically by a Lua script (INCR, then PEXPIRE on the
+//! window's first request). A handful of idle connections are kept; every
+//! count is bounded by a timeout, and an error is the caller's to judge
+//! (`rate_limits.redis.on_error`).
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufStream};
+use tokio::net::TcpStream;
+use tokio::sync::Mutex;
+
+use super::resp::{self, ProtocolError, Value};
+use crate::config::RedisConfig;
+
+/// Counts one request in a window: INCR, PEXPIRE on the first, and the count
+/// with the window's remaining milliseconds. A key left without expiry (by
+/// hand, or a crash between the two calls in an older script) is given one.
+const COUNT_SCRIPT: &str = "local n = redis.call('INCR', KEYS[1]) \
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end \
+local ttl = redis.call('PTTL', KEYS[1]) \
+if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end \
+return {n, ttl}";
+
+/// Idle connections kept for the next counts.
+const IDLE_CONNECTIONS: usize = 8;
+
+/// Why a count failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RedisError {
+    /// Connecting, writing or reading failed.
+    #[error("redis I/O: {0}")]
+    Io(#[from] std::io::Error),
+    /// No answer within `rate_limits.redis.timeout`.
+    #[error("redis did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The server broke the protocol.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The server answered with an error, or with something else than asked.
+    #[error("redis answered {0}")]
+    Unexpected(String),
+}
+
+/// The shared counters.
+pub struct Counters {
+    address: String,
+    prefix: String,
+    timeout: Duration,
+    idle: Mutex<Vec<BufStream<TcpStream>>>,
+}
+
+impl Counters {
+    /// Counters on the server of `config`; nothing is connected yet.
+    pub fn new(config: &RedisConfig) -> Counters {
+        Counters {
+            address: config.address.clone(),
+            prefix: config.key_prefix.clone(),
+            timeout: config.timeout.0,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Counts one request under `key` in a window of `window`: the count
+    /// after it and the window's remaining time.
+    pub async fn count(&self, key: &str, window: Duration) -> Result<(u64, Duration), RedisError> {
+        let key = format!("{}{key}", self.prefix);
+        let window_ms = window.as_millis().max(1).to_string();
+        let command = resp::encode(&[
+            b"EVAL",
+            COUNT_SCRIPT.as_bytes(),
+            b"1",
+            key.as_bytes(),
+            window_ms.as_bytes(),
+        ]);
+        let reply = tokio::time::timeout(self.timeout, self.round_trip(&command))
+            .await
+            .map_err(|_| RedisError::Timeout(self.timeout))??;
+        match reply {
+            Value::Array(Some(items)) => match items.as_slice() {
+                [Value::Integer(n), Value::Integer(ttl)] => Ok((
+                    u64::try_from(*n).unwrap_or(0),
+                    Duration::from_millis(u64::try_from(*ttl).unwrap_or(0)),
+                )),
+                _ => Err(RedisError::Unexpected(format!("{items:?}"))),
+            },
+            Value::Error(error) => Err(RedisError::Unexpected(error)),
+            other => Err(RedisError::Unexpected(format!("{other:?}"))),
+        }
+    }
+
+    /// Sends `command` on an idle connection (or a new one) and reads its reply.
+    /// A connection goes back to the idle set only after a whole exchange.
+    async fn round_trip(&self, command: &[u8]) -> Result<Value, RedisError> {
+        let idle = self.idle.lock().await.pop();
+        let mut stream = match idle {
+            Some(stream) => stream,
+            None => BufStream::new(TcpStream::connect(&self.address).await?),
+        };
+        stream.write_all(command).await?;
+        stream.flush().await?;
+        let reply = read_reply(&mut stream).await?;
+        let mut idle = self.idle.lock().await;
+        if idle.len() < IDLE_CONNECTIONS {
+            idle.push(stream);
+        }
+        Ok(reply)
+    }
+}
+
+async fn read_reply(stream: &mut BufStream<TcpStream>) -> Result<Value, RedisError> {
+    let mut buf = Vec::with_capacity(64);
+    let mut chunk = [0u8; 512];
+    loop {
+        if let Some((value, used)) = resp::parse(&buf)? {
+            if used != buf.len() {
+                return Err(RedisError::Unexpected("bytes after the reply".into()));
+            }
+            return Ok(value);
+        }
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(RedisError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
