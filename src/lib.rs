@@ -41,6 +41,7 @@ pub mod policy;
 pub mod protocol;
 pub mod router;
 pub mod seal;
+pub mod telemetry;
 pub mod translate;
 pub mod upstream;
 

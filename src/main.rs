@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use eragate::config::{Config, ConfigError, HttpConfig, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig};
+use eragate::config::{
+    Config, ConfigError, HttpConfig, LogFormat, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig,
+};
 
 #[derive(Parser)]
 #[command(
@@ -86,6 +88,10 @@ struct UpstreamArgs {
     /// A scope every access token must carry (repeatable); also advertised.
     #[arg(long = "scope", value_name = "S")]
     scopes: Vec<String>,
+    /// Log lines as `text` or `json` (one object a line, with an access-log line
+    /// per request); overrides `[log] format`.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    log_format: Option<LogFormat>,
 }
 
 fn main() -> ExitCode {
@@ -107,26 +113,20 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Stdio(args) => {
-            init_tracing();
-            match stdio(args) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("eragate: {error:#}");
-                    ExitCode::FAILURE
-                }
+        Command::Stdio(args) => match stdio(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("eragate: {error:#}");
+                ExitCode::FAILURE
             }
-        }
-        Command::Run(args) => {
-            init_tracing();
-            match run(args) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("eragate: {error:#}");
-                    ExitCode::FAILURE
-                }
+        },
+        Command::Run(args) => match run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("eragate: {error:#}");
+                ExitCode::FAILURE
             }
-        }
+        },
     }
 }
 
@@ -158,6 +158,7 @@ fn report(source: &str, error: &ConfigError) {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
+    init_tracing(config.log.format);
     if let Some(listen) = args.listen {
         config.listen.address = listen;
     }
@@ -173,6 +174,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 
 fn stdio(args: StdioArgs) -> anyhow::Result<()> {
     let config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
+    init_tracing(config.log.format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -200,6 +202,9 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         config.sessions.key = Some(key);
     }
     apply_oauth_flags(&mut config, args)?;
+    if let Some(format) = args.log_format {
+        config.log.format = format;
+    }
     if let Some(url) = &args.public_url {
         config.listen.public_url = Some(url.trim_end_matches('/').to_owned());
     }
@@ -303,13 +308,16 @@ fn flag_error(flag: &str, message: String) -> ConfigError {
     }
 }
 
-fn init_tracing() {
+fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ERAGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
+    }
 }
 
 async fn shutdown_signal() {

@@ -8,13 +8,15 @@ use super::modern;
 use super::reply::Reply;
 use crate::auth::Admitted;
 use crate::protocol::errors::Rejection;
-use crate::protocol::{Era, Message};
+use crate::protocol::{Era, Message, Revision};
 use crate::router::Backend;
+use crate::telemetry::{Exchange, MethodLabel};
 use crate::translate::{Classification, RoutingHeaders, classify};
 
 /// Serves one message from a client. `forwarded` are transport headers a modern
 /// upstream must see as they came (`Mcp-Param-*`); stdio has none. The
 /// request runs as `caller.principal`, and sees what `caller`'s token may see.
+/// Its telemetry record is opened here and closed with its answer.
 pub async fn dispatch(
     gateway: &Gateway,
     backend: &Backend,
@@ -23,6 +25,41 @@ pub async fn dispatch(
     forwarded: &[(String, String)],
     session: SessionLookup,
     caller: &Admitted,
+) -> Reply {
+    let method = match &message {
+        Message::Request(r) => MethodLabel::of(&r.method),
+        Message::Notification(n) => MethodLabel::of(&n.method),
+        Message::Response(_) => MethodLabel::RESPONSE,
+    };
+    let mut exchange = gateway.telemetry.begin(method, backend.stats());
+    if let SessionLookup::Found(s) = &session {
+        exchange.in_session(&s.id, s.revision);
+    }
+    let reply = serve(
+        gateway,
+        backend,
+        message,
+        routing,
+        forwarded,
+        session,
+        caller,
+        &mut exchange,
+    )
+    .await;
+    super::reply::observed(reply, exchange)
+}
+
+// The body of `dispatch`, with the record to fill in as the message is classified.
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    gateway: &Gateway,
+    backend: &Backend,
+    message: Message,
+    routing: RoutingHeaders<'_>,
+    forwarded: &[(String, String)],
+    session: SessionLookup,
+    caller: &Admitted,
+    exchange: &mut Exchange,
 ) -> Reply {
     let principal = &caller.principal;
     let tool_view = match &message {
@@ -34,6 +71,12 @@ pub async fn dispatch(
         Message::Notification(n) => classify::classify(&n.method, n.params.as_ref(), false, routing),
         Message::Response(_) => Classification::Legacy,
     };
+    if let Classification::Modern(request) = &verdict {
+        exchange.classified(Era::Modern, Revision::parse(&request.envelope.protocol_version));
+        exchange.count_revision();
+    } else if !matches!(verdict, Classification::Legacy) {
+        exchange.classified(Era::Modern, None);
+    }
     let (reply, era) = match (verdict, message) {
         (Classification::Legacy, message) => (
             legacy::serve(gateway, backend, message, session, principal).await,

@@ -13,6 +13,7 @@ mod client_session;
 mod dispatch;
 mod legacy;
 pub mod listen;
+pub mod live;
 mod modern;
 mod modern_side;
 pub mod mrtr;
@@ -32,6 +33,7 @@ pub use sessions::{AttachError, ClientSession};
 use crate::auth::Authenticator;
 use crate::config::Config;
 use crate::router::Router;
+use crate::telemetry::Telemetry;
 use sessions::SessionStore;
 
 /// Everything a request handler needs, shared by every connection.
@@ -50,6 +52,8 @@ pub struct Gateway {
     pub auth: Authenticator,
     /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
     pub tool_headers: param_headers::ToolHeaderCache,
+    /// Metrics, access log and the live discover summary.
+    pub telemetry: Arc<Telemetry>,
 }
 
 impl Gateway {
@@ -62,6 +66,7 @@ impl Gateway {
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(mrtr::SuspendedCalls::new(config.sessions.input_expiry.0));
+        let telemetry = Arc::new(Telemetry::new(&config));
         Ok(Arc::new(Gateway {
             config: Arc::new(config),
             router,
@@ -70,6 +75,7 @@ impl Gateway {
             closing: tokio_util::sync::CancellationToken::new(),
             auth,
             tool_headers: param_headers::ToolHeaderCache::default(),
+            telemetry,
         }))
     }
 

@@ -35,9 +35,13 @@ pub async fn serve(
 ) -> Reply {
     match backend.era().await {
         Err(error) => Reply::upstream_failure(Some(request.id), &error),
+        Ok(Era::Modern) if modern.method == ModernMethod::Discover && gateway.telemetry.live_discover() => {
+            let reply = passthrough(backend, request, modern.method, forwarded).await;
+            super::live::with_summary(reply, backend)
+        }
         Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded).await,
         Ok(Era::Legacy) => match modern.method {
-            ModernMethod::Discover => discover(backend, request.id).await,
+            ModernMethod::Discover => discover(gateway, backend, request.id).await,
             ModernMethod::SubscriptionsListen => {
                 let session = match pooled_session(backend, &modern, principal, false).await {
                     Ok(session) => session,
@@ -88,8 +92,18 @@ async fn passthrough(
     pump::stream_call(call, side, request.id, timeout, permit)
 }
 
-/// `server/discover`, also answered for a legacy-shaped probe without `_meta`.
-pub async fn discover(backend: &Backend, id: Id) -> Reply {
+/// `server/discover`, also answered for a legacy-shaped probe without `_meta`;
+/// with `[telemetry] live_discover`, carrying the upstream's live summary.
+pub async fn discover(gateway: &Gateway, backend: &Backend, id: Id) -> Reply {
+    let reply = discover_result(backend, id).await;
+    if gateway.telemetry.live_discover() {
+        super::live::with_summary(reply, backend)
+    } else {
+        reply
+    }
+}
+
+async fn discover_result(backend: &Backend, id: Id) -> Reply {
     if let Ok(Era::Modern) = backend.era().await {
         let params = discover_params(&gateway_client_info());
         let request = Request {

@@ -86,7 +86,7 @@ pub fn stream_call(call: Call, side: ClientSide, client_id: Id, timeout: Option<
         pump(call, side, client_id, tx, Instant::now() + timeout, timeout).await;
         drop(permit);
     });
-    Reply::Stream(rx, era)
+    Reply::Stream(rx.into(), era)
 }
 
 // One select over the call, the client and the deadline (67 lines): each arm delegates or ends the loop.

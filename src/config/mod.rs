@@ -140,6 +140,7 @@ impl Config {
     /// through an `inherit_env` pattern.
     pub fn secret_env_names(&self) -> Vec<String> {
         let mut names = self.auth.secret_env_names();
+        names.extend(self.admin.token_env.clone());
         names.extend(
             self.upstreams
                 .iter()
@@ -174,6 +175,8 @@ impl Config {
                 "admin" => config.admin = section(&key, value, &mut issues).unwrap_or_default(),
                 "auth" => config.auth = section(&key, value, &mut issues).unwrap_or_default(),
                 "limits" => config.limits = section(&key, value, &mut issues).unwrap_or_default(),
+                "log" => config.log = section(&key, value, &mut issues).unwrap_or_default(),
+                "telemetry" => config.telemetry = section(&key, value, &mut issues).unwrap_or_default(),
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -197,7 +200,7 @@ impl Config {
                 _ => issues.push(ConfigIssue {
                     path: key,
                     message:
-                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`"
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `log`, `telemetry`"
                             .into(),
                 }),
             }
@@ -278,8 +281,46 @@ impl Config {
         if let Some(oauth) = &self.auth.oauth {
             issues.extend(oauth::oauth_issues(oauth, &self.listen));
         }
+        issues.extend(self.telemetry_issues());
         for (upstream, &i) in self.upstreams.iter().zip(indexes) {
             issues.extend(upstream_issues(upstream, i));
+        }
+        issues
+    }
+}
+
+impl Config {
+    /// `[telemetry]` and `[admin]` keys types alone cannot check.
+    fn telemetry_issues(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        let telemetry = &self.telemetry;
+        if !(0.0..=1.0).contains(&telemetry.sample_ratio) {
+            issues.push(ConfigIssue {
+                path: "telemetry.sample_ratio".into(),
+                message: "must be between 0.0 and 1.0".into(),
+            });
+        }
+        if let Some(endpoint) = &telemetry.otlp_endpoint
+            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        {
+            issues.push(ConfigIssue {
+                path: "telemetry.otlp_endpoint".into(),
+                message: "must be an http:// or https:// URL (OTLP over HTTP/protobuf)".into(),
+            });
+        }
+        if telemetry.service_name.is_empty() {
+            issues.push(ConfigIssue {
+                path: "telemetry.service_name".into(),
+                message: "must not be empty".into(),
+            });
+        }
+        if let Some(name) = &self.admin.token_env
+            && std::env::var(name).map_or(true, |v| v.is_empty())
+        {
+            issues.push(ConfigIssue {
+                path: "admin.token_env".into(),
+                message: format!("environment variable {name} is not set"),
+            });
         }
         issues
     }

@@ -331,7 +331,7 @@ impl HttpFrontend {
         match session.attach_stream() {
             Ok(messages) => respond::stream(
                 None,
-                messages,
+                messages.into(),
                 self.gateway.config.listen.sse_keep_alive.0,
                 Some(self.gateway.closing.clone()),
             ),

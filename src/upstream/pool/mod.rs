@@ -36,6 +36,7 @@ use super::member::{Member, Target};
 use super::transport::stdio::ChildSupervisor;
 use crate::config::UpstreamConfig;
 use crate::protocol::Era;
+use crate::telemetry::UpstreamStats;
 use crate::translate::CachePolicy;
 use crate::upstream::credentials::{Registrations, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
@@ -62,6 +63,8 @@ pub struct Upstream {
     admission: Admission,
     epoch: Instant,
     era: EraCell,
+    /// What operators are told about this upstream (shared with the requests it serves).
+    stats: Arc<UpstreamStats>,
 }
 
 impl Upstream {
@@ -75,6 +78,7 @@ impl Upstream {
         let name: Arc<str> = Arc::from(config.name.as_str());
         let credentials = Arc::new(UpstreamCredentials::from_config(&config, registrations));
         let members = members::members(&name, &config, supervisor, &credentials);
+        let stats = Arc::new(UpstreamStats::new(name.clone()));
         Arc::new(Upstream {
             name,
             members,
@@ -84,6 +88,7 @@ impl Upstream {
             admission: Admission::new(&config),
             epoch: Instant::now(),
             era: EraCell::new(&config),
+            stats,
             config,
         })
     }
@@ -91,6 +96,11 @@ impl Upstream {
     /// The configured name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its counters for operators.
+    pub fn stats(&self) -> &Arc<UpstreamStats> {
+        &self.stats
     }
 
     /// The configuration.

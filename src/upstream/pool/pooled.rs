@@ -23,6 +23,13 @@ enum Sharing {
 }
 
 impl Upstream {
+    /// A warm handshake session served a request: an `initialize` saved by pooling.
+    fn reused(&self, handshake: bool) {
+        if handshake {
+            self.stats.initialize_saved();
+        }
+    }
+
     /// The upstream's `InitializeResult` from a warm session (a handshake only when none exists yet).
     pub async fn initialize_result(self: &Arc<Self>) -> Result<Arc<Value>, UpstreamError> {
         if let Some(result) = self.latest_initialize.read().unwrap_or_else(|e| e.into_inner()).clone() {
@@ -100,11 +107,14 @@ impl Upstream {
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         partition.touch(self.now_ms());
         self.retire(partition);
+        let handshake = initialize.is_some();
         if let Some(session) = self.choose_with(partition, false, sharing) {
+            self.reused(handshake);
             return Ok(session);
         }
         let _opening = partition.opening.lock().await;
         if let Some(session) = self.choose_with(partition, false, sharing) {
+            self.reused(handshake);
             return Ok(session);
         }
         let member = self.choose_member_for(partition);

@@ -1,0 +1,184 @@
+//! Telemetry: what eragate tells operators about the requests it serves.
+//! A request's [`Exchange`] record is opened when the bridge dispatches it and
+//! closed when its response (or the client's departure) is known; closing it
+//! counts the request ([`metrics`]), writes its access-log line, and marks the
+//! upstream's last success. Handlers never branch on telemetry; they carry the
+//! record. This room never changes what a client or an upstream sees.
+
+pub mod labels;
+pub mod metrics;
+pub mod upstream;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+
+pub use labels::{MethodLabel, Outcome};
+use metrics::{Cell, Metrics};
+pub use upstream::UpstreamStats;
+
+use crate::config::{Config, LogFormat};
+use crate::protocol::{Era, Revision};
+
+/// The telemetry of one gateway: its metrics and what it logs.
+pub struct Telemetry {
+    metrics: Metrics,
+    /// One `eragate::access` line per request (`[log] access`).
+    access_log: bool,
+    /// `server/discover` answers carry a live summary of the upstream (`[telemetry] live_discover`).
+    live_discover: bool,
+}
+
+impl Telemetry {
+    /// The telemetry `config` asks for.
+    pub fn new(config: &Config) -> Telemetry {
+        Telemetry {
+            metrics: Metrics::default(),
+            access_log: config.log.access.unwrap_or(config.log.format == LogFormat::Json),
+            live_discover: config.telemetry.live_discover,
+        }
+    }
+
+    /// Opens the record of a request for `method` on the upstream counting into `upstream`.
+    pub fn begin(self: &Arc<Self>, method: MethodLabel, upstream: &Arc<UpstreamStats>) -> Exchange {
+        Exchange {
+            telemetry: self.clone(),
+            started: Instant::now(),
+            method,
+            era: Era::Legacy,
+            revision: None,
+            upstream: upstream.clone(),
+            session: None,
+            end: None,
+        }
+    }
+
+    /// Whether `server/discover` answers carry the live summary.
+    pub fn live_discover(&self) -> bool {
+        self.live_discover
+    }
+
+    /// The client revisions seen so far, by era (for the status page).
+    pub fn revisions(&self) -> Value {
+        self.metrics.revisions_view()
+    }
+
+    /// Every metric in Prometheus text format; `pools` is the admin view of the upstreams.
+    pub fn render(&self, pools: &Value) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        self.metrics.render(&mut out);
+        upstream::render_pools(pools, &mut out);
+        out
+    }
+}
+
+/// One client request on its way through the gateway. Dropped without
+/// [`Exchange::finish`] (the client left, the request's future was dropped),
+/// it counts as [`Outcome::Cancelled`].
+pub struct Exchange {
+    telemetry: Arc<Telemetry>,
+    started: Instant,
+    method: MethodLabel,
+    era: Era,
+    revision: Option<Revision>,
+    upstream: Arc<UpstreamStats>,
+    /// The legacy client's session id (only its fingerprint is ever written).
+    session: Option<Arc<str>>,
+    end: Option<End>,
+}
+
+/// How a request ended, as the client saw it.
+#[derive(Clone, Copy, Debug)]
+struct End {
+    outcome: Outcome,
+    /// The HTTP status the answer maps to.
+    status: u16,
+    /// The JSON-RPC error code, if the answer was an error.
+    code: Option<i64>,
+}
+
+impl Exchange {
+    /// Classification found the client's era and (when known) its revision.
+    pub fn classified(&mut self, era: Era, revision: Option<Revision>) {
+        self.era = era;
+        if revision.is_some() {
+            self.revision = revision;
+        }
+    }
+
+    /// The legacy client session the request belongs to.
+    pub fn in_session(&mut self, id: &Arc<str>, revision: Revision) {
+        self.session = Some(id.clone());
+        self.revision = Some(revision);
+    }
+
+    /// A legacy client negotiated `revision` (its `initialize` was answered).
+    pub fn negotiated(&mut self, id: &Arc<str>, revision: Revision) {
+        self.in_session(id, revision);
+        self.count_revision();
+    }
+
+    /// Counts the client's revision (a modern request declares one each time).
+    pub fn count_revision(&self) {
+        let era = labels::era_index(self.era);
+        self.telemetry
+            .metrics
+            .record_revision(era, labels::revision_index(self.revision));
+    }
+
+    /// The client's era as classified.
+    pub fn era(&self) -> Era {
+        self.era
+    }
+
+    /// The request ended with `outcome`, answered with HTTP `status` and JSON-RPC error `code`.
+    pub fn finish(mut self, outcome: Outcome, status: u16, code: Option<i64>) {
+        self.end = Some(End { outcome, status, code });
+    }
+
+    fn close(&self, end: End) {
+        let took = self.started.elapsed();
+        let cell = Cell {
+            era: labels::era_index(self.era),
+            revision: labels::revision_index(self.revision),
+            method: self.method.index(),
+            outcome: end.outcome,
+        };
+        self.telemetry.metrics.record(cell, took);
+        if end.outcome == Outcome::Ok {
+            self.upstream.succeeded();
+        }
+        if self.telemetry.access_log {
+            self.log(end, took);
+        }
+    }
+
+    fn log(&self, end: End, took: std::time::Duration) {
+        let session = self.session.as_deref().map(crate::seal::fingerprint);
+        tracing::info!(
+            target: "eragate::access",
+            method = self.method.as_str(),
+            era = labels::ERAS[labels::era_index(self.era)],
+            revision = labels::REVISIONS[labels::revision_index(self.revision)],
+            upstream = self.upstream.name(),
+            status = end.status,
+            outcome = end.outcome.as_str(),
+            code = end.code,
+            duration_ms = took.as_secs_f64() * 1000.0,
+            session = session.as_deref(),
+            "request"
+        );
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        let end = self.end.take().unwrap_or(End {
+            outcome: Outcome::Cancelled,
+            status: 499,
+            code: None,
+        });
+        self.close(end);
+    }
+}
