@@ -10,7 +10,7 @@ use crate::auth::Admitted;
 use crate::protocol::errors::Rejection;
 use crate::protocol::{Era, Message, Revision};
 use crate::router::Backend;
-use crate::telemetry::{Exchange, MethodLabel};
+use crate::telemetry::{Exchange, MethodLabel, trace};
 use crate::translate::{Classification, RoutingHeaders, classify};
 
 /// Serves one message from a client. `forwarded` are transport headers a modern
@@ -31,11 +31,15 @@ pub async fn dispatch(
         Message::Notification(n) => MethodLabel::of(&n.method),
         Message::Response(_) => MethodLabel::RESPONSE,
     };
-    let mut exchange = gateway.telemetry.begin(method, backend.stats());
+    let header = trace::header();
+    let parent = traceparent(&message).or(header.as_deref());
+    let mut exchange = gateway.telemetry.begin(method, backend.stats(), parent);
     if let SessionLookup::Found(s) = &session {
         exchange.in_session(&s.id, s.revision);
     }
-    let reply = serve(
+    exchange.names(|| named(&message));
+    let parent = exchange.trace();
+    let serving = serve(
         gateway,
         backend,
         message,
@@ -44,8 +48,8 @@ pub async fn dispatch(
         session,
         caller,
         &mut exchange,
-    )
-    .await;
+    );
+    let reply = trace::in_request(parent, serving).await;
     super::reply::observed(reply, exchange)
 }
 
@@ -100,6 +104,31 @@ async fn serve(
         Some(view) => super::restrict::tools_list(reply, era, view),
         None => reply,
     }
+}
+
+/// The client's trace context in `params._meta.traceparent` (2026-07-28 puts it there;
+/// any era may); it wins over a `traceparent` header.
+fn traceparent(message: &Message) -> Option<&str> {
+    let params = match message {
+        Message::Request(r) => r.params.as_ref(),
+        Message::Notification(n) => n.params.as_ref(),
+        Message::Response(_) => None,
+    };
+    params?.get("_meta")?.get("traceparent")?.as_str()
+}
+
+/// The tool, prompt or resource a request names, for its span (at most 256 bytes of it).
+fn named(message: &Message) -> Option<String> {
+    let Message::Request(request) = message else {
+        return None;
+    };
+    let member = crate::protocol::method::named_param(&request.method)?;
+    let name = request.params.as_ref()?.get(member)?.as_str()?;
+    let end = (0..=name.len().min(256))
+        .rev()
+        .find(|i| name.is_char_boundary(*i))
+        .unwrap_or(0);
+    Some(name[..end].to_owned())
 }
 
 /// Whether a client on `session` may send a JSON-RPC batch (2025-03-26 only).

@@ -66,7 +66,9 @@ impl Gateway {
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(mrtr::SuspendedCalls::new(config.sessions.input_expiry.0));
-        let telemetry = Arc::new(Telemetry::new(&config));
+        let telemetry = Telemetry::new(&config)
+            .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+        let telemetry = Arc::new(telemetry);
         Ok(Arc::new(Gateway {
             config: Arc::new(config),
             router,
@@ -116,5 +118,6 @@ impl Gateway {
     pub async fn shutdown(&self, deadline: std::time::Duration) {
         self.sessions.close_all();
         self.router.shutdown(deadline).await;
+        self.telemetry.shutdown().await;
     }
 }

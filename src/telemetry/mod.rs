@@ -7,11 +7,13 @@
 
 pub mod labels;
 pub mod metrics;
+pub mod trace;
 pub mod upstream;
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use opentelemetry::KeyValue;
 use serde_json::Value;
 
 pub use labels::{MethodLabel, Outcome};
@@ -28,21 +30,43 @@ pub struct Telemetry {
     access_log: bool,
     /// `server/discover` answers carry a live summary of the upstream (`[telemetry] live_discover`).
     live_discover: bool,
+    /// Spans exported over OTLP (`[telemetry] otlp_endpoint`).
+    tracing: Option<trace::Tracing>,
 }
 
 impl Telemetry {
-    /// The telemetry `config` asks for.
-    pub fn new(config: &Config) -> Telemetry {
-        Telemetry {
+    /// The telemetry `config` asks for. With traces, this must run inside the
+    /// tokio runtime; it fails when the OTLP exporter cannot be built.
+    pub fn new(config: &Config) -> Result<Telemetry, String> {
+        Ok(Telemetry {
             metrics: Metrics::default(),
             access_log: config.log.access.unwrap_or(config.log.format == LogFormat::Json),
             live_discover: config.telemetry.live_discover,
+            tracing: trace::Tracing::from_config(&config.telemetry)?,
+        })
+    }
+
+    /// Flushes the spans still buffered (shutdown).
+    pub async fn shutdown(&self) {
+        if let Some(tracing) = &self.tracing {
+            tracing.shutdown(std::time::Duration::from_secs(5)).await;
         }
     }
 
-    /// Opens the record of a request for `method` on the upstream counting into `upstream`.
-    pub fn begin(self: &Arc<Self>, method: MethodLabel, upstream: &Arc<UpstreamStats>) -> Exchange {
+    /// Opens the record of a request for `method` on the upstream counting into
+    /// `upstream`; `traceparent` is the client's trace context, if it sent one.
+    pub fn begin(
+        self: &Arc<Self>,
+        method: MethodLabel,
+        upstream: &Arc<UpstreamStats>,
+        traceparent: Option<&str>,
+    ) -> Exchange {
         Exchange {
+            trace: self
+                .tracing
+                .as_ref()
+                .map(|tracing| tracing.request_span(method.as_str(), traceparent)),
+            target: None,
             telemetry: self.clone(),
             started: Instant::now(),
             method,
@@ -86,6 +110,10 @@ pub struct Exchange {
     /// The legacy client's session id (only its fingerprint is ever written).
     session: Option<Arc<str>>,
     end: Option<End>,
+    /// The request's span, when traces are on.
+    trace: Option<trace::Traced>,
+    /// The tool, prompt or resource asked for (kept only for a recorded span).
+    target: Option<String>,
 }
 
 /// How a request ended, as the client saw it.
@@ -132,12 +160,24 @@ impl Exchange {
         self.era
     }
 
+    /// The request's span, as the parent of the upstream calls made for it.
+    pub fn trace(&self) -> Option<trace::Traced> {
+        self.trace.clone()
+    }
+
+    /// The tool, prompt or resource the request names (recorded on its span only).
+    pub fn names(&mut self, target: impl FnOnce() -> Option<String>) {
+        if self.trace.as_ref().is_some_and(trace::Traced::is_recording) {
+            self.target = target();
+        }
+    }
+
     /// The request ended with `outcome`, answered with HTTP `status` and JSON-RPC error `code`.
     pub fn finish(mut self, outcome: Outcome, status: u16, code: Option<i64>) {
         self.end = Some(End { outcome, status, code });
     }
 
-    fn close(&self, end: End) {
+    fn close(&mut self, end: End) {
         let took = self.started.elapsed();
         let cell = Cell {
             era: labels::era_index(self.era),
@@ -152,6 +192,33 @@ impl Exchange {
         if self.telemetry.access_log {
             self.log(end, took);
         }
+        if let Some(span) = self.trace.take() {
+            self.end_span(span, end);
+        }
+    }
+
+    fn end_span(&mut self, span: trace::Traced, end: End) {
+        if !span.is_recording() {
+            return;
+        }
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", self.method.as_str()),
+            KeyValue::new("eragate.era", labels::ERAS[labels::era_index(self.era)]),
+            KeyValue::new(
+                "eragate.revision",
+                labels::REVISIONS[labels::revision_index(self.revision)],
+            ),
+            KeyValue::new("eragate.upstream", self.upstream.name().to_owned()),
+            KeyValue::new("eragate.outcome", end.outcome.as_str()),
+            KeyValue::new("http.response.status_code", i64::from(end.status)),
+        ];
+        if let Some(code) = end.code {
+            attributes.push(KeyValue::new("rpc.jsonrpc.error_code", code));
+        }
+        if let Some(target) = self.target.take() {
+            attributes.push(KeyValue::new("eragate.target", target));
+        }
+        span.end(attributes, matches!(end.outcome, Outcome::Ok | Outcome::Accepted));
     }
 
     fn log(&self, end: End, took: std::time::Duration) {
