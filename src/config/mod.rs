@@ -455,6 +455,26 @@ mod tests {
                 "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\ncache.scope = \"world\"\n",
                 "upstreams[0].cache.scope",
             ),
+            (
+                "[telemetry]\nsample_ratio = 1.5\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "telemetry.sample_ratio",
+            ),
+            (
+                "[telemetry]\notlp_endpoint = \"127.0.0.1:4318\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "telemetry.otlp_endpoint",
+            ),
+            (
+                "[telemetry]\nservice_name = \"\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "telemetry.service_name",
+            ),
+            (
+                "[log]\nformat = \"xml\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "log.format",
+            ),
+            (
+                "[admin]\ntoken_env = \"ERAGATE_TEST_SURELY_UNSET_ADMIN_TOKEN\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "admin.token_env",
+            ),
         ];
         for (text, path) in cases {
             let error = Config::from_toml(text).unwrap_err();
