@@ -22,6 +22,7 @@
 //! | up | results, errors, input requests back in the client's era | [`translate::up`], [`translate::mrtr`], [`translate::discover`] |
 //! | restrict | what this caller may see: `tools/list` without the tools its token may not call | [`policy`], applied by [`bridge::dispatch`] |
 //! | respond | `application/json`, or an SSE stream scoped to the request | [`bridge::reply`], [`edge::respond`] |
+//! | observe | a per-request record opened at dispatch, closed with the answer: metrics, access log, request and upstream-call spans | [`telemetry`], carried by [`bridge::dispatch`] |
 //!
 //! Beside the path: [`tls`] reads certificate files for the edge and the
 //! HTTPS upstreams; [`reload`] swaps the router's upstreams when the
@@ -48,6 +49,7 @@ pub mod router;
 pub mod seal;
 pub mod tls;
 pub mod store;
+pub mod telemetry;
 pub mod translate;
 pub mod upstream;
 

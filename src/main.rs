@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use eragate::config::{
-    Config, ConfigError, HttpConfig, ListenTlsConfig, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig,
+    Config, ConfigError, HttpConfig, ListenTlsConfig, LogFormat, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig,
 };
 
 #[derive(Parser)]
@@ -97,6 +97,10 @@ struct UpstreamArgs {
     /// A scope every access token must carry (repeatable); also advertised.
     #[arg(long = "scope", value_name = "S")]
     scopes: Vec<String>,
+    /// Log lines as `text` or `json` (one object a line, with an access-log line
+    /// per request); overrides `[log] format`.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    log_format: Option<LogFormat>,
 }
 
 fn main() -> ExitCode {
@@ -118,26 +122,20 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Stdio(args) => {
-            init_tracing();
-            match stdio(args) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("eragate: {error:#}");
-                    ExitCode::FAILURE
-                }
+        Command::Stdio(args) => match stdio(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("eragate: {error:#}");
+                ExitCode::FAILURE
             }
-        }
-        Command::Run(args) => {
-            init_tracing();
-            match run(args) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("eragate: {error:#}");
-                    ExitCode::FAILURE
-                }
+        },
+        Command::Run(args) => match run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("eragate: {error:#}");
+                ExitCode::FAILURE
             }
-        }
+        },
     }
 }
 
@@ -169,6 +167,7 @@ fn report(source: &str, error: &ConfigError) {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = run_config(&args).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
+    init_tracing(config.log.format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -210,6 +209,7 @@ fn run_config(args: &RunArgs) -> Result<Config, ConfigError> {
 
 fn stdio(args: StdioArgs) -> anyhow::Result<()> {
     let config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
+    init_tracing(config.log.format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -237,6 +237,9 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         config.sessions.key = Some(key);
     }
     apply_oauth_flags(&mut config, args)?;
+    if let Some(format) = args.log_format {
+        config.log.format = format;
+    }
     if let Some(url) = &args.public_url {
         config.listen.public_url = Some(url.trim_end_matches('/').to_owned());
     }
@@ -340,13 +343,16 @@ fn flag_error(flag: &str, message: String) -> ConfigError {
     }
 }
 
-fn init_tracing() {
+fn init_tracing(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ERAGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
+    }
 }
 
 async fn shutdown_signal() {

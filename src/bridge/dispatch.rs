@@ -8,13 +8,15 @@ use super::modern;
 use super::reply::Reply;
 use crate::auth::Admitted;
 use crate::protocol::errors::Rejection;
-use crate::protocol::{Era, Message};
+use crate::protocol::{Era, Message, Revision};
 use crate::router::Backend;
+use crate::telemetry::{Exchange, MethodLabel, trace};
 use crate::translate::{Classification, RoutingHeaders, classify};
 
 /// Serves one message from a client. `forwarded` are transport headers a modern
 /// upstream must see as they came (`Mcp-Param-*`); stdio has none. The
 /// request runs as `caller.principal`, and sees what `caller`'s token may see.
+/// Its telemetry record is opened here and closed with its answer.
 pub async fn dispatch(
     gateway: &Gateway,
     backend: &Backend,
@@ -23,6 +25,45 @@ pub async fn dispatch(
     forwarded: &[(String, String)],
     session: SessionLookup,
     caller: &Admitted,
+) -> Reply {
+    let method = match &message {
+        Message::Request(r) => MethodLabel::of(&r.method),
+        Message::Notification(n) => MethodLabel::of(&n.method),
+        Message::Response(_) => MethodLabel::RESPONSE,
+    };
+    let header = trace::header();
+    let parent = traceparent(&message).or(header.as_deref());
+    let mut exchange = gateway.telemetry.begin(method, backend.stats(), parent);
+    if let SessionLookup::Found(s) = &session {
+        exchange.in_session(&s.id, s.revision);
+    }
+    exchange.names(|| named(&message));
+    let parent = exchange.trace();
+    let serving = serve(
+        gateway,
+        backend,
+        message,
+        routing,
+        forwarded,
+        session,
+        caller,
+        &mut exchange,
+    );
+    let reply = trace::in_request(parent, serving).await;
+    super::reply::observed(reply, exchange)
+}
+
+// The body of `dispatch`, with the record to fill in as the message is classified.
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    gateway: &Gateway,
+    backend: &Backend,
+    message: Message,
+    routing: RoutingHeaders<'_>,
+    forwarded: &[(String, String)],
+    session: SessionLookup,
+    caller: &Admitted,
+    exchange: &mut Exchange,
 ) -> Reply {
     let principal = &caller.principal;
     if let Err(refusal) = gateway.rate.admit(principal.as_str(), backend.name(), &message).await {
@@ -41,6 +82,12 @@ pub async fn dispatch(
         Message::Notification(n) => classify::classify(&n.method, n.params.as_ref(), false, routing),
         Message::Response(_) => Classification::Legacy,
     };
+    if let Classification::Modern(request) = &verdict {
+        exchange.classified(Era::Modern, Revision::parse(&request.envelope.protocol_version));
+        exchange.count_revision();
+    } else if !matches!(verdict, Classification::Legacy) {
+        exchange.classified(Era::Modern, None);
+    }
     let (reply, era) = match (verdict, message) {
         (Classification::Legacy, message) => (
             legacy::serve(gateway, backend, message, session, principal).await,
@@ -64,6 +111,31 @@ pub async fn dispatch(
         Some(view) => super::restrict::tools_list(reply, era, view),
         None => reply,
     }
+}
+
+/// The client's trace context in `params._meta.traceparent` (2026-07-28 puts it there;
+/// any era may); it wins over a `traceparent` header.
+fn traceparent(message: &Message) -> Option<&str> {
+    let params = match message {
+        Message::Request(r) => r.params.as_ref(),
+        Message::Notification(n) => n.params.as_ref(),
+        Message::Response(_) => None,
+    };
+    params?.get("_meta")?.get("traceparent")?.as_str()
+}
+
+/// The tool, prompt or resource a request names, for its span (at most 256 bytes of it).
+fn named(message: &Message) -> Option<String> {
+    let Message::Request(request) = message else {
+        return None;
+    };
+    let member = crate::protocol::method::named_param(&request.method)?;
+    let name = request.params.as_ref()?.get(member)?.as_str()?;
+    let end = (0..=name.len().min(256))
+        .rev()
+        .find(|i| name.is_char_boundary(*i))
+        .unwrap_or(0);
+    Some(name[..end].to_owned())
 }
 
 /// Whether a client on `session` may send a JSON-RPC batch (2025-03-26 only).

@@ -46,7 +46,7 @@ pub async fn serve(
     let session = match session {
         SessionLookup::Found(session) if session.backend.same_route(backend) => session,
         SessionLookup::Found(_) | SessionLookup::Unknown => return session_not_found(&message),
-        SessionLookup::Absent => return sessionless(backend, message, principal).await,
+        SessionLookup::Absent => return sessionless(gateway, backend, message, principal).await,
     };
     match message {
         Message::Request(request) => request_on_session(gateway, session, request).await,
@@ -311,10 +311,10 @@ async fn discover_for_client(
 
 /// Requests without a session: a legacy-shaped `server/discover` probe and
 /// `ping` are answered; anything else needs `initialize` first.
-async fn sessionless(backend: &Backend, message: Message, principal: &Principal) -> Reply {
+async fn sessionless(gateway: &Gateway, backend: &Backend, message: Message, principal: &Principal) -> Reply {
     match message {
         Message::Request(request) if request.method == "server/discover" => {
-            super::modern::discover(backend, request.id, principal).await
+            super::modern::discover(gateway, backend, request.id, principal).await
         }
         Message::Request(request) if request.method == "ping" => Reply::result(request.id, json!({})),
         Message::Request(request) => Reply::rejected(Some(request.id), Rejection::SessionRequired),

@@ -157,7 +157,7 @@ pub async fn on_legacy_upstream(
             }
         }
     });
-    Reply::Stream(rx, crate::protocol::Era::Modern)
+    Reply::Stream(rx.into(), crate::protocol::Era::Modern)
 }
 
 /// Sends `resources/subscribe` or `resources/unsubscribe`; `true` on success.

@@ -13,6 +13,7 @@ mod client_session;
 mod dispatch;
 mod legacy;
 pub mod listen;
+pub mod live;
 mod modern;
 mod modern_side;
 pub mod mrtr;
@@ -33,6 +34,7 @@ pub use sessions::{AttachError, ClientSession};
 use crate::auth::Authenticator;
 use crate::config::Config;
 use crate::router::Router;
+use crate::telemetry::Telemetry;
 use sessions::SessionStore;
 
 /// Everything a request handler needs, shared by every connection.
@@ -55,6 +57,8 @@ pub struct Gateway {
     pub rate: Arc<rate::RateGate>,
     /// Open listens per principal.
     pub listens: Arc<listen::ListenQuota>,
+    /// Metrics, access log and the live discover summary.
+    pub telemetry: Arc<Telemetry>,
 }
 
 impl Gateway {
@@ -69,6 +73,9 @@ impl Gateway {
         let suspended = Arc::new(mrtr::SuspendedCalls::new(&config.sessions));
         let rate = Arc::new(rate::RateGate::new(&config.rate_limits));
         let listens = listen::ListenQuota::new(config.limits.max_listens_per_principal, config.limits.max_listens);
+        let telemetry = Telemetry::new(&config)
+            .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+        let telemetry = Arc::new(telemetry);
         Ok(Arc::new(Gateway {
             config: Arc::new(config),
             router,
@@ -79,6 +86,7 @@ impl Gateway {
             tool_headers: param_headers::ToolHeaderCache::default(),
             rate,
             listens,
+            telemetry,
         }))
     }
 
@@ -120,5 +128,6 @@ impl Gateway {
     pub async fn shutdown(&self, deadline: std::time::Duration) {
         self.sessions.close_all();
         self.router.shutdown(deadline).await;
+        self.telemetry.shutdown().await;
     }
 }

@@ -43,9 +43,13 @@ pub async fn serve(
             };
             passthrough(backend, request, modern.method, forwarded, principal, Some(hold)).await
         }
+        Ok(Era::Modern) if modern.method == ModernMethod::Discover && gateway.telemetry.live_discover() => {
+            let reply = passthrough(backend, request, modern.method, forwarded, principal, None).await;
+            super::live::with_summary(reply, backend)
+        }
         Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded, principal, None).await,
         Ok(Era::Legacy) => match modern.method {
-            ModernMethod::Discover => discover(backend, request.id, principal).await,
+            ModernMethod::Discover => discover(gateway, backend, request.id, principal).await,
             ModernMethod::SubscriptionsListen => {
                 let hold = match gateway.listens.hold(principal.as_str()) {
                     Ok(hold) => hold,
@@ -112,8 +116,18 @@ async fn passthrough(
     }
 }
 
-/// `server/discover`, also answered for a legacy-shaped probe without `_meta`.
-pub async fn discover(backend: &Backend, id: Id, principal: &Principal) -> Reply {
+/// `server/discover`, also answered for a legacy-shaped probe without `_meta`;
+/// with `[telemetry] live_discover`, carrying the upstream's live summary.
+pub async fn discover(gateway: &Gateway, backend: &Backend, id: Id, principal: &Principal) -> Reply {
+    let reply = discover_result(backend, id, principal).await;
+    if gateway.telemetry.live_discover() {
+        super::live::with_summary(reply, backend)
+    } else {
+        reply
+    }
+}
+
+async fn discover_result(backend: &Backend, id: Id, principal: &Principal) -> Reply {
     if let Ok(Era::Modern) = backend.era(principal).await {
         let params = discover_params(&gateway_client_info());
         let request = Request {

@@ -100,7 +100,7 @@ pub fn stream_call(
         pump(call, side, client_id, tx, Instant::now() + timeout, timeout).await;
         drop(held);
     });
-    Reply::Stream(rx, era)
+    Reply::Stream(rx.into(), era)
 }
 
 // One select over the call, the client and the deadline (67 lines): each arm delegates or ends the loop.

@@ -10,9 +10,11 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::sessions::ClientSession;
-use crate::protocol::errors::Rejection;
+use crate::protocol::errors::{Rejection, handler_error_status};
+use crate::protocol::jsonrpc::Outcome as ResponseOutcome;
 use crate::protocol::{Era, Id, Message, Response};
 use crate::router::UpstreamError;
+use crate::telemetry::{Exchange, Outcome};
 
 /// The answer to one client message.
 pub enum Reply {
@@ -25,9 +27,110 @@ pub enum Reply {
     /// Messages as they come (notifications, relayed requests), ending with the
     /// response when there is one; the channel closes after it. The era is the
     /// client's: it decides the HTTP status of an error answered at once.
-    Stream(mpsc::Receiver<Message>, Era),
+    Stream(Responses, Era),
     /// A legacy `initialize` answered: the client now has this session.
     Initialized(Message, Arc<ClientSession>),
+}
+
+/// The messages of a streamed answer. When the request's telemetry record
+/// rides along, the final response (or the stream's end without one) closes it:
+/// no task and no extra channel hop per request.
+pub struct Responses {
+    messages: mpsc::Receiver<Message>,
+    exchange: Option<(Exchange, Era)>,
+}
+
+impl Responses {
+    /// The next message; `None` once the producer is done.
+    pub async fn recv(&mut self) -> Option<Message> {
+        let message = self.messages.recv().await;
+        self.observe(message.as_ref());
+        message
+    }
+
+    /// A message already queued, without waiting.
+    pub fn try_recv(&mut self) -> Result<Message, mpsc::error::TryRecvError> {
+        let message = self.messages.try_recv();
+        match &message {
+            Ok(message) => self.observe(Some(message)),
+            Err(mpsc::error::TryRecvError::Disconnected) => self.observe(None),
+            Err(mpsc::error::TryRecvError::Empty) => {}
+        }
+        message
+    }
+
+    /// These messages, closing `exchange` with the response among them.
+    fn watched(mut self, exchange: Exchange) -> Responses {
+        let era = exchange.era();
+        self.exchange = Some((exchange, era));
+        self
+    }
+
+    fn observe(&mut self, message: Option<&Message>) {
+        match message {
+            Some(Message::Response(response)) => {
+                if let Some((exchange, era)) = self.exchange.take() {
+                    let (outcome, status, code) = response_outcome(response, era);
+                    exchange.finish(outcome, status, code);
+                }
+            }
+            Some(_) => {}
+            // Ended without a response: dropping the record counts it as cancelled.
+            None => self.exchange = None,
+        }
+    }
+}
+
+impl From<mpsc::Receiver<Message>> for Responses {
+    fn from(messages: mpsc::Receiver<Message>) -> Responses {
+        Responses {
+            messages,
+            exchange: None,
+        }
+    }
+}
+
+/// `reply`, with `exchange` closed now (one message) or when its stream ends.
+pub fn observed(reply: Reply, mut exchange: Exchange) -> Reply {
+    match reply {
+        Reply::Accepted => exchange.finish(Outcome::Accepted, 202, None),
+        Reply::Message(Status::Overloaded, Message::Response(ref response)) => {
+            exchange.finish(Outcome::Overloaded, 503, error_code(response));
+        }
+        Reply::Message(_, Message::Response(ref response)) => {
+            let (outcome, status, code) = response_outcome(response, exchange.era());
+            exchange.finish(outcome, status, code);
+        }
+        Reply::Message(..) => exchange.finish(Outcome::Ok, 200, None),
+        Reply::Rejected(_, ref rejection) => {
+            let code = rejection.error().map(|e| e.code.0);
+            exchange.finish(Outcome::Rejected, rejection.status().as_u16(), code);
+        }
+        Reply::Initialized(_, ref session) => {
+            exchange.negotiated(&session.id, session.revision);
+            exchange.finish(Outcome::Ok, 200, None);
+        }
+        Reply::Stream(responses, era) => return Reply::Stream(responses.watched(exchange), era),
+    }
+    reply
+}
+
+fn response_outcome(response: &Response, era: Era) -> (Outcome, u16, Option<i64>) {
+    match &response.outcome {
+        ResponseOutcome::Result(_) => (Outcome::Ok, 200, None),
+        ResponseOutcome::Error(error) => (
+            Outcome::Error,
+            handler_error_status(error.code, era).as_u16(),
+            Some(error.code.0),
+        ),
+    }
+}
+
+fn error_code(response: &Response) -> Option<i64> {
+    match &response.outcome {
+        ResponseOutcome::Error(error) => Some(error.code.0),
+        ResponseOutcome::Result(_) => None,
+    }
 }
 
 /// How a one-message reply maps onto HTTP.

@@ -27,7 +27,7 @@ pub fn tools_list(reply: Reply, era: Era, view: ToolView) -> Reply {
                     }
                 }
             });
-            Reply::Stream(rx, era)
+            Reply::Stream(rx.into(), era)
         }
         other => other,
     }

@@ -144,6 +144,7 @@ impl Config {
     /// through an `inherit_env` pattern.
     pub fn secret_env_names(&self) -> Vec<String> {
         let mut names = self.auth.secret_env_names();
+        names.extend(self.admin.token_env.clone());
         names.extend(
             self.upstreams
                 .iter()
@@ -179,6 +180,8 @@ impl Config {
                 "auth" => config.auth = section(&key, value, &mut issues).unwrap_or_default(),
                 "limits" => config.limits = section(&key, value, &mut issues).unwrap_or_default(),
                 "rate_limits" => config.rate_limits = section(&key, value, &mut issues).unwrap_or_default(),
+                "log" => config.log = section(&key, value, &mut issues).unwrap_or_default(),
+                "telemetry" => config.telemetry = section(&key, value, &mut issues).unwrap_or_default(),
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -202,7 +205,7 @@ impl Config {
                 _ => issues.push(ConfigIssue {
                     path: key,
                     message:
-                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`"
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `log`, `telemetry`"
                             .into(),
                 }),
             }
@@ -301,8 +304,46 @@ impl Config {
         if let Some(tls) = &self.listen.tls {
             issues.extend(tls::listen_tls_issues(tls, "listen.tls"));
         }
+        issues.extend(self.telemetry_issues());
         for (upstream, &i) in self.upstreams.iter().zip(indexes) {
             issues.extend(upstream_issues(upstream, i));
+        }
+        issues
+    }
+}
+
+impl Config {
+    /// `[telemetry]` and `[admin]` keys types alone cannot check.
+    fn telemetry_issues(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        let telemetry = &self.telemetry;
+        if !(0.0..=1.0).contains(&telemetry.sample_ratio) {
+            issues.push(ConfigIssue {
+                path: "telemetry.sample_ratio".into(),
+                message: "must be between 0.0 and 1.0".into(),
+            });
+        }
+        if let Some(endpoint) = &telemetry.otlp_endpoint
+            && !(endpoint.starts_with("http://") || endpoint.starts_with("https://"))
+        {
+            issues.push(ConfigIssue {
+                path: "telemetry.otlp_endpoint".into(),
+                message: "must be an http:// or https:// URL (OTLP over HTTP/protobuf)".into(),
+            });
+        }
+        if telemetry.service_name.is_empty() {
+            issues.push(ConfigIssue {
+                path: "telemetry.service_name".into(),
+                message: "must not be empty".into(),
+            });
+        }
+        if let Some(name) = &self.admin.token_env
+            && std::env::var(name).map_or(true, |v| v.is_empty())
+        {
+            issues.push(ConfigIssue {
+                path: "admin.token_env".into(),
+                message: format!("environment variable {name} is not set"),
+            });
         }
         issues
     }
@@ -453,6 +494,26 @@ mod tests {
             (
                 "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\ncache.scope = \"world\"\n",
                 "upstreams[0].cache.scope",
+            ),
+            (
+                "[telemetry]\nsample_ratio = 1.5\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "telemetry.sample_ratio",
+            ),
+            (
+                "[telemetry]\notlp_endpoint = \"127.0.0.1:4318\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "telemetry.otlp_endpoint",
+            ),
+            (
+                "[telemetry]\nservice_name = \"\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "telemetry.service_name",
+            ),
+            (
+                "[log]\nformat = \"xml\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "log.format",
+            ),
+            (
+                "[admin]\ntoken_env = \"ERAGATE_TEST_SURELY_UNSET_ADMIN_TOKEN\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+                "admin.token_env",
             ),
         ];
         for (text, path) in cases {

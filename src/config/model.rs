@@ -41,14 +41,75 @@ pub struct Config {
     /// Requests per period, per principal, tool and upstream.
     #[serde(default)]
     pub rate_limits: RateLimitsConfig,
+    /// How eragate logs.
+    #[serde(default)]
+    pub log: LogConfig,
+    /// Traces and the live `server/discover` summary.
+    #[serde(default)]
+    pub telemetry: TelemetryConfig,
+}
+
+/// `[log]`
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `text` (default) or `json` (one JSON object a line). `--log-format` overrides it.
+    pub format: LogFormat,
+    /// One access-log line per client request (target `eragate::access`).
+    /// Default: on with `format = "json"`, off with `text`.
+    pub access: Option<bool>,
+}
+
+/// The shape of log lines.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line, fields at the top level.
+    Json,
+}
+
+/// `[telemetry]`
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// Where OpenTelemetry spans are exported, OTLP over HTTP/protobuf
+    /// (e.g. `http://127.0.0.1:4318/v1/traces`). Default: none, no traces.
+    pub otlp_endpoint: Option<String>,
+    /// The share of new traces sampled, 0.0–1.0; a client's sampled parent is
+    /// always followed. Default 1.0.
+    pub sample_ratio: f64,
+    /// The `service.name` of exported spans. Default `eragate`.
+    pub service_name: String,
+    /// Answer `server/discover` with a live summary of the upstream in
+    /// `_meta` (era learned, members healthy, last successful call). Default off.
+    pub live_discover: bool,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> TelemetryConfig {
+        TelemetryConfig {
+            otlp_endpoint: None,
+            sample_ratio: 1.0,
+            service_name: "eragate".into(),
+            live_discover: false,
+        }
+    }
 }
 
 /// `[admin]`: a separate listener for operators, off unless `address` is set.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
-    /// Where to serve `/healthz`, `/readyz` and `/pools` (JSON). Default: off.
+    /// Where to serve `/healthz`, `/readyz`, `/pools` (JSON), `/metrics` and the
+    /// status page `/`. Default: off.
     pub address: Option<SocketAddr>,
+    /// An environment variable holding a token the admin endpoints require
+    /// (`Authorization: Bearer …`, or `?token=` for the status page);
+    /// `/healthz` and `/readyz` stay open for probes. Default: none.
+    pub token_env: Option<String>,
 }
 
 /// `[listen]`

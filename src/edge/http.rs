@@ -26,6 +26,7 @@ use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::scan::{self, Bounds};
 use crate::protocol::{Era, Message, Revision};
 use crate::router::{Backend, Endpoint};
+use crate::telemetry::trace;
 use crate::translate::{HeaderField, RoutingHeaders};
 
 /// The refusal of a batch on a session (or none) whose revision may not batch.
@@ -180,7 +181,9 @@ impl HttpFrontend {
                 if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
                     return refusal;
                 }
-                dispatch(&self.gateway, backend, message, routing, &forwarded, session, admitted).await
+                let traceparent = header_text(&parts.headers, "traceparent").map(str::to_owned);
+                let dispatched = dispatch(&self.gateway, backend, message, routing, &forwarded, session, admitted);
+                trace::with_header(traceparent, dispatched).await
             }
             Ok(Frame::Batch(items)) if batches_allowed(&session) => {
                 let refusal = items
@@ -335,7 +338,7 @@ impl HttpFrontend {
         match session.attach_stream() {
             Ok(messages) => respond::stream(
                 None,
-                messages,
+                messages.into(),
                 self.gateway.config.listen.sse_keep_alive.0,
                 Some(self.gateway.closing.clone()),
             ),

@@ -17,6 +17,7 @@ use hyper::body::Frame;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::bridge::reply::Responses;
 use crate::bridge::{Reply, Status};
 use crate::protocol::errors::{Rejection, handler_error_status};
 use crate::protocol::headers::MCP_SESSION_ID;
@@ -103,7 +104,7 @@ fn message_response(status: Status, message: &Message) -> http::Response<Body> {
 /// is a complete body with no task and no channel at all.
 pub fn stream(
     first: Option<Message>,
-    mut messages: mpsc::Receiver<Message>,
+    mut messages: Responses,
     keep_alive: Duration,
     until: Option<CancellationToken>,
 ) -> http::Response<Body> {
@@ -145,7 +146,7 @@ pub fn stream(
 
 /// Appends the frames of every message already queued; `true` when the sender
 /// is gone (nothing more will come). Bounded by the channel's own bound.
-fn drain_ready(messages: &mut mpsc::Receiver<Message>, out: &mut Vec<u8>) -> bool {
+fn drain_ready(messages: &mut Responses, out: &mut Vec<u8>) -> bool {
     for _ in 0..SSE_BATCH {
         match messages.try_recv() {
             Ok(message) => sse::append_message_frame(out, &message.to_bytes()),

@@ -19,6 +19,7 @@ use super::{PartitionKey, UpstreamError, UpstreamSession};
 use crate::auth::Principal;
 use crate::config::{LegacySessions, UpstreamConfig};
 use crate::protocol::{Era, Revision};
+use crate::telemetry::UpstreamStats;
 use crate::translate::CachePolicy;
 use crate::upstream::Upstream;
 
@@ -82,6 +83,13 @@ impl Backend {
     pub fn name(&self) -> &str {
         match self {
             Backend::Pool(pool) => pool.name(),
+        }
+    }
+
+    /// The counters operators see (admission refusals, handshakes saved, last success).
+    pub fn stats(&self) -> &Arc<UpstreamStats> {
+        match self {
+            Backend::Pool(pool) => pool.stats(),
         }
     }
 

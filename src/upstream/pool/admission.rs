@@ -47,8 +47,11 @@ impl Upstream {
     /// bounded queue for up to `pool.queue_timeout`; past the queue it is refused.
     pub async fn admit(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
         let admission = &self.admission;
-        let overloaded = || UpstreamError::Overloaded {
-            upstream: self.name.to_string(),
+        let overloaded = || {
+            self.stats.admission_rejected();
+            UpstreamError::Overloaded {
+                upstream: self.name.to_string(),
+            }
         };
         if let Ok(permit) = admission.permits.clone().try_acquire_owned() {
             return Ok(permit);

@@ -37,6 +37,7 @@ use super::transport::stdio::ChildSupervisor;
 use crate::auth::Principal;
 use crate::config::UpstreamConfig;
 use crate::protocol::Era;
+use crate::telemetry::UpstreamStats;
 use crate::translate::CachePolicy;
 use crate::upstream::credentials::{Registrations, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
@@ -66,6 +67,8 @@ pub struct Upstream {
     /// Whether the credential toward it is a principal's own (token exchange):
     /// then even its stateless connections belong to one principal each.
     per_principal: bool,
+    /// What operators are told about this upstream (shared with the requests it serves).
+    stats: Arc<UpstreamStats>,
 }
 
 impl Upstream {
@@ -79,6 +82,7 @@ impl Upstream {
         let name: Arc<str> = Arc::from(config.name.as_str());
         let credentials = Arc::new(UpstreamCredentials::from_config(&config, registrations));
         let members = members::members(&name, &config, supervisor, &credentials);
+        let stats = Arc::new(UpstreamStats::new(name.clone()));
         Arc::new(Upstream {
             name,
             members,
@@ -89,6 +93,7 @@ impl Upstream {
             epoch: Instant::now(),
             era: EraCell::new(&config),
             per_principal: credentials.per_principal(),
+            stats,
             config,
         })
     }
@@ -96,6 +101,11 @@ impl Upstream {
     /// The configured name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Its counters for operators.
+    pub fn stats(&self) -> &Arc<UpstreamStats> {
+        &self.stats
     }
 
     /// The configuration.

@@ -24,6 +24,13 @@ enum Sharing {
 }
 
 impl Upstream {
+    /// A warm handshake session served a request: an `initialize` saved by pooling.
+    fn reused(&self, handshake: bool) {
+        if handshake {
+            self.stats.initialize_saved();
+        }
+    }
+
     /// The upstream's `InitializeResult` from a warm session (a handshake only
     /// when none exists yet, on behalf of `asking` when the credential is its own).
     pub async fn initialize_result(self: &Arc<Self>, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {
@@ -108,11 +115,14 @@ impl Upstream {
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         partition.touch(self.now_ms());
         self.retire(partition);
+        let handshake = initialize.is_some();
         if let Some(session) = self.choose_with(partition, false, sharing) {
+            self.reused(handshake);
             return Ok(session);
         }
         let _opening = partition.opening.lock().await;
         if let Some(session) = self.choose_with(partition, false, sharing) {
+            self.reused(handshake);
             return Ok(session);
         }
         let member = self.choose_member_for(partition);

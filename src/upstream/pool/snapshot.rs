@@ -9,6 +9,7 @@ impl Upstream {
     /// The admin view: era, members with health and load, partitions.
     pub fn snapshot(&self) -> Value {
         let partitions = self.partitions.all();
+        let stats = self.stats.view();
         let mut per_member = vec![(0usize, 0usize); self.members.len()];
         for partition in &partitions {
             for pooled in partition.snapshot() {
@@ -34,6 +35,10 @@ impl Upstream {
             "partitions": partitions.len(),
             "in_flight": self.admission.in_flight(),
             "queued": self.admission.queued(),
+            "max_in_flight": self.config.max_in_flight,
+            "admission_rejected": stats["admission_rejected"],
+            "initialize_saved": stats["initialize_saved"],
+            "last_success_ms": stats["last_success_ms"],
         })
     }
 }

@@ -176,7 +176,12 @@ impl StdioSpawner {
         }
     }
 
-    /// Children that exited without being asked to.
+    /// Children alive now (spares included).
+    pub fn live_children(&self) -> usize {
+        self.config.max_children.saturating_sub(self.limit.available_permits())
+    }
+
+    /// Unexpected child exits so far.
     pub fn restarts(&self) -> u64 {
         self.crashes.restarts.load(Ordering::Relaxed)
     }

@@ -1,0 +1,251 @@
+//! Telemetry: what eragate tells operators about the requests it serves.
+//! A request's [`Exchange`] record is opened when the bridge dispatches it and
+//! closed when its response (or the client's departure) is known; closing it
+//! counts the request ([`metrics`]), writes its access-log line, and marks the
+//! upstream's last success. Handlers never branch on telemetry; they carry the
+//! record. This room never changes what a client or an upstream sees.
+
+pub mod labels;
+pub mod metrics;
+pub mod trace;
+pub mod upstream;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use opentelemetry::KeyValue;
+use serde_json::Value;
+
+pub use labels::{MethodLabel, Outcome};
+use metrics::{Cell, Metrics};
+pub use upstream::UpstreamStats;
+
+use crate::config::{Config, LogFormat};
+use crate::protocol::{Era, Revision};
+
+/// The telemetry of one gateway: its metrics and what it logs.
+pub struct Telemetry {
+    metrics: Metrics,
+    /// One `eragate::access` line per request (`[log] access`).
+    access_log: bool,
+    /// `server/discover` answers carry a live summary of the upstream (`[telemetry] live_discover`).
+    live_discover: bool,
+    /// Spans exported over OTLP (`[telemetry] otlp_endpoint`).
+    tracing: Option<trace::Tracing>,
+}
+
+impl Telemetry {
+    /// The telemetry `config` asks for. With traces, this must run inside the
+    /// tokio runtime; it fails when the OTLP exporter cannot be built.
+    pub fn new(config: &Config) -> Result<Telemetry, String> {
+        Ok(Telemetry {
+            metrics: Metrics::default(),
+            access_log: config.log.access.unwrap_or(config.log.format == LogFormat::Json),
+            live_discover: config.telemetry.live_discover,
+            tracing: trace::Tracing::from_config(&config.telemetry)?,
+        })
+    }
+
+    /// Flushes the spans still buffered (shutdown).
+    pub async fn shutdown(&self) {
+        if let Some(tracing) = &self.tracing {
+            tracing.shutdown(std::time::Duration::from_secs(5)).await;
+        }
+    }
+
+    /// Opens the record of a request for `method` on the upstream counting into
+    /// `upstream`; `traceparent` is the client's trace context, if it sent one.
+    pub fn begin(
+        self: &Arc<Self>,
+        method: MethodLabel,
+        upstream: &Arc<UpstreamStats>,
+        traceparent: Option<&str>,
+    ) -> Exchange {
+        Exchange {
+            trace: self
+                .tracing
+                .as_ref()
+                .map(|tracing| tracing.request_span(method.as_str(), traceparent)),
+            target: None,
+            telemetry: self.clone(),
+            started: Instant::now(),
+            method,
+            era: Era::Legacy,
+            revision: None,
+            upstream: upstream.clone(),
+            session: None,
+            end: None,
+        }
+    }
+
+    /// Whether `server/discover` answers carry the live summary.
+    pub fn live_discover(&self) -> bool {
+        self.live_discover
+    }
+
+    /// The client revisions seen so far, by era (for the status page).
+    pub fn revisions(&self) -> Value {
+        self.metrics.revisions_view()
+    }
+
+    /// Every metric in Prometheus text format; `pools` is the admin view of the upstreams.
+    pub fn render(&self, pools: &Value) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        self.metrics.render(&mut out);
+        upstream::render_pools(pools, &mut out);
+        out
+    }
+}
+
+/// One client request on its way through the gateway. Dropped without
+/// [`Exchange::finish`] (the client left, the request's future was dropped),
+/// it counts as [`Outcome::Cancelled`].
+pub struct Exchange {
+    telemetry: Arc<Telemetry>,
+    started: Instant,
+    method: MethodLabel,
+    era: Era,
+    revision: Option<Revision>,
+    upstream: Arc<UpstreamStats>,
+    /// The legacy client's session id (only its fingerprint is ever written).
+    session: Option<Arc<str>>,
+    end: Option<End>,
+    /// The request's span, when traces are on.
+    trace: Option<trace::Traced>,
+    /// The tool, prompt or resource asked for (kept only for a recorded span).
+    target: Option<String>,
+}
+
+/// How a request ended, as the client saw it.
+#[derive(Clone, Copy, Debug)]
+struct End {
+    outcome: Outcome,
+    /// The HTTP status the answer maps to.
+    status: u16,
+    /// The JSON-RPC error code, if the answer was an error.
+    code: Option<i64>,
+}
+
+impl Exchange {
+    /// Classification found the client's era and (when known) its revision.
+    pub fn classified(&mut self, era: Era, revision: Option<Revision>) {
+        self.era = era;
+        if revision.is_some() {
+            self.revision = revision;
+        }
+    }
+
+    /// The legacy client session the request belongs to.
+    pub fn in_session(&mut self, id: &Arc<str>, revision: Revision) {
+        self.session = Some(id.clone());
+        self.revision = Some(revision);
+    }
+
+    /// A legacy client negotiated `revision` (its `initialize` was answered).
+    pub fn negotiated(&mut self, id: &Arc<str>, revision: Revision) {
+        self.in_session(id, revision);
+        self.count_revision();
+    }
+
+    /// Counts the client's revision (a modern request declares one each time).
+    pub fn count_revision(&self) {
+        let era = labels::era_index(self.era);
+        self.telemetry
+            .metrics
+            .record_revision(era, labels::revision_index(self.revision));
+    }
+
+    /// The client's era as classified.
+    pub fn era(&self) -> Era {
+        self.era
+    }
+
+    /// The request's span, as the parent of the upstream calls made for it.
+    pub fn trace(&self) -> Option<trace::Traced> {
+        self.trace.clone()
+    }
+
+    /// The tool, prompt or resource the request names (recorded on its span only).
+    pub fn names(&mut self, target: impl FnOnce() -> Option<String>) {
+        if self.trace.as_ref().is_some_and(trace::Traced::is_recording) {
+            self.target = target();
+        }
+    }
+
+    /// The request ended with `outcome`, answered with HTTP `status` and JSON-RPC error `code`.
+    pub fn finish(mut self, outcome: Outcome, status: u16, code: Option<i64>) {
+        self.end = Some(End { outcome, status, code });
+    }
+
+    fn close(&mut self, end: End) {
+        let took = self.started.elapsed();
+        let cell = Cell {
+            era: labels::era_index(self.era),
+            revision: labels::revision_index(self.revision),
+            method: self.method.index(),
+            outcome: end.outcome,
+        };
+        self.telemetry.metrics.record(cell, took);
+        if end.outcome == Outcome::Ok {
+            self.upstream.succeeded();
+        }
+        if self.telemetry.access_log {
+            self.log(end, took);
+        }
+        if let Some(span) = self.trace.take() {
+            self.end_span(span, end);
+        }
+    }
+
+    fn end_span(&mut self, span: trace::Traced, end: End) {
+        if !span.is_recording() {
+            return;
+        }
+        let mut attributes = vec![
+            KeyValue::new("mcp.method.name", self.method.as_str()),
+            KeyValue::new("eragate.era", labels::ERAS[labels::era_index(self.era)]),
+            KeyValue::new(
+                "eragate.revision",
+                labels::REVISIONS[labels::revision_index(self.revision)],
+            ),
+            KeyValue::new("eragate.upstream", self.upstream.name().to_owned()),
+            KeyValue::new("eragate.outcome", end.outcome.as_str()),
+            KeyValue::new("http.response.status_code", i64::from(end.status)),
+        ];
+        if let Some(code) = end.code {
+            attributes.push(KeyValue::new("rpc.jsonrpc.error_code", code));
+        }
+        if let Some(target) = self.target.take() {
+            attributes.push(KeyValue::new("eragate.target", target));
+        }
+        span.end(attributes, matches!(end.outcome, Outcome::Ok | Outcome::Accepted));
+    }
+
+    fn log(&self, end: End, took: std::time::Duration) {
+        let session = self.session.as_deref().map(crate::seal::fingerprint);
+        tracing::info!(
+            target: "eragate::access",
+            method = self.method.as_str(),
+            era = labels::ERAS[labels::era_index(self.era)],
+            revision = labels::REVISIONS[labels::revision_index(self.revision)],
+            upstream = self.upstream.name(),
+            status = end.status,
+            outcome = end.outcome.as_str(),
+            code = end.code,
+            duration_ms = took.as_secs_f64() * 1000.0,
+            session = session.as_deref(),
+            "request"
+        );
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        let end = self.end.take().unwrap_or(End {
+            outcome: Outcome::Cancelled,
+            status: 499,
+            code: None,
+        });
+        self.close(end);
+    }
+}

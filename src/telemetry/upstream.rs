@@ -1,0 +1,235 @@
+//! What an upstream counts about itself for operators: admission refusals,
+//! handshakes saved by pooling, and when a call last succeeded. Also renders
+//! the pools' admin view as Prometheus gauges (at scrape time, never per request).
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Value, json};
+
+use super::metrics::{escape, header};
+
+/// Counters one upstream keeps; shared with the requests it serves.
+#[derive(Debug)]
+pub struct UpstreamStats {
+    name: std::sync::Arc<str>,
+    admission_rejected: AtomicU64,
+    initialize_saved: AtomicU64,
+    /// Milliseconds since the Unix epoch; 0 = never.
+    last_success_ms: AtomicU64,
+}
+
+impl UpstreamStats {
+    /// Zeroed counters of the upstream `name`.
+    pub fn new(name: std::sync::Arc<str>) -> UpstreamStats {
+        UpstreamStats {
+            name,
+            admission_rejected: AtomicU64::new(0),
+            initialize_saved: AtomicU64::new(0),
+            last_success_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// The upstream's configured name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A request was refused admission (in-flight bound and queue full, or queue timeout).
+    pub fn admission_rejected(&self) {
+        self.admission_rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request was served on a warm pooled session: an `initialize` not sent.
+    pub fn initialize_saved(&self) {
+        self.initialize_saved.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A call through this upstream succeeded now.
+    pub fn succeeded(&self) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        self.last_success_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// When a call last succeeded (ms since the Unix epoch), if ever.
+    pub fn last_success_ms(&self) -> Option<u64> {
+        Some(self.last_success_ms.load(Ordering::Relaxed)).filter(|ms| *ms > 0)
+    }
+
+    /// The counters as members of the admin view.
+    pub fn view(&self) -> Value {
+        json!({
+            "admission_rejected": self.admission_rejected.load(Ordering::Relaxed),
+            "initialize_saved": self.initialize_saved.load(Ordering::Relaxed),
+            "last_success_ms": self.last_success_ms(),
+        })
+    }
+}
+
+/// Gauges and counters of every upstream, from the admin view (`/pools`).
+pub fn render_pools(pools: &Value, out: &mut String) {
+    let upstreams = pools["upstreams"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let per_upstream: [(&str, &str, &str, &str); 6] = [
+        (
+            "eragate_upstream_in_flight",
+            "gauge",
+            "in_flight",
+            "Requests holding an in-flight slot of the upstream.",
+        ),
+        (
+            "eragate_upstream_queue_depth",
+            "gauge",
+            "queued",
+            "Requests waiting for an in-flight slot.",
+        ),
+        (
+            "eragate_upstream_partitions",
+            "gauge",
+            "partitions",
+            "Partitions of pooled sessions (principal × capability profile).",
+        ),
+        (
+            "eragate_upstream_admission_rejections_total",
+            "counter",
+            "admission_rejected",
+            "Requests refused because the upstream was at capacity.",
+        ),
+        (
+            "eragate_upstream_initialize_saved_total",
+            "counter",
+            "initialize_saved",
+            "Requests served on a warm pooled session: initialize handshakes saved by pooling.",
+        ),
+        (
+            "eragate_upstream_last_success_timestamp_seconds",
+            "gauge",
+            "last_success_ms",
+            "When a call through the upstream last succeeded.",
+        ),
+    ];
+    header(
+        out,
+        "eragate_upstream_info",
+        "gauge",
+        "One per upstream; `era` is the era learned (unknown until probed).",
+    );
+    for upstream in upstreams {
+        let name = escape(upstream["upstream"].as_str().unwrap_or_default());
+        let era = upstream["era"].as_str().unwrap_or("unknown");
+        let _ = writeln!(out, "eragate_upstream_info{{upstream=\"{name}\",era=\"{era}\"}} 1");
+    }
+    for (metric, kind, key, help) in per_upstream {
+        header(out, metric, kind, help);
+        for upstream in upstreams {
+            let name = escape(upstream["upstream"].as_str().unwrap_or_default());
+            let value = match key {
+                "last_success_ms" => upstream[key].as_f64().map_or(0.0, |ms| ms / 1000.0),
+                _ => upstream[key].as_f64().unwrap_or(0.0),
+            };
+            let _ = writeln!(out, "{metric}{{upstream=\"{name}\"}} {value}");
+        }
+    }
+    render_members(upstreams, out);
+    header(out, "eragate_client_sessions", "gauge", "Open legacy client sessions.");
+    let _ = writeln!(
+        out,
+        "eragate_client_sessions {}",
+        pools["legacy_sessions"].as_u64().unwrap_or(0)
+    );
+    header(
+        out,
+        "eragate_suspended_calls",
+        "gauge",
+        "Upstream calls waiting for a modern client's input.",
+    );
+    let _ = writeln!(
+        out,
+        "eragate_suspended_calls {}",
+        pools["suspended_calls"].as_u64().unwrap_or(0)
+    );
+}
+
+fn render_members(upstreams: &[Value], out: &mut String) {
+    let per_member: [(&str, &str, &str, &str); 5] = [
+        (
+            "eragate_member_healthy",
+            "gauge",
+            "healthy",
+            "1 while the member is in rotation.",
+        ),
+        (
+            "eragate_member_sessions",
+            "gauge",
+            "sessions",
+            "Live pooled upstream sessions on the member.",
+        ),
+        (
+            "eragate_member_sessions_opened_total",
+            "counter",
+            "sessions_opened",
+            "Upstream sessions opened on the member.",
+        ),
+        (
+            "eragate_member_children",
+            "gauge",
+            "children",
+            "Live stdio child processes of the member.",
+        ),
+        (
+            "eragate_member_restarts_total",
+            "counter",
+            "restarts",
+            "Unexpected child exits (restarts) of the member.",
+        ),
+    ];
+    for (metric, kind, key, help) in per_member {
+        header(out, metric, kind, help);
+        for upstream in upstreams {
+            let name = escape(upstream["upstream"].as_str().unwrap_or_default());
+            for member in upstream["members"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                let label = escape(member["member"].as_str().unwrap_or_default());
+                let value = match &member[key] {
+                    Value::Bool(b) => u64::from(*b),
+                    other => other.as_u64().unwrap_or(0),
+                };
+                let _ = writeln!(out, "{metric}{{upstream=\"{name}\",member=\"{label}\"}} {value}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pools_become_gauges() {
+        let pools = json!({
+            "upstreams": [{
+                "upstream": "files", "era": "legacy", "in_flight": 2, "queued": 1, "partitions": 3,
+                "admission_rejected": 4, "initialize_saved": 5, "last_success_ms": 1500,
+                "members": [{"member": "a\"b", "healthy": true, "sessions": 2, "sessions_opened": 3, "children": 2, "restarts": 1}],
+            }],
+            "legacy_sessions": 7,
+            "suspended_calls": 0,
+        });
+        let mut text = String::new();
+        render_pools(&pools, &mut text);
+        let table = [
+            "eragate_upstream_info{upstream=\"files\",era=\"legacy\"} 1",
+            "eragate_upstream_queue_depth{upstream=\"files\"} 1",
+            "eragate_upstream_admission_rejections_total{upstream=\"files\"} 4",
+            "eragate_upstream_initialize_saved_total{upstream=\"files\"} 5",
+            "eragate_upstream_last_success_timestamp_seconds{upstream=\"files\"} 1.5",
+            "eragate_member_healthy{upstream=\"files\",member=\"a\\\"b\"} 1",
+            "eragate_member_children{upstream=\"files\",member=\"a\\\"b\"} 2",
+            "eragate_member_restarts_total{upstream=\"files\",member=\"a\\\"b\"} 1",
+            "eragate_client_sessions 7",
+        ];
+        for line in table {
+            assert!(text.lines().any(|l| l == line), "missing {line} in\n{text}");
+        }
+    }
+}

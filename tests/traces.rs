@@ -1,0 +1,191 @@
+//! OpenTelemetry traces checked by a real OTLP/HTTP receiver
+//! (`tests/peers/otlp_receiver.py`, decoding with PyPI `opentelemetry-proto`):
+//! one span per client request and per upstream call, their attributes, the
+//! client's `_meta.traceparent` as the request span's parent, and the context
+//! forwarded to a 2026-07-28 HTTP upstream in its header and in `_meta`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+/// The OTLP receiver, on a free port.
+struct Receiver {
+    _server: ListeningServer,
+    url: String,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let peers = peers();
+        let script = peers.script("otlp_receiver.py");
+        let server = ListeningServer::start("otlp_receiver.py", peers.python(), &[script.as_str(), "0"], &[]);
+        let url = server.url.clone();
+        Receiver { _server: server, url }
+    }
+
+    fn spans(&self) -> Vec<Value> {
+        http_client()
+            .get(format!("{}/spans", self.url))
+            .send()
+            .and_then(|r| r.text())
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default()
+    }
+
+    /// Waits until spans named `names` arrived (the batch processor exports every few seconds).
+    fn wait_for(&self, names: &[&str]) -> Vec<Value> {
+        let mut spans = Vec::new();
+        wait_until("the spans at the OTLP receiver", Duration::from_secs(30), || {
+            spans = self.spans();
+            names.iter().all(|n| spans.iter().any(|s| s["name"] == *n))
+        });
+        spans
+    }
+}
+
+fn telemetry_toml(receiver: &Receiver) -> String {
+    format!(
+        "[telemetry]\notlp_endpoint = \"{}/v1/traces\"\nservice_name = \"eragate-under-test\"\n",
+        receiver.url
+    )
+}
+
+fn traced_call(url: &str) -> Reply {
+    let params = json!({
+        "name": "echo",
+        "arguments": {"text": "traced"},
+        "_meta": {"traceparent": format!("00-{TRACE_ID}-{CLIENT_SPAN}-01")},
+    });
+    post_modern(url, 7, "tools/call", Some("echo"), params)
+}
+
+fn span<'a>(spans: &'a [Value], name: &str) -> &'a Value {
+    spans
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no span {name} in {spans:#?}"))
+}
+
+#[test]
+fn a_modern_call_to_a_legacy_upstream_makes_a_request_span_under_the_clients_and_an_upstream_span() {
+    let receiver = Receiver::start();
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let eragate = Eragate::start(&format!("{}{upstream}", telemetry_toml(&receiver)));
+    let reply = traced_call(&eragate.url());
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let spans = receiver.wait_for(&["tools/call", "upstream tools/call"]);
+
+    let request = span(&spans, "tools/call");
+    assert_eq!(request["trace_id"], TRACE_ID, "the client's trace goes on");
+    assert_eq!(
+        request["parent_span_id"], CLIENT_SPAN,
+        "the client's span is the parent"
+    );
+    assert_eq!(request["service"], "eragate-under-test");
+    assert_eq!(request["kind"], 2, "SPAN_KIND_SERVER");
+    let attributes = &request["attributes"];
+    for (key, value) in [
+        ("eragate.era", "modern"),
+        ("eragate.revision", "2026-07-28"),
+        ("mcp.method.name", "tools/call"),
+        ("eragate.target", "echo"),
+        ("eragate.upstream", "fixture"),
+        ("eragate.outcome", "ok"),
+    ] {
+        assert_eq!(attributes[key], value, "{key} in {request:#}");
+    }
+
+    let call = span(&spans, "upstream tools/call");
+    assert_eq!(call["trace_id"], TRACE_ID);
+    assert_eq!(
+        call["parent_span_id"], request["span_id"],
+        "the upstream call is the request's child"
+    );
+    assert_eq!(call["kind"], 3, "SPAN_KIND_CLIENT");
+    for (key, value) in [
+        ("eragate.upstream", "fixture"),
+        ("eragate.member", "stdio"),
+        ("eragate.session_kind", "pooled"),
+        ("eragate.upstream_revision", "2025-11-25"),
+        ("eragate.outcome", "ok"),
+    ] {
+        assert_eq!(call["attributes"][key], value, "{key} in {call:#}");
+    }
+}
+
+#[test]
+fn the_trace_context_reaches_a_modern_http_upstream_in_its_header_and_meta() {
+    let receiver = Receiver::start();
+    let upstream = TracedUpstream::start_with(&["--dual-era"]);
+    let config = format!(
+        "{}{}",
+        telemetry_toml(&receiver),
+        remote_upstream_toml("http", &upstream.url, "")
+    );
+    let eragate = Eragate::start(&config);
+    let reply = traced_call(&eragate.url());
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let spans = receiver.wait_for(&["tools/call", "upstream tools/call"]);
+    let call = span(&spans, "upstream tools/call");
+    let expected = format!("00-{TRACE_ID}-{}-01", call["span_id"].as_str().expect("span id"));
+    let sent = upstream
+        .requests()
+        .into_iter()
+        .find(|r| r.body.as_ref().is_some_and(|b| b["method"] == "tools/call"))
+        .unwrap_or_else(|| panic!("the upstream saw no tools/call: {}", upstream.raw()));
+    assert_eq!(sent.headers["traceparent"], expected.as_str(), "{sent:?}");
+    let body = sent.body.expect("body");
+    assert_eq!(body["params"]["_meta"]["traceparent"], expected.as_str(), "{body}");
+    assert_eq!(call["attributes"]["eragate.session_kind"], "pooled");
+    assert_eq!(call["attributes"]["eragate.upstream_revision"], "2026-07-28");
+}
+
+#[test]
+fn a_request_without_a_parent_starts_its_own_trace() {
+    let receiver = Receiver::start();
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let eragate = Eragate::start(&format!("{}{upstream}", telemetry_toml(&receiver)));
+    let reply = modern_call(&eragate.url(), 1, "echo", json!({"text": "untraced client"}));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let spans = receiver.wait_for(&["tools/call"]);
+    let request = span(&spans, "tools/call");
+    assert_eq!(request["parent_span_id"], "", "a root span");
+    assert_ne!(request["trace_id"], TRACE_ID);
+}
+
+#[test]
+fn a_legacy_clients_traceparent_header_parents_its_request_on_a_dedicated_session() {
+    let receiver = Receiver::start();
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let eragate = Eragate::start(&format!("{}{upstream}", telemetry_toml(&receiver)));
+    let url = eragate.url();
+    let (session, _) = legacy_initialize(&url, "2025-06-18");
+    let traceparent = format!("00-{TRACE_ID}-{CLIENT_SPAN}-01");
+    let mut headers = legacy_headers(&session, "2025-06-18");
+    headers.push(("traceparent", traceparent.as_str()));
+    let body = request_body(
+        3,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "legacy"}}),
+    );
+    let reply = send("POST", &url, &headers, Some(&body));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let spans = receiver.wait_for(&["tools/call", "upstream tools/call"]);
+    let request = spans
+        .iter()
+        .find(|s| s["name"] == "tools/call" && s["parent_span_id"] == CLIENT_SPAN)
+        .unwrap_or_else(|| panic!("no tools/call span under the header's parent: {spans:#?}"));
+    assert_eq!(request["trace_id"], TRACE_ID);
+    assert_eq!(request["attributes"]["eragate.era"], "legacy");
+    assert_eq!(request["attributes"]["eragate.revision"], "2025-06-18");
+    let call = span(&spans, "upstream tools/call");
+    assert_eq!(call["parent_span_id"], request["span_id"]);
+    assert_eq!(call["attributes"]["eragate.session_kind"], "dedicated");
+}
