@@ -1,7 +1,7 @@
 # Process bookkeeping shared by bench/run.sh and bench/soak.sh (sourced, not run):
 # start/stop exactly the processes a script started, their descendants too, and
 # sweep strays by the run's token. The caller defines WORK (logs go to
-# $WORK/logs), RUN_ID (exported as ERAGATE_BENCH_RUN), BIN (where mcpload is),
+# $WORK/logs), RUN_ID (exported as ERAGATE_BENCH_RUN), BIN (where mcpload is, unless MCPLOAD names it),
 # log and die, and sets
 #   trap cleanup EXIT; trap 'exit 130' INT TERM
 # shellcheck shell=bash
@@ -90,9 +90,9 @@ wait_mcp() { # URL PID PATTERN [PROBE ARGS]: until one tools/call succeeds
   [[ -n ${4:-} ]] && read -r -a extra <<< "$4"
   for i in $(seq 300); do
     builtin kill -0 "$pid" 2>/dev/null || die "process $pid for $url exited; see $WORK/logs/"
-    "$BIN/mcpload" probe --url "$url" --pattern "$pattern" "${extra[@]}" 2>/dev/null && return 0
+    "${MCPLOAD:-$BIN/mcpload}" probe --url "$url" --pattern "$pattern" "${extra[@]}" 2>/dev/null && return 0
     sleep 0.1
   done
-  "$BIN/mcpload" probe --url "$url" --pattern "$pattern" "${extra[@]}" || true
+  "${MCPLOAD:-$BIN/mcpload}" probe --url "$url" --pattern "$pattern" "${extra[@]}" || true
   die "$url does not serve MCP"
 }

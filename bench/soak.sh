@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # eragate's soak, in one command:
 #
-#   bench/soak.sh [--duration 600] [--rate 100] [--workers 4] [--kill-every 30] [--warmup 60] [--out FILE] [--debug]
+#   bench/soak.sh [--duration 600] [--rate 100] [--workers 4] [--kill-every 30] [--warmup 60] [--out FILE] [--debug] [--no-build] [--load-bin DIR]
 #
-# (--debug: debug builds, for a quick check of the script itself; figures of record are release.)
+# (--debug: debug builds, for a quick check of the script itself; figures of record are release.
+#  --no-build: use the binaries already in target/, as they are;
+#  --load-bin DIR: take fast-upstream and mcpload from DIR, e.g. target/debug: they only have to
+#  keep up with --rate; eragate is what is measured.)
 #
 # Builds in release mode, starts on 127.0.0.1 a fast upstream over HTTP and an
 # eragate in front of it and of `fast-upstream --stdio` children, then sends a
@@ -20,17 +23,19 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
-DURATION=600 RATE=100 WORKERS=4 KILL_EVERY=30 WARMUP=60 OUT="$HERE/SOAK.md" PROFILE=release
+DURATION=600 RATE=100 WORKERS=4 KILL_EVERY=30 WARMUP=60 OUT="$HERE/SOAK.md" PROFILE=release NO_BUILD=0 LOAD_BIN=
 while (($#)); do
   case "$1" in
     --debug) PROFILE=debug; shift; continue ;;
+    --no-build) NO_BUILD=1; shift; continue ;;
+    --load-bin) LOAD_BIN="$2" ;;
     --duration) DURATION="$2" ;;
     --rate) RATE="$2" ;;
     --workers) WORKERS="$2" ;;
     --kill-every) KILL_EVERY="$2" ;;
     --warmup) WARMUP="$2" ;;
     --out) OUT="$2" ;;
-    *) echo "usage: bench/soak.sh [--duration S] [--rate CALLS_PER_S] [--workers N] [--kill-every S] [--warmup S] [--out FILE] [--debug]" >&2; exit 2 ;;
+    *) echo "usage: bench/soak.sh [--duration S] [--rate CALLS_PER_S] [--workers N] [--kill-every S] [--warmup S] [--out FILE] [--debug] [--no-build] [--load-bin DIR]" >&2; exit 2 ;;
   esac
   shift 2
 done
@@ -40,6 +45,8 @@ WORK="$REPO/bench/work/soak"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 BIN="$TARGET_DIR/$PROFILE"
 BUILD=(--release); [[ $PROFILE == debug ]] && BUILD=()
+LOAD_BIN="${LOAD_BIN:-$BIN}"
+MCPLOAD="$LOAD_BIN/mcpload"
 RUN_ID="eragate-soak-$$-$START_S"
 export ERAGATE_BENCH_RUN="$RUN_ID"
 export ERAGATE_LOG="${ERAGATE_LOG:-warn}"
@@ -64,9 +71,18 @@ P_UP=$BASE; P_GW=$((BASE + 1))
 rm -rf "$WORK"
 mkdir -p "$WORK/logs"
 
-log "building ($PROFILE)"
-(cd "$REPO" && "${NICE[@]}" cargo build "${BUILD[@]}" --locked --quiet -p eragate --bin eragate \
-  && "${NICE[@]}" cargo build "${BUILD[@]}" --locked --quiet -p eragate-bench --bin fast-upstream --bin mcpload)
+if (( NO_BUILD )); then
+  [[ -x $BIN/eragate ]] || die "--no-build: no $BIN/eragate"
+  for bin in fast-upstream mcpload; do [[ -x $LOAD_BIN/$bin ]] || die "--no-build: no $LOAD_BIN/$bin"; done
+  NO_BUILD_FLAG=" --no-build"; [[ $LOAD_BIN != "$BIN" ]] && NO_BUILD_FLAG+=" --load-bin ${LOAD_BIN#"$REPO"/}"
+  BUILT="as found in $BIN (built $(date -u -r "$BIN/eragate" '+%Y-%m-%d %H:%M UTC'))"
+else
+  log "building ($PROFILE)"
+  (cd "$REPO" && "${NICE[@]}" cargo build "${BUILD[@]}" --locked --quiet -p eragate --bin eragate \
+    && "${NICE[@]}" cargo build "${BUILD[@]}" --locked --quiet -p eragate-bench --bin fast-upstream --bin mcpload)
+  NO_BUILD_FLAG=""
+  BUILT="built from the commit below"
+fi
 
 CFG="$WORK/eragate.toml"
 cat > "$CFG" <<EOF
@@ -80,7 +96,7 @@ name = "stdio"
 path = "/stdio"
 
 [upstreams.stdio]
-command = ["$BIN/fast-upstream", "--stdio"]
+command = ["$LOAD_BIN/fast-upstream", "--stdio"]
 spares = 2
 max_children = 32
 
@@ -93,7 +109,9 @@ url = "http://127.0.0.1:$P_UP/mcp"
 EOF
 
 log "starting fast-upstream (HTTP) and eragate"
-start fast-upstream "${NICE[@]}" "$BIN/fast-upstream" --http "127.0.0.1:$P_UP"; UP_PID=$LAST_PID
+start fast-upstream "${NICE[@]}" "$LOAD_BIN/fast-upstream" --http "127.0.0.1:$P_UP"; UP_PID=$LAST_PID
+# Serving before eragate starts, so that eragate warms its session at once.
+wait_mcp "http://127.0.0.1:$P_UP/mcp" "$UP_PID" legacy
 start eragate "${NICE[@]}" "$BIN/eragate" run --config "$CFG" --shutdown-grace 2s; GW_PID=$LAST_PID
 wait_http "http://127.0.0.1:$P_GW/readyz" "$GW_PID"
 for path in stdio http; do
@@ -108,7 +126,7 @@ for path in stdio http; do
   done
 done
 status=0
-"${NICE[@]}" "$BIN/mcpload" soak "${targets[@]}" --pid "$GW_PID" --rate "$RATE" --duration "$DURATION" \
+"${NICE[@]}" "$LOAD_BIN/mcpload" soak "${targets[@]}" --pid "$GW_PID" --rate "$RATE" --duration "$DURATION" \
   --workers "$WORKERS" --kill-every "$KILL_EVERY" --warmup "$WARMUP" --rss-every 5 \
   --out "$WORK/soak.json" --md "$WORK/soak.md" 2> >(tee "$WORK/logs/mcpload.log" >&2) || status=$?
 builtin kill -0 "$GW_PID" 2>/dev/null || die "eragate exited during the soak; see $WORK/logs/eragate.log"
@@ -118,13 +136,13 @@ log "every process stopped"
 {
   echo "# eragate soak"
   echo
-  echo "Written by \`bench/soak.sh --duration $DURATION --rate $RATE --workers $WORKERS --kill-every $KILL_EVERY --warmup $WARMUP\`"
+  echo "Written by \`bench/soak.sh${NO_BUILD_FLAG} --duration $DURATION --rate $RATE --workers $WORKERS --kill-every $KILL_EVERY --warmup $WARMUP\`"
   echo "on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$REPO" rev-parse --short HEAD),"
   echo "$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   echo "## What ran"
   echo
-  echo "- eragate ($PROFILE build, \`ERAGATE_LOG=$ERAGATE_LOG\`) with two upstreams: \`fast-upstream --stdio\`"
+  echo "- eragate ($PROFILE build, $BUILT; \`ERAGATE_LOG=$ERAGATE_LOG\`) with two upstreams: \`fast-upstream --stdio\`"
   echo "  children (\`spares = 2\`, \`max_children = 32\`) at \`/stdio\` and \`fast-upstream --http\` at \`/http\`."
   echo "- \`mcpload soak\`: four client kinds, $WORKERS keep-alive connections each: 2026-07-28 (every request"
   echo "  self-contained) and legacy 2025-11-25 (a session per connection, reopened when it ends), each to both"
