@@ -469,6 +469,28 @@ mod tests {
         assert_eq!(message.to_value(), text);
     }
 
+    /// Found by the `jsonrpc` fuzz target: without serde_json's `float_roundtrip`,
+    /// a number whose digits exceed f64's precision was parsed 1 ULP off, so a
+    /// message eragate wrote out read back as a different number.
+    #[test]
+    fn numbers_survive_being_written_and_read_again() {
+        let cases = [
+            "125837469012345678901234567890",
+            "1.2583746901234569e29",
+            "0.30000000000000004",
+            "-1.5e-3",
+            "1e308",
+            "2.2250738585072014e-308",
+            "18446744073709551616",
+        ];
+        for number in cases {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"n":{number}}}}}"#);
+            let message = Message::parse(text.as_bytes()).unwrap();
+            let again = Message::parse(&message.to_bytes()).unwrap();
+            assert_eq!(again, message, "{number}");
+        }
+    }
+
     #[test]
     fn direct_serialisation_matches_the_value_form() {
         let messages = [

@@ -153,7 +153,9 @@ impl SseParser {
         };
         match name {
             "data" => {
-                if self.pending.data.len() + value.len() > self.max_event_bytes {
+                // The LF joining this line to the previous one counts too.
+                let joined = value.len() + usize::from(self.has_data);
+                if self.pending.data.len() + joined > self.max_event_bytes {
                     return Err(SseError::TooLarge(self.max_event_bytes));
                 }
                 if self.has_data {
@@ -244,6 +246,35 @@ mod tests {
         let mut parser = SseParser::new(8);
         parser.push(b"data: 0123456789\n\n");
         assert_eq!(parser.next_event(), Err(SseError::TooLarge(8)));
+    }
+
+    /// Found by the `sse` fuzz target: the LFs joining `data` lines were not
+    /// counted, so an event could end one byte past the bound.
+    #[test]
+    fn the_bound_counts_the_lines_joining_data() {
+        let cases: [(&[u8], Result<&str, ()>); 6] = [
+            (b"data: 0123\ndata: 4567\n\n", Ok("0123\n4567")),
+            (b"data: 01234\ndata: 567\n\n", Ok("01234\n567")),
+            (b"data: 01234\ndata: 5678\n\n", Err(())),
+            (b"data: 012345678\ndata\n\n", Err(())),
+            (
+                b"data\ndata\ndata\ndata\ndata\ndata\ndata\ndata\ndata\ndata\n\n",
+                Ok("\n\n\n\n\n\n\n\n\n"),
+            ),
+            (
+                b"data\ndata\ndata\ndata\ndata\ndata\ndata\ndata\ndata\ndata\ndata\n\n",
+                Err(()),
+            ),
+        ];
+        for (stream, expected) in cases {
+            let mut parser = SseParser::new(9);
+            parser.push(stream);
+            let got = parser.next_event();
+            match expected {
+                Ok(data) => assert_eq!(got.map(|e| e.map(|e| e.data)), Ok(Some(data.to_owned())), "{stream:?}"),
+                Err(()) => assert_eq!(got, Err(SseError::TooLarge(9)), "{stream:?}"),
+            }
+        }
     }
 
     #[test]

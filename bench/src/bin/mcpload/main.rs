@@ -6,6 +6,9 @@
 //!                 [--sse] [--concurrency 1,16,64] [--rounds N] [--warmup-ms N] [--duration-ms N] --out FILE
 //! mcpload memory  --url URL --pid PID [--sessions N] [--inflight N] [--sleep-ms N] --out FILE
 //! mcpload report  --work DIR --env FILE --criterion DIR --out FILE
+//! mcpload soak    --target name=..,pattern=legacy|modern,url=.. ... --pid PID [--rate 200] [--duration 600]
+//!                 [--workers 4] [--rss-every 5] [--kill-every 30] [--warmup 60] [--timeout-ms 30000]
+//!                 --out FILE.json [--md FILE.md]
 //! ```
 //!
 //! Everything runs on one thread (a current-thread tokio runtime), so the load
@@ -16,6 +19,7 @@ mod memory;
 mod procfs;
 mod report;
 mod run;
+mod soak;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +50,7 @@ fn main() -> ExitCode {
             "compare" => compare(&options).await,
             "memory" => memory(&options).await,
             "report" => report::write(&options),
+            "soak" => soak(&options).await,
             _ => Err(format!("unknown command {command:?}")),
         }
     });
@@ -59,7 +64,7 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: mcpload probe|compare|memory|report [options]  (see the source's header)");
+    eprintln!("usage: mcpload probe|compare|memory|report|soak [options]  (see the source's header)");
     ExitCode::from(2)
 }
 
@@ -189,4 +194,48 @@ async fn memory(options: &Options) -> Result<(), String> {
     let out = options.path("out")?;
     let json = serde_json::to_vec_pretty(&result).map_err(|e| e.to_string())?;
     std::fs::write(&out, json).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+async fn soak(options: &Options) -> Result<(), String> {
+    let targets = options
+        .all("target")
+        .map(Target::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    if targets.is_empty() {
+        return Err("a soak needs at least one --target".into());
+    }
+    let seconds = |key: &str, default: f64| -> Result<std::time::Duration, String> {
+        let value: f64 = options.number(key, default)?;
+        std::time::Duration::try_from_secs_f64(value).map_err(|_| format!("--{key}: not a duration: {value}"))
+    };
+    let plan = soak::Plan {
+        targets,
+        rate: options.number("rate", 200.0)?,
+        duration: seconds("duration", 600.0)?,
+        workers: options.number("workers", 4)?,
+        pid: options
+            .require("pid")?
+            .parse()
+            .map_err(|_| "--pid: not a pid".to_owned())?,
+        rss_every: seconds("rss-every", 5.0)?,
+        kill_every: seconds("kill-every", 30.0)?,
+        timeout: std::time::Duration::from_millis(options.number("timeout-ms", 30_000)?),
+        warmup: seconds("warmup", 60.0)?,
+    };
+    let result = soak::soak(plan).await;
+    let out = options.path("out")?;
+    let json = serde_json::to_vec_pretty(&result).map_err(|e| e.to_string())?;
+    std::fs::write(&out, json).map_err(|e| format!("{}: {e}", out.display()))?;
+    let markdown = soak::markdown(&result);
+    match options.get("md") {
+        Some(md) => std::fs::write(md, &markdown).map_err(|e| format!("{md}: {e}"))?,
+        None => print!("{markdown}"),
+    }
+    if result.lost + result.crossed + result.duplicated > 0 {
+        return Err(format!(
+            "{} lost, {} crossed, {} duplicated (each must be 0)",
+            result.lost, result.crossed, result.duplicated
+        ));
+    }
+    Ok(())
 }

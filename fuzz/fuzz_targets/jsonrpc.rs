@@ -1,0 +1,135 @@
+//! JSON-RPC framing: the structural scan and `Frame`/`Message` parsing.
+//!
+//! Input: one byte choosing the bounds, then the frame's text. Properties:
+//! - the scan agrees with serde_json: text serde_json accepts is scanned as
+//!   the same kind, with the same top-level item count and at least as many
+//!   values (duplicate object keys collapse in a `Value`), within bounds;
+//! - a bound crossed is refused before parsing (`Oversized`), never parsed;
+//! - every parsed message serialises to one line that parses back to itself
+//!   (and to the same JSON as `to_value`);
+//! - every refusal maps to a JSON-RPC error response that serialises.
+#![no_main]
+
+use eragate::protocol::jsonrpc::{Frame, FrameError};
+use eragate::protocol::scan::{self, Bounds, Kind, ScanError};
+use eragate::protocol::{Message, Response};
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&selector, text)) = data.split_first() else {
+        return;
+    };
+    let bounds = bounds_from(selector);
+    check_scan(text, bounds);
+    check_frame(text, bounds);
+});
+
+/// Small bounds, so that fuzzed inputs of a few KiB cross them.
+fn bounds_from(selector: u8) -> Bounds {
+    let pick = |bits: u8| match bits & 3 {
+        0 => None,
+        1 => Some(1),
+        2 => Some(4),
+        _ => Some(64),
+    };
+    Bounds {
+        values: pick(selector),
+        items: pick(selector >> 2),
+    }
+}
+
+fn check_scan(text: &[u8], bounds: Bounds) {
+    let unbounded = scan::scan(text, Bounds::default());
+    let bounded = scan::scan(text, bounds);
+    if let Ok(shape) = bounded {
+        assert!(bounds.values.is_none_or(|limit| shape.values <= limit));
+        assert!(bounds.items.is_none_or(|limit| shape.items <= limit));
+        assert_eq!(Ok(shape), unbounded, "a bound changed an accepted scan");
+    }
+    if let Err(ScanError::Malformed { .. } | ScanError::TooDeep) = bounded {
+        // Bounds only stop a scan earlier; they never make text well formed.
+        assert!(unbounded.is_err());
+    }
+    let Ok(value) = serde_json::from_slice::<Value>(text) else {
+        return;
+    };
+    let shape = match unbounded {
+        Ok(shape) => shape,
+        Err(e) => panic!("serde_json parsed what the scan refused: {e:?}"),
+    };
+    let kind = match &value {
+        Value::Object(_) => Kind::Object,
+        Value::Array(_) => Kind::Array,
+        Value::String(_) => Kind::String,
+        Value::Number(_) => Kind::Number,
+        Value::Bool(_) => Kind::Bool,
+        Value::Null => Kind::Null,
+    };
+    assert_eq!(shape.kind, kind);
+    assert_eq!(shape.items, value.as_array().map_or(0, Vec::len));
+    assert!(shape.values >= count(&value), "{} < {}", shape.values, count(&value));
+    assert_eq!(scan::opens_array(text), kind == Kind::Array);
+}
+
+fn count(value: &Value) -> usize {
+    1 + match value {
+        Value::Array(items) => items.iter().map(count).sum(),
+        Value::Object(members) => members.values().map(count).sum(),
+        _ => 0,
+    }
+}
+
+fn check_frame(text: &[u8], bounds: Bounds) {
+    let frame = Frame::parse_within(text, bounds);
+    let scanned = scan::scan(text, bounds);
+    match &frame {
+        Err(FrameError::Oversized(e)) => assert_eq!(scanned, Err(*e)),
+        _ => assert!(!matches!(
+            scanned,
+            Err(ScanError::TooManyValues { .. } | ScanError::TooManyItems { .. })
+        )),
+    }
+    match frame {
+        Ok(Frame::Single(message)) => {
+            assert!(!scan::opens_array(text));
+            round_trip(&message);
+            assert_eq!(Message::parse_within(text, bounds).as_ref(), Ok(&message));
+        }
+        Ok(Frame::Batch(items)) => {
+            assert!(scan::opens_array(text));
+            assert!(scan::is_batch(text, bounds));
+            assert!(!items.is_empty());
+            for item in items {
+                match item {
+                    Ok(message) => round_trip(&message),
+                    Err(error) => answer(&error),
+                }
+            }
+        }
+        Err(error) => answer(&error),
+    }
+}
+
+/// One line out, the same message back in.
+fn round_trip(message: &Message) {
+    let bytes = message.to_bytes();
+    assert!(!bytes.contains(&b'\n'), "a serialised message spans lines");
+    assert_eq!(serde_json::from_slice::<Value>(&bytes).ok(), Some(message.to_value()));
+    match Message::parse(&bytes) {
+        Ok(again) => assert_eq!(&again, message),
+        Err(e) => panic!("a parsed message does not parse again: {e}"),
+    }
+}
+
+/// A refusal becomes a JSON-RPC error response that reads back as one.
+fn answer(error: &FrameError) {
+    let response: Response = error.to_response();
+    let code = match &response.outcome {
+        eragate::protocol::jsonrpc::Outcome::Error(e) => e.code.0,
+        eragate::protocol::jsonrpc::Outcome::Result(_) => panic!("a refusal answered with a result"),
+    };
+    assert!(matches!(code, -32700 | -32600), "refusal code {code}");
+    let _ = error.rejection();
+    round_trip(&response.into_message());
+}
