@@ -47,9 +47,9 @@ pub mod protocol;
 pub mod reload;
 pub mod router;
 pub mod seal;
-pub mod tls;
 pub mod store;
 pub mod telemetry;
+pub mod tls;
 pub mod translate;
 pub mod upstream;
 

@@ -120,7 +120,10 @@ fn python_sdk_clients_of_both_eras_complete_the_flow_to_a_modern_http_upstream()
         signatures.push(split_jwt(token).2);
     }
     let log = gateway.log();
-    assert!(log.contains("learned the upstream's era") && log.contains("Modern"), "{log}");
+    assert!(
+        log.contains("learned the upstream's era") && log.contains("Modern"),
+        "{log}"
+    );
     let seen = std::fs::read_to_string(&trace).expect("the upstream's trace");
     let requests: Vec<Value> = seen.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert!(requests.len() >= 2, "{seen}");

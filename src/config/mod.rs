@@ -10,16 +10,16 @@ mod duration;
 mod limits;
 mod model;
 mod oauth;
-mod tls;
 mod rate_limits;
+mod tls;
 
 pub use auth::*;
 pub use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
 pub use limits::LimitsConfig;
 pub use model::*;
 pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
-pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
 pub use rate_limits::{OnRedisError, RateLimit, RateLimitsConfig, RedisConfig};
+pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
 
 use std::fmt;
 use std::path::Path;

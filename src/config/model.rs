@@ -11,8 +11,8 @@ use super::auth::AuthConfig;
 use super::credentials::CredentialsConfig;
 pub use super::duration::Humantime;
 use super::limits::LimitsConfig;
-use super::tls::{ListenTlsConfig, UpstreamTlsConfig};
 use super::rate_limits::RateLimitsConfig;
+use super::tls::{ListenTlsConfig, UpstreamTlsConfig};
 use crate::seal::SealKey;
 use crate::translate::{CachePolicy, CacheScope};
 
