@@ -57,19 +57,22 @@ measure() { # NAME CONFIG URL PATTERN [TOKEN_FILE]
   PIDS+=("$pid")
   until_ok "$BIN/mcpload" probe --url "$url" --pattern "$pattern" "${extra[@]}" \
     || { echo "$name: eragate did not answer; see $WORK/$name.log" >&2; exit 1; }
-  target="name=$name,pattern=$pattern,url=$url"
+  # mcpload compares two targets: both are this eragate (measured one after the other).
+  target="pattern=$pattern,url=$url"
   [[ -n $token ]] && target+=",token_file=$token"
   # Warm-up (sessions, caches, the token's first verification), then zero and measure.
-  "$BIN/mcpload" compare --name "$name-warm" --title warm --subject "$name" --target "$target" \
+  "$BIN/mcpload" compare --name "$name-warm" --title warm --subject "$name-a" \
+    --target "name=$name-a,$target" --target "name=$name-b,$target" \
     --concurrency 1 --rounds 1 --warmup-ms 0 --duration-ms 3000 --out "$WORK/$name-warm.json" >/dev/null
   callgrind_control -z "$pid" >/dev/null
-  "$BIN/mcpload" compare --name "$name" --title measure --subject "$name" --target "$target" \
+  "$BIN/mcpload" compare --name "$name" --title measure --subject "$name-a" \
+    --target "name=$name-a,$target" --target "name=$name-b,$target" \
     --concurrency 1 --rounds 1 --warmup-ms 0 --duration-ms "$((SECONDS_PER_CASE * 1000))" \
     --out "$WORK/$name.json" >/dev/null
   callgrind_control -d "$pid" >/dev/null
   kill "$pid"; wait "$pid" 2>/dev/null || true
   local ops instructions
-  ops=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); r=[x for x in d["runs"] if x["target"]==sys.argv[2]]; print(sum(x["ops"] for x in r))' "$WORK/$name.json" "$name")
+  ops=$(python3 -c 'import json,sys; print(sum(x["ops"] for x in json.load(open(sys.argv[1]))["runs"]))' "$WORK/$name.json")
   # The dump taken after zeroing (the highest-numbered part) holds the measured window.
   instructions=$(for f in "$WORK/$name".*.out.*; do grep -h '^summary:' "$f" | awk '{print $2}'; done | sort -n | tail -1)
   echo "$instructions $ops"
