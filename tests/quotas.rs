@@ -14,27 +14,13 @@ mod common;
 
 use std::time::Duration;
 
+use common::tokens::*;
 use common::*;
 use serde_json::{Value, json};
 
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-9876543210";
-
-fn hex_digest(token: &str) -> String {
-    eragate::auth::digest_of(token)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// `[admin]` at `admin` and `[[auth.tokens]]` for alice and bob, then `extra`.
 fn gateway(admin: &str, extra: &str) -> Eragate {
-    Eragate::start(&format!(
-        "[admin]\naddress = \"{admin}\"\n\n[[auth.tokens]]\nprincipal = \"alice\"\nsha256 = \"{}\"\n\n\
-         [[auth.tokens]]\nprincipal = \"bob\"\nsha256 = \"{}\"\n{extra}",
-        hex_digest(ALICE),
-        hex_digest(BOB)
-    ))
+    Eragate::start(&format!("[admin]\naddress = \"{admin}\"\n\n{}{extra}", auth_toml()))
 }
 
 fn pools(admin: &str) -> Value {

@@ -13,27 +13,9 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::tokens::*;
 use common::*;
 use serde_json::{Value, json};
-
-const ALICE: &str = "alice-token-0123456789";
-const BOB: &str = "bob-token-9876543210";
-
-fn hex_digest(token: &str) -> String {
-    eragate::auth::digest_of(token)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// `[[auth.tokens]]` for alice and bob.
-fn auth_toml() -> String {
-    format!(
-        "[[auth.tokens]]\nprincipal = \"alice\"\nsha256 = \"{}\"\n\n[[auth.tokens]]\nprincipal = \"bob\"\nsha256 = \"{}\"\n",
-        hex_digest(ALICE),
-        hex_digest(BOB)
-    )
-}
 
 /// The legacy fixture over stdio behind `extra` (tables of its own).
 fn config(extra: &str) -> String {

@@ -107,6 +107,26 @@ fn claims_seen(reply: &Reply, gateway: &Eragate) -> Value {
     serde_json::from_str(tool_text(&result["result"])).expect("whoami JSON")
 }
 
+/// A legacy client of `version` with `token`: `initialize`, `notifications/initialized`,
+/// then `tools/call whoami` on its session; what the upstream said of the token it received.
+fn legacy_whoami(gateway: &Eragate, token: &str, version: &str) -> Value {
+    let url = gateway.url();
+    let bearer = format!("Bearer {token}");
+    let mut headers = PLAIN.to_vec();
+    headers.push(("authorization", &bearer));
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "legacy", "version": "0"}}});
+    let reply = send("POST", &url, &headers, Some(&initialize.to_string()));
+    assert_eq!(reply.status, 200, "{reply:?}\n{}", gateway.log());
+    let session = reply.header("mcp-session-id").expect("Mcp-Session-Id").to_owned();
+    let mut on_session = legacy_headers(&session, version);
+    on_session.push(("authorization", &bearer));
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    assert_eq!(send("POST", &url, &on_session, Some(&initialized)).status, 202);
+    let call = request_body(1, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    claims_seen(&send("POST", &url, &on_session, Some(&call)), gateway)
+}
+
 /// The JSON-RPC error message of a reply (its text, whatever the status).
 fn error_text(reply: &Reply) -> String {
     reply
@@ -344,23 +364,8 @@ fn a_legacy_clients_own_session_presents_its_exchanged_token() {
     let gateway = gateway(upstream.url(), &credentials, Some(&idp.issuer));
     let url = gateway.url();
     let token = idp.token("other", &url, "mcp:read");
-    let bearer = format!("Bearer {token}");
-    let version = "2025-06-18";
-
     // A 2025-06-18 client: initialize, then tools/call on its (dedicated) session.
-    let mut headers = PLAIN.to_vec();
-    headers.push(("authorization", &bearer));
-    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "legacy", "version": "0"}}});
-    let reply = send("POST", &url, &headers, Some(&initialize.to_string()));
-    assert_eq!(reply.status, 200, "{reply:?}\n{}", gateway.log());
-    let session = reply.header("mcp-session-id").expect("Mcp-Session-Id").to_owned();
-    let mut on_session = legacy_headers(&session, version);
-    on_session.push(("authorization", &bearer));
-    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
-    assert_eq!(send("POST", &url, &on_session, Some(&initialized)).status, 202);
-    let call = request_body(1, "tools/call", json!({"name": "whoami", "arguments": {}}));
-    let claims = claims_seen(&send("POST", &url, &on_session, Some(&call)), &gateway);
+    let claims = legacy_whoami(&gateway, &token, "2025-06-18");
     assert_eq!(claims["sub"], "other", "{claims}");
     assert_eq!(claims["aud"], upstream.url(), "{claims}");
     assert_ne!(claims["token_sha256"], sha256_hex(&token));
@@ -401,19 +406,7 @@ fn token_exchange_reaches_a_modern_upstream_with_each_principals_own_token() {
 
     // A 2025-11-25 client in front of the modern upstream: its session's requests
     // go out stateless, with its principal's exchanged token.
-    let bearer = format!("Bearer {testers}");
-    let version = "2025-11-25";
-    let mut headers = PLAIN.to_vec();
-    headers.push(("authorization", &bearer));
-    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "legacy", "version": "0"}}});
-    let reply = send("POST", &url, &headers, Some(&initialize.to_string()));
-    assert_eq!(reply.status, 200, "{reply:?}\n{}", gateway.log());
-    let session = reply.header("mcp-session-id").expect("Mcp-Session-Id").to_owned();
-    let mut on_session = legacy_headers(&session, version);
-    on_session.push(("authorization", &bearer));
-    let call = request_body(1, "tools/call", json!({"name": "whoami", "arguments": {}}));
-    let claims = claims_seen(&send("POST", &url, &on_session, Some(&call)), &gateway);
+    let claims = legacy_whoami(&gateway, &testers, "2025-11-25");
     assert_eq!(claims["sub"], "tester", "{claims}");
 
     let clients = [sha256_hex(&others), sha256_hex(&testers)];

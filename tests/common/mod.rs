@@ -7,6 +7,7 @@
 pub mod conformance;
 pub mod matrix;
 pub mod tls;
+pub mod tokens;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};

@@ -97,7 +97,12 @@ impl Upstream {
     async fn probe(self: &Arc<Self>, asking: &Principal) -> Result<Era, UpstreamError> {
         let member = self.choose_member();
         let key = self.stateless_key(asking);
-        let subject = self.partition(key.clone())?.subject.clone();
+        // The probe's connection presents the asking principal's token when the credential
+        // is its own: then it is that principal's stateless partition's, subject and all.
+        let subject = match self.per_principal {
+            true => self.partition(key.clone())?.subject.clone(),
+            false => None,
+        };
         let session = self
             .connect(member, UnsolicitedRequests::AnswerLocally, subject)
             .await?;
@@ -122,7 +127,11 @@ impl Upstream {
         match era {
             Era::Modern => self.partition(key)?.add(Pooled { session, member }),
             // The connection saw a request before `initialize`; start legacy sessions afresh.
-            Era::Legacy => session.close("probe done"),
+            // A legacy upstream has no stateless partition (not even the probe's, emptied).
+            Era::Legacy => {
+                session.close("probe done");
+                self.partitions.close_stateless("the upstream is legacy");
+            }
         }
         Ok(era)
     }
