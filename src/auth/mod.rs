@@ -255,14 +255,15 @@ impl Authenticator {
         }
         let value = presented.authorization.ok_or(Denied::Missing)?;
         let token = bearer_token(value).ok_or(Denied::Invalid("not a bearer token"))?;
-        if let Some(principal) = self.tokens.find(token) {
+        let digest = tokens::digest_of_bytes(token);
+        if let Some(principal) = self.tokens.find(&digest) {
             return Ok(Admitted::without_scopes(principal));
         }
         let Some(oauth) = &self.oauth else {
             return Err(Denied::Invalid("unknown token"));
         };
         let token = std::str::from_utf8(token).map_err(|_| Denied::Invalid("the token is not a JWT"))?;
-        match oauth.check(presented.resource_path, token).await {
+        match oauth.check(presented.resource_path, token, digest).await {
             Ok((principal, scopes)) => Ok(Admitted {
                 principal: principal.presenting(token),
                 scopes: Some(scopes),

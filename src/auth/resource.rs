@@ -178,7 +178,13 @@ impl ResourceServer {
     }
 
     /// Checks a bearer `token` for the MCP path `path`: its principal and scopes.
-    pub async fn check(&self, path: &str, token: &str) -> Result<(Principal, Arc<[String]>), TokenRefusal> {
+    /// `digest` is the token's SHA-256 ([`super::tokens::digest_of_bytes`]), computed once per request.
+    pub async fn check(
+        &self,
+        path: &str,
+        token: &str,
+        digest: [u8; 32],
+    ) -> Result<(Principal, Arc<[String]>), TokenRefusal> {
         let (index, protected) = self
             .resources
             .iter()
@@ -188,7 +194,6 @@ impl ResourceServer {
         let loaded = self.keys.current().await;
         let now = unix_now();
         // A token seen before passed every check below, so its digest is enough.
-        let digest = super::tokens::digest_of(token);
         let cached = loaded
             .as_ref()
             .and_then(|l| self.grants.find(&digest, index, &l.keys, now));

@@ -39,13 +39,12 @@ impl StaticTokens {
         self.tokens.is_empty()
     }
 
-    /// The principal of `token`, if it is one of them.
-    pub fn find(&self, token: &[u8]) -> Option<Principal> {
-        let presented = digest_of_bytes(token);
+    /// The principal of the token whose digest is `presented`, if it is one of them.
+    pub fn find(&self, presented: &[u8; 32]) -> Option<Principal> {
         // Every entry is compared, so the time taken says nothing about which one matched.
         let mut found = None;
         for (digest, principal) in &self.tokens {
-            if bool::from(digest.ct_eq(&presented)) {
+            if bool::from(digest.ct_eq(presented)) {
                 found = Some(principal);
             }
         }
@@ -58,6 +57,8 @@ pub fn digest_of(token: &str) -> [u8; 32] {
     digest_of_bytes(token.as_bytes())
 }
 
-fn digest_of_bytes(token: &[u8]) -> [u8; 32] {
+/// The SHA-256 digest of a token's bytes: computed once per request, it serves the
+/// static tokens and the cache of verified OAuth tokens alike.
+pub fn digest_of_bytes(token: &[u8]) -> [u8; 32] {
     Sha256::digest(token).into()
 }
