@@ -73,6 +73,15 @@ fn secret_file(dir: &Path, secret: &str) -> String {
     path.display().to_string()
 }
 
+/// `[upstreams.credentials]` exchanging principals' tokens at `issuer` as the client
+/// `tester` (its secret in a file under `dir`), with `extra` lines.
+fn token_exchange(issuer: &str, dir: &Path, extra: &str) -> String {
+    format!(
+        "kind = \"token_exchange\"\nissuer = \"{issuer}\"\nclient_id = \"tester\"\nclient_secret_file = \"{}\"\n{extra}",
+        secret_file(dir, "tester-secret")
+    )
+}
+
 /// eragate in front of `upstream` with `credentials` (the lines of `[upstreams.credentials]`),
 /// as a protected resource of `issuer` itself when given.
 fn gateway(upstream: &str, credentials: &str, issuer: Option<&str>) -> Eragate {
@@ -261,11 +270,7 @@ fn token_exchange_refuses_a_principal_without_an_oauth_token() {
     let idp = Idp::start();
     let upstream = Protected::start(&idp.issuer, &[]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let credentials = format!(
-        "kind = \"token_exchange\"\nissuer = \"{}\"\nclient_id = \"tester\"\nclient_secret_file = \"{}\"",
-        idp.issuer,
-        secret_file(dir.path(), "tester-secret")
-    );
+    let credentials = token_exchange(&idp.issuer, dir.path(), "");
     let gateway = gateway(upstream.url(), &credentials, None);
     let text = error_text(&whoami(&gateway.url(), None));
     assert!(
@@ -285,11 +290,7 @@ fn token_exchange_gives_the_upstream_the_principals_own_token_for_it() {
     let idp = Idp::start();
     let upstream = Protected::start(&idp.issuer, &[]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let credentials = format!(
-        "kind = \"token_exchange\"\nissuer = \"{}\"\nclient_id = \"tester\"\nclient_secret_file = \"{}\"\nscope = \"mcp:read\"",
-        idp.issuer,
-        secret_file(dir.path(), "tester-secret")
-    );
+    let credentials = token_exchange(&idp.issuer, dir.path(), "scope = \"mcp:read\"");
     let gateway = gateway(upstream.url(), &credentials, Some(&idp.issuer));
     let url = gateway.url();
     // Two principals: `other` and `tester` (client-credentials tokens: `sub` is the client).
@@ -356,11 +357,7 @@ fn a_legacy_clients_own_session_presents_its_exchanged_token() {
     let idp = Idp::start();
     let upstream = Protected::start(&idp.issuer, &[]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let credentials = format!(
-        "kind = \"token_exchange\"\nissuer = \"{}\"\nclient_id = \"tester\"\nclient_secret_file = \"{}\"",
-        idp.issuer,
-        secret_file(dir.path(), "tester-secret")
-    );
+    let credentials = token_exchange(&idp.issuer, dir.path(), "");
     let gateway = gateway(upstream.url(), &credentials, Some(&idp.issuer));
     let url = gateway.url();
     let token = idp.token("other", &url, "mcp:read");
@@ -379,11 +376,7 @@ fn token_exchange_reaches_a_modern_upstream_with_each_principals_own_token() {
     let idp = Idp::start();
     let upstream = Protected::start(&idp.issuer, &[]);
     let dir = tempfile::tempdir().expect("tempdir");
-    let credentials = format!(
-        "kind = \"token_exchange\"\nissuer = \"{}\"\nclient_id = \"tester\"\nclient_secret_file = \"{}\"",
-        idp.issuer,
-        secret_file(dir.path(), "tester-secret")
-    );
+    let credentials = token_exchange(&idp.issuer, dir.path(), "");
     let gateway = gateway_of_era(upstream.url(), &credentials, Some(&idp.issuer), "");
     let url = gateway.url();
     let others = idp.token("other", &url, "mcp:read");
