@@ -217,6 +217,8 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn a_refusal_names_the_servers_oauth_error() {
         let cases: [(&[u8], Option<&str>); 5] = [
@@ -230,13 +232,11 @@ mod tests {
             (br#"{"message":"nope"}"#, None),
         ];
         for (body, expected) in cases {
-            assert_eq!(super::oauth_error(body).as_deref(), expected, "{body:?}");
+            assert_eq!(oauth_error(body).as_deref(), expected, "{body:?}");
         }
         let long = format!(r#"{{"error":"{}"}}"#, "x".repeat(1000));
-        assert_eq!(super::oauth_error(long.as_bytes()).map(|s| s.len()), Some(200));
+        assert_eq!(oauth_error(long.as_bytes()).map(|s| s.len()), Some(200));
     }
-
-    use super::*;
 
     #[test]
     fn cache_control_max_age() {
