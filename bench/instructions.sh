@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions eragate executes per proxied `tools/call`, counted by callgrind:
 #
-#   bench/instructions.sh [--seconds N] [--no-build]
+#   bench/instructions.sh [--seconds N] [--no-build] [--telemetry]
 #
 # Wall-clock and CPU-time figures need a quiet machine; instruction counts do not
 # (callgrind counts the same total whatever else runs). This runs eragate under
@@ -9,18 +9,23 @@
 # OAuth off and on (EdDSA JWTs from bench-issuer), drives it with one mcpload worker
 # per client era for N seconds (default 20) after a warm-up, zeroes the counters
 # between warm-up and measurement (callgrind_control), and prints instructions per
-# completed call for each case, and the OAuth cost as a ratio. Needs valgrind.
+# completed call for each case, and the OAuth cost as a ratio. With --telemetry it
+# measures traces instead (issue 14's overhead target): OAuth off, spans exported as
+# OTLP to a real receiver (tests/peers/otlp_receiver.py) sampled at 1 % and 100 %,
+# against metrics only (always on). Needs valgrind.
 # Scratch files go to bench/work/instructions/.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_CASE=20
 BUILD=1
+TELEMETRY=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) SECONDS_PER_CASE="$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;; # measure the release binaries already in target/release
-    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build]" >&2; exit 2 ;;
+    --telemetry) TELEMETRY=1; shift ;;
+    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--telemetry]" >&2; exit 2 ;;
   esac
 done
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
@@ -78,16 +83,56 @@ measure() { # NAME CONFIG URL PATTERN [TOKEN_FILE]
   echo "$instructions $ops"
 }
 
-config() { # PORT [OAUTH]
+config() { # PORT [oauth | SAMPLE_RATIO]
   printf '[listen]\naddress = "127.0.0.1:%s"\n' "$1"
-  if [[ -n ${2:-} ]]; then
-    printf '[auth.oauth]\nissuer = "http://127.0.0.1:%s"\nrequired_scopes = ["mcp:tools"]\n' "$P_ISS"
-  fi
+  case "${2:-}" in
+    "") ;;
+    oauth) printf '[auth.oauth]\nissuer = "http://127.0.0.1:%s"\nrequired_scopes = ["mcp:tools"]\n' "$P_ISS" ;;
+    *) printf '[telemetry]\notlp_endpoint = "%s/v1/traces"\nsample_ratio = %s\n' "$OTLP" "$2" ;;
+  esac
   printf '[[upstreams]]\nname = "fast"\n[upstreams.http]\nurl = "http://127.0.0.1:%s/mcp"\n' "$P_UP"
 }
 
-printf '| case | instructions per call |\n|---|---|\n'
+# Prints one table row per client era for a case and keeps its figure in PER_CALL.
 declare -A PER_CALL
+measure_case() { # KEY LABEL CONFIG_FILE URL [TOKEN_FILE]
+  local key="$1" label="$2" cfg="$3" url="$4" token="${5:-}" pattern instructions ops per_call
+  for pattern in legacy modern; do
+    read -r instructions ops < <(measure "$key-$pattern" "$cfg" "$url" "$pattern" "$token")
+    per_call=$((instructions / ops))
+    PER_CALL[$key-$pattern]=$per_call
+    printf '| %s, %s client (%s calls) | %s |\n' "$label" "$pattern" "$ops" "$per_call"
+  done
+}
+ratio_rows() { # LABEL KEY_ON KEY_OFF
+  local pattern
+  for pattern in legacy modern; do
+    python3 -c 'import sys; on, off = int(sys.argv[2]), int(sys.argv[3]); print(f"| {sys.argv[4]}, {sys.argv[1]} client | {on/off:.3f} ({on-off:+d} instructions per call) |")' \
+      "$pattern" "${PER_CALL[$2-$pattern]}" "${PER_CALL[$3-$pattern]}" "$1"
+  done
+}
+
+printf '| case | instructions per call |\n|---|---|\n'
+if ((TELEMETRY)); then
+  # A real OTLP receiver, so spans really are encoded and sent (the exporter's thread
+  # is part of eragate's process, so callgrind counts it).
+  OTLP_LOG="$WORK/otlp.log"
+  "$REPO/tests/peers/install.sh" > /dev/null
+  # shellcheck disable=SC1091
+  . "$REPO/.cache/peers/env.sh"
+  "$PEERS_PYTHON" "$REPO/tests/peers/otlp_receiver.py" 0 > "$OTLP_LOG" 2>&1 & PIDS+=($!)
+  until_ok grep -q listening "$OTLP_LOG"
+  OTLP=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["listening"])' "$OTLP_LOG")
+  for variant in metrics-only:"" traces-1pct:0.01 traces-100pct:1.0; do
+    name="${variant%%:*}"; port=$(free_port)
+    config "$port" "${variant#*:}" > "$WORK/$name.toml"
+    measure_case "$name" "$name" "$WORK/$name.toml" "http://127.0.0.1:$port/mcp"
+  done
+  ratio_rows "traces at 1 % / metrics only" traces-1pct metrics-only
+  ratio_rows "traces at 100 % / metrics only" traces-100pct metrics-only
+  echo "spans received by the OTLP receiver: $(curl -fsS "$OTLP/spans" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
+  exit 0
+fi
 for auth in off on; do
   port=$(free_port)
   url="http://127.0.0.1:$port/mcp"
@@ -99,14 +144,6 @@ for auth in off on; do
   else
     config "$port" > "$WORK/plain.toml"; cfg="$WORK/plain.toml"
   fi
-  for pattern in legacy modern; do
-    read -r instructions ops < <(measure "oauth-$auth-$pattern" "$cfg" "$url" "$pattern" "$token")
-    per_call=$((instructions / ops))
-    PER_CALL[$auth-$pattern]=$per_call
-    printf '| OAuth %s, %s client (%s calls) | %s |\n' "$auth" "$pattern" "$ops" "$per_call"
-  done
+  measure_case "oauth-$auth" "OAuth $auth" "$cfg" "$url" "$token"
 done
-for pattern in legacy modern; do
-  python3 -c 'import sys; on, off = int(sys.argv[2]), int(sys.argv[3]); print(f"| OAuth on / off, {sys.argv[1]} client | {on/off:.3f} ({on-off:+d} instructions per call) |")' \
-    "$pattern" "${PER_CALL[on-$pattern]}" "${PER_CALL[off-$pattern]}"
-done
+ratio_rows "OAuth on / off" oauth-on oauth-off

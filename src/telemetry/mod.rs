@@ -7,6 +7,7 @@
 
 pub mod labels;
 pub mod metrics;
+pub mod otlp;
 pub mod trace;
 pub mod upstream;
 

@@ -60,17 +60,10 @@ impl Tracing {
         let Some(endpoint) = &config.otlp_endpoint else {
             return Ok(None);
         };
-        use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
-        let exporter = opentelemetry_otlp::SpanExporter::builder()
-            .with_http()
-            .with_http_client(opentelemetry_http::hyper::HyperClient::with_default_connector(
-                std::time::Duration::from_secs(10),
-                None,
-            ))
-            .with_protocol(Protocol::HttpBinary)
-            .with_endpoint(endpoint.clone())
-            .build()
-            .map_err(|e| format!("telemetry.otlp_endpoint: {e}"))?;
+        let endpoint: http::Uri = endpoint.parse().map_err(|e| format!("telemetry.otlp_endpoint: {e}"))?;
+        let timeout = std::time::Duration::from_secs(10);
+        let client = opentelemetry_http::hyper::HyperClient::with_default_connector(timeout, None);
+        let exporter = super::otlp::OtlpExporter::new(client, endpoint, timeout);
         let processor = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
         let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(config.sample_ratio)));
         let provider = SdkTracerProvider::builder()
@@ -225,14 +218,23 @@ pub fn parse_traceparent(text: &str) -> Option<SpanContext> {
     ))
 }
 
-/// The W3C `traceparent` of `context`.
+/// The W3C `traceparent` of `context` (written without `format!`: it is made for every traced upstream call).
 pub fn format_traceparent(context: &SpanContext) -> String {
-    format!(
-        "00-{}-{}-{:02x}",
-        context.trace_id(),
-        context.span_id(),
-        context.trace_flags().to_u8()
-    )
+    fn hex(bytes: &[u8], text: &mut String) {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        for byte in bytes {
+            text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+            text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+        }
+    }
+    let mut text = String::with_capacity(55);
+    text.push_str("00-");
+    hex(&context.trace_id().to_bytes(), &mut text);
+    text.push('-');
+    hex(&context.span_id().to_bytes(), &mut text);
+    text.push('-');
+    hex(&[context.trace_flags().to_u8()], &mut text);
+    text
 }
 
 #[cfg(test)]
