@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions eragate executes per proxied `tools/call`, counted by callgrind:
 #
-#   bench/instructions.sh [--seconds N] [--no-build]
+#   bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both]
 #
 # Wall-clock and CPU-time figures need a quiet machine; instruction counts do not
 # (callgrind counts the same total whatever else runs). This runs eragate under
@@ -16,11 +16,13 @@ set -euo pipefail
 REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_CASE=20
 BUILD=1
+OAUTH_CASES="off on"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) SECONDS_PER_CASE="$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;; # measure the release binaries already in target/release
-    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build]" >&2; exit 2 ;;
+    --oauth) case "$2" in off|on) OAUTH_CASES="$2" ;; both) OAUTH_CASES="off on" ;; *) echo "--oauth off|on|both" >&2; exit 2 ;; esac; shift 2 ;;
+    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both]" >&2; exit 2 ;;
   esac
 done
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
@@ -88,7 +90,7 @@ config() { # PORT [OAUTH]
 
 printf '| case | instructions per call |\n|---|---|\n'
 declare -A PER_CALL
-for auth in off on; do
+for auth in $OAUTH_CASES; do
   port=$(free_port)
   url="http://127.0.0.1:$port/mcp"
   token=""
@@ -106,7 +108,9 @@ for auth in off on; do
     printf '| OAuth %s, %s client (%s calls) | %s |\n' "$auth" "$pattern" "$ops" "$per_call"
   done
 done
-for pattern in legacy modern; do
-  python3 -c 'import sys; on, off = int(sys.argv[2]), int(sys.argv[3]); print(f"| OAuth on / off, {sys.argv[1]} client | {on/off:.3f} ({on-off:+d} instructions per call) |")' \
-    "$pattern" "${PER_CALL[on-$pattern]}" "${PER_CALL[off-$pattern]}"
-done
+if [[ $OAUTH_CASES == "off on" ]]; then
+  for pattern in legacy modern; do
+    python3 -c 'import sys; on, off = int(sys.argv[2]), int(sys.argv[3]); print(f"| OAuth on / off, {sys.argv[1]} client | {on/off:.3f} ({on-off:+d} instructions per call) |")' \
+      "$pattern" "${PER_CALL[on-$pattern]}" "${PER_CALL[off-$pattern]}"
+  done
+fi
