@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions eragate executes per proxied `tools/call`, counted by callgrind:
 #
-#   bench/instructions.sh [--seconds N] [--no-build] [--telemetry]
+#   bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry]
 #
 # Wall-clock and CPU-time figures need a quiet machine; instruction counts do not
 # (callgrind counts the same total whatever else runs). This runs eragate under
@@ -20,12 +20,14 @@ REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_CASE=20
 BUILD=1
 TELEMETRY=0
+OAUTH_CASES="off on"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seconds) SECONDS_PER_CASE="$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;; # measure the release binaries already in target/release
+    --oauth) case "$2" in off|on) OAUTH_CASES="$2" ;; both) OAUTH_CASES="off on" ;; *) echo "--oauth off|on|both" >&2; exit 2 ;; esac; shift 2 ;;
     --telemetry) TELEMETRY=1; shift ;;
-    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--telemetry]" >&2; exit 2 ;;
+    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry]" >&2; exit 2 ;;
   esac
 done
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
@@ -133,7 +135,7 @@ if ((TELEMETRY)); then
   echo "spans received by the OTLP receiver: $(curl -fsS "$OTLP/spans" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
   exit 0
 fi
-for auth in off on; do
+for auth in $OAUTH_CASES; do
   port=$(free_port)
   url="http://127.0.0.1:$port/mcp"
   token=""
@@ -146,4 +148,4 @@ for auth in off on; do
   fi
   measure_case "oauth-$auth" "OAuth $auth" "$cfg" "$url" "$token"
 done
-ratio_rows "OAuth on / off" oauth-on oauth-off
+[[ $OAUTH_CASES == "off on" ]] && ratio_rows "OAuth on / off" oauth-on oauth-off

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # eragate's benchmark, in one command:
 #
-#   bench/run.sh [--quick]
+#   bench/run.sh [--quick] [--no-build]
 #
 # Builds in release mode, installs the peer bridges (supergateway@4.0.0 from npm,
 # mcp-proxy==0.13.0 from PyPI) into .cache/bench/, starts every process on
@@ -13,11 +13,16 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/.." && pwd)"
 MODE=full
-case "${1:-}" in
-  --quick) MODE=quick ;;
-  "") ;;
-  *) echo "usage: bench/run.sh [--quick]" >&2; exit 2 ;;
-esac
+BUILD=1
+for arg in "$@"; do
+  case "$arg" in
+    --quick) MODE=quick ;;
+    # The release binaries already in target/release (no build, no criterion micro benchmarks):
+    # a check of the harness on a machine where a build would take long.
+    --no-build) BUILD=0 ;;
+    *) echo "usage: bench/run.sh [--quick] [--no-build]" >&2; exit 2 ;;
+  esac
+done
 
 START_S=$(date +%s)
 LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -62,24 +67,27 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- ports
-# Ten consecutive free ports: from ERAGATE_BENCH_PORT_BASE (default 18701), else the next free block.
+# Eleven consecutive free ports: from ERAGATE_BENCH_PORT_BASE (default 18701), else the next free block.
 BASE="${ERAGATE_BENCH_PORT_BASE:-18701}"
 for attempt in $(seq 50); do
   all_free=1
-  for p in $(seq "$BASE" $((BASE + 9))); do port_free "$p" || { all_free=0; break; }; done
+  for p in $(seq "$BASE" $((BASE + 10))); do port_free "$p" || { all_free=0; break; }; done
   (( all_free )) && break
-  (( attempt == 50 )) && die "no ten free ports from ${ERAGATE_BENCH_PORT_BASE:-18701} on"
+  (( attempt == 50 )) && die "no eleven free ports from ${ERAGATE_BENCH_PORT_BASE:-18701} on"
   BASE=$((BASE + 10))
 done
 P_UP=$BASE; P_GW=$((BASE + 1)); P_GW_STDIO=$((BASE + 2)); P_SUPERGW=$((BASE + 3)); P_MCPPROXY=$((BASE + 4)); P_GW_MEM=$((BASE + 5))
 P_EVERY=$((BASE + 6)); P_GW_EVERY=$((BASE + 7)); P_ISSUER=$((BASE + 8)); P_GW_OAUTH=$((BASE + 9))
+P_NGINX=$((BASE + 10))
 
 rm -rf "$WORK"
 mkdir -p "$WORK/logs" "$CACHE"
 
 # ---------------------------------------------------------------- build
-log "building (release)"
-(cd "$REPO" && cargo build --release --workspace --bins --quiet && cargo bench --no-run --quiet --bench micro 2>/dev/null)
+if ((BUILD)); then
+  log "building (release)"
+  (cd "$REPO" && cargo build --release --workspace --bins --quiet && cargo bench --no-run --quiet --bench micro 2>/dev/null)
+fi
 for b in eragate fast-upstream mcpload bench-issuer; do [[ -x "$BIN/$b" ]] || die "$BIN/$b missing"; done
 # What was built: the commit, and whether src/ differed from it.
 COMMIT="$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
@@ -106,6 +114,35 @@ if [[ ! -f "$PEERS/.installed" || "$(cat "$PEERS/.installed")" != "$STAMP_WANT" 
   echo "$STAMP_WANT" > "$PEERS/.installed"
 fi
 [[ -f "$SUPERGW_JS" && -f "$EVERYTHING_JS" && -x "$MCPPROXY" ]] || die "peers missing in $PEERS"
+# nginx, the floor (issue 17): Debian's package, installed when missing; the install
+# never starts its service (policy-rc.d); run.sh starts its own nginx on loopback.
+NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
+if [[ ! -x $NGINX ]]; then
+  log "installing nginx from Debian's packages (apt)"
+  command -v apt-get >/dev/null || die "nginx is missing and there is no apt-get: install nginx"
+  SUDO=(); (( EUID == 0 )) || SUDO=(sudo)
+  POLICY=/usr/sbin/policy-rc.d; OWN_POLICY=0
+  if [[ ! -e $POLICY ]]; then
+    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null && "${SUDO[@]}" chmod +x "$POLICY" && OWN_POLICY=1
+  fi
+  apt_nginx() { "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$1"; }
+  { apt_nginx nginx-light || { "${SUDO[@]}" apt-get update -q && apt_nginx nginx-light; } || apt_nginx nginx; } \
+    > "$WORK/logs/apt-nginx.log" 2>&1 || NGINX_FAILED=1
+  (( OWN_POLICY )) && "${SUDO[@]}" rm -f "$POLICY"
+  [[ -z ${NGINX_FAILED:-} ]] || die "apt-get install nginx failed; see $WORK/logs/apt-nginx.log"
+  NGINX=/usr/sbin/nginx
+fi
+NGINX_FOUND=$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')
+# matplotlib (PyPI) for the charts, in a venv of its own.
+CHARTS_VENV="$CACHE/charts-venv"
+MATPLOTLIB_VERSION=3.10.7
+if [[ "$(cat "$CHARTS_VENV/.installed" 2>/dev/null)" != "matplotlib==$MATPLOTLIB_VERSION" ]]; then
+  log "installing matplotlib==$MATPLOTLIB_VERSION into $CHARTS_VENV"
+  rm -rf "$CHARTS_VENV"; python3 -m venv "$CHARTS_VENV"
+  "$CHARTS_VENV/bin/pip" install --quiet --disable-pip-version-check "matplotlib==$MATPLOTLIB_VERSION" > "$WORK/logs/pip-matplotlib.log" 2>&1 \
+    || die "pip install matplotlib failed; see $WORK/logs/pip-matplotlib.log"
+  echo "matplotlib==$MATPLOTLIB_VERSION" > "$CHARTS_VENV/.installed"
+fi
 BUILT_S=$(( $(date +%s) - START_S ))
 SUPERGW_FOUND=$(node -p "require('$PEERS/npm/node_modules/supergateway/package.json').version")
 EVERYTHING_FOUND=$(node -p "require('$PEERS/npm/node_modules/@modelcontextprotocol/server-everything/package.json').version")
@@ -114,10 +151,12 @@ BIND_LOCALHOST="$REPO/tests/peers/bind-localhost.cjs"
 [[ -f $BIND_LOCALHOST ]] || die "$BIND_LOCALHOST missing"
 
 # ---------------------------------------------------------------- 5. micro benchmarks (nothing else running)
-log "micro benchmarks (criterion)"
-rm -rf "$TARGET_DIR/criterion"
-(cd "$REPO" && "${PIN_SERVER[@]}" cargo bench --quiet --bench micro -- "${CRIT[@]}" --noplot) > "$WORK/micro.log" 2>&1 \
-  || { tail -20 "$WORK/micro.log" >&2; die "micro benchmarks failed"; }
+if ((BUILD)); then
+  log "micro benchmarks (criterion)"
+  rm -rf "$TARGET_DIR/criterion"
+  (cd "$REPO" && "${PIN_SERVER[@]}" cargo bench --quiet --bench micro -- "${CRIT[@]}" --noplot) > "$WORK/micro.log" 2>&1 \
+    || { tail -20 "$WORK/micro.log" >&2; die "micro benchmarks failed"; }
+fi
 
 # ---------------------------------------------------------------- configs
 CFG_HTTP="$WORK/eragate-http.toml"
@@ -184,6 +223,45 @@ name = "everything"
 url = "http://127.0.0.1:$P_EVERY/mcp"
 EOF
 
+# nginx in front of the fast upstream: loopback only, an HTTP/1.1 keep-alive upstream,
+# no access log, as many workers as eragate has threads (one per server core).
+NGINX_DIR="$WORK/nginx"; mkdir -p "$NGINX_DIR/tmp"
+CFG_NGINX="$NGINX_DIR/nginx.conf"
+cat > "$CFG_NGINX" <<EOF
+# nginx in front of the fast upstream (the floor of scenarios 1 and 2): loopback only,
+# keep-alive upstream, no access log, one worker per server core (eragate's threads).
+daemon off;
+master_process on;
+worker_processes $SERVER_CORES;
+pid $NGINX_DIR/nginx.pid;
+error_log $WORK/logs/nginx-error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $NGINX_DIR/tmp/body;
+  proxy_temp_path $NGINX_DIR/tmp/proxy;
+  fastcgi_temp_path $NGINX_DIR/tmp/fastcgi;
+  uwsgi_temp_path $NGINX_DIR/tmp/uwsgi;
+  scgi_temp_path $NGINX_DIR/tmp/scgi;
+  keepalive_requests 1000000;
+  upstream fast {
+    server 127.0.0.1:$P_UP;
+    keepalive 256;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:$P_NGINX;
+    location / {
+      proxy_pass http://fast;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+EOF
+# The pids of nginx's master and workers, joined by + (mcpload sums their CPU).
+nginx_pids() { echo "$1$(ps -o pid= --ppid "$1" | tr -d ' ' | sed 's/^/+/' | tr -d '\n')"; }
+
 compare() { # NAME TITLE SUBJECT ROUNDS [--sse] TARGET...
   local name="$1" title="$2" subject="$3" rounds="$4"; shift 4
   local args=()
@@ -203,19 +281,29 @@ start eragate-http "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$CFG_HTTP" --
 wait_http "http://127.0.0.1:$P_GW/readyz" "$GW_PID"
 wait_mcp "http://127.0.0.1:$P_GW/mcp" "$GW_PID" modern
 
+start nginx "${PIN_SERVER[@]}" "$NGINX" -c "$CFG_NGINX" -p "$NGINX_DIR" -e "$WORK/logs/nginx-error.log"; NGINX_PID=$LAST_PID
+wait_mcp "http://127.0.0.1:$P_NGINX/mcp" "$NGINX_PID" legacy
+NGINX_PIDS=$(nginx_pids "$NGINX_PID")
+
 DIRECT="http://127.0.0.1:$P_UP/mcp"
 VIA="http://127.0.0.1:$P_GW/mcp"
+VIA_NGINX="http://127.0.0.1:$P_NGINX/mcp"
+# Every target also reports the upstream's CPU per request (upstream=): direct, behind eragate, behind nginx.
+NGINX_T="name=nginx,pattern=legacy,url=$VIA_NGINX,pid=$NGINX_PIDS,upstream=$UP_PID"
 compare s1-json "passthrough, JSON" eragate "$ROUNDS_MAIN" \
-  "name=direct,pattern=legacy,url=$DIRECT,pid=$UP_PID" "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID"
+  "name=direct,pattern=legacy,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" \
+  "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID,upstream=$UP_PID" "$NGINX_T"
 compare s1-sse "passthrough, SSE" eragate "$ROUNDS" --sse \
-  "name=direct,pattern=legacy,url=$DIRECT,pid=$UP_PID" "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID"
+  "name=direct,pattern=legacy,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" \
+  "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID,upstream=$UP_PID" "$NGINX_T"
 compare s2-json "era translation, JSON" eragate-modern "$ROUNDS" \
-  "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID" \
-  "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID" \
-  "name=per-request-handshake,pattern=handshake,url=$DIRECT,pid=$UP_PID"
+  "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID,upstream=$UP_PID" \
+  "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" \
+  "name=per-request-handshake,pattern=handshake,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" "$NGINX_T"
 compare s2-sse "era translation, SSE" eragate-modern "$ROUNDS" --sse \
-  "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID" \
-  "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID"
+  "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID,upstream=$UP_PID" \
+  "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" "$NGINX_T"
+stop "$NGINX_PID"
 
 # ---------------------------------------------------------------- 6: OAuth on the request path
 log "starting bench-issuer and eragate with OAuth"
@@ -301,14 +389,16 @@ ENV_FILE="$WORK/env.txt"
   echo "supergateway=$SUPERGW_FOUND (npm), stateful Streamable HTTP mode"
   echo "everything=@modelcontextprotocol/server-everything $EVERYTHING_FOUND (npm), streamableHttp mode"
   echo "mcp_proxy=$MCPPROXY_FOUND (PyPI)"
+  echo "nginx=$NGINX_FOUND (Debian package), $SERVER_CORES worker(s), keep-alive upstream, access log off"
   echo "node=$(node --version)"
   echo "python=$("$PEERS/venv/bin/python" --version 2>&1)"
   echo "pinning=$PINNING (taskset)"
   echo "server_cores=$SERVER_CORES"
   echo "setup=All processes on 127.0.0.1, HTTP/1.1 keep-alive. The load generator (\`mcpload\`, one thread) on its own core so that it does not compete with what it measures; the servers share the other core(s), so eragate competes with the upstream it fronts, as a sidecar would. The fast upstream (\`fast-upstream\`, Rust, hyper, one thread) is the same binary for every scenario but 2c (server-everything), over HTTP or stdio. eragate runs with \`ERAGATE_LOG=$ERAGATE_LOG\`; its configuration files are below. Timing: warm-up $WARM ms, measured $DUR ms per run; $ROUNDS_MAIN rounds for scenario 1a, $ROUNDS for the others.\\n"
-  echo "configs=$CFG_HTTP $CFG_STDIO $CFG_EVERY $CFG_OAUTH"
+  echo "configs=$CFG_HTTP $CFG_STDIO $CFG_EVERY $CFG_OAUTH $CFG_NGINX"
   echo "repo=$REPO"
   echo "notes_file=$HERE/NOTES.md"
 } > "$ENV_FILE"
+"$CHARTS_VENV/bin/python" "$HERE/charts.py" "$WORK" "$HERE/charts" || die "charts.py failed"
 "$BIN/mcpload" report --work "$WORK" --env "$ENV_FILE" --criterion "$TARGET_DIR/criterion" --out "$HERE/RESULTS.md"
 log "wrote bench/RESULTS.md ($MODE run, $(( $(date +%s) - START_S )) s)"

@@ -38,18 +38,35 @@ pub async fn dispatch(
         exchange.in_session(&s.id, s.revision);
     }
     exchange.names(|| named(&message));
-    let parent = exchange.trace();
-    let serving = serve(
-        gateway,
-        backend,
-        message,
-        routing,
-        forwarded,
-        session,
-        caller,
-        &mut exchange,
-    );
-    let reply = trace::in_request(parent, serving).await;
+    // Built where it is awaited: each move of the request's future is a copy of it.
+    let reply = match exchange.trace() {
+        None => {
+            serve(
+                gateway,
+                backend,
+                message,
+                routing,
+                forwarded,
+                session,
+                caller,
+                &mut exchange,
+            )
+            .await
+        }
+        Some(parent) => {
+            let serving = serve(
+                gateway,
+                backend,
+                message,
+                routing,
+                forwarded,
+                session,
+                caller,
+                &mut exchange,
+            );
+            trace::in_request(parent, serving).await
+        }
+    };
     super::reply::observed(reply, exchange)
 }
 

@@ -181,9 +181,18 @@ impl HttpFrontend {
                 if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
                     return refusal;
                 }
-                let traceparent = header_text(&parts.headers, "traceparent").map(str::to_owned);
-                let dispatched = dispatch(&self.gateway, backend, message, routing, &forwarded, session, admitted);
-                trace::with_header(traceparent, dispatched).await
+                // The client's trace header matters only to a traced gateway; the
+                // future is built where it is awaited (each move of it is a copy).
+                let traceparent =
+                    header_text(&parts.headers, "traceparent").filter(|_| self.gateway.telemetry.is_tracing());
+                match traceparent {
+                    None => dispatch(&self.gateway, backend, message, routing, &forwarded, session, admitted).await,
+                    Some(header) => {
+                        let dispatched =
+                            dispatch(&self.gateway, backend, message, routing, &forwarded, session, admitted);
+                        trace::with_header(header.to_owned(), dispatched).await
+                    }
+                }
             }
             Ok(Frame::Batch(items)) if batches_allowed(&session) => {
                 let refusal = items

@@ -95,6 +95,21 @@ pub fn scan(bytes: &[u8], bounds: Bounds) -> Result<Shape, ScanError> {
     .run()
 }
 
+/// Whether `bytes` is too short to cross `bounds`, whatever it holds: then a
+/// scan can only find it malformed or too deep, which a parser finds as well.
+///
+/// A JSON text of `n` bytes holds at most `(n + 1) / 2` values: a scalar takes at
+/// least one byte (`1 ≥ 2·1 − 1`), a container two brackets plus a comma between
+/// each two of its `c` children, so with children of `v_i` values in at least
+/// `2·v_i − 1` bytes each it takes at least `2 + (c − 1) + Σ(2·v_i − 1) =
+/// 2·(1 + Σv_i) − 1` bytes; whitespace only adds bytes. Top-level items are
+/// values, and only a text opening an array has any.
+pub fn within_by_length(bytes: &[u8], bounds: Bounds) -> bool {
+    let most = bytes.len().div_ceil(2);
+    let fits = |bound: Option<usize>| bound.is_none_or(|limit| most <= limit);
+    fits(bounds.values) && (fits(bounds.items) || !opens_array(bytes))
+}
+
 /// Whether the first byte past leading whitespace opens an array (a batch):
 /// the question a caller that refuses batches asks before anything else.
 pub fn opens_array(bytes: &[u8]) -> bool {
@@ -454,6 +469,45 @@ mod tests {
         assert_eq!(shape(&deepest).map(|s| s.depth), Ok(MAX_DEPTH));
     }
 
+    /// A text short enough to be within its bounds by length never crosses them, and
+    /// the densest texts (`[0,0,…]`, `[[[…]]]`, `[[],[],…]`) reach the count it assumes.
+    #[test]
+    fn short_texts_are_within_their_bounds() {
+        let bound = |values, items| Bounds {
+            values: Some(values),
+            items: Some(items),
+        };
+        let cases = [
+            // (text, bounds, within by length, values in the text)
+            ("0", bound(1, 1), true, 1),
+            ("[0,0,0]", bound(4, 4), true, 4),
+            ("[0,0,0]", bound(3, 100), false, 4),
+            ("[0,0,0]", bound(100, 3), false, 4),
+            ("[[[]]]", bound(3, 3), true, 3),
+            ("[[],[]]", bound(4, 4), true, 3),
+            ("{\"a\":[0,0]}", bound(6, 1), true, 4),
+            ("{\"a\":[0,0]}", bound(5, 1), false, 4),
+            (" [0] ", bound(3, 1), false, 2),
+            ("[0]", bound(2, 2), true, 2),
+        ];
+        for (text, bounds, within, values) in cases {
+            assert_eq!(within_by_length(text.as_bytes(), bounds), within, "{text}");
+            assert_eq!(shape(text).map(|s| s.values), Ok(values), "{text}");
+            if within {
+                assert!(scan(text.as_bytes(), bounds).is_ok(), "{text}");
+            }
+        }
+        assert!(within_by_length(b"[0,0]", Bounds::default()));
+        // At the boundary: (n + 1) / 2 values in n bytes, exactly.
+        for k in 1..50 {
+            let dense = format!("[{}0]", "0,".repeat(k - 1));
+            let most = dense.len().div_ceil(2);
+            assert_eq!(shape(&dense).map(|s| s.values), Ok(most), "{dense}");
+            assert!(within_by_length(dense.as_bytes(), bound(most, most)));
+            assert!(!within_by_length(dense.as_bytes(), bound(most - 1, most)));
+        }
+    }
+
     /// The shape of a parsed value, computed the obvious way.
     fn expected(value: &Value) -> Shape {
         fn walk(value: &Value, depth: usize, shape: &mut Shape) {
@@ -513,6 +567,17 @@ mod tests {
             let text = text.unwrap();
             // Distinct keys only: a repeated key collapses in a `Value`, not in the text.
             prop_assert_eq!(shape(&text), Ok(expected(&value)));
+        }
+
+        #[test]
+        fn within_by_length_is_never_wrong(value in json_value(), pretty in any::<bool>(), slack in 0usize..3) {
+            let text = if pretty { serde_json::to_string_pretty(&value) } else { serde_json::to_string(&value) };
+            let text = text.unwrap();
+            let found = expected(&value);
+            let bounds = Bounds { values: Some(found.values.saturating_sub(slack).max(1)), items: Some(found.items.saturating_sub(slack)) };
+            if within_by_length(text.as_bytes(), bounds) {
+                prop_assert!(scan(text.as_bytes(), bounds).is_ok(), "{}", text);
+            }
         }
 
         #[test]

@@ -79,6 +79,11 @@ impl Telemetry {
         }
     }
 
+    /// Whether requests are traced (`[telemetry] otlp_endpoint`).
+    pub fn is_tracing(&self) -> bool {
+        self.tracing.is_some()
+    }
+
     /// Whether `server/discover` answers carry the live summary.
     pub fn live_discover(&self) -> bool {
         self.live_discover

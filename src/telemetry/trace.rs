@@ -27,12 +27,12 @@ tokio::task_local! {
     static HEADER: String;
 }
 
-/// Runs `future` (an HTTP request's dispatch) with the client's `traceparent` header, if any.
-pub async fn with_header<F: Future>(traceparent: Option<String>, future: F) -> F::Output {
-    match traceparent {
-        Some(header) => HEADER.scope(header, future).await,
-        None => future.await,
-    }
+/// Runs `future` (an HTTP request's dispatch) with the client's `traceparent` header.
+/// Only for a traced gateway: a request's future is several KiB, and each wrapper it
+/// is moved into copies it (callgrind: 13,000 instructions per call for this one when
+/// it wrapped every request), so untraced requests are awaited as they are.
+pub fn with_header<F: Future>(traceparent: String, future: F) -> impl Future<Output = F::Output> {
+    HEADER.scope(traceparent, future)
 }
 
 /// The client's `traceparent` header, when the edge found one (see [`with_header`]).
@@ -122,12 +122,10 @@ impl Traced {
     }
 }
 
-/// Runs `future` (a request's dispatch) with `request` as the parent of the upstream calls it makes.
-pub async fn in_request<F: Future>(request: Option<Traced>, future: F) -> F::Output {
-    match request {
-        Some(traced) => REQUEST.scope(traced, future).await,
-        None => future.await,
-    }
+/// Runs `future` (a request's dispatch) with `request` as the parent of the upstream
+/// calls it makes; untraced requests are awaited as they are (see [`with_header`]).
+pub fn in_request<F: Future>(request: Traced, future: F) -> impl Future<Output = F::Output> {
+    REQUEST.scope(request, future)
 }
 
 /// The span of one upstream call, started inside a traced request's dispatch; ends when dropped.

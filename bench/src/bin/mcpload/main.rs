@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! mcpload probe   --url URL --pattern legacy|modern [--sse] [--tool echo] [--arg text] [--token-file F]
-//! mcpload compare --name S --title T --subject NAME --target name=..,pattern=..,url=..[,pid=..][,tool=..][,arg=..][,token_file=..] ...
+//! mcpload compare --name S --title T --subject NAME --target name=..,pattern=..,url=..[,pid=P[+P..]][,upstream=P[+P..]][,tool=..][,arg=..][,token_file=..] ...
 //!                 [--sse] [--concurrency 1,16,64] [--rounds N] [--warmup-ms N] [--duration-ms N] --out FILE
 //! mcpload memory  --url URL --pid PID [--sessions N] [--inflight N] [--sleep-ms N] --out FILE
 //! mcpload report  --work DIR --env FILE --criterion DIR --out FILE
@@ -15,6 +15,7 @@
 //! generator can be pinned to one core apart from what it measures.
 
 mod client;
+mod floor;
 mod memory;
 mod procfs;
 mod report;

@@ -69,7 +69,7 @@ impl Comparison {
             .collect()
     }
 
-    fn throughput_ratio(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
+    pub(crate) fn throughput_ratio(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
         min_med_max(
             self.pairs(other, c)
                 .iter()
@@ -79,7 +79,27 @@ impl Comparison {
         )
     }
 
-    fn added_p50(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
+    /// Subject CPU per request ÷ other's, per interleaved pair.
+    pub(crate) fn cpu_ratio(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
+        self.ratio_of(other, c, |r| r.cpu_us_per_op)
+    }
+
+    /// The upstream's CPU per request behind the subject ÷ behind the other, per pair.
+    pub(crate) fn upstream_cpu_ratio(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
+        self.ratio_of(other, c, |r| r.upstream_cpu_us_per_op)
+    }
+
+    fn ratio_of(&self, other: &str, c: usize, f: impl Fn(&RunResult) -> Option<f64>) -> Option<(f64, f64, f64)> {
+        min_med_max(
+            self.pairs(other, c)
+                .iter()
+                .filter_map(|(s, o)| Some((f(s)?, f(o).filter(|v| *v > 0.0)?)))
+                .map(|(s, o)| s / o)
+                .collect(),
+        )
+    }
+
+    pub(crate) fn added_p50(&self, other: &str, c: usize) -> Option<(f64, f64, f64)> {
         min_med_max(self.pairs(other, c).iter().map(|(s, o)| s.p50_us - o.p50_us).collect())
     }
 
@@ -92,7 +112,7 @@ fn fmt(value: Option<f64>, decimals: usize) -> String {
     value.map_or("–".to_owned(), |v| format!("{v:.decimals$}"))
 }
 
-fn fmt3(value: Option<(f64, f64, f64)>, decimals: usize) -> String {
+pub(crate) fn fmt3(value: Option<(f64, f64, f64)>, decimals: usize) -> String {
     value.map_or("–".to_owned(), |(a, b, c)| {
         format!("{a:.decimals$} / **{b:.decimals$}** / {c:.decimals$}")
     })
@@ -118,9 +138,9 @@ fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Compar
     );
     let _ = writeln!(
         md,
-        "| target | client | c | ops/s | p50 µs | p90 µs | p99 µs | CPU µs/op | max RSS MiB | errors |"
+        "| target | client | c | ops/s | p50 µs | p90 µs | p99 µs | CPU µs/op | upstream CPU µs/op | max RSS MiB | errors |"
     );
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &c in &cmp.concurrency {
         for target in &cmp.targets {
             let runs = cmp.runs_of(&target.name, c);
@@ -131,7 +151,7 @@ fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Compar
             let first_error = runs.iter().find_map(|r| r.first_error.clone());
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 target.name,
                 target.pattern.as_str(),
                 c,
@@ -140,6 +160,7 @@ fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Compar
                 fmt(cmp.median_of(&target.name, c, |r| Some(r.p90_us)), 0),
                 fmt(cmp.median_of(&target.name, c, |r| Some(r.p99_us)), 0),
                 fmt(cmp.median_of(&target.name, c, |r| r.cpu_us_per_op), 1),
+                fmt(cmp.median_of(&target.name, c, |r| r.upstream_cpu_us_per_op), 1),
                 fmt(
                     cmp.median_of(&target.name, c, |r| r.rss_max_kib.map(|k| k as f64 / 1024.0)),
                     1
@@ -159,9 +180,9 @@ fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Compar
     );
     let _ = writeln!(
         md,
-        "| pair | c | throughput ratio | added p50 latency µs | added p99 latency µs (median) |"
+        "| pair | c | throughput ratio | added p50 latency µs | added p99 latency µs (median) | CPU per request ratio | upstream CPU ratio |"
     );
-    let _ = writeln!(md, "|---|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|---:|");
     for &c in &cmp.concurrency {
         for other in cmp.targets.iter().filter(|t| t.name != cmp.subject) {
             let p99 = median(
@@ -172,13 +193,15 @@ fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Compar
             );
             let _ = writeln!(
                 md,
-                "| {} / {} | {} | {} | {} | {} |",
+                "| {} / {} | {} | {} | {} | {} | {} | {} |",
                 cmp.subject,
                 other.name,
                 c,
                 fmt3(cmp.throughput_ratio(&other.name, c), 2),
                 fmt3(cmp.added_p50(&other.name, c), 0),
-                fmt(p99, 0)
+                fmt(p99, 0),
+                fmt3(cmp.cpu_ratio(&other.name, c), 2),
+                fmt3(cmp.upstream_cpu_ratio(&other.name, c), 2),
             );
         }
     }
@@ -186,12 +209,12 @@ fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Compar
 }
 
 /// One row of the targets table.
-struct Check {
-    what: String,
-    goal: String,
-    measured: String,
-    met: Option<bool>,
-    why: String,
+pub(crate) struct Check {
+    pub(crate) what: String,
+    pub(crate) goal: String,
+    pub(crate) measured: String,
+    pub(crate) met: Option<bool>,
+    pub(crate) why: String,
 }
 
 fn verdict(met: Option<bool>) -> &'static str {
@@ -525,7 +548,10 @@ pub fn write(options: &Options) -> Result<(), String> {
         ));
     }
 
-    let _ = writeln!(md, "## Targets (issues 3 and 12)\n");
+    // Issue 17: nginx as the floor (scenarios 1a and 2a carry an `nginx` target).
+    checks.extend(crate::floor::checks(s1_json.as_ref(), s2_json.as_ref()));
+
+    let _ = writeln!(md, "## Targets (issues 3, 12 and 17)\n");
     let _ = writeln!(
         md,
         "Ratios are medians of the interleaved pairs; a target over several concurrencies is met only if met at each.\n"
@@ -550,6 +576,8 @@ pub fn write(options: &Options) -> Result<(), String> {
         let _ = writeln!(md, "{}\n", notes.trim_end());
     }
 
+    charts_section(&mut md, out.parent());
+
     let _ = writeln!(md, "## Setup\n");
     let _ = writeln!(md, "{}\n", get("setup").replace("\\n", "\n"));
     for path in get("configs").split_whitespace() {
@@ -563,14 +591,18 @@ pub fn write(options: &Options) -> Result<(), String> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let _ = writeln!(md, "`{name}`:\n\n```toml\n{}```\n", text);
+            let fence = if name.ends_with(".conf") { "nginx" } else { "toml" };
+            let _ = writeln!(md, "`{name}`:\n\n```{fence}\n{}```\n", text);
         }
     }
 
     let _ = writeln!(md, "## 1. Passthrough cost\n");
     let blurb1 = "A legacy client (one session per connection, then `tools/call echo` on it) against the fast upstream directly (`direct`) \
-                  and through eragate in front of the same upstream over Streamable HTTP (`eragate`). Added latency = eragate's p50 − direct p50 of the same round. \
-                  CPU µs/op and RSS are the watched process's: the fast upstream on `direct` rows, eragate (alone, without the upstream) on `eragate` rows.";
+                  through eragate in front of the same upstream over Streamable HTTP (`eragate`), \
+                  and through nginx (`nginx`: Debian's package, a keep-alive upstream, no access log, as many workers as eragate has threads), the floor: \
+                  what a general-purpose reverse proxy pays for the same two hops. Added latency = eragate's p50 − the other's p50 of the same round. \
+                  CPU µs/op and RSS are the watched process's: the fast upstream on `direct` rows, eragate (alone, without the upstream) on `eragate` rows, \
+                  nginx's master and workers on `nginx` rows; upstream CPU µs/op is the fast upstream's on every row.";
     comparison_section(&mut md, "1a. JSON responses", s1_json.as_ref(), blurb1);
     comparison_section(&mut md, "1b. SSE responses", s1_sse.as_ref(), blurb1);
 
@@ -580,7 +612,8 @@ pub fn write(options: &Options) -> Result<(), String> {
                   `established-session`: a legacy client holding a session directly on the upstream (the limit). \
                   `per-request-handshake`: directly on the upstream, each call is `initialize`, `notifications/initialized`, the call and DELETE \
                   (what a gateway without session pooling pays at least); one op = the whole sequence. \
-                  CPU µs/op and RSS: eragate's on the `eragate-modern` row, the fast upstream's on the others.";
+                  `nginx`: a legacy client through nginx (no translation: the floor of two HTTP hops). \
+                  CPU µs/op and RSS: eragate's on the `eragate-modern` row, nginx's on the `nginx` row, the fast upstream's on the others.";
     comparison_section(&mut md, "2a. JSON responses", s2_json.as_ref(), blurb2);
     comparison_section(&mut md, "2b. SSE responses", s2_sse.as_ref(), blurb2);
     let blurb2c = "The same three patterns in front of `@modelcontextprotocol/server-everything` (the TypeScript SDK's reference \
@@ -705,6 +738,32 @@ pub fn write(options: &Options) -> Result<(), String> {
          Unlike throughput on a 2-core machine it does not depend on who else was running.\n"
     );
     std::fs::write(&out, md).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+/// The charts `bench/charts.py` drew next to the report (`charts/*.png`), when there.
+fn charts_section(md: &mut String, dir: Option<&Path>) {
+    let charts = [
+        (
+            "throughput.png",
+            "Throughput against concurrency (median of the rounds)",
+        ),
+        ("p99.png", "p99 latency against concurrency (median of the rounds)"),
+        (
+            "cpu.png",
+            "CPU per request: the proxy's own, the upstream's stacked on it",
+        ),
+    ];
+    let present: Vec<_> = charts
+        .iter()
+        .filter(|(file, _)| dir.is_some_and(|d| d.join("charts").join(file).exists()))
+        .collect();
+    if present.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "## Charts\n");
+    for (file, title) in present {
+        let _ = writeln!(md, "{title}:\n\n![{title}](charts/{file})\n");
+    }
 }
 
 fn micro_section(md: &mut String, criterion: Option<&Path>, log: &Path) {

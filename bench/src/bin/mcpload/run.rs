@@ -20,8 +20,13 @@ pub struct Target {
     pub name: String,
     pub pattern: Pattern,
     pub url: String,
-    /// The process whose CPU and memory are reported (a gateway or bridge).
-    pub pid: Option<u32>,
+    /// The processes whose CPU and memory are reported, summed (a gateway or
+    /// bridge; nginx's master and workers).
+    #[serde(default)]
+    pub pids: Vec<u32>,
+    /// The upstream's processes, whose CPU per request is reported beside.
+    #[serde(default)]
+    pub upstream_pids: Vec<u32>,
     /// The echo tool's name (`echo` unless given).
     #[serde(default = "default_tool")]
     pub tool: String,
@@ -33,6 +38,19 @@ pub struct Target {
     pub token_file: Option<String>,
 }
 
+/// `PID[+PID…]`.
+fn parse_pids(value: &str) -> Result<Vec<u32>, String> {
+    value
+        .split('+')
+        .map(|p| p.parse().map_err(|_| format!("bad pid {p:?}")))
+        .collect()
+}
+
+/// CPU time of every process of `pids` together, in microseconds (`None` if one is gone).
+fn cpu_us_of(pids: &[u32]) -> Option<f64> {
+    pids.iter().map(|&pid| procfs::cpu_us(pid)).sum()
+}
+
 fn default_tool() -> String {
     "echo".into()
 }
@@ -42,9 +60,10 @@ fn default_arg() -> String {
 }
 
 impl Target {
-    /// `name=N,pattern=P,url=U[,pid=PID][,tool=T][,arg=A][,token_file=F]`
+    /// `name=N,pattern=P,url=U[,pid=PID[+PID…]][,upstream=PID[+PID…]][,tool=T][,arg=A][,token_file=F]`
     pub fn parse(spec: &str) -> Result<Target, String> {
-        let (mut name, mut pattern, mut url, mut pid) = (None, None, None, None);
+        let (mut name, mut pattern, mut url) = (None, None, None);
+        let (mut pids, mut upstream_pids) = (Vec::new(), Vec::new());
         let (mut tool, mut arg, mut token_file) = (default_tool(), default_arg(), None);
         for part in spec.split(',') {
             let (key, value) = part
@@ -54,7 +73,8 @@ impl Target {
                 "name" => name = Some(value.to_owned()),
                 "pattern" => pattern = Some(Pattern::parse(value)?),
                 "url" => url = Some(value.to_owned()),
-                "pid" => pid = Some(value.parse().map_err(|_| format!("bad pid {value:?}"))?),
+                "pid" => pids = parse_pids(value)?,
+                "upstream" => upstream_pids = parse_pids(value)?,
                 "tool" => tool = value.to_owned(),
                 "arg" => arg = value.to_owned(),
                 "token_file" => token_file = Some(value.to_owned()),
@@ -65,7 +85,8 @@ impl Target {
             name: name.ok_or("target needs name=")?,
             pattern: pattern.ok_or("target needs pattern=")?,
             url: url.ok_or("target needs url=")?,
-            pid,
+            pids,
+            upstream_pids,
             tool,
             arg,
             token_file,
@@ -90,6 +111,9 @@ pub struct RunResult {
     pub p99_us: f64,
     /// CPU time of the watched process per completed operation.
     pub cpu_us_per_op: Option<f64>,
+    /// CPU time of the upstream per completed operation (when its pid was given).
+    #[serde(default)]
+    pub upstream_cpu_us_per_op: Option<f64>,
     /// Largest RSS of the watched process seen during the window.
     pub rss_max_kib: Option<u64>,
 }
@@ -117,22 +141,27 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
     let measure_from = start + Duration::from_millis(timing.warmup_ms);
     let deadline = measure_from + Duration::from_millis(timing.duration_ms);
     let rss_max = Rc::new(Cell::new(None::<u64>));
+    // CPU seconds (before, after) of the watched processes and of the upstream's.
     let cpu = Rc::new(Cell::new((None::<f64>, None::<f64>)));
-    let watcher = target.pid.map(|pid| {
-        let (rss_max, cpu) = (rss_max.clone(), cpu.clone());
+    let upstream_cpu = Rc::new(Cell::new((None::<f64>, None::<f64>)));
+    let watcher = (!target.pids.is_empty() || !target.upstream_pids.is_empty()).then(|| {
+        let (rss_max, cpu, upstream_cpu) = (rss_max.clone(), cpu.clone(), upstream_cpu.clone());
+        let (pids, upstream_pids) = (target.pids.clone(), target.upstream_pids.clone());
         tokio::task::spawn_local(async move {
             tokio::time::sleep_until(measure_from).await;
-            cpu.set((procfs::cpu_us(pid), None));
+            cpu.set((cpu_us_of(&pids), None));
+            upstream_cpu.set((cpu_us_of(&upstream_pids), None));
             let mut ticker = tokio::time::interval(Duration::from_millis(100));
             while Instant::now() < deadline {
                 ticker.tick().await;
-                if let Some(rss) = procfs::rss_kib(pid) {
+                let rss: Option<u64> = pids.iter().map(|&pid| procfs::rss_kib(pid)).sum();
+                if let Some(rss) = rss.filter(|_| !pids.is_empty()) {
                     rss_max.set(Some(rss_max.get().map_or(rss, |m| m.max(rss))));
                 }
             }
             tokio::time::sleep_until(deadline).await;
-            let before = cpu.get().0;
-            cpu.set((before, procfs::cpu_us(pid)));
+            cpu.set((cpu.get().0, cpu_us_of(&pids)));
+            upstream_cpu.set((upstream_cpu.get().0, cpu_us_of(&upstream_pids)));
         })
     });
     let call = Rc::new(EchoCall {
@@ -166,10 +195,12 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
     let seconds = timing.duration_ms as f64 / 1000.0;
     let ops = histogram.len();
     let us = |ns: u64| ns as f64 / 1000.0;
-    let cpu_us_per_op = match cpu.get() {
-        (Some(before), Some(after)) if ops > 0 => Some((after - before) / ops as f64),
+    let per_op = |pids: &[u32], (before, after): (Option<f64>, Option<f64>)| match (before, after) {
+        (Some(before), Some(after)) if ops > 0 && !pids.is_empty() => Some((after - before) / ops as f64),
         _ => None,
     };
+    let cpu_us_per_op = per_op(&target.pids, cpu.get());
+    let upstream_cpu_us_per_op = per_op(&target.upstream_pids, upstream_cpu.get());
     RunResult {
         target: target.name.clone(),
         concurrency,
@@ -184,6 +215,7 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
         p90_us: us(histogram.value_at_quantile(0.90)),
         p99_us: us(histogram.value_at_quantile(0.99)),
         cpu_us_per_op,
+        upstream_cpu_us_per_op,
         rss_max_kib: rss_max.get(),
     }
 }
@@ -316,7 +348,11 @@ pub async fn compare(mut comparison: Comparison) -> Comparison {
                     result
                         .cpu_us_per_op
                         .map(|v| format!("  cpu {v:.1} µs/op"))
-                        .unwrap_or_default(),
+                        .unwrap_or_default()
+                        + &result
+                            .upstream_cpu_us_per_op
+                            .map(|v| format!("  upstream {v:.1} µs/op"))
+                            .unwrap_or_default(),
                     if result.errors > 0 {
                         format!(
                             "  ERRORS {} ({})",
