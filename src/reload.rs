@@ -168,24 +168,18 @@ fn needing_restart(running: &Config, new: &Config) -> Vec<&'static str> {
         // The running one was completed from the bound address at start.
         listen.public_url.clone_from(&running.listen.public_url);
     }
-    let differ = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| format!("{a:?}") != format!("{b:?}");
-    let mut sections = Vec::new();
-    if differ(&running.listen, &listen) {
-        sections.push("listen");
-    }
-    if differ(&running.admin, &new.admin) {
-        sections.push("admin");
-    }
-    if differ(&running.sessions, &new.sessions) {
-        sections.push("sessions");
-    }
-    if differ(&running.auth, &new.auth) {
-        sections.push("auth");
-    }
-    if differ(&running.limits, &new.limits) {
-        sections.push("limits");
-    }
-    sections
+    let changed = [
+        ("listen", running.listen != listen),
+        ("admin", running.admin != new.admin),
+        ("sessions", running.sessions != new.sessions),
+        ("auth", running.auth != new.auth),
+        ("limits", running.limits != new.limits),
+    ];
+    changed
+        .into_iter()
+        .filter(|(_, differ)| *differ)
+        .map(|(section, _)| section)
+        .collect()
 }
 
 /// Closes a retired backend once nothing uses it (or at `deadline`).

@@ -158,9 +158,16 @@ fn per_ip_connections_are_capped() {
     second
         .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .expect("write");
+    // Refused with an answer (before: closed without one, so a client could not tell why).
     let answer = read_until_closed(&mut second);
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    assert!(head.starts_with("HTTP/1.1 503"), "the refusal: {answer:?}");
+    assert!(head.to_ascii_lowercase().contains("\r\nretry-after: 1"), "{head}");
+    let error: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(error["error"]["code"], -32029, "{error}");
+    assert_eq!(error["error"]["data"]["limit"], "connections_per_ip", "{error}");
     assert!(
-        answer.is_empty(),
+        !answer.contains("HTTP/1.1 200"),
         "a second connection from one IP was served: {answer}"
     );
     drop(holder);

@@ -73,6 +73,14 @@ async fn serve(
         };
         return Reply::rejected(id, refusal);
     }
+    // A request holds its place in the principal's in-flight quota until it is answered.
+    let in_flight = match &message {
+        Message::Request(r) if r.method != "subscriptions/listen" => match gateway.in_flight.hold(principal.as_str()) {
+            Ok(hold) => Some(hold),
+            Err(refusal) => return Reply::rejected(Some(r.id.clone()), refusal),
+        },
+        _ => None,
+    };
     let tool_view = match &message {
         Message::Request(r) if r.method == "tools/list" => gateway.auth.tool_view(caller),
         _ => None,
@@ -107,9 +115,13 @@ async fn serve(
             return Reply::rejected(id, Rejection::Classified(error));
         }
     };
-    match tool_view {
+    let reply = match tool_view {
         Some(view) => super::restrict::tools_list(reply, era, view),
         None => reply,
+    };
+    match (reply, in_flight) {
+        (Reply::Stream(responses, era), Some(hold)) => Reply::Stream(responses.holding(hold), era),
+        (reply, _) => reply,
     }
 }
 

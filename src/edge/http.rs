@@ -193,7 +193,10 @@ impl HttpFrontend {
                 if let Some(refusal) = refusal {
                     return refusal;
                 }
-                return self.batch(backend, items, routing, session, admitted).await;
+                // Each item's span takes the request's `traceparent` header as its parent.
+                let traceparent = header_text(&parts.headers, "traceparent").map(str::to_owned);
+                let batch = self.batch(backend, items, routing, session, admitted);
+                return trace::with_header(traceparent, batch).await;
             }
             Ok(Frame::Batch(_)) => {
                 return reject(BATCHES_FOR_2025_03_26);
@@ -269,11 +272,9 @@ impl HttpFrontend {
         if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
             return refusal;
         }
-        match self
-            .sse_connections
-            .post(&self.gateway, &connection, admitted, message)
-            .await
-        {
+        let traceparent = header_text(&parts.headers, "traceparent").map(str::to_owned);
+        let posted = self.sse_connections.post(&self.gateway, &connection, admitted, message);
+        match trace::with_header(traceparent, posted).await {
             Some(()) => respond::empty(StatusCode::ACCEPTED),
             None => reject(Rejection::ConnectionNotFound),
         }
