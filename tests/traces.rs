@@ -282,3 +282,58 @@ fn a_request_posted_on_the_http_sse_edge_takes_the_traceparent_header_as_its_par
         "the answer on the stream"
     );
 }
+
+#[test]
+fn each_request_on_the_stdio_edge_gets_a_span_under_its_meta_traceparent() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("eragate.toml");
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    std::fs::write(&config, format!("{}{upstream}", telemetry_toml(&receiver))).expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["stdio", "--config"])
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("eragate stdio");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut answers = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let traceparent = format!("00-{TRACE_ID}-{CLIENT_SPAN}-01");
+    let initialize = request_body(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "traces", "version": "0"}}),
+    );
+    writeln!(stdin, "{initialize}").expect("write");
+    let first = answers.next().expect("an answer").expect("a line");
+    assert!(first.contains("\"protocolVersion\""), "{first}");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .expect("write");
+    for (id, text) in [(1, "one"), (2, "two")] {
+        let call = request_body(
+            id,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": text},
+            "_meta": {"traceparent": traceparent}}),
+        );
+        writeln!(stdin, "{call}").expect("write");
+        let answer = answers.next().expect("an answer").expect("a line");
+        assert!(answer.contains(&format!("echo: {text}")), "{answer}");
+    }
+    // Closing stdin ends eragate, which flushes its spans on the way out.
+    drop(stdin);
+    let _ = child.wait();
+    for span in wait_for_children(&receiver, "tools/call", 2) {
+        assert_eq!(span["trace_id"], TRACE_ID, "{span:#}");
+        assert_eq!(span["attributes"]["eragate.era"], "legacy", "{span:#}");
+    }
+}

@@ -13,58 +13,67 @@ use crate::router::Backend;
 use crate::telemetry::{Exchange, MethodLabel, trace};
 use crate::translate::{Classification, RoutingHeaders, classify};
 
-/// Serves one message from a client. `forwarded` are transport headers a modern
-/// upstream must see as they came (`Mcp-Param-*`); stdio has none. The
-/// request runs as `caller.principal`, and sees what `caller`'s token may see.
-/// Its telemetry record is opened here and closed with its answer.
-pub async fn dispatch(
-    gateway: &Gateway,
-    backend: &Backend,
-    message: Message,
-    routing: RoutingHeaders<'_>,
-    forwarded: &[(String, String)],
-    session: SessionLookup,
-    caller: &Admitted,
-) -> Reply {
+/// One message from a client, with what its transport says about it.
+pub struct Inbound<'a> {
+    /// The message.
+    pub message: Message,
+    /// The 2026-07-28 routing headers (`Mcp-Method`, `Mcp-Name`...); none on stdio.
+    pub routing: RoutingHeaders<'a>,
+    /// Transport headers a modern upstream must see as they came (`Mcp-Param-*`).
+    pub forwarded: &'a [(String, String)],
+    /// The legacy client session the message names, if any.
+    pub session: SessionLookup,
+}
+
+impl Inbound<'_> {
+    /// A message from a transport without headers (stdio, an HTTP+SSE post, a batch item).
+    pub fn bare(message: Message, session: SessionLookup) -> Inbound<'static> {
+        Inbound {
+            message,
+            routing: RoutingHeaders::None,
+            forwarded: &[],
+            session,
+        }
+    }
+}
+
+/// Serves one message from a client. The request runs as `caller.principal`,
+/// and sees what `caller`'s token may see. Its telemetry record is opened here
+/// and closed with its answer.
+pub async fn dispatch(gateway: &Gateway, backend: &Backend, inbound: Inbound<'_>, caller: &Admitted) -> Reply {
+    let message = &inbound.message;
     let method = match &message {
         Message::Request(r) => MethodLabel::of(&r.method),
         Message::Notification(n) => MethodLabel::of(&n.method),
         Message::Response(_) => MethodLabel::RESPONSE,
     };
     let header = trace::header();
-    let parent = traceparent(&message).or(header.as_deref());
+    let parent = traceparent(message).or(header.as_deref());
     let mut exchange = gateway.telemetry.begin(method, backend.stats(), parent);
-    if let SessionLookup::Found(s) = &session {
+    if let SessionLookup::Found(s) = &inbound.session {
         exchange.in_session(&s.id, s.revision);
     }
-    exchange.names(|| named(&message));
+    exchange.names(|| named(message));
     let parent = exchange.trace();
-    let serving = serve(
-        gateway,
-        backend,
-        message,
-        routing,
-        forwarded,
-        session,
-        caller,
-        &mut exchange,
-    );
+    let serving = serve(gateway, backend, inbound, caller, &mut exchange);
     let reply = trace::in_request(parent, serving).await;
     super::reply::observed(reply, exchange)
 }
 
 // The body of `dispatch`, with the record to fill in as the message is classified.
-#[allow(clippy::too_many_arguments)]
 async fn serve(
     gateway: &Gateway,
     backend: &Backend,
-    message: Message,
-    routing: RoutingHeaders<'_>,
-    forwarded: &[(String, String)],
-    session: SessionLookup,
+    inbound: Inbound<'_>,
     caller: &Admitted,
     exchange: &mut Exchange,
 ) -> Reply {
+    let Inbound {
+        message,
+        routing,
+        forwarded,
+        session,
+    } = inbound;
     let principal = &caller.principal;
     if let Err(refusal) = gateway.rate.admit(principal.as_str(), backend.name(), &message).await {
         let id = match message {

@@ -28,7 +28,7 @@ pub mod sessions;
 
 use std::sync::Arc;
 
-pub use dispatch::{batches_allowed, dispatch};
+pub use dispatch::{Inbound, batches_allowed, dispatch};
 pub use legacy::SessionLookup;
 pub use reply::{Reply, Status};
 pub use sessions::{AttachError, ClientSession};

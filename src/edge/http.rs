@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
 use crate::auth::{Admitted, Denied, Presented, Principal, WellKnown};
-use crate::bridge::{AttachError, Gateway, Reply, SessionLookup, Status, batches_allowed, dispatch};
+use crate::bridge::{AttachError, Gateway, Inbound, Reply, SessionLookup, Status, batches_allowed, dispatch};
 use crate::protocol::errors::Rejection;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::protocol::jsonrpc::{Frame, FrameError};
@@ -182,7 +182,13 @@ impl HttpFrontend {
                     return refusal;
                 }
                 let traceparent = header_text(&parts.headers, "traceparent").map(str::to_owned);
-                let dispatched = dispatch(&self.gateway, backend, message, routing, &forwarded, session, admitted);
+                let inbound = Inbound {
+                    message,
+                    routing,
+                    forwarded: &forwarded,
+                    session,
+                };
+                let dispatched = dispatch(&self.gateway, backend, inbound, admitted);
                 trace::with_header(traceparent, dispatched).await
             }
             Ok(Frame::Batch(items)) if batches_allowed(&session) => {
@@ -226,7 +232,13 @@ impl HttpFrontend {
                 }
                 Ok(message) => {
                     let lookup = SessionLookup::Found(session.clone());
-                    dispatch(&self.gateway, backend, message, routing, &[], lookup, admitted).await
+                    let inbound = Inbound {
+                        message,
+                        routing,
+                        forwarded: &[],
+                        session: lookup,
+                    };
+                    dispatch(&self.gateway, backend, inbound, admitted).await
                 }
                 Err(error) => Reply::Message(Status::Ok, error.to_response().into_message()),
             };
