@@ -75,7 +75,12 @@ async fn serve(
         session,
     } = inbound;
     let principal = &caller.principal;
-    if let Err(refusal) = gateway.rate.admit(principal.as_str(), backend.name(), &message).await {
+    if let Err(refusal) = gateway
+        .rate
+        .load_full()
+        .admit(principal.as_str(), backend.name(), &message)
+        .await
+    {
         let id = match message {
             Message::Request(r) => Some(r.id),
             _ => None,

@@ -55,8 +55,8 @@ pub struct Gateway {
     pub auth: Authenticator,
     /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
     pub tool_headers: param_headers::ToolHeaderCache,
-    /// `[rate_limits]`.
-    pub rate: Arc<rate::RateGate>,
+    /// `[rate_limits]`; a reload swaps in a new gate.
+    pub rate: arc_swap::ArcSwap<rate::RateGate>,
     /// Open listens per principal.
     pub listens: Arc<listen::ListenQuota>,
     /// Requests in flight per principal (`limits.max_in_flight_per_principal`).
@@ -75,7 +75,7 @@ impl Gateway {
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(mrtr::SuspendedCalls::new(&config.sessions));
-        let rate = Arc::new(rate::RateGate::new(&config.rate_limits));
+        let rate = arc_swap::ArcSwap::from_pointee(rate::RateGate::new(&config.rate_limits));
         let limits = &config.limits;
         let listens = listen::ListenQuota::new("listens", limits.max_listens_per_principal, limits.max_listens);
         let in_flight = quota::HeldQuota::new("requests in flight", limits.max_in_flight_per_principal, usize::MAX);
@@ -111,7 +111,7 @@ impl Gateway {
     /// calls suspended for client input.
     pub fn spawn_health_checks(&self) {
         self.suspended.spawn_expiry();
-        self.rate.spawn_forgetting();
+        self.rate.load_full().spawn_forgetting();
         self.router.spawn_health_checks();
     }
 

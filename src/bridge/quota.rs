@@ -5,6 +5,7 @@
 //! is [`Rejection::QuotaExceeded`].
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::protocol::errors::Rejection;
@@ -15,8 +16,9 @@ pub struct HeldQuota {
     what: &'static str,
     /// Held by principal; a std mutex, never held across `.await`.
     open: Mutex<HashMap<String, usize>>,
-    per_principal: usize,
-    max: usize,
+    /// The bounds; a reload may change them (what is held above a lowered bound stays).
+    per_principal: AtomicUsize,
+    max: AtomicUsize,
 }
 
 /// One place in a [`HeldQuota`], given back when dropped.
@@ -31,9 +33,15 @@ impl HeldQuota {
         Arc::new(HeldQuota {
             what,
             open: Mutex::new(HashMap::new()),
-            per_principal,
-            max,
+            per_principal: AtomicUsize::new(per_principal),
+            max: AtomicUsize::new(max),
         })
+    }
+
+    /// New bounds (a reload): they apply to the next place asked for.
+    pub fn set_bounds(&self, per_principal: usize, max: usize) {
+        self.per_principal.store(per_principal, Ordering::Relaxed);
+        self.max.store(max, Ordering::Relaxed);
     }
 
     /// A place for one more of `principal`'s, or the refusal.
@@ -41,12 +49,12 @@ impl HeldQuota {
         let mut open = self.lock();
         let total: usize = open.values().sum();
         let own = open.get(principal).copied().unwrap_or(0);
-        if own >= self.per_principal || total >= self.max {
-            let limit = if own >= self.per_principal {
-                self.per_principal
-            } else {
-                self.max
-            };
+        let (per_principal, max) = (
+            self.per_principal.load(Ordering::Relaxed),
+            self.max.load(Ordering::Relaxed),
+        );
+        if own >= per_principal || total >= max {
+            let limit = if own >= per_principal { per_principal } else { max };
             return Err(Rejection::QuotaExceeded { what: self.what, limit });
         }
         *open.entry(principal.to_owned()).or_insert(0) += 1;
@@ -110,7 +118,11 @@ mod tests {
         }
         assert_eq!(quota.len(), 3);
         drop(a1);
-        assert!(quota.hold("a").is_ok(), "a's place is given back");
+        let a3 = quota.hold("a");
+        assert!(a3.is_ok(), "a's place is given back");
+        quota.set_bounds(1, 3);
+        assert!(quota.hold("b").is_err(), "b holds one: at a lowered bound");
+        drop(a3);
         drop(kept);
         assert_eq!(quota.len(), 1, "only a's second is still held");
     }
