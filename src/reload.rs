@@ -7,13 +7,17 @@
 //! (its legacy sessions, streams and requests in flight finish on it) and is
 //! closed once nothing uses it, or after `sessions.idle_timeout`.
 //!
-//! Only `[[upstreams]]` is reloaded. `[listen]` (the bound socket, TLS files,
-//! limits of open connections), `[admin]`, `[sessions]`, `[auth]` and
-//! `[limits]` are read at start: a change to them is logged as needing a
-//! restart and otherwise ignored. A reload that would name a new secret
-//! variable (an upstream credential's `value_env`...) is refused: children's
-//! environment filters are fixed at start. SIGHUP also reloads the TLS
-//! certificate at once.
+//! Besides `[[upstreams]]`, `[rate_limits]` is reloaded (a new gate: counts
+//! start afresh) and so are the quotas of `[limits]` (`max_in_flight_per_principal`,
+//! `max_listens_per_principal`, `max_listens`: what is held above a lowered bound
+//! stays until it ends). Requests in flight are not disturbed. A reload that
+//! moves the listen address or turns the TLS listener on or off is refused (the
+//! bound socket cannot change). The rest of `[listen]`, `[admin]`, `[sessions]`,
+//! `[auth]`, `[log]`, `[telemetry]` and the other `[limits]` keys are read at
+//! start: a change to them is logged as needing a restart and otherwise ignored.
+//! A reload that would name a new secret variable (an upstream credential's
+//! `value_env`...) is refused: children's environment filters are fixed at
+//! start. SIGHUP also reloads the TLS certificate at once.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,7 +26,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::bridge::Gateway;
-use crate::config::{Config, ConfigError};
+use crate::config::{Config, ConfigError, LimitsConfig};
 use crate::edge::tls::Certificates;
 use crate::router::Backend;
 
@@ -37,15 +41,6 @@ pub struct Reloader {
     pub file: Option<PathBuf>,
     /// How often to poll it; zero: only on SIGHUP.
     pub poll: Duration,
-}
-
-/// What one reload did.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// The upstreams were replaced as described in the log.
-    Applied,
-    /// The new configuration was refused; the running one stays.
-    Refused,
 }
 
 /// SIGHUP, caught from now on (before the listener is bound: a SIGHUP's
@@ -76,6 +71,8 @@ pub(crate) fn spawn(
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut seen = stamp(reloader.file.as_ref());
+        // What the last applied reload asked for (the start's configuration at first).
+        let mut running = (*gateway.config).clone();
         loop {
             let hung_up = async {
                 match hangup.as_mut() {
@@ -101,7 +98,9 @@ pub(crate) fn spawn(
                 }
                 () = gateway.closing.cancelled() => return,
             }
-            apply(&gateway, (reloader.load)());
+            if let Some(applied) = apply(&gateway, &running, (reloader.load)()) {
+                running = applied;
+            }
         }
     });
 }
@@ -111,8 +110,9 @@ fn stamp(file: Option<&PathBuf>) -> Option<(Option<SystemTime>, u64)> {
     Some((metadata.modified().ok(), metadata.len()))
 }
 
-/// Applies `loaded` to `gateway` (or refuses it), logging what happened.
-pub fn apply(gateway: &Gateway, loaded: Result<Config, ConfigError>) -> Outcome {
+/// Applies `loaded` to `gateway`, which runs `running` (or refuses it),
+/// logging what happened; the configuration now applied, if it was.
+pub fn apply(gateway: &Gateway, running: &Config, loaded: Result<Config, ConfigError>) -> Option<Config> {
     let config = match loaded {
         Ok(config) => config,
         Err(error) => {
@@ -123,10 +123,13 @@ pub fn apply(gateway: &Gateway, loaded: Result<Config, ConfigError>) -> Outcome 
                 problems = error.issues.len(),
                 "configuration refused; still serving the previous one"
             );
-            return Outcome::Refused;
+            return None;
         }
     };
-    let running = &gateway.config;
+    if let Some(why) = unbindable(running, &config) {
+        tracing::error!("configuration refused: {why}; restart eragate to apply it; still serving the previous one");
+        return None;
+    }
     let protected = running.secret_env_names();
     let new_secrets: Vec<String> = config
         .secret_env_names()
@@ -138,7 +141,7 @@ pub fn apply(gateway: &Gateway, loaded: Result<Config, ConfigError>) -> Outcome 
             variables = ?new_secrets,
             "configuration refused: it names secret variables the running one does not (restart eragate to use them); still serving the previous one"
         );
-        return Outcome::Refused;
+        return None;
     }
     for section in needing_restart(running, &config) {
         tracing::warn!(
@@ -146,6 +149,7 @@ pub fn apply(gateway: &Gateway, loaded: Result<Config, ConfigError>) -> Outcome 
             "[{section}] changed: it is read at start only; restart eragate to apply it"
         );
     }
+    apply_policies(gateway, running, &config);
     let reloaded = gateway.router.reload(&config.upstreams);
     for backend in &reloaded.started {
         backend.warm();
@@ -158,34 +162,87 @@ pub fn apply(gateway: &Gateway, loaded: Result<Config, ConfigError>) -> Outcome 
     for backend in reloaded.retired {
         tokio::spawn(drain(backend, deadline));
     }
-    Outcome::Applied
+    Some(config)
 }
 
-/// The sections other than `[[upstreams]]` that differ.
+/// Why the listener cannot take `new` without a restart, if it cannot.
+fn unbindable(running: &Config, new: &Config) -> Option<String> {
+    if running.listen.address != new.listen.address {
+        return Some(format!(
+            "listen.address moved from {} to {} (the bound socket cannot change)",
+            running.listen.address, new.listen.address
+        ));
+    }
+    match (&running.listen.tls, &new.listen.tls) {
+        (None, Some(_)) => Some("[listen.tls] turns TLS on (the listener is plain HTTP)".into()),
+        (Some(_), None) => Some("[listen.tls] is gone (the listener serves TLS)".into()),
+        _ => None,
+    }
+}
+
+/// Swaps in `[rate_limits]` and the quota bounds of `[limits]` where they changed.
+fn apply_policies(gateway: &Gateway, running: &Config, new: &Config) {
+    if running.rate_limits != new.rate_limits {
+        let gate = std::sync::Arc::new(crate::bridge::rate::RateGate::new(&new.rate_limits));
+        gate.spawn_forgetting();
+        gateway.rate.store(gate);
+        tracing::info!("[rate_limits] reloaded (counts start afresh)");
+    }
+    let limits = &new.limits;
+    if !same_quotas(&running.limits, limits) {
+        gateway
+            .in_flight
+            .set_bounds(limits.max_in_flight_per_principal, usize::MAX);
+        gateway
+            .listens
+            .set_bounds(limits.max_listens_per_principal, limits.max_listens);
+        tracing::info!(
+            max_in_flight_per_principal = limits.max_in_flight_per_principal,
+            max_listens_per_principal = limits.max_listens_per_principal,
+            max_listens = limits.max_listens,
+            "[limits] quotas reloaded"
+        );
+    }
+}
+
+fn same_quotas(a: &LimitsConfig, b: &LimitsConfig) -> bool {
+    (
+        a.max_in_flight_per_principal,
+        a.max_listens_per_principal,
+        a.max_listens,
+    ) == (
+        b.max_in_flight_per_principal,
+        b.max_listens_per_principal,
+        b.max_listens,
+    )
+}
+
+/// The sections read at start only that differ.
 fn needing_restart(running: &Config, new: &Config) -> Vec<&'static str> {
     let mut listen = new.listen.clone();
     if listen.public_url.is_none() {
         // The running one was completed from the bound address at start.
         listen.public_url.clone_from(&running.listen.public_url);
     }
-    let differ = |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| format!("{a:?}") != format!("{b:?}");
-    let mut sections = Vec::new();
-    if differ(&running.listen, &listen) {
-        sections.push("listen");
-    }
-    if differ(&running.admin, &new.admin) {
-        sections.push("admin");
-    }
-    if differ(&running.sessions, &new.sessions) {
-        sections.push("sessions");
-    }
-    if differ(&running.auth, &new.auth) {
-        sections.push("auth");
-    }
-    if differ(&running.limits, &new.limits) {
-        sections.push("limits");
-    }
-    sections
+    // The quotas are reloaded; any other key of `[limits]` needs a restart.
+    let mut limits = new.limits.clone();
+    limits.max_in_flight_per_principal = running.limits.max_in_flight_per_principal;
+    limits.max_listens_per_principal = running.limits.max_listens_per_principal;
+    limits.max_listens = running.limits.max_listens;
+    let changed = [
+        ("listen", running.listen != listen),
+        ("admin", running.admin != new.admin),
+        ("sessions", running.sessions != new.sessions),
+        ("auth", running.auth != new.auth),
+        ("limits", running.limits != limits),
+        ("log", running.log != new.log),
+        ("telemetry", running.telemetry != new.telemetry),
+    ];
+    changed
+        .into_iter()
+        .filter(|(_, differ)| *differ)
+        .map(|(section, _)| section)
+        .collect()
 }
 
 /// Closes a retired backend once nothing uses it (or at `deadline`).

@@ -41,6 +41,16 @@ impl Purpose {
 #[derive(Clone)]
 pub struct SealKey([u8; KEY_BYTES]);
 
+/// Compared in constant time (a reload compares the running key with the new one).
+impl PartialEq for SealKey {
+    fn eq(&self, other: &SealKey) -> bool {
+        use subtle::ConstantTimeEq;
+        bool::from(self.0.ct_eq(&other.0))
+    }
+}
+
+impl Eq for SealKey {}
+
 impl std::fmt::Debug for SealKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("SealKey(..)") // never print key material

@@ -1,6 +1,7 @@
 //! Issue 13, the client edge: every principal protected from every other. The
 //! real binary in front of the legacy fixture, driven over raw sockets where
-//! the point is what a misbehaving client does to the connection.
+//! the point is what a misbehaving client does to the connection (HTTP/1.1, and
+//! h2 frames by hand where the keep-alive pings are the point).
 
 mod common;
 
@@ -158,9 +159,16 @@ fn per_ip_connections_are_capped() {
     second
         .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .expect("write");
+    // Refused with an answer (before: closed without one, so a client could not tell why).
     let answer = read_until_closed(&mut second);
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    assert!(head.starts_with("HTTP/1.1 503"), "the refusal: {answer:?}");
+    assert!(head.to_ascii_lowercase().contains("\r\nretry-after: 1"), "{head}");
+    let error: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert_eq!(error["error"]["code"], -32029, "{error}");
+    assert_eq!(error["error"]["data"]["limit"], "connections_per_ip", "{error}");
     assert!(
-        answer.is_empty(),
+        !answer.contains("HTTP/1.1 200"),
         "a second connection from one IP was served: {answer}"
     );
     drop(holder);
@@ -314,4 +322,93 @@ fn an_upstream_line_of_millions_of_elements_is_refused_before_it_is_parsed() {
     assert!(peak < 200 * 1024 * 1024, "peak RSS {peak} bytes");
     let log = gateway.log();
     assert!(log.contains("more than 1000000 JSON values"), "{}", excerpt(&log));
+}
+
+const H2_SETTINGS: u8 = 4;
+const H2_PING: u8 = 6;
+const H2_GOAWAY: u8 = 7;
+const H2_ACK: u8 = 1;
+
+/// An HTTP/2 frame on stream 0.
+fn h2_frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
+    let length = u32::try_from(payload.len()).expect("small frame").to_be_bytes();
+    let mut frame = vec![length[1], length[2], length[3], kind, flags, 0, 0, 0, 0];
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// The next frame's type, flags and payload; `None` once the peer closed (or reset) the
+/// connection. Panics when nothing comes within the read timeout: the connection is still open.
+fn h2_read(stream: &mut TcpStream) -> Option<(u8, u8, Vec<u8>)> {
+    let mut read = |buffer: &mut [u8]| match stream.read_exact(buffer) {
+        Ok(()) => Some(()),
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+            panic!("the h2 connection is still open and silent: {e}")
+        }
+        Err(_) => None,
+    };
+    let mut header = [0u8; 9];
+    read(&mut header)?;
+    let length = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+    let mut payload = vec![0u8; length];
+    read(&mut payload)?;
+    Some((header[3], header[4], payload))
+}
+
+/// A plaintext h2 connection (prior knowledge): the preface and empty SETTINGS sent.
+fn h2_connect(gateway: &Eragate) -> TcpStream {
+    let mut stream = connect(gateway);
+    stream.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("preface");
+    stream.write_all(&h2_frame(H2_SETTINGS, 0, &[])).expect("settings");
+    stream
+}
+
+#[test]
+fn h2_keep_alive_pings_keep_a_live_peer_and_drop_a_dead_one() {
+    // Idle and first-request timers far away: only the pings can end these connections.
+    let gateway = gateway(
+        "[limits]\nh2_keep_alive_interval = \"1s\"\nh2_keep_alive_timeout = \"1s\"\n\
+         header_read_timeout = \"1h\"\nidle_timeout = \"1h\"",
+    );
+    // A live peer answers every ping, on a thread of its own, and stays connected through them:
+    // through every ping while the dead peer is dropped, and three after.
+    let dead_gone = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut live = h2_connect(&gateway);
+    let gone = dead_gone.clone();
+    let live = std::thread::spawn(move || {
+        let (mut before, mut after) = (0, 0);
+        while after < 3 {
+            let frame = h2_read(&mut live);
+            let Some((kind, flags, payload)) = frame else {
+                return Err(format!("a live peer was dropped after {before} + {after} pings"));
+            };
+            match kind {
+                H2_SETTINGS if flags & H2_ACK == 0 => live.write_all(&h2_frame(H2_SETTINGS, H2_ACK, &[])).expect("ack"),
+                H2_PING if flags & H2_ACK == 0 => {
+                    live.write_all(&h2_frame(H2_PING, H2_ACK, &payload)).expect("pong");
+                    match gone.load(std::sync::atomic::Ordering::Acquire) {
+                        false => before += 1,
+                        true => after += 1,
+                    }
+                }
+                H2_GOAWAY => return Err(format!("GOAWAY to a live peer: {payload:?}")),
+                _ => {}
+            }
+        }
+        Ok(before + after)
+    });
+    // A dead peer (it acknowledges the settings, then never answers) is pinged, then dropped.
+    let mut dead = h2_connect(&gateway);
+    let mut pings = 0;
+    while let Some((kind, flags, _)) = h2_read(&mut dead) {
+        match kind {
+            H2_SETTINGS if flags & H2_ACK == 0 => dead.write_all(&h2_frame(H2_SETTINGS, H2_ACK, &[])).expect("ack"),
+            H2_PING if flags & H2_ACK == 0 => pings += 1,
+            _ => {}
+        }
+    }
+    dead_gone.store(true, std::sync::atomic::Ordering::Release);
+    assert!(pings >= 1, "the dead peer was dropped without a ping");
+    let answered = live.join().expect("the live peer's thread");
+    assert!(answered.is_ok(), "{answered:?}\n{}", gateway.log());
 }

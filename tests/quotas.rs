@@ -8,7 +8,9 @@
 //!   quota instead of filling the upstream's table;
 //! - calls suspended for a 2026-07-28 client's input: bounded per principal,
 //!   and a retry that answers nothing cannot keep a call alive past
-//!   `sessions.input_lifetime`.
+//!   `sessions.input_lifetime`;
+//! - requests in flight: one principal past `limits.max_in_flight_per_principal`
+//!   is refused (429, -32029) while another is served.
 
 mod common;
 
@@ -400,4 +402,77 @@ fn a_legacy_clients_disconnect_cancels_its_call_upstream() {
     // The session goes on.
     let (status, text) = echo_on(&url, &session, ALICE);
     assert_eq!((status, text.as_str()), (200, "echo: q"));
+}
+
+/// A 2026-07-28 `tools/call hang` as `token` on a raw connection: the call stays
+/// in flight while the returned socket is open.
+fn hang_in_flight(gateway: &Eragate, id: u64, token: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let body = modern_body(id, "tools/call", json!({"name": "hang", "arguments": {}}));
+    let mut request = format!("POST /mcp HTTP/1.1\r\nHost: {}\r\n", gateway.addr);
+    for (name, value) in modern_headers("tools/call", Some("hang")) {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!(
+        "Authorization: Bearer {token}\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    ));
+    let mut stream = std::net::TcpStream::connect(gateway.addr).expect("connect");
+    stream.write_all(request.as_bytes()).expect("write");
+    stream
+}
+
+#[test]
+fn requests_in_flight_are_bounded_per_principal() {
+    let events = tempfile::NamedTempFile::new().expect("events file");
+    let events_path = events.path().display().to_string();
+    let mut command = legacy_stdio_command();
+    command.extend(["--events".to_owned(), events_path.clone()]);
+    let admin = format!("127.0.0.1:{}", free_port());
+    let limits = "[limits]\nmax_in_flight_per_principal = 2\n";
+    let gateway = gateway(&admin, &format!("{limits}\n{}", stdio_upstream_toml(&command, "", "")));
+    let url = gateway.url();
+    let started = || {
+        std::fs::read_to_string(&events_path)
+            .unwrap_or_default()
+            .matches("\"started\"")
+            .count()
+    };
+    // Alice's two calls that never answer fill her quota.
+    let first = hang_in_flight(&gateway, 1, ALICE);
+    let _second = hang_in_flight(&gateway, 2, ALICE);
+    wait_until("both hangs to start upstream", Duration::from_secs(30), || {
+        started() == 2
+    });
+    let mut problems = Vec::new();
+    let authorization = bearer(ALICE);
+    let mut headers = modern_headers("tools/call", Some("echo"));
+    headers.push(("authorization", &authorization));
+    let params = json!({"name": "echo", "arguments": {"text": "p"}});
+    let refused = send("POST", &url, &headers, Some(&modern_body(3, "tools/call", params)));
+    let body: Value = serde_json::from_str(&refused.body).unwrap_or_default();
+    if refused.status != 429
+        || body["error"]["code"] != -32029
+        || body["error"]["data"]["limit"] != "requests in flight"
+        || body["error"]["data"]["max"] != 2
+    {
+        problems.push(format!(
+            "alice's third call in flight: {} {}",
+            refused.status, refused.body
+        ));
+    }
+    // Bob is not held back by Alice's calls.
+    let (status, text) = modern_echo(&url, 4, BOB, &json!({}));
+    if (status, text.as_str()) != (200, "echo: p") {
+        problems.push(format!("bob's call beside alice's two: {status} {text}"));
+    }
+    // A call that ends (its client goes away) gives its place back.
+    drop(first);
+    let again = poll_until(Duration::from_secs(20), || {
+        modern_echo(&url, 5, ALICE, &json!({})).0 == 200
+    });
+    if !again {
+        problems.push("alice got no place back after one of her calls ended".into());
+    }
+    assert_no_problems(&problems, &[("gateway", gateway.log())]);
 }

@@ -4,6 +4,8 @@
 //! unchanged one, keeps the unchanged upstream's children, sends new sessions
 //! to the new upstream, and closes the old one once its session ends; a broken
 //! file is refused with check-config's messages while traffic continues.
+//! `[rate_limits]` and the `[limits]` quotas are applied by a reload while a call
+//! is in flight; a file that moves the listen address is refused whole.
 
 mod common;
 
@@ -203,4 +205,78 @@ fn sighup_reloads_and_refuses_a_broken_file() {
     }
     assert_eq!(echo(&format!("{base}/mcp"), &session, 2), "echo: hi");
     assert_eq!(echo(&format!("{base}/added"), &added_session, 3), "echo: hi");
+}
+
+#[test]
+fn a_reload_applies_rate_limits_and_quotas_and_refuses_a_moved_listener() {
+    let tag = unique_tag("reload_limits");
+    let gateway = Eragate::start(&config(&[("fixture", "/mcp", &tag)]));
+    wait_ready(&gateway);
+    let url = gateway.url();
+    let (session, _) = legacy_initialize(&url, VERSION);
+    let call = |id: u64, name: &str, arguments: serde_json::Value| {
+        legacy_request(
+            &url,
+            &session,
+            VERSION,
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": arguments}),
+        )
+    };
+    // A call in flight across the reload (30 s of progress steps; a client that waits 5 minutes).
+    let slow = {
+        let (url, session) = (url.clone(), session.clone());
+        std::thread::spawn(move || {
+            let body = request_body(
+                1,
+                "tools/call",
+                json!({"name": "slow_progress", "arguments": {"steps": 600}}),
+            );
+            let client = reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(300))
+                .build();
+            let mut request = client.expect("client").post(&url).body(body);
+            for (name, value) in legacy_headers(&session, VERSION) {
+                request = request.header(name, value);
+            }
+            let response = request.send().expect("the slow call");
+            (response.status().as_u16(), response.text().unwrap_or_default())
+        })
+    };
+    let policies =
+        "[limits]\nmax_in_flight_per_principal = 1\n\n[rate_limits]\ntools.echo = { requests = 1, per = \"1h\" }\n";
+    rewrite(&gateway, &format!("{}{policies}", config(&[("fixture", "/mcp", &tag)])));
+    wait_for_log(&gateway, "[rate_limits] reloaded", 1);
+    wait_for_log(&gateway, "[limits] quotas reloaded", 1);
+    assert!(!gateway.log().contains("restart eragate"), "{}", gateway.log());
+
+    // The one place in flight is the slow call's: another call is refused...
+    let refused = call(2, "add", json!({"a": 1, "b": 2}));
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert_eq!(
+        refused.json()["error"]["data"]["limit"],
+        "requests in flight",
+        "{refused:?}"
+    );
+    // ...and the slow call, in flight across the reload, is answered.
+    let (status, body) = slow.join().expect("the slow call");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""text":"done""#), "the slow call's answer: {body}");
+    // The new rate limit: one echo an hour.
+    assert_eq!(call(3, "echo", json!({"text": "hi"})).status, 200);
+    let limited = call(4, "echo", json!({"text": "hi"}));
+    assert_eq!(
+        (limited.status, limited.json()["error"]["data"]["limit"].clone()),
+        (429, json!("tool"))
+    );
+
+    // A file that moves the listener is refused whole: the rate limit stays.
+    let moved = format!("[listen]\naddress = \"127.0.0.1:{}\"\n", free_port());
+    let text = config(&[("fixture", "/mcp", &tag)]).replacen("[listen]\n", &moved, 1);
+    let path = gateway.config_path();
+    std::fs::write(path.with_extension("partial"), text).expect("write config");
+    std::fs::rename(path.with_extension("partial"), &path).expect("rename config");
+    wait_for_log(&gateway, "configuration refused: listen.address moved", 1);
+    assert_eq!(call(5, "echo", json!({"text": "hi"})).status, 429, "{}", gateway.log());
 }

@@ -2,9 +2,13 @@
 //! https (Streamable HTTP and the HTTP+SSE pair), h2 and HTTP/1.1 chosen by
 //! ALPN on one port, a certificate rotated while an SSE stream stays open (a
 //! bad pair refused first), and eragate in front of an https upstream (the
-//! Python SDK fixture under uvicorn) trusting it only through `[upstreams.tls] ca`.
+//! Python SDK fixture under uvicorn) trusting it only through `[upstreams.tls] ca`,
+//! the same upstream requiring a client certificate (`[upstreams.tls] cert`/`key`),
+//! and an https authorization server (oidc-provider) trusted through `[auth.oauth] ca`.
 
 mod common;
+#[path = "common/oauth.rs"]
+mod oauth;
 
 use std::path::Path;
 use std::process::Command;
@@ -152,15 +156,19 @@ fn a_rotated_certificate_reaches_new_connections_while_an_open_stream_continues(
     assert!(answer["result"]["protocolVersion"].is_string(), "{answer}");
 }
 
-/// `legacy_server.py http` under uvicorn with a certificate from `ca`.
+/// `legacy_server.py http` under uvicorn with a certificate from `ca`, plus `extra` arguments.
 fn https_fixture(dir: &Path, ca: &TestCa) -> ListeningServer {
+    https_fixture_with(dir, ca, &[])
+}
+
+fn https_fixture_with(dir: &Path, ca: &TestCa, extra: &[&str]) -> ListeningServer {
     let server = ca.issue("fixture", &["127.0.0.1"]);
     let cert = write_file(dir, "upstream-cert.pem", &server.cert);
     let key = write_file(dir, "upstream-key.pem", &server.key);
     let peers = peers();
     let script = peers.script("legacy_server.py");
     let (cert, key) = (cert.display().to_string(), key.display().to_string());
-    let args = [
+    let mut args = vec![
         script.as_str(),
         "http",
         "--port",
@@ -170,6 +178,7 @@ fn https_fixture(dir: &Path, ca: &TestCa) -> ListeningServer {
         "--ssl-keyfile",
         &key,
     ];
+    args.extend_from_slice(extra);
     ListeningServer::start("legacy_server.py http (TLS)", peers.python(), &args, &[])
 }
 
@@ -197,6 +206,86 @@ fn an_https_upstream_is_trusted_only_through_its_configured_ca() {
     assert!(
         outcome.is_err(),
         "an upstream signed by an unknown CA was used: {outcome:?}"
+    );
+    wait_until("the certificate error in the log", Duration::from_secs(30), || {
+        refusing.log().contains("invalid peer certificate")
+    });
+}
+
+#[test]
+fn an_upstream_requiring_a_client_certificate_is_reached_with_the_configured_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new("mesh CA");
+    let ca_file = write_file(dir.path(), "mesh-ca.pem", &ca.pem());
+    let ca_arg = ca_file.display().to_string();
+    let upstream = https_fixture_with(dir.path(), &ca, &["--ssl-ca-certs", &ca_arg]);
+    let client = ca.issue("eragate", &["eragate.mesh.test"]);
+    let cert = write_file(dir.path(), "client-cert.pem", &client.cert);
+    let key = write_file(dir.path(), "client-key.pem", &client.key);
+
+    let presenting = Eragate::http(
+        &upstream.url,
+        &format!(
+            "[upstreams.tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"",
+            ca_file.display(),
+            cert.display(),
+            key.display()
+        ),
+    );
+    for mode in ["legacy", "2026-07-28"] {
+        let report = py_client(&["--mode", mode, "--url", &presenting.url(), "--scenario", "tools"])
+            .unwrap_or_else(|e| panic!("{mode}: {e}\neragate log:\n{}", presenting.log()));
+        assert_eq!(report["results"]["call_echo"]["text"], "echo: hi", "{report}");
+    }
+
+    // Trusting the upstream but presenting nothing: the upstream ends the handshake.
+    let anonymous = Eragate::http(
+        &upstream.url,
+        &format!(
+            "handshake_timeout = \"5s\"\n[upstreams.tls]\nca = \"{}\"",
+            ca_file.display()
+        ),
+    );
+    let outcome = py_client(&["--mode", "legacy", "--url", &anonymous.url(), "--scenario", "tools"]);
+    assert!(
+        outcome.is_err(),
+        "an upstream requiring a client certificate was used without one: {outcome:?}"
+    );
+}
+
+#[test]
+fn an_https_authorization_server_is_trusted_through_the_configured_ca() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca = TestCa::new("private AS CA");
+    let server = ca.issue("idp", &["127.0.0.1"]);
+    let cert = write_file(dir.path(), "idp-cert.pem", &server.cert);
+    let key = write_file(dir.path(), "idp-key.pem", &server.key);
+    let ca_file = write_file(dir.path(), "idp-ca.pem", &ca.pem());
+    let idp = oauth::Idp::start_tls(&cert.display().to_string(), &key.display().to_string());
+    assert!(idp.issuer.starts_with("https://"), "{}", idp.issuer);
+
+    // Discovery and the JWKS over https, trusting only the configured CA: a token is accepted.
+    let trusting = oauth::gateway_for(&idp.issuer, &format!("ca = \"{}\"", ca_file.display()));
+    let token = idp.token("tester", &trusting.url(), "mcp:read");
+    let bearer = format!("Bearer {token}");
+    let accepted = oauth::call_with(&trusting.url(), Some(&bearer), "over https");
+    assert_eq!(
+        accepted.status,
+        200,
+        "{}\neragate log:\n{}",
+        accepted.body,
+        trusting.log()
+    );
+    assert!(accepted.body.contains("echo: over https"), "{}", accepted.body);
+
+    // The public roots only: the authorization server's certificate is not trusted, the token
+    // cannot be checked, and the request is refused.
+    let refusing = oauth::gateway_for(&idp.issuer, "");
+    let refused = oauth::call_with(&refusing.url(), Some(&bearer), "over https");
+    assert_ne!(
+        refused.status, 200,
+        "a token was accepted from an untrusted issuer: {}",
+        refused.body
     );
     wait_until("the certificate error in the log", Duration::from_secs(30), || {
         refusing.log().contains("invalid peer certificate")

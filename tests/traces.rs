@@ -2,7 +2,9 @@
 //! (`tests/peers/otlp_receiver.py`, decoding with PyPI `opentelemetry-proto`):
 //! one span per client request and per upstream call, their attributes, the
 //! client's `_meta.traceparent` as the request span's parent, and the context
-//! forwarded to a 2026-07-28 HTTP upstream in its header and in `_meta`.
+//! forwarded to a 2026-07-28 HTTP upstream in its header and in `_meta`; the
+//! `traceparent` header as the parent of each item of a 2025-03-26 batch and
+//! of a message POSTed on the HTTP+SSE edge, and the stdio edge's requests.
 
 mod common;
 
@@ -188,4 +190,150 @@ fn a_legacy_clients_traceparent_header_parents_its_request_on_a_dedicated_sessio
     let call = span(&spans, "upstream tools/call");
     assert_eq!(call["parent_span_id"], request["span_id"]);
     assert_eq!(call["attributes"]["eragate.session_kind"], "dedicated");
+}
+
+/// Waits until `count` spans named `name` under the client's span arrived; returns them.
+fn wait_for_children(receiver: &Receiver, name: &str, count: usize) -> Vec<Value> {
+    let mut found = Vec::new();
+    let arrived = poll_until(Duration::from_secs(30), || {
+        found = receiver
+            .spans()
+            .into_iter()
+            .filter(|s| s["name"] == name && s["parent_span_id"] == CLIENT_SPAN)
+            .collect();
+        found.len() >= count
+    });
+    assert!(
+        arrived,
+        "{count} {name} span(s) under the client's span: {:#?}",
+        receiver.spans()
+    );
+    found
+}
+
+#[test]
+fn each_item_of_a_2025_03_26_batch_takes_the_traceparent_header_as_its_parent() {
+    let receiver = Receiver::start();
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let eragate = Eragate::start(&format!("{}{upstream}", telemetry_toml(&receiver)));
+    let url = eragate.url();
+    let (session, _) = legacy_initialize(&url, "2025-03-26");
+    let traceparent = format!("00-{TRACE_ID}-{CLIENT_SPAN}-01");
+    let mut headers = legacy_headers(&session, "2025-03-26");
+    headers.push(("traceparent", traceparent.as_str()));
+    let batch = json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "one"}}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "two"}}},
+    ]);
+    let reply = send("POST", &url, &headers, Some(&batch.to_string()));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(reply.json().as_array().map(Vec::len), Some(2), "{}", reply.body);
+    for span in wait_for_children(&receiver, "tools/call", 2) {
+        assert_eq!(span["trace_id"], TRACE_ID, "{span:#}");
+        assert_eq!(span["attributes"]["eragate.revision"], "2025-03-26", "{span:#}");
+    }
+}
+
+#[test]
+fn a_request_posted_on_the_http_sse_edge_takes_the_traceparent_header_as_its_parent() {
+    use std::io::{BufRead, BufReader};
+    let receiver = Receiver::start();
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let eragate = Eragate::start(&format!("{}{upstream}", telemetry_toml(&receiver)));
+    let stream = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+        .get(format!("http://{}/sse", eragate.addr))
+        .header("accept", "text/event-stream")
+        .send()
+        .expect("GET /sse");
+    assert_eq!(stream.status(), 200);
+    let mut lines = BufReader::new(stream).lines();
+    let endpoint = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("data: ").map(str::to_owned))
+        .expect("the endpoint event");
+    let messages = format!("http://{}{endpoint}", eragate.addr);
+    let traceparent = format!("00-{TRACE_ID}-{CLIENT_SPAN}-01");
+    let headers = [
+        ("content-type", "application/json"),
+        ("traceparent", traceparent.as_str()),
+    ];
+    let initialize = request_body(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2024-11-05",
+        "capabilities": {}, "clientInfo": {"name": "traces", "version": "0"}}),
+    );
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let call = request_body(3, "tools/call", json!({"name": "echo", "arguments": {"text": "sse"}}));
+    for body in [initialize, initialized, call] {
+        let posted = send("POST", &messages, &headers, Some(&body));
+        assert_eq!(posted.status, 202, "{posted:?}\n{}", eragate.log());
+    }
+    let span = &wait_for_children(&receiver, "tools/call", 1)[0];
+    assert_eq!(span["trace_id"], TRACE_ID, "{span:#}");
+    assert_eq!(span["attributes"]["eragate.era"], "legacy", "{span:#}");
+    // The answer came on the stream, which stayed open until now.
+    assert!(
+        lines.map_while(Result::ok).any(|line| line.contains("echo: sse")),
+        "the answer on the stream"
+    );
+}
+
+#[test]
+fn each_request_on_the_stdio_edge_gets_a_span_under_its_meta_traceparent() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    let receiver = Receiver::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("eragate.toml");
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    std::fs::write(&config, format!("{}{upstream}", telemetry_toml(&receiver))).expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["stdio", "--config"])
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("eragate stdio");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut answers = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let traceparent = format!("00-{TRACE_ID}-{CLIENT_SPAN}-01");
+    let initialize = request_body(
+        0,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18",
+        "capabilities": {}, "clientInfo": {"name": "traces", "version": "0"}}),
+    );
+    writeln!(stdin, "{initialize}").expect("write");
+    let first = answers.next().expect("an answer").expect("a line");
+    assert!(first.contains("\"protocolVersion\""), "{first}");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .expect("write");
+    for (id, text) in [(1, "one"), (2, "two")] {
+        let call = request_body(
+            id,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": text},
+            "_meta": {"traceparent": traceparent}}),
+        );
+        writeln!(stdin, "{call}").expect("write");
+        let answer = answers.next().expect("an answer").expect("a line");
+        assert!(answer.contains(&format!("echo: {text}")), "{answer}");
+    }
+    // Closing stdin ends eragate, which flushes its spans on the way out.
+    drop(stdin);
+    let _ = child.wait();
+    for span in wait_for_children(&receiver, "tools/call", 2) {
+        assert_eq!(span["trace_id"], TRACE_ID, "{span:#}");
+        assert_eq!(span["attributes"]["eragate.era"], "legacy", "{span:#}");
+    }
 }

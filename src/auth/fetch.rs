@@ -2,10 +2,10 @@
 //! JWKS, introspection, and (as an OAuth client of an upstream's server) token
 //! requests and registration. Bounded in time and size; never carries a client's token.
 //!
-//! TLS is rustls with the ring provider and the webpki roots, chosen explicitly so
-//! that no second crypto provider can be picked up at run time.
+//! TLS is rustls with the ring provider and the webpki roots (or only a configured
+//! CA), chosen explicitly so that no second crypto provider can be picked up at run time.
 
-use std::sync::Arc;
+use std::path::Path;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -70,12 +70,14 @@ pub struct Fetcher {
 }
 
 impl Fetcher {
-    /// A client whose every request (connect to last byte) takes at most `timeout`.
-    pub fn new(timeout: Duration) -> Result<Fetcher, FetchError> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+    /// A client whose every request (connect to last byte) takes at most `timeout`,
+    /// trusting the public roots, or only the PEM bundle `ca` when given.
+    pub fn new(timeout: Duration, ca: Option<&Path>) -> Result<Fetcher, FetchError> {
+        let tls = crate::tls::ClientTls { ca, identity: None }
+            .config()
+            .map_err(|e| FetchError::Url(format!("TLS setup: {e}")))?;
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(provider)
-            .map_err(|e| FetchError::Url(format!("TLS setup: {e}")))?
+            .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
             .build();

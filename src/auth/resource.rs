@@ -114,7 +114,7 @@ impl ResourceServer {
                 }
             })
             .collect();
-        let fetcher = Fetcher::new(oauth.timeout.0).map_err(|e| e.to_string())?;
+        let fetcher = Fetcher::new(oauth.timeout.0, oauth.ca.as_deref()).map_err(|e| e.to_string())?;
         let introspector = match &oauth.introspection {
             Some(config) => {
                 let secret = config.secret().ok_or_else(|| {

@@ -13,57 +13,52 @@ use crate::router::Backend;
 use crate::telemetry::{Exchange, MethodLabel, trace};
 use crate::translate::{Classification, RoutingHeaders, classify};
 
-/// Serves one message from a client. `forwarded` are transport headers a modern
-/// upstream must see as they came (`Mcp-Param-*`); stdio has none. The
-/// request runs as `caller.principal`, and sees what `caller`'s token may see.
-/// Its telemetry record is opened here and closed with its answer.
-pub async fn dispatch(
-    gateway: &Gateway,
-    backend: &Backend,
-    message: Message,
-    routing: RoutingHeaders<'_>,
-    forwarded: &[(String, String)],
-    session: SessionLookup,
-    caller: &Admitted,
-) -> Reply {
+/// One message from a client, with what its transport says about it.
+pub struct Inbound<'a> {
+    /// The message.
+    pub message: Message,
+    /// The 2026-07-28 routing headers (`Mcp-Method`, `Mcp-Name`...); none on stdio.
+    pub routing: RoutingHeaders<'a>,
+    /// Transport headers a modern upstream must see as they came (`Mcp-Param-*`).
+    pub forwarded: &'a [(String, String)],
+    /// The legacy client session the message names, if any.
+    pub session: SessionLookup,
+}
+
+impl Inbound<'_> {
+    /// A message from a transport without headers (stdio, an HTTP+SSE post, a batch item).
+    pub fn bare(message: Message, session: SessionLookup) -> Inbound<'static> {
+        Inbound {
+            message,
+            routing: RoutingHeaders::None,
+            forwarded: &[],
+            session,
+        }
+    }
+}
+
+/// Serves one message from a client. The request runs as `caller.principal`,
+/// and sees what `caller`'s token may see. Its telemetry record is opened here
+/// and closed with its answer.
+pub async fn dispatch(gateway: &Gateway, backend: &Backend, inbound: Inbound<'_>, caller: &Admitted) -> Reply {
+    let message = &inbound.message;
     let method = match &message {
         Message::Request(r) => MethodLabel::of(&r.method),
         Message::Notification(n) => MethodLabel::of(&n.method),
         Message::Response(_) => MethodLabel::RESPONSE,
     };
     let header = trace::header();
-    let parent = traceparent(&message).or(header.as_deref());
+    let parent = traceparent(message).or(header.as_deref());
     let mut exchange = gateway.telemetry.begin(method, backend.stats(), parent);
-    if let SessionLookup::Found(s) = &session {
+    if let SessionLookup::Found(s) = &inbound.session {
         exchange.in_session(&s.id, s.revision);
     }
-    exchange.names(|| named(&message));
+    exchange.names(|| named(message));
     // Built where it is awaited: each move of the request's future is a copy of it.
     let reply = match exchange.trace() {
-        None => {
-            serve(
-                gateway,
-                backend,
-                message,
-                routing,
-                forwarded,
-                session,
-                caller,
-                &mut exchange,
-            )
-            .await
-        }
+        None => serve(gateway, backend, inbound, caller, &mut exchange).await,
         Some(parent) => {
-            let serving = serve(
-                gateway,
-                backend,
-                message,
-                routing,
-                forwarded,
-                session,
-                caller,
-                &mut exchange,
-            );
+            let serving = serve(gateway, backend, inbound, caller, &mut exchange);
             trace::in_request(parent, serving).await
         }
     };
@@ -71,25 +66,40 @@ pub async fn dispatch(
 }
 
 // The body of `dispatch`, with the record to fill in as the message is classified.
-#[allow(clippy::too_many_arguments)]
 async fn serve(
     gateway: &Gateway,
     backend: &Backend,
-    message: Message,
-    routing: RoutingHeaders<'_>,
-    forwarded: &[(String, String)],
-    session: SessionLookup,
+    inbound: Inbound<'_>,
     caller: &Admitted,
     exchange: &mut Exchange,
 ) -> Reply {
+    let Inbound {
+        message,
+        routing,
+        forwarded,
+        session,
+    } = inbound;
     let principal = &caller.principal;
-    if let Err(refusal) = gateway.rate.admit(principal.as_str(), backend.name(), &message).await {
+    if let Err(refusal) = gateway
+        .rate
+        .load_full()
+        .admit(principal.as_str(), backend.name(), &message)
+        .await
+    {
         let id = match message {
             Message::Request(r) => Some(r.id),
             _ => None,
         };
         return Reply::rejected(id, refusal);
     }
+    // A request holds its place in the principal's in-flight quota until it is answered.
+    let in_flight = match &message {
+        Message::Request(r) if r.method != "subscriptions/listen" => match gateway.in_flight.hold(principal.as_str()) {
+            Ok(hold) => Some(hold),
+            Err(refusal) => return Reply::rejected(Some(r.id.clone()), refusal),
+        },
+        _ => None,
+    };
     let tool_view = match &message {
         Message::Request(r) if r.method == "tools/list" => gateway.auth.tool_view(caller),
         _ => None,
@@ -124,9 +134,13 @@ async fn serve(
             return Reply::rejected(id, Rejection::Classified(error));
         }
     };
-    match tool_view {
+    let reply = match tool_view {
         Some(view) => super::restrict::tools_list(reply, era, view),
         None => reply,
+    };
+    match (reply, in_flight) {
+        (Reply::Stream(responses, era), Some(hold)) => Reply::Stream(responses.holding(hold), era),
+        (reply, _) => reply,
     }
 }
 

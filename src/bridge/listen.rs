@@ -1,10 +1,10 @@
 //! `subscriptions/listen` bridged both ways: a 2026-07-28 client's listen on a
 //! legacy upstream's session (its notification stream plus `resources/subscribe`),
 //! and a legacy client's `resources/subscribe` kept as one listen on a modern upstream.
-//! Open listens are bounded per principal and in all ([`ListenQuota`]).
+//! Open listens are bounded per principal and in all ([`ListenQuota`], a [`super::quota::HeldQuota`]).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -12,7 +12,6 @@ use tokio::sync::{broadcast, mpsc};
 use super::Gateway;
 use super::reply::Reply;
 use super::sessions::ClientSession;
-use crate::protocol::errors::Rejection;
 use crate::protocol::{Id, Message, Request};
 use crate::router::{CallEvent, CallStep, OnDrop, UpstreamSession};
 use crate::translate::down;
@@ -23,75 +22,10 @@ const LISTEN_QUEUE: usize = 64;
 
 /// Open listens of 2026-07-28 clients, per principal
 /// (`limits.max_listens_per_principal`) and in all (`limits.max_listens`).
-pub struct ListenQuota {
-    /// Open listens by principal; a std mutex, never held across `.await`.
-    open: Mutex<HashMap<String, usize>>,
-    per_principal: usize,
-    max: usize,
-}
+pub type ListenQuota = super::quota::HeldQuota;
 
 /// One open listen's place in the quota, given back when dropped.
-pub struct ListenHold {
-    quota: Arc<ListenQuota>,
-    principal: String,
-}
-
-impl ListenQuota {
-    /// A quota of `per_principal` listens each, `max` in all.
-    pub fn new(per_principal: usize, max: usize) -> Arc<ListenQuota> {
-        Arc::new(ListenQuota {
-            open: Mutex::new(HashMap::new()),
-            per_principal,
-            max,
-        })
-    }
-
-    /// A place for one more listen of `principal`, or the refusal.
-    pub fn hold(self: &Arc<Self>, principal: &str) -> Result<ListenHold, Rejection> {
-        let mut open = self.lock();
-        let total: usize = open.values().sum();
-        let own = open.get(principal).copied().unwrap_or(0);
-        if own >= self.per_principal || total >= self.max {
-            let limit = if own >= self.per_principal {
-                self.per_principal
-            } else {
-                self.max
-            };
-            return Err(Rejection::QuotaExceeded { what: "listens", limit });
-        }
-        *open.entry(principal.to_owned()).or_insert(0) += 1;
-        Ok(ListenHold {
-            quota: self.clone(),
-            principal: principal.to_owned(),
-        })
-    }
-
-    /// Open listens in all.
-    pub fn len(&self) -> usize {
-        self.lock().values().sum()
-    }
-
-    /// Whether none are open.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Drop for ListenHold {
-    fn drop(&mut self) {
-        let mut open = self.quota.lock();
-        if let Some(n) = open.get_mut(&self.principal) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.principal);
-            }
-        }
-    }
-}
+pub type ListenHold = super::quota::Hold;
 
 /// A modern client's listen on a legacy upstream session: acknowledge what the
 /// upstream can honour, subscribe to the requested resources (shared with other

@@ -1,7 +1,8 @@
 //! The era conversations: what eragate says to a client of one era while the
 //! backend behind the route speaks another. Modern requests (`modern`),
 //! legacy client sessions with sealed ids (`legacy`, [`sessions`]), multi
-//! round-trip suspensions ([`mrtr`]), listens ([`listen`]), `Mcp-Param-*`
+//! round-trip suspensions ([`mrtr`]), listens ([`listen`]), what principals
+//! hold open ([`quota`]), `Mcp-Param-*`
 //! mirroring (`param_headers`) and batches meet here; `pump` turns a call in
 //! flight into what the client sees.
 //!
@@ -19,6 +20,7 @@ mod modern_side;
 pub mod mrtr;
 mod param_headers;
 mod pump;
+pub mod quota;
 pub mod rate;
 pub mod reply;
 mod restrict;
@@ -26,7 +28,7 @@ pub mod sessions;
 
 use std::sync::Arc;
 
-pub use dispatch::{batches_allowed, dispatch};
+pub use dispatch::{Inbound, batches_allowed, dispatch};
 pub use legacy::SessionLookup;
 pub use reply::{Reply, Status};
 pub use sessions::{AttachError, ClientSession};
@@ -53,10 +55,12 @@ pub struct Gateway {
     pub auth: Authenticator,
     /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
     pub tool_headers: param_headers::ToolHeaderCache,
-    /// `[rate_limits]`.
-    pub rate: Arc<rate::RateGate>,
+    /// `[rate_limits]`; a reload swaps in a new gate.
+    pub rate: arc_swap::ArcSwap<rate::RateGate>,
     /// Open listens per principal.
     pub listens: Arc<listen::ListenQuota>,
+    /// Requests in flight per principal (`limits.max_in_flight_per_principal`).
+    pub in_flight: Arc<quota::HeldQuota>,
     /// Metrics, access log and the live discover summary.
     pub telemetry: Arc<Telemetry>,
 }
@@ -71,8 +75,10 @@ impl Gateway {
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(mrtr::SuspendedCalls::new(&config.sessions));
-        let rate = Arc::new(rate::RateGate::new(&config.rate_limits));
-        let listens = listen::ListenQuota::new(config.limits.max_listens_per_principal, config.limits.max_listens);
+        let rate = arc_swap::ArcSwap::from_pointee(rate::RateGate::new(&config.rate_limits));
+        let limits = &config.limits;
+        let listens = listen::ListenQuota::new("listens", limits.max_listens_per_principal, limits.max_listens);
+        let in_flight = quota::HeldQuota::new("requests in flight", limits.max_in_flight_per_principal, usize::MAX);
         let telemetry = Telemetry::new(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let telemetry = Arc::new(telemetry);
@@ -86,6 +92,7 @@ impl Gateway {
             tool_headers: param_headers::ToolHeaderCache::default(),
             rate,
             listens,
+            in_flight,
             telemetry,
         }))
     }
@@ -104,7 +111,7 @@ impl Gateway {
     /// calls suspended for client input.
     pub fn spawn_health_checks(&self) {
         self.suspended.spawn_expiry();
-        self.rate.spawn_forgetting();
+        self.rate.load_full().spawn_forgetting();
         self.router.spawn_health_checks();
     }
 

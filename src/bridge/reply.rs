@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::quota::Hold;
 use super::sessions::ClientSession;
 use crate::protocol::errors::{Rejection, handler_error_status};
 use crate::protocol::jsonrpc::Outcome as ResponseOutcome;
@@ -38,6 +39,8 @@ pub enum Reply {
 pub struct Responses {
     messages: mpsc::Receiver<Message>,
     exchange: Option<(Exchange, Era)>,
+    /// The request's place in its principal's in-flight quota, given back with the response.
+    in_flight: Option<Hold>,
 }
 
 impl Responses {
@@ -66,7 +69,16 @@ impl Responses {
         self
     }
 
+    /// These messages, holding the request's in-flight place until its response.
+    pub fn holding(mut self, hold: Hold) -> Responses {
+        self.in_flight = Some(hold);
+        self
+    }
+
     fn observe(&mut self, message: Option<&Message>) {
+        if matches!(message, None | Some(Message::Response(_))) {
+            self.in_flight = None;
+        }
         match message {
             Some(Message::Response(response)) => {
                 if let Some((exchange, era)) = self.exchange.take() {
@@ -86,6 +98,7 @@ impl From<mpsc::Receiver<Message>> for Responses {
         Responses {
             messages,
             exchange: None,
+            in_flight: None,
         }
     }
 }

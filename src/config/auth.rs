@@ -10,7 +10,7 @@ use super::duration::Humantime;
 
 /// `[auth]`: bearer tokens clients must present. With none configured (the
 /// default) every client is admitted as the same anonymous principal.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// `[[auth.tokens]]`: each token and the principal it names. Several tokens
@@ -41,7 +41,7 @@ impl AuthConfig {
 
 /// `[auth.oauth]`: access tokens from the authorization server `issuer`,
 /// validated by eragate (the resource server) for its own canonical URI.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
     /// The authorization server's issuer identifier, compared exactly with a
@@ -75,6 +75,11 @@ pub struct OAuthConfig {
     /// (so forged key ids cannot hammer the issuer). Default 30 s.
     #[serde(default = "default_jwks_min_refetch")]
     pub jwks_min_refetch: Humantime,
+    /// PEM bundle of the CA certificates trusted for the authorization server
+    /// (discovery, JWKS, introspection) instead of the public roots compiled into
+    /// eragate; for a private CA. Default: the public roots.
+    #[serde(default)]
+    pub ca: Option<std::path::PathBuf>,
     /// How long one request to the authorization server may take. Default 5 s.
     #[serde(default = "default_oauth_timeout")]
     pub timeout: Humantime,
@@ -98,7 +103,7 @@ pub struct OAuthConfig {
 
 /// `[auth.oauth.introspection]`: eragate's own client at the authorization server,
 /// for asking about opaque tokens.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IntrospectionConfig {
     /// eragate's client id at the authorization server. Required.
@@ -168,6 +173,7 @@ impl OAuthConfig {
             leeway: default_leeway(),
             require_at_jwt: true,
             jwks_min_refetch: default_jwks_min_refetch(),
+            ca: None,
             timeout: default_oauth_timeout(),
             resource_name: None,
             resource_documentation: None,
@@ -194,7 +200,7 @@ impl OAuthConfig {
 
 /// `[[auth.tokens]]`: `principal` and exactly one of `sha256` (the hex SHA-256
 /// of the token, so the file holds no secret) or `env` (a variable holding the token).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "RawToken")]
 pub struct TokenConfig {
     /// Who the token's bearer is: the partition of their upstream sessions, the

@@ -89,6 +89,10 @@ pub struct OAuthClientCredential {
     /// How long one request to the authorization server may take. Default 10 s.
     #[serde(default = "default_timeout")]
     pub timeout: Humantime,
+    /// PEM bundle of the CA certificates trusted for the authorization server
+    /// instead of the public roots compiled into eragate. Default: the public roots.
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
 }
 
 impl OAuthClientCredential {
@@ -206,6 +210,9 @@ fn oauth_client_issues(client: &OAuthClientCredential, exchange: bool, push: &mu
     }
     if client.audience.is_some() && !exchange {
         push("audience", "only `kind = \"token_exchange\"` sends an audience".into());
+    }
+    if let Some(issue) = client.ca.as_deref().and_then(|ca| super::tls::ca_issue(ca, "ca")) {
+        push("ca", issue.message);
     }
 }
 

@@ -1,7 +1,7 @@
 //! `[limits]`: the bounds that keep one client from holding what others need:
 //! connection timeouts, per-IP connections, JSON shape bounds checked before
 //! parsing, the size of what a session id carries, the ended-id set, and
-//! open listens per principal.
+//! open listens and requests in flight per principal.
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use super::ConfigIssue;
 use super::duration::Humantime;
 
 /// `[limits]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConfig {
     /// How long a client may take to send a request's headers; an HTTP/1.1
@@ -52,6 +52,10 @@ pub struct LimitsConfig {
     pub max_listens_per_principal: usize,
     /// Most open `subscriptions/listen` streams in all. Default 1000.
     pub max_listens: usize,
+    /// Most requests of one principal in flight at once, across upstreams
+    /// (429 / -32029 past it; listens are counted by their own quota). Without
+    /// authentication every client is the anonymous principal. Default 256.
+    pub max_in_flight_per_principal: usize,
 }
 
 impl Default for LimitsConfig {
@@ -72,6 +76,7 @@ impl Default for LimitsConfig {
             linger_timeout: Humantime(Duration::from_secs(5)),
             max_listens_per_principal: 16,
             max_listens: 1000,
+            max_in_flight_per_principal: 256,
         }
     }
 }
@@ -88,6 +93,7 @@ impl LimitsConfig {
             ("max_ended_sessions", self.max_ended_sessions),
             ("max_listens_per_principal", self.max_listens_per_principal),
             ("max_listens", self.max_listens),
+            ("max_in_flight_per_principal", self.max_in_flight_per_principal),
         ];
         let durations = [
             ("header_read_timeout", self.header_read_timeout),

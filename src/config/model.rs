@@ -17,7 +17,7 @@ use crate::seal::SealKey;
 use crate::translate::{CachePolicy, CacheScope};
 
 /// The whole configuration file.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Where and how clients reach eragate.
@@ -50,7 +50,7 @@ pub struct Config {
 }
 
 /// `[log]`
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// `text` (default) or `json` (one JSON object a line). `--log-format` overrides it.
@@ -72,7 +72,7 @@ pub enum LogFormat {
 }
 
 /// `[telemetry]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {
     /// Where OpenTelemetry spans are exported, OTLP over HTTP/protobuf
@@ -100,7 +100,7 @@ impl Default for TelemetryConfig {
 }
 
 /// `[admin]`: a separate listener for operators, off unless `address` is set.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// Where to serve `/healthz`, `/readyz`, `/pools` (JSON), `/metrics` and the
@@ -113,7 +113,7 @@ pub struct AdminConfig {
 }
 
 /// `[listen]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ListenConfig {
     /// Socket address to bind. Default `127.0.0.1:8080`: loopback unless told otherwise.
@@ -160,7 +160,7 @@ impl Default for ListenConfig {
 }
 
 /// `[sessions]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SessionsConfig {
     /// A legacy client session unused this long is ended (404 afterwards). Default 30 min.
@@ -224,7 +224,7 @@ fn deserialize_key<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<
 }
 
 /// `[[upstreams]]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamConfig {
     /// Name used in logs and in errors that clients see. Required, unique.
@@ -291,7 +291,7 @@ pub enum EraSetting {
 }
 
 /// `[upstreams.stdio]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StdioConfig {
     /// Program and arguments, e.g. `["npx", "-y", "@modelcontextprotocol/server-everything", "stdio"]`.
@@ -321,7 +321,7 @@ pub struct StdioConfig {
 }
 
 /// `[upstreams.http]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// The upstream's MCP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
@@ -361,7 +361,7 @@ pub enum LegacySessions {
 }
 
 /// `[upstreams.pool]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PoolConfig {
     /// Upstream sessions (stdio children) per partition for pooled traffic. Default 1.
@@ -406,7 +406,7 @@ impl Default for PoolConfig {
 }
 
 /// `[upstreams.health]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HealthConfig {
     /// Interval of active probes (`ping` on a legacy member, `server/discover` on a
@@ -432,7 +432,7 @@ impl Default for HealthConfig {
 }
 
 /// `[upstreams.restart]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RestartConfig {
     /// First wait before starting a child after one crashed. Default 250 ms.
@@ -463,7 +463,7 @@ impl Default for RestartConfig {
 }
 
 /// `[upstreams.sse]`
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SseConfig {
     /// The upstream's SSE endpoint, e.g. `http://127.0.0.1:3002/sse`.
@@ -472,7 +472,7 @@ pub struct SseConfig {
 }
 
 /// `[upstreams.cache]`
-#[derive(Clone, Copy, Debug, Default, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
     /// `ttlMs` on cacheable results. Default: the upstream's own, else 0.

@@ -126,6 +126,9 @@ pub fn oauth_issues(oauth: &OAuthConfig, listen: &ListenConfig) -> Vec<ConfigIss
             }
         }
     }
+    if let Some(ca) = &oauth.ca {
+        issues.extend(super::tls::ca_issue(ca, "auth.oauth.ca"));
+    }
     issues
 }
 
@@ -250,6 +253,15 @@ mod tests {
         ] {
             assert!(check_issuer(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn an_unreadable_ca_is_named() {
+        let mut oauth = OAuthConfig::for_issuer("https://auth.example.com");
+        oauth.ca = Some("/nonexistent/ca.pem".into());
+        let found = issues(&oauth);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("auth.oauth.ca"), "{found:?}");
     }
 
     #[test]

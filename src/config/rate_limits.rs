@@ -12,7 +12,7 @@ use super::ConfigIssue;
 use super::duration::Humantime;
 
 /// `[rate_limits]`. Every limit is off unless configured.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitsConfig {
     /// Requests each principal may send, all methods and upstreams together.
@@ -26,7 +26,7 @@ pub struct RateLimitsConfig {
 }
 
 /// One limit: `requests` per `per`, with bursts of up to `burst`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
     /// How many requests a period allows.
@@ -48,7 +48,7 @@ fn one_second() -> Humantime {
 }
 
 /// `[rate_limits.redis]`: the Redis server counting shared limits.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisConfig {
     /// `host:port` of the server (plain TCP, no TLS, no AUTH). Example `127.0.0.1:6379`.

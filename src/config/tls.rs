@@ -104,6 +104,14 @@ pub(super) fn upstream_tls_issues(config: &UpstreamTlsConfig, at: &str) -> Vec<C
     issues
 }
 
+/// The problem of a CA bundle at `at` (`[auth.oauth] ca`, a credential's `ca`), if any.
+pub(super) fn ca_issue(ca: &Path, at: &str) -> Option<ConfigIssue> {
+    tls::roots(ca).err().map(|error| ConfigIssue {
+        path: at.to_owned(),
+        message: error.to_string(),
+    })
+}
+
 /// `key` when the error is about the key file, else `cert`.
 fn blamed_key(error: &tls::TlsError, key: &Path) -> &'static str {
     let about_key = match error {

@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
 use crate::auth::{Admitted, Denied, Presented, Principal, WellKnown};
-use crate::bridge::{AttachError, Gateway, Reply, SessionLookup, Status, batches_allowed, dispatch};
+use crate::bridge::{AttachError, Gateway, Inbound, Reply, SessionLookup, Status, batches_allowed, dispatch};
 use crate::protocol::errors::Rejection;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PARAM_PREFIX, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::protocol::jsonrpc::{Frame, FrameError};
@@ -183,14 +183,18 @@ impl HttpFrontend {
                 }
                 // The client's trace header matters only to a traced gateway; the
                 // future is built where it is awaited (each move of it is a copy).
-                let traceparent =
-                    header_text(&parts.headers, "traceparent").filter(|_| self.gateway.telemetry.is_tracing());
+                let traceparent = self.traceparent(&parts.headers);
+                let inbound = Inbound {
+                    message,
+                    routing,
+                    forwarded: &forwarded,
+                    session,
+                };
                 match traceparent {
-                    None => dispatch(&self.gateway, backend, message, routing, &forwarded, session, admitted).await,
+                    None => dispatch(&self.gateway, backend, inbound, admitted).await,
                     Some(header) => {
-                        let dispatched =
-                            dispatch(&self.gateway, backend, message, routing, &forwarded, session, admitted);
-                        trace::with_header(header.to_owned(), dispatched).await
+                        let dispatched = dispatch(&self.gateway, backend, inbound, admitted);
+                        trace::with_header(header, dispatched).await
                     }
                 }
             }
@@ -202,7 +206,12 @@ impl HttpFrontend {
                 if let Some(refusal) = refusal {
                     return refusal;
                 }
-                return self.batch(backend, items, routing, session, admitted).await;
+                // Each item's span takes the request's `traceparent` header as its parent.
+                let batch = self.batch(backend, items, routing, session, admitted);
+                return match self.traceparent(&parts.headers) {
+                    None => batch.await,
+                    Some(header) => trace::with_header(header, batch).await,
+                };
             }
             Ok(Frame::Batch(_)) => {
                 return reject(BATCHES_FOR_2025_03_26);
@@ -232,7 +241,13 @@ impl HttpFrontend {
                 }
                 Ok(message) => {
                     let lookup = SessionLookup::Found(session.clone());
-                    dispatch(&self.gateway, backend, message, routing, &[], lookup, admitted).await
+                    let inbound = Inbound {
+                        message,
+                        routing,
+                        forwarded: &[],
+                        session: lookup,
+                    };
+                    dispatch(&self.gateway, backend, inbound, admitted).await
                 }
                 Err(error) => Reply::Message(Status::Ok, error.to_response().into_message()),
             };
@@ -278,11 +293,12 @@ impl HttpFrontend {
         if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
             return refusal;
         }
-        match self
-            .sse_connections
-            .post(&self.gateway, &connection, admitted, message)
-            .await
-        {
+        let posted = self.sse_connections.post(&self.gateway, &connection, admitted, message);
+        let posted = match self.traceparent(&parts.headers) {
+            None => posted.await,
+            Some(header) => trace::with_header(header, posted).await,
+        };
+        match posted {
             Some(()) => respond::empty(StatusCode::ACCEPTED),
             None => reject(Rejection::ConnectionNotFound),
         }
@@ -397,6 +413,14 @@ impl HttpFrontend {
             .headers_mut()
             .insert(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
         response
+    }
+
+    /// The client's `traceparent` header, when this gateway traces (an untraced one never
+    /// reads it, and its requests skip the trace wrappers).
+    fn traceparent(&self, headers: &http::HeaderMap) -> Option<String> {
+        header_text(headers, "traceparent")
+            .filter(|_| self.gateway.telemetry.is_tracing())
+            .map(str::to_owned)
     }
 
     /// 403 `insufficient_scope` naming the scopes `message` needs and the token lacks

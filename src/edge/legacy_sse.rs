@@ -15,11 +15,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::respond;
 use crate::auth::{Admitted, Principal};
-use crate::bridge::{ClientSession, Gateway, Reply, SessionLookup, dispatch, reply};
+use crate::bridge::{ClientSession, Gateway, Inbound, Reply, SessionLookup, dispatch, reply};
 use crate::protocol::Message;
 use crate::protocol::sse::{KEEP_ALIVE, event_frame};
 use crate::router::Backend;
-use crate::translate::RoutingHeaders;
 
 /// Messages queued toward one SSE client before producers wait.
 const OUT_QUEUE: usize = 256;
@@ -94,16 +93,7 @@ impl SseConnections {
             Some(session) => SessionLookup::Found(session),
             None => SessionLookup::Absent,
         };
-        let reply = dispatch(
-            gateway,
-            &connection.backend,
-            message,
-            RoutingHeaders::None,
-            &[],
-            lookup,
-            caller,
-        )
-        .await;
+        let reply = dispatch(gateway, &connection.backend, Inbound::bare(message, lookup), caller).await;
         if is_initialize && let Reply::Initialized(_, session) = &reply {
             connection.adopt(session.clone());
         }

@@ -15,7 +15,7 @@ use tokio::task::AbortHandle;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
 use crate::auth::Admitted;
-use crate::bridge::{ClientSession, Gateway, Reply, SessionLookup, dispatch, reply};
+use crate::bridge::{ClientSession, Gateway, Inbound, Reply, SessionLookup, dispatch, reply};
 use crate::protocol::jsonrpc::{Frame, FrameError};
 use crate::protocol::scan::{self, Bounds};
 use crate::protocol::{Id, Message};
@@ -111,16 +111,8 @@ impl Connection {
             Message::Request(r) => Some(r.id.clone()),
             _ => None,
         };
-        let reply = dispatch(
-            &self.gateway,
-            &self.backend,
-            message,
-            RoutingHeaders::None,
-            &[],
-            self.lookup(),
-            &Admitted::anonymous(),
-        )
-        .await;
+        let inbound = Inbound::bare(message, self.lookup());
+        let reply = dispatch(&self.gateway, &self.backend, inbound, &Admitted::anonymous()).await;
         if is_initialize && let Reply::Initialized(_, session) = &reply {
             self.adopt(session.clone());
         }
@@ -142,17 +134,8 @@ impl Connection {
         for item in items {
             let reply = match item {
                 Ok(message) => {
-                    let lookup = self.lookup();
-                    dispatch(
-                        &self.gateway,
-                        &self.backend,
-                        message,
-                        RoutingHeaders::None,
-                        &[],
-                        lookup,
-                        &Admitted::anonymous(),
-                    )
-                    .await
+                    let inbound = Inbound::bare(message, self.lookup());
+                    dispatch(&self.gateway, &self.backend, inbound, &Admitted::anonymous()).await
                 }
                 Err(error) => Reply::Message(reply::Status::Ok, error.to_response().into_message()),
             };

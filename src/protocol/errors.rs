@@ -198,8 +198,14 @@ pub enum Rejection {
     },
     /// A per-principal quota of things held open is reached (429, -32029, no `Retry-After`).
     QuotaExceeded {
-        /// What: `listens`.
+        /// What: `listens`, `requests in flight`.
         what: &'static str,
+        /// The configured bound.
+        limit: usize,
+    },
+    /// A connection past `limits.max_connections_per_ip` (503 with `Retry-After`, -32029);
+    /// the connection is closed after the answer.
+    TooManyConnections {
         /// The configured bound.
         limit: usize,
     },
@@ -219,7 +225,9 @@ impl Rejection {
             | Rejection::ConnectionNotFound => StatusCode::NOT_FOUND,
             Rejection::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Rejection::OriginNotAllowed | Rejection::InsufficientScope { .. } => StatusCode::FORBIDDEN,
-            Rejection::AuthorizationUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Rejection::AuthorizationUnavailable | Rejection::TooManyConnections { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Rejection::Unauthenticated { .. } => StatusCode::UNAUTHORIZED,
             Rejection::NotAcceptable | Rejection::StreamNotAcceptable => StatusCode::NOT_ACCEPTABLE,
             Rejection::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -297,6 +305,13 @@ impl Rejection {
                 )
                 .with_data(serde_json::json!({"limit": what, "max": limit})),
             ),
+            Rejection::TooManyConnections { limit } => Some(
+                ErrorObject::new(
+                    ErrorCode::RATE_LIMITED,
+                    format!("Service Unavailable: at most {limit} connections from one address; retry later"),
+                )
+                .with_data(serde_json::json!({"limit": "connections_per_ip", "max": limit, "retryAfter": CONNECTION_RETRY_SECS})),
+            ),
             Rejection::Classified(error) => Some(error.clone()),
             Rejection::NoEndpoint
             | Rejection::MethodNotAllowed
@@ -321,6 +336,7 @@ impl Rejection {
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Rejection::RateLimited { retry_after_secs, .. } => Some(*retry_after_secs),
+            Rejection::TooManyConnections { .. } => Some(CONNECTION_RETRY_SECS),
             _ => None,
         }
     }
@@ -341,6 +357,10 @@ impl Rejection {
         }
     }
 }
+
+/// The `Retry-After` of a connection refused at the per-IP cap: a slot is
+/// usually given back within a second (a request ends, an idle socket times out).
+const CONNECTION_RETRY_SECS: u64 = 1;
 
 /// The status of a pre-dispatch JSON-RPC rejection, by the spec's table: 400
 /// for malformed input, envelope and header problems, 404 for unknown methods.
@@ -464,6 +484,7 @@ mod tests {
                 429,
                 Some(-32029),
             ),
+            (Rejection::TooManyConnections { limit: 4 }, 503, Some(-32029)),
             (
                 Rejection::QuotaExceeded {
                     what: "listens",

@@ -16,8 +16,10 @@ use crate::common::*;
 /// A running `oidc_provider.mjs`.
 pub struct Idp {
     pub server: ListeningServer,
-    /// `http://127.0.0.1:PORT`, its issuer identifier.
+    /// `http://127.0.0.1:PORT`, its issuer identifier (`https://` with TLS).
     pub issuer: String,
+    /// Where the test's own requests go: the issuer, or its plain HTTP port when it serves TLS.
+    pub plain: String,
 }
 
 impl Idp {
@@ -44,7 +46,19 @@ impl Idp {
             .stderr(std::process::Stdio::null());
         let server = ListeningServer::spawn("oidc-provider", &mut command);
         let issuer = server.url.clone();
-        Idp { server, issuer }
+        Idp {
+            server,
+            plain: issuer.clone(),
+            issuer,
+        }
+    }
+
+    /// A provider serving HTTPS with `cert` and `key` (PEM files), and plain HTTP for the test.
+    pub fn start_tls(cert: &str, key: &str) -> Idp {
+        let plain_port = free_port().to_string();
+        let mut idp = Idp::start_with(0, &["--tls-cert", cert, "--tls-key", key, "--plain-port", &plain_port]);
+        idp.plain = format!("http://127.0.0.1:{plain_port}");
+        idp
     }
 
     /// An access token for `resource` with `scope`, by client credentials as `client`
@@ -59,7 +73,7 @@ impl Idp {
         );
         let reply = send(
             "POST",
-            &format!("{}/token", self.issuer),
+            &format!("{}/token", self.plain),
             &[
                 ("content-type", "application/x-www-form-urlencoded"),
                 ("authorization", &format!("Basic {basic}")),

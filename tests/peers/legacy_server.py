@@ -9,7 +9,7 @@ It speaks only the `initialize` handshake revisions (2024-11-05 .. 2025-11-25) a
     legacy_server.py sse  --port N                     # old HTTP+SSE: GET /sse, POST /messages/?session_id=..
     (http and sse also take --trace: one stderr line per HTTP request with headers and body)
     (http and sse also take --ssl-certfile PEM --ssl-keyfile PEM: serve HTTPS; the ready line
-     then says https://)
+     then says https://; with --ssl-ca-certs PEM a client certificate signed by it is required)
     (stdio and http also take --dual-era: a REFERENCE mode that is not legacy-only; the SDK's
      default dual-era serving, so the same fixture also answers 2026-07-28 requests)
     (every mode also takes --rich-content: two more tools whose results only newer revisions
@@ -1228,10 +1228,12 @@ def build_sse_app(server: Server[Any]) -> Any:
     )
 
 
-async def run_uvicorn(app: Any, port: int, path: str, tls: tuple[str, str] | None = None) -> None:
+async def run_uvicorn(app: Any, port: int, path: str, tls: tuple[str, str, str | None] | None = None) -> None:
+    import ssl
+
     import uvicorn
 
-    certfile, keyfile = tls if tls else (None, None)
+    certfile, keyfile, ca_certs = tls if tls else (None, None, None)
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
@@ -1240,6 +1242,8 @@ async def run_uvicorn(app: Any, port: int, path: str, tls: tuple[str, str] | Non
         lifespan="on",
         ssl_certfile=certfile,
         ssl_keyfile=keyfile,
+        ssl_ca_certs=ca_certs,
+        ssl_cert_reqs=ssl.CERT_REQUIRED if ca_certs else ssl.CERT_NONE,
     )
     userver = uvicorn.Server(config)
     scheme = "https" if tls else "http"
@@ -1298,6 +1302,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--trace", action="store_true", help="log every HTTP request (headers, body) to stderr")
         p.add_argument("--ssl-certfile", metavar="PEM", help="serve HTTPS with this certificate chain (with --ssl-keyfile)")
         p.add_argument("--ssl-keyfile", metavar="PEM", help="the private key of --ssl-certfile")
+        p.add_argument("--ssl-ca-certs", metavar="PEM", help="require a client certificate signed by these CAs")
     for p in (p_stdio, p_http):
         p.add_argument(
             "--param-headers",
@@ -1325,7 +1330,7 @@ def main(argv: list[str] | None = None) -> int:
     certfile, keyfile = getattr(args, "ssl_certfile", None), getattr(args, "ssl_keyfile", None)
     if (certfile is None) != (keyfile is None):
         parser.error("--ssl-certfile and --ssl-keyfile go together")
-    tls = (certfile, keyfile) if certfile and keyfile else None
+    tls = (certfile, keyfile, getattr(args, "ssl_ca_certs", None)) if certfile and keyfile else None
     try:
         if args.transport == "stdio":
             anyio.run(run_stdio, server, dual_era)

@@ -19,11 +19,16 @@
 //     `client_id` = the exchanging client, and `act` = {sub: that client}; 600 s.
 //
 //   node22 oidc_provider.mjs [--port N] [--account SUB] [--scopes "a b"] [--alg ES256|RS256|EdDSA]
-//                            [--format jwt|opaque] [--key-file PATH]
+//                            [--format jwt|opaque] [--key-file PATH] [--tls-cert PEM --tls-key PEM]
+//
+// --tls-cert/--tls-key: serve HTTPS (the issuer is then https://127.0.0.1:PORT), and the same
+// provider over plain HTTP on --plain-port (0: any; "plain" in the ready line) for the test's own
+// requests.
 //
 // --port 0 (default) picks a free port. Prints one line once listening:
 //   {"listening": "http://127.0.0.1:PORT", "issuer": "http://127.0.0.1:PORT", "port": PORT, "kid": "..."}
 import http from 'node:http';
+import https from 'node:https';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -68,9 +73,15 @@ function signingKey() {
 }
 
 // Bind first, so the issuer names the real port.
-const server = http.createServer();
+const tlsCert = arg('--tls-cert', '');
+const tlsKey = arg('--tls-key', '');
+const server = tlsCert
+  ? https.createServer({ cert: fs.readFileSync(tlsCert), key: fs.readFileSync(tlsKey) })
+  : http.createServer();
 await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
-const issuer = `http://127.0.0.1:${server.address().port}`;
+const issuer = `${tlsCert ? 'https' : 'http'}://127.0.0.1:${server.address().port}`;
+const plain = tlsCert ? http.createServer() : null;
+if (plain) await new Promise((resolve) => plain.listen(Number(arg('--plain-port', '0')), '127.0.0.1', resolve));
 const key = keyFile && fs.existsSync(keyFile) ? JSON.parse(fs.readFileSync(keyFile, 'utf8')) : signingKey();
 if (keyFile && !fs.existsSync(keyFile)) fs.writeFileSync(keyFile, JSON.stringify(key));
 
@@ -194,7 +205,7 @@ async function interaction(req, res) {
 }
 
 const callback = provider.callback();
-server.on('request', (req, res) => {
+const serve = (req, res) => {
   if (req.url.startsWith('/interaction/')) {
     interaction(req, res).catch((error) => {
       console.error(`interaction failed: ${error.stack || error}`);
@@ -204,11 +215,19 @@ server.on('request', (req, res) => {
     return;
   }
   callback(req, res);
-});
+};
+server.on('request', serve);
+if (plain) plain.on('request', serve);
 provider.on('server_error', (_ctx, error) => console.error(`server_error: ${error.stack || error}`));
 
 // Only the ready line goes to stdout (the harness stops reading after it); the rest to stderr.
 console.log = console.info = (...items) => console.error(...items);
 process.stdout.on('error', () => {});
-process.stdout.write(`${JSON.stringify({ listening: issuer, issuer, port: server.address().port, kid: key.kid })}\n`);
+process.stdout.write(`${JSON.stringify({
+    listening: issuer,
+    issuer,
+    port: server.address().port,
+    kid: key.kid,
+    ...(plain ? { plain: `http://127.0.0.1:${plain.address().port}` } : {}),
+  })}\n`);
 for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, () => server.close(() => process.exit(0)));

@@ -1,4 +1,5 @@
-//! Accepting client connections: the global and per-IP connection caps, hyper's
+//! Accepting client connections: the global and per-IP connection caps (a
+//! connection past the per-IP cap is answered 503 and closed), hyper's
 //! builder with a timer (header read timeout, HTTP/2 keep-alive pings), the
 //! idle watchdog that frees the slot of a connection with nothing in flight,
 //! and graceful shutdown.
@@ -31,6 +32,7 @@ use tokio::sync::Semaphore;
 use super::HttpFrontend;
 use crate::config::LimitsConfig;
 use crate::edge::respond::Body;
+use crate::protocol::errors::Rejection;
 
 /// Accepts connections until `shutdown` resolves, then lets in-flight
 /// requests finish for up to `drain` before returning.
@@ -64,7 +66,17 @@ pub(super) async fn serve(
             () = &mut shutdown => break,
         };
         let Some(slot) = per_ip.admit(peer.ip()) else {
-            tracing::debug!(%peer, "per-IP connection limit reached; connection closed");
+            tracing::debug!(%peer, "per-IP connection limit reached; answered 503 and closed");
+            let (tls, limit) = (frontend.tls.clone(), limits.max_connections_per_ip);
+            let within = limits.header_read_timeout.0;
+            // The global permit rides along: refusals are bounded like connections.
+            tokio::spawn(async move {
+                let refusal = refuse(stream, tls, limit, within);
+                if tokio::time::timeout(within, refusal).await.is_err() {
+                    tracing::debug!(%peer, "refused connection timed out before its answer");
+                }
+                drop(permit);
+            });
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -146,6 +158,31 @@ impl Connection {
             },
             () = activity.idle(first, idle) => tracing::debug!(%peer, "idle connection closed"),
         }
+    }
+}
+
+/// Answers one request on a connection past the per-IP cap with 503, its
+/// JSON-RPC error and `Retry-After`, then closes it, so that a client sees why
+/// (over TLS after the handshake). HTTP/1.1 only: an h2 client sees the close.
+async fn refuse(stream: tokio::net::TcpStream, tls: Option<tokio_rustls::TlsAcceptor>, limit: usize, within: Duration) {
+    let service = service_fn(move |_request| async move {
+        let response = crate::edge::respond::rejected(&Rejection::TooManyConnections { limit }, None);
+        Ok::<_, Infallible>(response)
+    });
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
+        .keep_alive(false)
+        .timer(TokioTimer::new())
+        .header_read_timeout(within);
+    let served = match tls {
+        None => http1.serve_connection(TokioIo::new(stream), service).await,
+        Some(acceptor) => match acceptor.accept(stream).await {
+            Ok(stream) => http1.serve_connection(TokioIo::new(stream), service).await,
+            Err(_) => return,
+        },
+    };
+    if let Err(error) = served {
+        tracing::debug!(error = %error, "refused connection ended with an error");
     }
 }
 

@@ -86,7 +86,8 @@ impl OAuthClient {
         default_resource: String,
         registrations: Arc<Registrations>,
     ) -> Result<OAuthClient, CredentialError> {
-        let fetcher = Fetcher::new(config.timeout.0).map_err(|e| CredentialError::Setup(e.to_string()))?;
+        let fetcher =
+            Fetcher::new(config.timeout.0, config.ca.as_deref()).map_err(|e| CredentialError::Setup(e.to_string()))?;
         Ok(OAuthClient {
             resource: config.resource.clone().unwrap_or(default_resource),
             grant_type: if exchange {
@@ -383,6 +384,7 @@ mod tests {
             resource: None,
             audience: None,
             timeout: Humantime(Duration::from_secs(5)),
+            ca: None,
         };
         let registrations = Arc::new(Registrations::default());
         let client =
