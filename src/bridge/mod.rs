@@ -2,7 +2,7 @@
 //! backend behind the route speaks another. Modern requests (`modern`),
 //! legacy client sessions with sealed ids (`legacy`, [`sessions`]), multi
 //! round-trip suspensions ([`mrtr`]), listens ([`listen`]), `Mcp-Param-*`
-//! mirroring (`param_headers`) and batches meet here; `pump` turns a call in
+//! mirroring (`param_headers`) and batches meet here, with the lists kept of a legacy upstream (`lists`); `pump` turns a call in
 //! flight into what the client sees.
 //!
 //! The rules live in [`crate::translate`]; servers are reached only through
@@ -13,6 +13,7 @@ mod client_session;
 mod dispatch;
 mod legacy;
 pub mod listen;
+mod lists;
 pub mod live;
 mod modern;
 mod modern_side;

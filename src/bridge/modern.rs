@@ -14,6 +14,7 @@ use crate::auth::Principal;
 use crate::protocol::Era;
 use crate::protocol::capabilities::{self, ListenSupport};
 use crate::protocol::{Id, ModernMethod, Request, Response, Revision};
+use crate::router::lists::ListKind;
 use crate::router::{
     Admission, Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, discover_params,
     gateway_client_info,
@@ -61,7 +62,10 @@ pub async fn serve(
                 };
                 super::listen::on_legacy_upstream(gateway, session, request, hold).await
             }
-            _ => forward(gateway, backend, request, modern, principal).await,
+            method => match ListKind::of(method) {
+                Some(kind) => super::lists::serve(gateway, backend, request, modern, kind, principal).await,
+                None => forward(gateway, backend, request, modern, principal).await,
+            },
         },
     }
 }
@@ -239,16 +243,23 @@ async fn send(
     }
 }
 
+/// The partition of a modern request's pooled session: its principal and
+/// capability profile.
+pub(super) fn partition_key(modern: &ModernRequest, principal: &Principal) -> PartitionKey {
+    let revision = Revision::LATEST_LEGACY;
+    let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
+    PartitionKey::of(principal, &capabilities::partition_profile(&capabilities, revision))
+}
+
 /// A warm pooled session for the request's principal and capability profile.
-async fn pooled_session(
+pub(super) async fn pooled_session(
     backend: &Backend,
     modern: &ModernRequest,
     principal: &Principal,
     exclusive: bool,
 ) -> Result<Arc<UpstreamSession>, UpstreamError> {
     let revision = Revision::LATEST_LEGACY;
-    let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
-    let key = PartitionKey::of(principal, &capabilities::partition_profile(&capabilities, revision));
+    let key = partition_key(modern, principal);
     // Built only when a session has to be opened: a warm one needs no handshake.
     let params = || down::initialize_for_envelope(&modern.envelope, revision, &gateway_client_info());
     if exclusive {
