@@ -49,7 +49,7 @@ pub async fn serve(
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
-    let session = match super::modern::pooled_session(backend, &modern, principal, false).await {
+    let session = match super::pooled::pooled_session(backend, &modern, principal, false).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -110,7 +110,7 @@ pub async fn serve(
 
 /// The page this request asks for, in the partition its session would be of.
 fn page_key(request: &Request, modern: &ModernRequest, principal: &Principal) -> PageKey {
-    let partition = super::modern::partition_key(modern, principal);
+    let partition = super::pooled::partition_key(modern, principal);
     let cursor = request
         .params
         .as_ref()

@@ -19,6 +19,7 @@ mod modern;
 mod modern_side;
 pub mod mrtr;
 mod param_headers;
+mod pooled;
 mod pump;
 pub mod rate;
 pub mod reply;
