@@ -41,6 +41,7 @@ pub mod auth;
 pub mod bridge;
 pub mod config;
 pub mod edge;
+pub mod federate;
 pub mod health;
 pub mod policy;
 pub mod protocol;
