@@ -212,6 +212,10 @@ impl ListCache {
     /// Keeps `page` as `key` (unless a change came since `ticket`, or it is
     /// not watched), and records its digest for comparison across principals.
     pub fn store(&self, key: PageKey, ticket: Ticket, page: PageParts, session: &Arc<UpstreamSession>, now: Instant) {
+        self.store_from(key, ticket, page, address(session), now);
+    }
+
+    fn store_from(&self, key: PageKey, ticket: Ticket, page: PageParts, session: usize, now: Instant) {
         let digest = list_digest(&page.result);
         let mut inner = self.lock();
         if inner.generations[ticket.kind.index()] != ticket.generation {
@@ -242,7 +246,7 @@ impl ListCache {
             watch: page.watch,
             fetched: now,
             digest,
-            session: address(session),
+            session,
         };
         inner.pages.insert(key, page);
     }
@@ -339,4 +343,190 @@ pub struct PageParts {
 
 fn address(session: &Arc<UpstreamSession>) -> usize {
     Arc::as_ptr(session) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(principal: &str, method: ModernMethod, cursor: Option<&str>) -> PageKey {
+        PageKey {
+            principal: principal.into(),
+            profile: "{}".into(),
+            method,
+            cursor: cursor.map(str::to_owned),
+        }
+    }
+
+    fn parts(tools: &[&str], watch: Watch) -> PageParts {
+        let tools: Vec<Value> = tools.iter().map(|n| json!({"name": n})).collect();
+        PageParts {
+            result: Arc::new(json!({ "tools": tools })),
+            server_info: Arc::new(json!({"name": "s"})),
+            watch,
+        }
+    }
+
+    fn cache(relist: Option<&str>, max_entries: usize) -> ListCache {
+        let toml = match relist {
+            Some(every) => format!("relist_interval = \"{every}\"\nmax_entries = {max_entries}"),
+            None => format!("max_entries = {max_entries}"),
+        };
+        ListCache::new(&toml::from_str(&toml).unwrap())
+    }
+
+    const TOOLS: ModernMethod = ModernMethod::ToolsList;
+
+    #[test]
+    fn kept_while_current() {
+        let t0 = Instant::now();
+        let later = |s: u64| t0 + Duration::from_secs(s);
+        let lists = cache(Some("10s"), 10);
+        let alice = key("alice", TOOLS, None);
+        // A page nobody watches is never kept.
+        lists.store_from(
+            alice.clone(),
+            lists.ticket(ListKind::Tools),
+            parts(&["a"], Watch::Blind),
+            1,
+            t0,
+        );
+        assert!(lists.lookup(&alice, t0).is_none());
+        // Re-listed every 10 s: kept 10 s, its ttl what is left.
+        lists.store_from(
+            alice.clone(),
+            lists.ticket(ListKind::Tools),
+            parts(&["a"], Watch::Relisted(10_000)),
+            1,
+            t0,
+        );
+        assert_eq!(
+            lists.lookup(&alice, later(4)).map(|p| p.watch),
+            Some(Watch::Relisted(6_000))
+        );
+        assert!(
+            lists.lookup(&alice, later(10)).is_none(),
+            "past the interval: listed again"
+        );
+        // Announced: kept until a change of its kind.
+        let prompts = key("alice", ModernMethod::PromptsList, None);
+        lists.store_from(
+            alice.clone(),
+            lists.ticket(ListKind::Tools),
+            parts(&["a"], Watch::Notified),
+            1,
+            t0,
+        );
+        lists.store_from(
+            prompts.clone(),
+            lists.ticket(ListKind::Prompts),
+            parts(&[], Watch::Notified),
+            1,
+            t0,
+        );
+        assert!(lists.lookup(&alice, later(3600)).is_some());
+        lists.changed(ListKind::Tools);
+        assert!(lists.lookup(&alice, t0).is_none(), "a tools change drops tools pages");
+        assert!(lists.lookup(&prompts, t0).is_some(), "and no other");
+        // A change while a page was in flight: it is not kept.
+        let ticket = lists.ticket(ListKind::Tools);
+        lists.changed(ListKind::Tools);
+        lists.store_from(alice.clone(), ticket, parts(&["a"], Watch::Notified), 1, t0);
+        assert!(lists.lookup(&alice, t0).is_none());
+        // The session's end drops what came from it.
+        lists.session_ended(1);
+        assert!(lists.lookup(&prompts, t0).is_none());
+    }
+
+    #[test]
+    fn a_relist_that_finds_a_change_drops_the_other_pages() {
+        let t0 = Instant::now();
+        let lists = cache(Some("1s"), 10);
+        let (alice, bob) = (key("alice", TOOLS, None), key("bob", TOOLS, None));
+        let relisted = Watch::Relisted(1_000);
+        lists.store_from(
+            alice.clone(),
+            lists.ticket(ListKind::Tools),
+            parts(&["a"], relisted),
+            1,
+            t0,
+        );
+        lists.store_from(
+            bob.clone(),
+            lists.ticket(ListKind::Tools),
+            parts(&["a"], relisted),
+            2,
+            t0,
+        );
+        let later = t0 + Duration::from_millis(1500);
+        lists.store_from(
+            alice.clone(),
+            lists.ticket(ListKind::Tools),
+            parts(&["a", "b"], relisted),
+            1,
+            later,
+        );
+        assert!(lists.lookup(&alice, later).is_some());
+        assert!(lists.lookup(&bob, later).is_none(), "bob's copy is known to be old");
+    }
+
+    #[test]
+    fn audience_and_bounds() {
+        let t0 = Instant::now();
+        let lists = cache(None, 2);
+        let notified = Watch::Notified;
+        let store = |k: &PageKey, tools: &[&str]| {
+            lists.store_from(k.clone(), lists.ticket(ListKind::Tools), parts(tools, notified), 1, t0);
+        };
+        let (alice, bob, carol) = (
+            key("alice", TOOLS, None),
+            key("bob", TOOLS, None),
+            key("carol", TOOLS, None),
+        );
+        assert_eq!(lists.audience(&alice, false), Audience::Unproven, "nothing seen");
+        store(&alice, &["a"]);
+        assert_eq!(
+            lists.audience(&alice, false),
+            Audience::Unproven,
+            "one principal proves nothing"
+        );
+        store(&bob, &["a"]);
+        assert_eq!(lists.audience(&alice, false), Audience::Anyone, "two got the same");
+        assert_eq!(
+            lists.audience(&alice, true),
+            Audience::PerCaller,
+            "per-principal credentials or filtering"
+        );
+        store(&carol, &["a", "secret"]);
+        assert_eq!(
+            lists.audience(&alice, false),
+            Audience::PerCaller,
+            "two got different lists"
+        );
+        assert_eq!(lists.len(), 2, "bounded: the oldest page went");
+        let anonymous = cache(None, 2);
+        let nobody = key("", TOOLS, None);
+        anonymous.store_from(
+            nobody.clone(),
+            anonymous.ticket(ListKind::Tools),
+            parts(&["a"], notified),
+            1,
+            t0,
+        );
+        assert_eq!(
+            anonymous.audience(&nobody, false),
+            Audience::Anyone,
+            "without authentication"
+        );
+        let none = cache(None, 0);
+        none.store_from(
+            alice.clone(),
+            none.ticket(ListKind::Tools),
+            parts(&["a"], notified),
+            1,
+            t0,
+        );
+        assert!(none.is_empty(), "max_entries = 0 keeps nothing");
+    }
 }
