@@ -9,12 +9,13 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::Gateway;
+use super::pooled::pooled_session;
 use super::reply::{self, Reply};
 use crate::auth::Principal;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ModernMethod, Request, Response};
 use crate::router::lists::{ListKind, PageKey, PageParts};
-use crate::router::{Backend, CallStep, OnDrop, UpstreamError};
+use crate::router::{Backend, CallStep, OnDrop, UpstreamError, UpstreamSession};
 use crate::translate::cache::{Audience, Watch};
 use crate::translate::{ModernRequest, down, up};
 
@@ -45,51 +46,15 @@ pub async fn serve(
     }
     backend.stats().list_cache_miss();
     let ticket = lists.ticket(kind);
-    let _permit = match backend.admit().await {
-        Ok(permit) => permit,
-        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
-    };
-    let session = match super::pooled::pooled_session(backend, &modern, principal, false).await {
-        Ok(session) => session,
-        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
-    };
-    let params = request.params.map(down::modern_params_for_legacy);
-    let sent = session
-        .call(&request.method, params, request.id.clone(), OnDrop::CancelUpstream)
-        .await;
-    let mut call = match sent {
-        Ok(call) => call,
-        Err(error) => {
-            backend.discard(&session);
-            return Reply::upstream_failure(Some(request.id), &error);
-        }
-    };
-    let timeout = backend.timeout_for(modern.method.as_str());
-    // A list asks the client nothing and reports no progress: only its answer matters.
-    let answered = tokio::time::timeout(timeout, async {
-        loop {
-            if let CallStep::Done(done) = call.next().await {
-                return done;
-            }
-        }
-    })
-    .await;
-    let response = match answered {
-        Ok(Ok(response)) => response,
-        Ok(Err(error)) => return Reply::upstream_failure(Some(request.id), &error),
-        Err(_) => {
-            call.time_out();
-            let error = UpstreamError::Timeout {
-                upstream: backend.name().to_owned(),
-                after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            };
-            return Reply::upstream_failure(Some(request.id), &error);
-        }
+    let id = request.id.clone();
+    let (session, response) = match fetch(backend, request, &modern, principal).await {
+        Ok(fetched) => fetched,
+        Err(error) => return Reply::upstream_failure(Some(id), &error),
     };
     let result = match response.outcome {
         Outcome::Result(result) => Arc::new(result),
         Outcome::Error(error) => {
-            let message = Response::error(Some(request.id), up::error_for_modern(error)).into_message();
+            let message = Response::error(Some(id), up::error_for_modern(error)).into_message();
             return Reply::Message(reply::Status::Ok, message);
         }
     };
@@ -103,9 +68,62 @@ pub async fn serve(
     lists.store(key.clone(), ticket, parts, &session, Instant::now());
     let audience = lists.audience(&key, per_caller);
     Reply::result(
-        request.id,
+        id,
         decorate(backend, &result, &server_info, modern.method, watch, audience),
     )
+}
+
+/// Sends the list request on a pooled session (a fresh one if that one turns
+/// out dead) and waits for its answer within the method's timeout.
+async fn fetch(
+    backend: &Backend,
+    request: Request,
+    modern: &ModernRequest,
+    principal: &Principal,
+) -> Result<(Arc<UpstreamSession>, Response), UpstreamError> {
+    let _permit = backend.admit().await?;
+    let params = request.params.map(down::modern_params_for_legacy);
+    let mut retried = false;
+    let (session, mut call) = loop {
+        let session = pooled_session(backend, modern, principal, false).await?;
+        let sent = session
+            .call(
+                &request.method,
+                params.clone(),
+                request.id.clone(),
+                OnDrop::CancelUpstream,
+            )
+            .await;
+        match sent {
+            Ok(call) => break (session, call),
+            // The pooled session died between lookup and send (a crashed child): one fresh try.
+            Err(_) if !retried => {
+                backend.discard(&session);
+                retried = true;
+            }
+            Err(error) => return Err(error),
+        }
+    };
+    let timeout = backend.timeout_for(modern.method.as_str());
+    // A list asks the client nothing and reports no progress: only its answer matters.
+    let answered = tokio::time::timeout(timeout, async {
+        loop {
+            if let CallStep::Done(done) = call.next().await {
+                return done;
+            }
+        }
+    })
+    .await;
+    match answered {
+        Ok(done) => done.map(|response| (session, response)),
+        Err(_) => {
+            call.time_out();
+            Err(UpstreamError::Timeout {
+                upstream: backend.name().to_owned(),
+                after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            })
+        }
+    }
 }
 
 /// The page this request asks for, in the partition its session would be of.

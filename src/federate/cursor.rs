@@ -173,9 +173,12 @@ mod tests {
         let other = Sealer::new(&SealKey::random(), None);
         let now = Instant::now();
         let mut positions = Positions::first(2);
-        positions.answered(0, Some("p2".into()));
+        positions.answered(0, Some("member-page-two".into()));
         let cursor = positions.next_cursor(&sealer).unwrap();
-        assert!(!cursor.contains("p2"), "a member's cursor is not readable: {cursor}");
+        assert!(
+            !cursor.contains("member-page-two"),
+            "a member's cursor is not readable: {cursor}"
+        );
         assert_eq!(
             Positions::open(&sealer, Some(&cursor), 2, now),
             Opened::Resumed(positions.clone())
