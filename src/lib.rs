@@ -26,7 +26,10 @@
 //!
 //! Beside the path: [`tls`] reads certificate files for the edge and the
 //! HTTPS upstreams; [`reload`] swaps the router's upstreams when the
-//! configuration changes.
+//! configuration changes; [`federate`] holds the pure rules of serving several
+//! upstreams as one (exposed names, merged pages under a sealed cursor, one
+//! handshake), for the router; [`router::lists`] keeps the lists a legacy
+//! upstream gave, whose caching hints [`translate::cache`] decides.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below
@@ -41,6 +44,7 @@ pub mod auth;
 pub mod bridge;
 pub mod config;
 pub mod edge;
+pub mod federate;
 pub mod health;
 pub mod policy;
 pub mod protocol;

@@ -26,6 +26,8 @@ pub enum Purpose {
     Session,
     /// A multi round-trip `requestState`.
     RequestState,
+    /// A federated list's `nextCursor` (each member's position).
+    ListCursor,
 }
 
 impl Purpose {
@@ -33,6 +35,7 @@ impl Purpose {
         match self {
             Purpose::Session => b"eragate/session/v1",
             Purpose::RequestState => b"eragate/request-state/v1",
+            Purpose::ListCursor => b"eragate/list-cursor/v1",
         }
     }
 }

@@ -397,12 +397,16 @@ fn discover_and_result_decoration() {
         check_discover(&answer(&reply, "probe")["result"]);
     }
 
-    // The six cacheable results carry ttlMs/cacheScope; the others do not.
+    // The six cacheable results carry ttlMs/cacheScope; the others do not. eragate cannot
+    // tell when this upstream's lists change (it announces nothing): 0. Without
+    // authentication every caller gets the lists eragate saw: public; a read or discover,
+    // which it does not compare, stays private.
     for (i, (method, name, params)) in cacheable_requests("test://items/42").into_iter().enumerate() {
         let id = 10 + i as u64;
         let result = expect_modern_result(&post_modern(&url, id, method, name, params), json!(id));
+        let scope = if method.ends_with("/list") { "public" } else { "private" };
         assert_eq!(result["ttlMs"], 0, "{method}: {result}");
-        assert_eq!(result["cacheScope"], "private", "{method}: {result}");
+        assert_eq!(result["cacheScope"], scope, "{method}: {result}");
     }
     let not_cacheable: [(&str, Option<&str>, Value); 4] = [
         (
@@ -464,14 +468,18 @@ fn discover_and_result_decoration() {
 
 #[test]
 fn configured_cache_hints_are_applied() {
-    let gateway = stdio_gateway("[upstreams.cache]\nttl_ms = 5000\nscope = \"public\"");
+    // The operator vouches the upstream answers everyone alike, caps ttlMs at 5 s, and has
+    // lists that cannot be announced re-listed hourly: lists get the cap; a read or a
+    // discover, which eragate would not see change, 0.
+    let gateway = stdio_gateway("[upstreams.cache]\nttl_ms = 5000\nscope = \"public\"\nrelist_interval = \"1h\"");
     let url = gateway.url();
     for (i, (method, name, params)) in cacheable_requests("test://static/hello").into_iter().enumerate() {
         let id = 1 + i as u64;
         let result = expect_modern_result(&post_modern(&url, id, method, name, params), json!(id));
+        let ttl = if method.ends_with("/list") { 5000 } else { 0 };
         assert_eq!(
             (&result["ttlMs"], &result["cacheScope"]),
-            (&json!(5000), &json!("public")),
+            (&json!(ttl), &json!("public")),
             "{method}: {result}"
         );
     }
@@ -484,7 +492,7 @@ fn configured_cache_hints_are_applied() {
     let result = answer(&reply, 9)["result"].clone();
     assert_eq!(
         (&result["ttlMs"], &result["cacheScope"]),
-        (&json!(5000), &json!("public")),
+        (&json!(0), &json!("public")),
         "probe: {result}"
     );
     let result = expect_modern_result(&modern_call(&url, 10, "echo", json!({"text": "x"})), json!(10));

@@ -296,6 +296,14 @@ impl Authenticator {
             .then(|| ToolView::new(policy.clone(), granted.clone()))
     }
 
+    /// Whether some caller may see less of `tools/list` than another (a rule
+    /// names a tool): then no list is the same for everyone.
+    pub fn filters_lists(&self) -> bool {
+        self.oauth
+            .as_ref()
+            .is_some_and(|oauth| oauth.scope_policy().has_tool_rules())
+    }
+
     /// The challenge of a 403 for `missing` scopes (step-up): `scope` names them.
     pub fn step_up_challenge(&self, resource_path: &str, missing: &[String]) -> String {
         match &self.oauth {

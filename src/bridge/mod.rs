@@ -2,8 +2,8 @@
 //! backend behind the route speaks another. Modern requests (`modern`),
 //! legacy client sessions with sealed ids (`legacy`, [`sessions`]), multi
 //! round-trip suspensions ([`mrtr`]), listens ([`listen`]), what principals
-//! hold open ([`quota`]), `Mcp-Param-*`
-//! mirroring (`param_headers`) and batches meet here; `pump` turns a call in
+//! hold open ([`quota`]), `Mcp-Param-*` mirroring (`param_headers`) and
+//! batches meet here, with the lists kept of a legacy upstream (`lists`); `pump` turns a call in
 //! flight into what the client sees.
 //!
 //! The rules live in [`crate::translate`]; servers are reached only through
@@ -14,11 +14,13 @@ mod client_session;
 mod dispatch;
 mod legacy;
 pub mod listen;
+mod lists;
 pub mod live;
 mod modern;
 mod modern_side;
 pub mod mrtr;
 mod param_headers;
+mod pooled;
 mod pump;
 pub mod quota;
 pub mod rate;

@@ -2,22 +2,19 @@
 //! from a warm session's handshake, everything else on a pooled upstream
 //! session. In front of a modern upstream: a faithful passthrough.
 
-use std::sync::Arc;
-
 use super::Gateway;
 use super::listen::ListenHold;
 use super::modern_side::ModernSide;
 use super::mrtr::{self, Retried};
+use super::pooled::pooled_session;
 use super::pump::{self, ClientSide};
 use super::reply::{self, Reply};
 use crate::auth::Principal;
 use crate::protocol::Era;
-use crate::protocol::capabilities::{self, ListenSupport};
-use crate::protocol::{Id, ModernMethod, Request, Response, Revision};
-use crate::router::{
-    Admission, Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, discover_params,
-    gateway_client_info,
-};
+use crate::protocol::capabilities::ListenSupport;
+use crate::protocol::{Id, ModernMethod, Request, Response};
+use crate::router::lists::ListKind;
+use crate::router::{Admission, Backend, OnDrop, SessionNeed, discover_params, gateway_client_info};
 use crate::translate::mrtr::conversation::{Binding, InputPolicy, input_responses};
 use crate::translate::{ModernRequest, discover, down};
 
@@ -61,7 +58,10 @@ pub async fn serve(
                 };
                 super::listen::on_legacy_upstream(gateway, session, request, hold).await
             }
-            _ => forward(gateway, backend, request, modern, principal).await,
+            method => match ListKind::of(method) {
+                Some(kind) => super::lists::serve(gateway, backend, request, modern, kind, principal).await,
+                None => forward(gateway, backend, request, modern, principal).await,
+            },
         },
     }
 }
@@ -236,36 +236,5 @@ async fn send(
         };
         let timeout = Some(backend.timeout_for(modern.method.as_str()));
         return pump::stream_call(call, side, request.id, timeout, permit);
-    }
-}
-
-/// A warm pooled session for the request's principal and capability profile.
-async fn pooled_session(
-    backend: &Backend,
-    modern: &ModernRequest,
-    principal: &Principal,
-    exclusive: bool,
-) -> Result<Arc<UpstreamSession>, UpstreamError> {
-    let revision = Revision::LATEST_LEGACY;
-    let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
-    let key = PartitionKey::of(principal, &capabilities::partition_profile(&capabilities, revision));
-    // Built only when a session has to be opened: a warm one needs no handshake.
-    let params = || down::initialize_for_envelope(&modern.envelope, revision, &gateway_client_info());
-    if exclusive {
-        // On stdio a server→client request names no request: keep requests that
-        // may be asked for input alone on their session so it can only be theirs.
-        backend
-            .session(SessionNeed::Alone {
-                key,
-                initialize: params,
-            })
-            .await
-    } else {
-        backend
-            .session(SessionNeed::Shared {
-                key,
-                initialize: params,
-            })
-            .await
     }
 }

@@ -496,6 +496,10 @@ mod tests {
                 "upstreams[0].cache.scope",
             ),
             (
+                "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\ncache.relist_interval = \"soon\"\n",
+                "upstreams[0].cache.relist_interval",
+            ),
+            (
                 "[telemetry]\nsample_ratio = 1.5\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
                 "telemetry.sample_ratio",
             ),

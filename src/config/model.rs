@@ -471,23 +471,46 @@ pub struct SseConfig {
     pub url: http::Uri,
 }
 
-/// `[upstreams.cache]`
+/// `[upstreams.cache]`: the bounds of the caching hints eragate states and of
+/// the lists it keeps (the rule is [`CachePolicy::hints`]).
 #[derive(Clone, Copy, Debug, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
-    /// `ttlMs` on cacheable results. Default: the upstream's own, else 0.
+    /// The longest `ttlMs` stated. Default: 60000.
     pub ttl_ms: Option<u64>,
-    /// `cacheScope` (`"public"` or `"private"`) on every page. Default: the upstream's own, else `"private"`.
+    /// `"private"` makes every result private; `"public"` vouches that the
+    /// upstream answers everyone alike (never overriding a per-caller result).
+    /// Default: public only when proven.
     pub scope: Option<CacheScope>,
+    /// For lists the upstream cannot announce changes of: how old eragate's
+    /// copy may grow before it lists again. Default: such lists are not kept.
+    pub relist_interval: Option<Humantime>,
+    /// Most list pages kept for the upstream (all partitions). Default: 1000.
+    pub max_entries: Option<usize>,
 }
 
 impl CacheConfig {
-    /// The translation policy these settings describe.
+    /// The default of `max_entries`.
+    pub const DEFAULT_MAX_ENTRIES: usize = 1000;
+
+    /// The hint bounds these settings describe (no facts yet: 0, private).
     pub fn policy(&self) -> CachePolicy {
+        let defaults = CachePolicy::default();
         CachePolicy {
-            ttl_ms: self.ttl_ms,
+            max_ttl_ms: self.ttl_ms.unwrap_or(defaults.max_ttl_ms),
             scope: self.scope,
+            ..defaults
         }
+    }
+
+    /// The re-list interval, if lists that cannot be announced are kept at all.
+    pub fn relist_interval(&self) -> Option<Duration> {
+        self.relist_interval.map(|h| h.0).filter(|d| !d.is_zero())
+    }
+
+    /// Most list pages kept.
+    pub fn max_entries(&self) -> usize {
+        self.max_entries.unwrap_or(Self::DEFAULT_MAX_ENTRIES)
     }
 }
 

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::protocol::Era;
+use crate::translate::cache::narrowed_for_caller;
 
 /// Removes from a `tools/list` result every tool `may_call` refuses. Returns how many
 /// were removed. Every other member (`nextCursor`, `_meta`, the tools' own fields)
@@ -23,7 +24,7 @@ pub fn restrict_tools_list(result: &mut Value, era: Era, may_call: impl Fn(&str)
         removed = before - tools.len();
     }
     if era == Era::Modern {
-        object.insert("cacheScope".into(), Value::from("private"));
+        narrowed_for_caller(object);
     }
     removed
 }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::lists::ListCache;
 use super::{PartitionKey, UpstreamError, UpstreamSession};
 use crate::auth::Principal;
 use crate::config::{LegacySessions, UpstreamConfig};
@@ -26,8 +27,9 @@ use crate::upstream::Upstream;
 /// The servers behind one MCP path.
 #[derive(Clone)]
 pub enum Backend {
-    /// One upstream server: its replicas, pooled sessions and health.
-    Pool(Arc<Upstream>),
+    /// One upstream server: its replicas, pooled sessions and health, and the
+    /// lists eragate keeps of it.
+    Pool(Arc<Upstream>, Arc<ListCache>),
 }
 
 /// The session a request needs.
@@ -82,21 +84,21 @@ impl Backend {
     /// The configured name (for logs and errors).
     pub fn name(&self) -> &str {
         match self {
-            Backend::Pool(pool) => pool.name(),
+            Backend::Pool(pool, _) => pool.name(),
         }
     }
 
     /// The counters operators see (admission refusals, handshakes saved, last success).
     pub fn stats(&self) -> &Arc<UpstreamStats> {
         match self {
-            Backend::Pool(pool) => pool.stats(),
+            Backend::Pool(pool, _) => pool.stats(),
         }
     }
 
     /// The backend's configuration.
     pub fn config(&self) -> &UpstreamConfig {
         match self {
-            Backend::Pool(pool) => pool.config(),
+            Backend::Pool(pool, _) => pool.config(),
         }
     }
 
@@ -110,10 +112,32 @@ impl Backend {
         self.config().pool.legacy_sessions
     }
 
-    /// The cache hints for the backend's results.
-    pub fn cache_policy(&self) -> CachePolicy {
+    /// The lists kept of the backend.
+    pub fn lists(&self) -> &Arc<ListCache> {
         match self {
-            Backend::Pool(pool) => pool.cache_policy(),
+            Backend::Pool(_, lists) => lists,
+        }
+    }
+
+    /// Whether the upstream is reached with each principal's own credential:
+    /// then what it answers may differ per principal.
+    pub fn per_principal(&self) -> bool {
+        match self {
+            Backend::Pool(pool, _) => pool.per_principal(),
+        }
+    }
+
+    /// The bounds of the cache hints for the backend's results, for a result
+    /// eragate does not keep: per caller when the upstream is reached with each
+    /// principal's own credential, unproven otherwise.
+    pub fn cache_policy(&self) -> CachePolicy {
+        let policy = match self {
+            Backend::Pool(pool, _) => pool.cache_policy(),
+        };
+        if self.per_principal() {
+            policy.per_caller()
+        } else {
+            policy
         }
     }
 
@@ -121,7 +145,7 @@ impl Backend {
     /// behalf of `asking`).
     pub async fn era(&self, asking: &Principal) -> Result<Era, UpstreamError> {
         match self {
-            Backend::Pool(pool) => pool.era(asking).await,
+            Backend::Pool(pool, _) => pool.era(asking).await,
         }
     }
 
@@ -129,7 +153,7 @@ impl Backend {
     /// from a warm session (opened on behalf of `asking` if need be).
     pub async fn initialize_result(&self, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {
         match self {
-            Backend::Pool(pool) => pool.initialize_result(asking).await,
+            Backend::Pool(pool, _) => pool.initialize_result(asking).await,
         }
     }
 
@@ -137,7 +161,7 @@ impl Backend {
     /// at capacity, and is refused past it.
     pub async fn admit(&self) -> Result<Admission, UpstreamError> {
         match self {
-            Backend::Pool(pool) => pool.admit().await.map(|slot| Admission { _slot: slot }),
+            Backend::Pool(pool, _) => pool.admit().await.map(|slot| Admission { _slot: slot }),
         }
     }
 
@@ -146,13 +170,16 @@ impl Backend {
     where
         F: FnOnce() -> Value + Send,
     {
-        let Backend::Pool(pool) = self;
-        match need {
-            SessionNeed::Stateless { principal } => pool.modern_session(&principal).await,
-            SessionNeed::Shared { key, initialize } => pool.pooled(key, initialize).await,
-            SessionNeed::Alone { key, initialize } => pool.pooled_exclusive(key, initialize).await,
-            SessionNeed::Dedicated { params, principal } => pool.open_dedicated(params, &principal).await,
-        }
+        let Backend::Pool(pool, lists) = self;
+        let pooled = match need {
+            SessionNeed::Stateless { principal } => return pool.modern_session(&principal).await,
+            SessionNeed::Dedicated { params, principal } => return pool.open_dedicated(params, &principal).await,
+            SessionNeed::Shared { key, initialize } => pool.pooled(key, initialize).await?,
+            SessionNeed::Alone { key, initialize } => pool.pooled_exclusive(key, initialize).await?,
+        };
+        // Whatever a request does on a pooled session, a list change it causes is heard.
+        lists.watch(&pooled);
+        Ok(pooled)
     }
 
     /// Takes over a dedicated HTTP upstream session another replica opened on
@@ -164,21 +191,21 @@ impl Backend {
         revision: Revision,
     ) -> Option<Arc<UpstreamSession>> {
         match self {
-            Backend::Pool(pool) => pool.resume_dedicated(endpoint, upstream_session_id, revision),
+            Backend::Pool(pool, _) => pool.resume_dedicated(endpoint, upstream_session_id, revision),
         }
     }
 
     /// Drops a pooled session that turned out dead, so the next request opens a new one.
     pub fn discard(&self, session: &Arc<UpstreamSession>) {
         match self {
-            Backend::Pool(pool) => pool.discard(session),
+            Backend::Pool(pool, _) => pool.discard(session),
         }
     }
 
     /// Whether both name the same backend.
     pub fn same(&self, other: &Backend) -> bool {
         match (self, other) {
-            (Backend::Pool(a), Backend::Pool(b)) => Arc::ptr_eq(a, b),
+            (Backend::Pool(a, _), Backend::Pool(b, _)) => Arc::ptr_eq(a, b),
         }
     }
 
@@ -193,7 +220,7 @@ impl Backend {
     /// or stream uses it any more (a retired backend may then close).
     pub fn is_unused(&self) -> bool {
         match self {
-            Backend::Pool(pool) => Arc::strong_count(pool) == 1,
+            Backend::Pool(pool, _) => Arc::strong_count(pool) == 1,
         }
     }
 
@@ -202,7 +229,7 @@ impl Backend {
     /// Learns the era and opens the first session in the background, so the
     /// first client waits for nothing.
     pub fn warm(&self) {
-        let Backend::Pool(pool) = self;
+        let Backend::Pool(pool, _) = self;
         let pool = pool.clone();
         tokio::spawn(async move {
             if let Err(error) = pool.warm().await {
@@ -214,28 +241,28 @@ impl Backend {
     /// Starts the backend's active health checks.
     pub fn spawn_health_checks(&self) {
         match self {
-            Backend::Pool(pool) => pool.spawn_health_checks(),
+            Backend::Pool(pool, _) => pool.spawn_health_checks(),
         }
     }
 
     /// Whether the backend has a live session (readiness).
     pub fn is_ready(&self) -> bool {
         match self {
-            Backend::Pool(pool) => pool.has_live_session(),
+            Backend::Pool(pool, _) => pool.has_live_session(),
         }
     }
 
     /// The admin view of the backend.
     pub fn snapshot(&self) -> Value {
         match self {
-            Backend::Pool(pool) => pool.snapshot(),
+            Backend::Pool(pool, _) => pool.snapshot(),
         }
     }
 
     /// Closes every session and stops spares (shutdown).
     pub fn close_all(&self) {
         match self {
-            Backend::Pool(pool) => pool.close_all(),
+            Backend::Pool(pool, _) => pool.close_all(),
         }
     }
 }

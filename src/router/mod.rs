@@ -4,6 +4,7 @@
 //! types re-exported here are the vocabulary a backend's sessions speak.
 
 mod backend;
+pub mod lists;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use crate::config::UpstreamConfig;
 use crate::upstream::Upstream;
 use crate::upstream::credentials::Registrations;
 use crate::upstream::transport::stdio::ChildSupervisor;
+use lists::ListCache;
 
 /// The kinds of endpoint a request can address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,11 +76,10 @@ impl Router {
     }
 
     fn backend(&self, config: &UpstreamConfig) -> Backend {
-        Backend::Pool(Upstream::new(
-            config.clone(),
-            self.supervisor.clone(),
-            &self.registrations,
-        ))
+        Backend::Pool(
+            Upstream::new(config.clone(), self.supervisor.clone(), &self.registrations),
+            Arc::new(ListCache::new(&config.cache)),
+        )
     }
 
     /// Serves `upstreams` from now on: an upstream whose configuration is

@@ -15,6 +15,8 @@ pub struct UpstreamStats {
     name: std::sync::Arc<str>,
     admission_rejected: AtomicU64,
     initialize_saved: AtomicU64,
+    list_cache_hits: AtomicU64,
+    list_cache_misses: AtomicU64,
     /// Milliseconds since the Unix epoch; 0 = never.
     last_success_ms: AtomicU64,
 }
@@ -26,6 +28,8 @@ impl UpstreamStats {
             name,
             admission_rejected: AtomicU64::new(0),
             initialize_saved: AtomicU64::new(0),
+            list_cache_hits: AtomicU64::new(0),
+            list_cache_misses: AtomicU64::new(0),
             last_success_ms: AtomicU64::new(0),
         }
     }
@@ -43,6 +47,16 @@ impl UpstreamStats {
     /// A request was served on a warm pooled session: an `initialize` not sent.
     pub fn initialize_saved(&self) {
         self.initialize_saved.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A list request was answered from the pages eragate keeps.
+    pub fn list_cache_hit(&self) {
+        self.list_cache_hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A list request had to be sent to the upstream.
+    pub fn list_cache_miss(&self) {
+        self.list_cache_misses.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A call through this upstream succeeded now.
@@ -63,6 +77,8 @@ impl UpstreamStats {
         json!({
             "admission_rejected": self.admission_rejected.load(Ordering::Relaxed),
             "initialize_saved": self.initialize_saved.load(Ordering::Relaxed),
+            "list_cache_hits": self.list_cache_hits.load(Ordering::Relaxed),
+            "list_cache_misses": self.list_cache_misses.load(Ordering::Relaxed),
             "last_success_ms": self.last_success_ms(),
         })
     }
@@ -71,7 +87,7 @@ impl UpstreamStats {
 /// Gauges and counters of every upstream, from the admin view (`/pools`).
 pub fn render_pools(pools: &Value, out: &mut String) {
     let upstreams = pools["upstreams"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let per_upstream: [(&str, &str, &str, &str); 6] = [
+    let per_upstream: [(&str, &str, &str, &str); 8] = [
         (
             "eragate_upstream_in_flight",
             "gauge",
@@ -101,6 +117,18 @@ pub fn render_pools(pools: &Value, out: &mut String) {
             "counter",
             "initialize_saved",
             "Requests served on a warm pooled session: initialize handshakes saved by pooling.",
+        ),
+        (
+            "eragate_list_cache_hits_total",
+            "counter",
+            "list_cache_hits",
+            "List requests answered from the pages eragate keeps.",
+        ),
+        (
+            "eragate_list_cache_misses_total",
+            "counter",
+            "list_cache_misses",
+            "List requests sent to the upstream (nothing current kept).",
         ),
         (
             "eragate_upstream_last_success_timestamp_seconds",

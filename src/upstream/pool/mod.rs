@@ -113,6 +113,11 @@ impl Upstream {
         &self.config
     }
 
+    /// Whether it is reached with each principal's own credential (token exchange).
+    pub fn per_principal(&self) -> bool {
+        self.per_principal
+    }
+
     /// The cache hints for this upstream's results.
     pub fn cache_policy(&self) -> CachePolicy {
         self.config.cache.policy()

@@ -38,6 +38,8 @@ impl Upstream {
             "max_in_flight": self.config.max_in_flight,
             "admission_rejected": stats["admission_rejected"],
             "initialize_saved": stats["initialize_saved"],
+            "list_cache_hits": stats["list_cache_hits"],
+            "list_cache_misses": stats["list_cache_misses"],
             "last_success_ms": stats["last_success_ms"],
         })
     }

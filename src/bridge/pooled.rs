@@ -1,0 +1,48 @@
+//! The pooled upstream session a 2026-07-28 request to a legacy upstream runs
+//! on: its partition (principal, capability profile) and the warm session of it.
+
+use std::sync::Arc;
+
+use crate::auth::Principal;
+use crate::protocol::Revision;
+use crate::protocol::capabilities;
+use crate::router::{Backend, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
+use crate::translate::{ModernRequest, down};
+
+/// The partition of a modern request's pooled session: its principal and
+/// capability profile.
+pub fn partition_key(modern: &ModernRequest, principal: &Principal) -> PartitionKey {
+    let revision = Revision::LATEST_LEGACY;
+    let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
+    PartitionKey::of(principal, &capabilities::partition_profile(&capabilities, revision))
+}
+
+/// A warm pooled session for the request's principal and capability profile.
+pub async fn pooled_session(
+    backend: &Backend,
+    modern: &ModernRequest,
+    principal: &Principal,
+    exclusive: bool,
+) -> Result<Arc<UpstreamSession>, UpstreamError> {
+    let revision = Revision::LATEST_LEGACY;
+    let key = partition_key(modern, principal);
+    // Built only when a session has to be opened: a warm one needs no handshake.
+    let params = || down::initialize_for_envelope(&modern.envelope, revision, &gateway_client_info());
+    if exclusive {
+        // On stdio a server→client request names no request: keep requests that
+        // may be asked for input alone on their session so it can only be theirs.
+        backend
+            .session(SessionNeed::Alone {
+                key,
+                initialize: params,
+            })
+            .await
+    } else {
+        backend
+            .session(SessionNeed::Shared {
+                key,
+                initialize: params,
+            })
+            .await
+    }
+}
