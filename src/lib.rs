@@ -38,6 +38,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod authz;
 pub mod bridge;
 pub mod config;
 pub mod edge;
@@ -95,6 +96,10 @@ pub async fn run_reloading(
     let gateway = bridge::Gateway::new(config)?;
     gateway.warm();
     gateway.auth.start();
+    if let Some(authz) = &gateway.authz {
+        authz.start().await.map_err(invalid_input)?;
+        tracing::info!(issuer = %authz.issuer(), "serving the built-in authorization server");
+    }
     gateway.spawn_session_reaper(Duration::from_secs(30));
     gateway.spawn_health_checks();
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -51,6 +51,8 @@ pub struct Gateway {
     pub closing: tokio_util::sync::CancellationToken,
     /// Who may use the MCP endpoints, and as whom.
     pub auth: Authenticator,
+    /// The built-in authorization server (`[auth.server]`), when on.
+    pub authz: Option<Arc<crate::authz::AuthServer>>,
     /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
     pub tool_headers: param_headers::ToolHeaderCache,
     /// `[rate_limits]`.
@@ -67,6 +69,7 @@ impl Gateway {
     pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
         let auth = Authenticator::from_config(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+        let authz = crate::authz::AuthServer::from_config(&config, auth.oauth());
         crate::router::set_max_message_values(config.limits.max_upstream_values);
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
@@ -83,6 +86,7 @@ impl Gateway {
             suspended,
             closing: tokio_util::sync::CancellationToken::new(),
             auth,
+            authz,
             tool_headers: param_headers::ToolHeaderCache::default(),
             rate,
             listens,
