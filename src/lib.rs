@@ -26,7 +26,9 @@
 //!
 //! Beside the path: [`tls`] reads certificate files for the edge and the
 //! HTTPS upstreams; [`reload`] swaps the router's upstreams when the
-//! configuration changes.
+//! configuration changes; [`authz`] is eragate's own authorization server
+//! (`[auth.server]`), mounted by the edge under `/oauth/`, which mints the
+//! tokens [`auth`] admits and publishes its keys into it.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below

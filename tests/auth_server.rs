@@ -411,3 +411,43 @@ fn registrations_are_rate_limited() {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[test]
+fn check_config_names_every_auth_server_mistake() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("eragate.toml");
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "path = \"/oauth/mcp\"", "");
+    std::fs::write(
+        &path,
+        format!(
+            "[auth.server]\nissuer = \"http://auth.example.com\"\ncode_lifetime = \"1h\"\n\
+             [[auth.server.users]]\nname = \"bob\"\npassword_argon2 = \"hunter2\"\n\
+             [[auth.server.clients]]\nclient_id = \"c\"\nredirect_uris = []\nsecret_sha256 = \"abc\"\n{upstream}"
+        ),
+    )
+    .expect("write");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .expect("check-config");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    for key in [
+        "auth.server.issuer",
+        "auth.server.code_lifetime",
+        "auth.server.users[0].password_argon2",
+        "auth.server.clients[0].redirect_uris",
+        "auth.server.clients[0].secret_sha256",
+        "upstreams[0].path",
+    ] {
+        assert!(stderr.contains(&format!("  {key}:")), "{key} missing from:\n{stderr}");
+    }
+    // --user without --auth-server is refused too.
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["run", "--stdio", "true", "--user", "alice:$argon2id$x"])
+        .output()
+        .expect("run");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--user"));
+}
