@@ -9,6 +9,7 @@
 //! configuration; nothing in `auth` depends on it. Its state is behind [`store::Store`].
 
 mod authorize;
+pub mod cimd;
 mod pages;
 mod register;
 pub mod rules;
@@ -54,20 +55,28 @@ pub struct AuthServer {
     metadata: Bytes,
     pending: authorize::Pending,
     registrations: Mutex<(u64, u32)>,
+    /// Client ID Metadata Documents, when on.
+    documents: Option<cimd::Documents>,
 }
 
 impl AuthServer {
     /// The authorization server of `config`, publishing into `resource`'s key store;
-    /// `None` when `[auth.server]` is off.
-    pub fn from_config(config: &Config, resource: Option<&ResourceServer>) -> Option<Arc<AuthServer>> {
-        let server = config.auth.server.as_ref()?;
-        let resource = resource?;
-        Some(Arc::new(AuthServer::new(
-            server,
-            config,
-            resource,
-            Arc::new(MemoryStore::default()),
-        )))
+    /// `None` when `[auth.server]` is off; `Err` when the CA of metadata documents is unusable.
+    pub fn from_config(config: &Config, resource: Option<&ResourceServer>) -> Result<Option<Arc<AuthServer>>, String> {
+        let (Some(server), Some(resource)) = (config.auth.server.as_ref(), resource) else {
+            return Ok(None);
+        };
+        let documents = match server.client_metadata_documents {
+            true => Some(cimd::Documents::new(
+                server.client_metadata_ca.as_deref(),
+                server.client_metadata_private_hosts.clone(),
+            )?),
+            false => None,
+        };
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let mut this = AuthServer::new(server, config, resource, store);
+        this.documents = documents;
+        Ok(Some(Arc::new(this)))
     }
 
     fn new(server: &AuthServerConfig, config: &Config, resource: &ResourceServer, store: Arc<dyn Store>) -> AuthServer {
@@ -98,6 +107,7 @@ impl AuthServer {
             metadata: Bytes::new(),
             pending: authorize::Pending::default(),
             registrations: Mutex::new((0, 0)),
+            documents: None,
         };
         this.metadata = Bytes::from(this.metadata_document().to_string());
         this

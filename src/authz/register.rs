@@ -19,6 +19,16 @@ const MAX_REDIRECTS: usize = 20;
 impl AuthServer {
     /// The client `client_id`, if known (marked used now).
     pub(super) async fn find_client(&self, client_id: &str) -> Option<Client> {
+        if client_id.starts_with("https://") {
+            let documents = self.documents.as_ref()?;
+            return match documents.client(client_id, unix_now()).await {
+                Ok(client) => Some(client),
+                Err(why) => {
+                    tracing::warn!(client = %client_id, reason = %why, "refused a client metadata document");
+                    None
+                }
+            };
+        }
         match self.store.client(client_id, unix_now()).await {
             Ok(client) => client,
             Err(error) => {

@@ -69,7 +69,8 @@ impl Gateway {
     pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
         let auth = Authenticator::from_config(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
-        let authz = crate::authz::AuthServer::from_config(&config, auth.oauth());
+        let authz = crate::authz::AuthServer::from_config(&config, auth.oauth())
+            .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         crate::router::set_max_message_values(config.limits.max_upstream_values);
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);

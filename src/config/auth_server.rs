@@ -60,6 +60,15 @@ pub struct AuthServerConfig {
     /// Client ID Metadata Documents (https `client_id` URLs). Default on.
     #[serde(default = "default_true")]
     pub client_metadata_documents: bool,
+    /// A PEM bundle trusted instead of the public roots when fetching client
+    /// metadata documents (a private PKI, or a test CA). Default: the public roots.
+    #[serde(default)]
+    pub client_metadata_ca: Option<std::path::PathBuf>,
+    /// Hosts whose metadata documents may be fetched although they resolve to
+    /// loopback or private addresses (tests only; the SSRF guard refuses them
+    /// otherwise). Default none.
+    #[serde(default)]
+    pub client_metadata_private_hosts: Vec<String>,
 }
 
 impl Default for AuthServerConfig {
@@ -79,6 +88,8 @@ impl Default for AuthServerConfig {
             registrations_per_minute: default_registrations_per_minute(),
             registration_expiry: default_registration_expiry(),
             client_metadata_documents: true,
+            client_metadata_ca: None,
+            client_metadata_private_hosts: Vec::new(),
         }
     }
 }
@@ -210,6 +221,14 @@ pub fn server_issues(server: &AuthServerConfig, listen: &ListenConfig, oauth_iss
                 "must be 64 hex digits: `printf %s \"$SECRET\" | sha256sum`".into(),
             );
         }
+    }
+    if let Some(ca) = &server.client_metadata_ca
+        && !ca.is_file()
+    {
+        push(
+            "auth.server.client_metadata_ca".into(),
+            format!("{} is not a readable file", ca.display()),
+        );
     }
     for (key, value) in [
         ("access_token_lifetime", server.access_token_lifetime.0),

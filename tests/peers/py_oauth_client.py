@@ -19,7 +19,8 @@ login and consent on the spot) until the redirect to our redirect URI, and hands
 `state` and `iss` to the SDK's callback. No listener is needed at the redirect URI. With
 --login NAME:PASSWORD it also fills in the HTML forms it meets on the way (eragate's built-in
 authorization server): the login form with NAME and PASSWORD, a consent form with "allow".
---client-id (and --client-secret) start with a pre-registered client instead of registering one.
+--client-id (and --client-secret) start with a pre-registered client instead of registering one;
+--client-metadata-url gives the SDK an https client_id URL (a Client ID Metadata Document).
 
 Output (exit 0):
     {"protocol_version": "...", "text": "<echo result>", "access_token": "...",
@@ -172,6 +173,7 @@ async def run(args: argparse.Namespace) -> dict:
             scope=args.scope,
         ),
         storage=storage,
+        client_metadata_url=args.client_metadata_url,
         redirect_handler=browser.redirect,
         callback_handler=browser.callback,
     )
@@ -212,6 +214,7 @@ def main() -> int:
     ap.add_argument("--login", default=None, help="NAME:PASSWORD for HTML login forms")
     ap.add_argument("--client-id", default=None)
     ap.add_argument("--client-secret", default=None)
+    ap.add_argument("--client-metadata-url", default=None, help="an https client_id URL (CIMD)")
     args = ap.parse_args()
     try:
         out = asyncio.run(asyncio.wait_for(run(args), timeout=60))
