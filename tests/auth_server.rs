@@ -451,3 +451,31 @@ fn check_config_names_every_auth_server_mistake() {
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("--user"));
 }
+
+#[test]
+fn gap_credentials_keyed_by_issuer() {
+    // Two eragates, two issuers, the same user name: what one issues the other refuses.
+    let first = gateway("");
+    let second = gateway("");
+    let (origin_a, origin_b) = (origin(&first), origin(&second));
+    let client_a = register_public(&origin_a);
+    let (params, verifier) = code_for(&origin_a, &client_a, &first.url());
+    let tokens = exchange(&origin_a, &client_a, &params["code"], &verifier).json();
+    let access = tokens["access_token"].as_str().expect("access");
+    let (_, claims, _) = split_jwt(access);
+    assert_eq!(claims["iss"], origin_a.as_str());
+    assert_eq!(call_as(&first.url(), access, "a").status, 200);
+    let refused = call_as(&second.url(), access, "b");
+    assert_eq!(refused.status, 401, "another issuer's token: {refused:?}");
+    assert_eq!(oauth::challenge(&refused).1.as_deref(), Some("invalid_token"));
+    // Neither the client nor the refresh token exist at the other issuer.
+    let refresh_a = tokens["refresh_token"].as_str().expect("refresh");
+    let elsewhere = refresh(&origin_b, &client_a, refresh_a);
+    assert_eq!(
+        (elsewhere.status, elsewhere.json()["error"].clone()),
+        (401, json!("invalid_client"))
+    );
+    let client_b = register_public(&origin_b);
+    let elsewhere = refresh(&origin_b, &client_b, refresh_a);
+    assert_eq!(elsewhere.json()["error"], "invalid_grant");
+}
