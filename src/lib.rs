@@ -29,7 +29,10 @@
 //! configuration changes; [`federate`] holds the pure rules of serving several
 //! upstreams as one (exposed names, merged pages under a sealed cursor, one
 //! handshake), for the router; [`router::lists`] keeps the lists a legacy
-//! upstream gave, whose caching hints [`translate::cache`] decides.
+//! upstream gave, whose caching hints [`translate::cache`] decides;
+//! [`authz`] is eragate's own authorization server (`[auth.server]`), mounted
+//! by the edge under `/oauth/`, which mints the tokens [`auth`] admits and
+//! publishes its keys into it.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below
@@ -41,6 +44,7 @@
 
 pub mod admin;
 pub mod auth;
+pub mod authz;
 pub mod bridge;
 pub mod config;
 pub mod edge;
@@ -99,6 +103,10 @@ pub async fn run_reloading(
     let gateway = bridge::Gateway::new(config)?;
     gateway.warm();
     gateway.auth.start();
+    if let Some(authz) = &gateway.authz {
+        authz.start().await.map_err(invalid_input)?;
+        tracing::info!(issuer = %authz.issuer(), "serving the built-in authorization server");
+    }
     gateway.spawn_session_reaper(Duration::from_secs(30));
     gateway.spawn_health_checks();
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();

@@ -7,7 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use eragate::config::{
-    Config, ConfigError, HttpConfig, ListenTlsConfig, LogFormat, OAuthConfig, SseConfig, StdioConfig, UpstreamConfig,
+    AuthServerConfig, Config, ConfigError, HttpConfig, ListenTlsConfig, LocalUser, LogFormat, LoginSource, OAuthConfig,
+    SseConfig, StdioConfig, UpstreamConfig,
 };
 
 #[derive(Parser)]
@@ -40,6 +41,9 @@ enum Command {
         #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
+    /// Print the Argon2id hash of a password read from stdin (one line), for
+    /// `--user NAME:HASH` and `[[auth.server.users]] password_argon2`.
+    HashPassword,
     /// Print the version.
     Version,
 }
@@ -97,10 +101,24 @@ struct UpstreamArgs {
     /// A scope every access token must carry (repeatable); also advertised.
     #[arg(long = "scope", value_name = "S")]
     scopes: Vec<String>,
+    /// Serve eragate's own authorization server (`local`: users from --user or
+    /// [[auth.server.users]]); its issuer is the --public-url, DCR and CIMD are on.
+    #[arg(long, value_enum, value_name = "SOURCE")]
+    auth_server: Option<AuthServerFlag>,
+    /// A local user of --auth-server: NAME:ARGON2HASH (repeatable; `eragate hash-password`).
+    #[arg(long = "user", value_name = "NAME:ARGON2HASH")]
+    users: Vec<String>,
     /// Log lines as `text` or `json` (one object a line, with an access-log line
     /// per request); overrides `[log] format`.
     #[arg(long, value_enum, value_name = "FORMAT")]
     log_format: Option<LogFormat>,
+}
+
+/// Who logs in to `--auth-server`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum AuthServerFlag {
+    /// Local users (`--user`).
+    Local,
 }
 
 fn main() -> ExitCode {
@@ -111,6 +129,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Health { url, timeout } => health(&url, timeout),
+        Command::HashPassword => hash_password(),
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => {
                 println!("{}: ok ({} upstream(s))", file.display(), config.upstreams.len());
@@ -237,6 +256,7 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         config.sessions.key = Some(key);
     }
     apply_oauth_flags(&mut config, args)?;
+    apply_auth_server_flags(&mut config, args)?;
     if let Some(format) = args.log_format {
         config.log.format = format;
     }
@@ -310,10 +330,58 @@ fn apply_oauth_flags(config: &mut Config, args: &UpstreamArgs) -> Result<(), Con
     Ok(())
 }
 
+/// `--auth-server` and `--user` on top of the file's `[auth.server]`.
+fn apply_auth_server_flags(config: &mut Config, args: &UpstreamArgs) -> Result<(), ConfigError> {
+    if let Some(AuthServerFlag::Local) = args.auth_server {
+        let server = config.auth.server.get_or_insert_with(AuthServerConfig::default);
+        server.login = LoginSource::Local;
+    }
+    if args.users.is_empty() {
+        return Ok(());
+    }
+    let Some(server) = config.auth.server.as_mut() else {
+        return Err(flag_error(
+            "--user",
+            "needs --auth-server local (or [auth.server])".into(),
+        ));
+    };
+    for user in &args.users {
+        let Some((name, hash)) = user.split_once(':') else {
+            return Err(flag_error("--user", format!("{user:?} is not NAME:ARGON2HASH")));
+        };
+        server.users.retain(|u| u.name != name);
+        server.users.push(LocalUser {
+            name: name.to_owned(),
+            password_argon2: hash.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// `eragate hash-password`: the Argon2id PHC string of the line on stdin.
+fn hash_password() -> ExitCode {
+    let mut line = String::new();
+    if std::io::stdin().read_line(&mut line).is_err() {
+        eprintln!("error: cannot read the password from stdin");
+        return ExitCode::FAILURE;
+    }
+    let password = line.trim_end_matches(['\r', '\n']);
+    match eragate::authz::hash_password(password) {
+        Ok(hash) => {
+            println!("{hash}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// `check-config` tries the authorization server once: unreachable is a warning
 /// (`run` retries in the background), not an error.
 fn probe_issuer(config: &Config) {
-    if config.auth.oauth.is_none() {
+    if config.auth.oauth.is_none() || config.auth.server.is_some() {
         return;
     }
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {

@@ -36,6 +36,9 @@ pub struct KeyStore {
     loaded: RwLock<Option<Arc<Loaded>>>,
     /// Serialises fetches, and remembers when the last one started (the rate limit).
     gate: tokio::sync::Mutex<Option<Instant>>,
+    /// The issuer is eragate's own authorization server, which publishes its keys
+    /// here ([`KeyStore::publish`]): nothing is ever fetched.
+    local: bool,
 }
 
 /// One successful load.
@@ -76,12 +79,39 @@ impl KeyStore {
             min_refetch,
             loaded: RwLock::new(None),
             gate: tokio::sync::Mutex::new(None),
+            local: false,
         }
+    }
+
+    /// A store for the keys of eragate's own authorization server, published by it.
+    pub fn local(fetcher: Fetcher, issuer: &str, allowed: Vec<Algorithm>) -> KeyStore {
+        KeyStore {
+            local: true,
+            ..KeyStore::new(fetcher, issuer, allowed, Duration::ZERO)
+        }
+    }
+
+    /// Publishes the local issuer's metadata and keys (after each rotation).
+    pub fn publish(&self, document: Bytes, jwks_uri: &str, jwks: &[u8]) -> Result<(), String> {
+        let keys = KeySet::parse(jwks, &self.allowed)?;
+        self.store(Loaded {
+            metadata: IssuerMetadata {
+                jwks_uri: jwks_uri.to_owned(),
+                introspection_endpoint: None,
+                document,
+            },
+            keys: Arc::new(keys),
+            fresh_until: Instant::now() + MAX_FRESHNESS,
+        });
+        Ok(())
     }
 
     /// Loads in the background until it succeeds, warning after each failure,
     /// with backoff from 1 s to 30 s. Also keeps the keys fresh afterwards.
     pub fn spawn_loader(self: &Arc<Self>) {
+        if self.local {
+            return;
+        }
         let store = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut backoff = Duration::from_secs(1);
@@ -111,6 +141,9 @@ impl KeyStore {
         if let Some(loaded) = self.snapshot() {
             return Some(loaded);
         }
+        if self.local {
+            return None;
+        }
         self.load_if_allowed().await;
         self.snapshot()
     }
@@ -124,6 +157,9 @@ impl KeyStore {
             && !Arc::ptr_eq(&loaded.keys, seen)
         {
             return Some(loaded.keys.clone());
+        }
+        if self.local {
+            return None;
         }
         let now = Instant::now();
         if gate.is_some_and(|last| now.duration_since(last) < self.min_refetch) {
@@ -156,6 +192,11 @@ impl KeyStore {
 
     /// Discovery and JWKS, now, whatever the rate limit says (start-up and `check-config`).
     pub async fn load_now(&self) -> Result<Arc<Loaded>, LoadError> {
+        if self.local
+            && let Some(loaded) = self.snapshot()
+        {
+            return Ok(loaded);
+        }
         let mut gate = self.gate.lock().await;
         *gate = Some(Instant::now());
         self.load_unguarded().await

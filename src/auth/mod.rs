@@ -34,7 +34,7 @@ pub use resource::{AS_METADATA_PATH, PRM_PREFIX, ResourceServer, TokenRefusal};
 pub use scopes::ToolView;
 pub use tokens::digest_of;
 
-use crate::config::Config;
+use crate::config::{Config, OAuthConfig};
 use tokens::StaticTokens;
 
 /// Who a request runs as. Cheap to clone; the anonymous one allocates nothing.
@@ -213,9 +213,16 @@ impl Authenticator {
     /// Builds the authenticator; `Err` names a token whose environment variable is unset.
     pub fn from_config(config: &Config) -> Result<Authenticator, String> {
         let tokens = StaticTokens::from_config(&config.auth)?;
-        let oauth = match &config.auth.oauth {
-            Some(oauth) => Some(ResourceServer::new(oauth, config)?),
-            None => None,
+        let oauth = match (&config.auth.oauth, &config.auth.server) {
+            (oauth, Some(server)) => {
+                // eragate's own authorization server: its tokens, its keys, no fetch.
+                let issuer = server.issuer(&config.listen);
+                let mut oauth = oauth.clone().unwrap_or_else(|| OAuthConfig::for_issuer(&issuer));
+                oauth.issuer = issuer;
+                Some(ResourceServer::local(&oauth, config)?)
+            }
+            (Some(oauth), None) => Some(ResourceServer::new(oauth, config)?),
+            (None, None) => None,
         };
         Ok(Authenticator { tokens, oauth })
     }
@@ -391,6 +398,7 @@ mod tests {
                     })
                     .collect(),
                 oauth: None,
+                server: None,
             },
             ..Config::default()
         };

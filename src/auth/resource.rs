@@ -66,8 +66,18 @@ pub enum TokenRefusal {
 impl ResourceServer {
     /// The resource server of `config`, whose `listen.public_url` (or listener address)
     /// names the resources. Nothing is fetched yet.
-    // Builds each path's metadata and challenges in one pass (86 lines), in the order a reader checks them.
     pub fn new(oauth: &OAuthConfig, config: &Config) -> Result<ResourceServer, String> {
+        ResourceServer::build(oauth, config, false)
+    }
+
+    /// The resource server of tokens minted by eragate's own authorization server
+    /// (`[auth.server]`), which publishes its keys into [`ResourceServer::keys`].
+    pub fn local(oauth: &OAuthConfig, config: &Config) -> Result<ResourceServer, String> {
+        ResourceServer::build(oauth, config, true)
+    }
+
+    // Builds each path's metadata and challenges in one pass (86 lines), in the order a reader checks them.
+    fn build(oauth: &OAuthConfig, config: &Config, local: bool) -> Result<ResourceServer, String> {
         let base = config
             .listen
             .public_url
@@ -132,12 +142,10 @@ impl ResourceServer {
             }
             None => None,
         };
-        let keys = Arc::new(KeyStore::new(
-            fetcher,
-            &issuer,
-            algorithms.clone(),
-            oauth.jwks_min_refetch.0,
-        ));
+        let keys = Arc::new(match local {
+            true => KeyStore::local(fetcher, &issuer, algorithms.clone()),
+            false => KeyStore::new(fetcher, &issuer, algorithms.clone(), oauth.jwks_min_refetch.0),
+        });
         let challenge_scope = if oauth.required_scopes.is_empty() {
             scopes.join(" ")
         } else {
@@ -170,6 +178,16 @@ impl ResourceServer {
     /// The issuer.
     pub fn issuer(&self) -> &str {
         &self.issuer
+    }
+
+    /// The issuer's keys (published there by eragate's own authorization server).
+    pub fn keys(&self) -> &Arc<KeyStore> {
+        &self.keys
+    }
+
+    /// The canonical URI of each protected MCP path, in configuration order.
+    pub fn resources(&self) -> Vec<String> {
+        self.resources.iter().map(|p| p.resource.clone()).collect()
     }
 
     /// The scope rules per method and tool.

@@ -55,6 +55,8 @@ pub struct Gateway {
     pub closing: tokio_util::sync::CancellationToken,
     /// Who may use the MCP endpoints, and as whom.
     pub auth: Authenticator,
+    /// The built-in authorization server (`[auth.server]`), when on.
+    pub authz: Option<Arc<crate::authz::AuthServer>>,
     /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
     pub tool_headers: param_headers::ToolHeaderCache,
     /// `[rate_limits]`; a reload swaps in a new gate.
@@ -72,6 +74,8 @@ impl Gateway {
     /// configured token's environment variable is unset.
     pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
         let auth = Authenticator::from_config(&config)
+            .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+        let authz = crate::authz::AuthServer::from_config(&config, auth.oauth())
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         crate::router::set_max_message_values(config.limits.max_upstream_values);
         let router = Router::new(&config.upstreams, config.secret_env_names());
@@ -91,6 +95,7 @@ impl Gateway {
             suspended,
             closing: tokio_util::sync::CancellationToken::new(),
             auth,
+            authz,
             tool_headers: param_headers::ToolHeaderCache::default(),
             rate,
             listens,

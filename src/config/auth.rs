@@ -19,6 +19,9 @@ pub struct AuthConfig {
     /// `[auth.oauth]`: eragate as an OAuth 2.1 protected resource of an
     /// existing authorization server. Default: off.
     pub oauth: Option<OAuthConfig>,
+    /// `[auth.server]`: eragate's own authorization server, whose tokens eragate
+    /// then accepts as a protected resource. Default: off.
+    pub server: Option<super::auth_server::AuthServerConfig>,
 }
 
 impl AuthConfig {

@@ -5,6 +5,7 @@
 //! of the gateway never re-checks them.
 
 mod auth;
+mod auth_server;
 mod credentials;
 mod duration;
 mod limits;
@@ -14,6 +15,7 @@ mod rate_limits;
 mod tls;
 
 pub use auth::*;
+pub use auth_server::{AuthServerConfig, LocalUser, LoginSource, StaticClient};
 pub use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
 pub use limits::LimitsConfig;
 pub use model::*;
@@ -22,6 +24,9 @@ pub use rate_limits::{OnRedisError, RateLimit, RateLimitsConfig, RedisConfig};
 pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
 
 use std::fmt;
+
+/// Where the built-in authorization server's endpoints live (`/oauth/authorize`, …).
+pub const AUTH_SERVER_PREFIX: &str = "/oauth/";
 use std::path::Path;
 
 /// One problem with a configuration, located by its key path.
@@ -300,6 +305,18 @@ impl Config {
         }
         if let Some(oauth) = &self.auth.oauth {
             issues.extend(oauth::oauth_issues(oauth, &self.listen));
+        }
+        if let Some(server) = &self.auth.server {
+            let oauth_issuer = self.auth.oauth.as_ref().map(|o| o.issuer.as_str());
+            issues.extend(auth_server::server_issues(server, &self.listen, oauth_issuer));
+            for (upstream, &i) in self.upstreams.iter().zip(indexes) {
+                if upstream.path.starts_with(AUTH_SERVER_PREFIX) {
+                    issues.push(ConfigIssue {
+                        path: format!("upstreams[{i}].path"),
+                        message: format!("{AUTH_SERVER_PREFIX}… belongs to the authorization server ([auth.server])"),
+                    });
+                }
+            }
         }
         if let Some(tls) = &self.listen.tls {
             issues.extend(tls::listen_tls_issues(tls, "listen.tls"));

@@ -70,6 +70,9 @@ impl HttpFrontend {
         match path {
             "/healthz" => return respond::plain(StatusCode::OK, "ok"),
             "/readyz" => return self.readiness(),
+            _ if self.gateway.authz.as_ref().is_some_and(|a| a.owns(path)) => {
+                return self.authorization_server(request).await;
+            }
             _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
         }
@@ -385,6 +388,21 @@ impl HttpFrontend {
         } else {
             reject(Rejection::StreamSessionNotFound)
         }
+    }
+
+    /// The built-in authorization server's pages and endpoints (`[auth.server]`),
+    /// their bodies read within the listener's bounds.
+    async fn authorization_server(&self, request: http::Request<Incoming>) -> http::Response<Body> {
+        let Some(authz) = self.gateway.authz.clone() else {
+            return reject(Rejection::NoEndpoint);
+        };
+        let (parts, body) = request.into_parts();
+        let bytes = match self.read_body(&parts, body).await {
+            Ok(bytes) => bytes,
+            Err(response) => return response,
+        };
+        let (parts, body) = authz.handle(http::Request::from_parts(parts, bytes)).await.into_parts();
+        http::Response::from_parts(parts, respond::full(body))
     }
 
     /// Protected resource metadata (RFC 9728) and, for 2025-03-26 clients, the

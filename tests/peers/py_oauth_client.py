@@ -16,7 +16,11 @@ attempt's answer, not the answer to the retry after a 401, hence echo first).
 There is no browser: the redirect handler follows the authorization server's redirects with a
 cookie-keeping HTTP client (the test provider, tests/peers/oidc_provider.mjs, approves every
 login and consent on the spot) until the redirect to our redirect URI, and hands its `code`,
-`state` and `iss` to the SDK's callback. No listener is needed at the redirect URI.
+`state` and `iss` to the SDK's callback. No listener is needed at the redirect URI. With
+--login NAME:PASSWORD it also fills in the HTML forms it meets on the way (eragate's built-in
+authorization server): the login form with NAME and PASSWORD, a consent form with "allow".
+--client-id (and --client-secret) start with a pre-registered client instead of registering one;
+--client-metadata-url gives the SDK an https client_id URL (a Client ID Metadata Document).
 
 Output (exit 0):
     {"protocol_version": "...", "text": "<echo result>", "access_token": "...",
@@ -32,6 +36,7 @@ import asyncio
 import json
 import sys
 import traceback
+from html.parser import HTMLParser
 from urllib.parse import parse_qs, urljoin, urlparse
 
 import httpx2
@@ -62,21 +67,68 @@ class MemoryStorage:
         self.client_info = client_info
 
 
+class FormParser(HTMLParser):
+    """The first form of a page: its action and its inputs (name → value)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.action: str | None = None
+        self.fields: dict[str, str] = {}
+        self.in_form = False
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        attrs = dict(attrs)
+        if tag == "form" and self.action is None:
+            self.action, self.in_form = attrs.get("action", ""), True
+        elif tag == "input" and self.in_form and attrs.get("name"):
+            self.fields[attrs["name"]] = attrs.get("value") or ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self.in_form = False
+
+
 class HeadlessBrowser:
     """Follows the authorization redirects until the one to REDIRECT_URI."""
 
-    def __init__(self) -> None:
+    def __init__(self, login: str | None = None) -> None:
         self.result: AuthorizationCodeResult | None = None
+        self.login = login.split(":", 1) if login else None
+        self.pages: list[str] = []
 
     authorizations = 0
+
+    async def submit(self, browser: httpx2.AsyncClient, url: str, response: httpx2.Response) -> httpx2.Response | None:
+        """Fills in and submits the page's form, if it has one and --login was given."""
+        if self.login is None or "text/html" not in response.headers.get("content-type", ""):
+            return None
+        form = FormParser()
+        form.feed(response.text)
+        if form.action is None:
+            return None
+        data = dict(form.fields)
+        if "username" in data or "password" in data:
+            data["username"], data["password"] = self.login
+            self.pages.append("login")
+        else:
+            data["decision"] = "allow"
+            self.pages.append("consent")
+        return await browser.post(urljoin(url, form.action), data=data)
 
     async def redirect(self, authorization_url: str) -> None:
         self.authorizations += 1
         async with httpx2.AsyncClient(follow_redirects=False, timeout=10) as browser:
             url = authorization_url
+            response = None
             for _ in range(20):
-                response = await browser.get(url)
+                if response is None:
+                    response = await browser.get(url)
                 location = response.headers.get("location")
+                if location is None:
+                    submitted = await self.submit(browser, url, response)
+                    if submitted is not None:
+                        response = submitted
+                        continue
                 if location is None:
                     raise RuntimeError(f"authorization stopped at {url}: HTTP {response.status_code} {response.text[:300]}")
                 location = urljoin(url, location)
@@ -90,7 +142,7 @@ class HeadlessBrowser:
                         iss=query.get("iss", [None])[0],
                     )
                     return
-                url = location
+                url, response = location, None
             raise RuntimeError("too many redirects")
 
     async def callback(self) -> AuthorizationCodeResult:
@@ -101,7 +153,16 @@ class HeadlessBrowser:
 
 async def run(args: argparse.Namespace) -> dict:
     storage = MemoryStorage()
-    browser = HeadlessBrowser()
+    browser = HeadlessBrowser(args.login)
+    if args.client_id:
+        storage.client_info = OAuthClientInformationFull(
+            client_id=args.client_id,
+            client_secret=args.client_secret,
+            token_endpoint_auth_method="client_secret_post" if args.client_secret else "none",
+            redirect_uris=[REDIRECT_URI],
+            grant_types=["authorization_code", "refresh_token"],
+            response_types=["code"],
+        )
     auth = OAuthClientProvider(
         server_url=args.url,
         client_metadata=OAuthClientMetadata(
@@ -112,6 +173,7 @@ async def run(args: argparse.Namespace) -> dict:
             scope=args.scope,
         ),
         storage=storage,
+        client_metadata_url=args.client_metadata_url,
         redirect_handler=browser.redirect,
         callback_handler=browser.callback,
     )
@@ -137,6 +199,7 @@ async def run(args: argparse.Namespace) -> dict:
             "client_id": storage.client_info.client_id if storage.client_info else None,
             "requests": requests,
             "authorizations": browser.authorizations,
+            "pages": browser.pages,
         }
 
 
@@ -148,6 +211,10 @@ def main() -> int:
     ap.add_argument("--scope", default=None)
     ap.add_argument("--tool", default=None)
     ap.add_argument("--arguments", default="{}")
+    ap.add_argument("--login", default=None, help="NAME:PASSWORD for HTML login forms")
+    ap.add_argument("--client-id", default=None)
+    ap.add_argument("--client-secret", default=None)
+    ap.add_argument("--client-metadata-url", default=None, help="an https client_id URL (CIMD)")
     args = ap.parse_args()
     try:
         out = asyncio.run(asyncio.wait_for(run(args), timeout=60))

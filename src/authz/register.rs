@@ -1,0 +1,173 @@
+//! Clients: looked up in the store (static ones are put there at start), and
+//! Dynamic Client Registration at `/oauth/register` (RFC 7591): `application_type`
+//! decides which redirect URIs are allowed, the registration is echoed back,
+//! registrations are rate-limited, and unused ones expire.
+
+use bytes::Bytes;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::rules::ApplicationType;
+use super::store::{Client, ClientOrigin};
+use super::{AuthServer, Response, oauth_error, private_json, sha256, signing, unix_now};
+
+/// Largest registration document accepted.
+const MAX_REGISTRATION: usize = 16 * 1024;
+/// Most redirect URIs of one client.
+const MAX_REDIRECTS: usize = 20;
+
+impl AuthServer {
+    /// The client `client_id`, if known (marked used now).
+    pub(super) async fn find_client(&self, client_id: &str) -> Option<Client> {
+        if client_id.starts_with("https://") {
+            let documents = self.documents.as_ref()?;
+            return match documents.client(client_id, unix_now()).await {
+                Ok(client) => Some(client),
+                Err(why) => {
+                    tracing::warn!(client = %client_id, reason = %why, "refused a client metadata document");
+                    None
+                }
+            };
+        }
+        match self.store.client(client_id, unix_now()).await {
+            Ok(client) => client,
+            Err(error) => {
+                tracing::warn!(%error, "looking a client up");
+                None
+            }
+        }
+    }
+
+    /// POST `/oauth/register`.
+    pub(super) async fn register(&self, request: &http::Request<Bytes>) -> Response {
+        if !self.registration_allowed(unix_now()) {
+            let mut response = oauth_error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "temporarily_unavailable",
+                "too many registrations; try again in a minute",
+            );
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("60"));
+            return response;
+        }
+        let body = request.body();
+        if body.len() > MAX_REGISTRATION {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_client_metadata",
+                "the registration is too large",
+            );
+        }
+        let metadata: Value = match serde_json::from_slice(body) {
+            Ok(Value::Object(map)) => Value::Object(map),
+            _ => {
+                return oauth_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_client_metadata",
+                    "the registration is not a JSON object",
+                );
+            }
+        };
+        match self.registered(metadata).await {
+            Ok(response) => response,
+            Err((error, description)) => oauth_error(StatusCode::BAD_REQUEST, error, &description),
+        }
+    }
+
+    async fn registered(&self, mut metadata: Value) -> Result<Response, (&'static str, String)> {
+        let invalid = |d: String| ("invalid_client_metadata", d);
+        let kind = ApplicationType::parse(metadata.get("application_type").and_then(Value::as_str)).map_err(invalid)?;
+        let uris: Vec<String> = match metadata.get("redirect_uris") {
+            Some(Value::Array(items)) if !items.is_empty() && items.len() <= MAX_REDIRECTS => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<_>>()
+                .ok_or_else(|| ("invalid_redirect_uri", "redirect_uris holds a non-string".to_owned()))?,
+            _ => {
+                return Err((
+                    "invalid_redirect_uri",
+                    format!("redirect_uris must list 1 to {MAX_REDIRECTS} URIs"),
+                ));
+            }
+        };
+        if let Some(why) = uris.iter().find_map(|uri| kind.refuses(uri)) {
+            return Err((
+                "invalid_redirect_uri",
+                format!("{why} (application_type {})", kind.as_str()),
+            ));
+        }
+        for (key, allowed) in [
+            ("grant_types", &["authorization_code", "refresh_token"][..]),
+            ("response_types", &["code"][..]),
+        ] {
+            if let Some(values) = metadata.get(key) {
+                let ok = values
+                    .as_array()
+                    .is_some_and(|a| a.iter().all(|v| v.as_str().is_some_and(|s| allowed.contains(&s))));
+                if !ok {
+                    return Err(invalid(format!("{key} may hold only {}", allowed.join(", "))));
+                }
+            }
+        }
+        let method = metadata
+            .get("token_endpoint_auth_method")
+            .and_then(Value::as_str)
+            .unwrap_or("client_secret_basic")
+            .to_owned();
+        let secret = match method.as_str() {
+            "none" => None,
+            "client_secret_basic" | "client_secret_post" => Some(signing::random_token()),
+            other => {
+                return Err(invalid(format!(
+                    "token_endpoint_auth_method {other:?} is not supported"
+                )));
+            }
+        };
+        let now = unix_now();
+        let client_id = format!("dcr-{}", signing::random_token());
+        metadata["client_id"] = json!(client_id);
+        metadata["client_id_issued_at"] = json!(now);
+        metadata["application_type"] = json!(kind.as_str());
+        metadata["token_endpoint_auth_method"] = json!(method);
+        if metadata.get("grant_types").is_none() {
+            metadata["grant_types"] = json!(["authorization_code", "refresh_token"]);
+        }
+        if metadata.get("response_types").is_none() {
+            metadata["response_types"] = json!(["code"]);
+        }
+        let client = Client {
+            client_id: client_id.clone(),
+            secret_sha256: secret.as_deref().map(sha256),
+            redirect_uris: uris,
+            client_name: metadata.get("client_name").and_then(Value::as_str).map(str::to_owned),
+            origin: ClientOrigin::Dynamic,
+            registered_at: now,
+            metadata: Some(metadata.clone()),
+        };
+        self.store
+            .put_client(client)
+            .await
+            .map_err(|e| ("temporarily_unavailable", e.to_string()))?;
+        if let Some(secret) = secret {
+            metadata["client_secret"] = json!(secret);
+            metadata["client_secret_expires_at"] = json!(0);
+        }
+        tracing::info!(client = %client_id, application_type = kind.as_str(), "registered a client");
+        Ok(private_json(StatusCode::CREATED, &metadata))
+    }
+
+    /// One more registration this minute, if the limit allows it.
+    fn registration_allowed(&self, now: u64) -> bool {
+        let mut window = self.registrations.lock().unwrap_or_else(|e| e.into_inner());
+        let minute = now / 60;
+        if window.0 != minute {
+            *window = (minute, 0);
+        }
+        if window.1 >= self.config.registrations_per_minute {
+            return false;
+        }
+        window.1 += 1;
+        true
+    }
+}

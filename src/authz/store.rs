@@ -1,0 +1,394 @@
+//! What the authorization server remembers: clients, authorization codes,
+//! refresh-token families, consents and signing keys, behind the [`Store`] trait
+//! (async, so that a shared store can sit behind it), with the in-memory
+//! [`MemoryStore`]. Codes and refresh tokens are kept by their SHA-256 only.
+//! Every map is bounded: the oldest entries go first once it is full.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+/// A registered client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Client {
+    /// The client id.
+    pub client_id: String,
+    /// SHA-256 of its secret (a confidential client), else none (a public one).
+    pub secret_sha256: Option<[u8; 32]>,
+    /// Its exact redirect URIs.
+    pub redirect_uris: Vec<String>,
+    /// The name shown on the consent page.
+    pub client_name: Option<String>,
+    /// How it came to be known.
+    pub origin: ClientOrigin,
+    /// When it was registered (seconds since the epoch).
+    pub registered_at: u64,
+    /// The registration as the client sent it (echoed back, RFC 7591 §3.2.1).
+    pub metadata: Option<serde_json::Value>,
+}
+
+/// How a client came to be known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientOrigin {
+    /// `[[auth.server.clients]]`.
+    Static,
+    /// Dynamic Client Registration; forgotten when unused for `registration_expiry`.
+    Dynamic,
+    /// A Client ID Metadata Document.
+    MetadataDocument,
+}
+
+/// What an authorization code stands for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grant {
+    /// The client it was issued to.
+    pub client_id: String,
+    /// The user (the token's `sub`).
+    pub subject: String,
+    /// The redirect URI of the authorization request.
+    pub redirect_uri: String,
+    /// The PKCE S256 challenge.
+    pub code_challenge: String,
+    /// The resource (the token's `aud`).
+    pub resource: String,
+    /// The granted scopes.
+    pub scopes: Vec<String>,
+    /// When the code (or the refresh token) stops working.
+    pub expires_at: u64,
+}
+
+/// A code taken from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// First use: what it grants.
+    Fresh(Grant),
+    /// Used before: the refresh-token family it produced (to revoke), if any.
+    Reused(Option<String>),
+    /// Unknown.
+    Missing,
+}
+
+/// A refresh token taken from the store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TakenRefresh {
+    /// First use of a live token: its family and grant.
+    Fresh(String, Grant),
+    /// Used before (or its family was revoked): the family, now revoked.
+    Reused(String),
+    /// Unknown.
+    Missing,
+}
+
+/// A signing key as stored (the private key too: storage must be protected like a secret).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredKey {
+    /// The key id.
+    pub kid: String,
+    /// The Ed25519 seed.
+    pub seed: [u8; 32],
+    /// When it was made.
+    pub created_at: u64,
+}
+
+/// Storage errors (a shared store that cannot be reached).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("authorization server storage: {0}")]
+pub struct StoreError(pub String);
+
+/// The result of a store call.
+pub type Stored<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
+
+/// Where the authorization server keeps its state.
+pub trait Store: Send + Sync {
+    /// Registers (or replaces) a client.
+    fn put_client(&self, client: Client) -> Stored<'_, ()>;
+    /// A client by id; `now` marks it used.
+    fn client(&self, client_id: &str, now: u64) -> Stored<'_, Option<Client>>;
+    /// Forgets dynamic clients unused since `before`; how many.
+    fn expire_clients(&self, before: u64) -> Stored<'_, usize>;
+    /// Stores a code (its digest).
+    fn put_code(&self, digest: [u8; 32], grant: Grant) -> Stored<'_, ()>;
+    /// Takes a code: the first time its grant, afterwards [`Taken::Reused`].
+    fn take_code(&self, digest: [u8; 32]) -> Stored<'_, Taken>;
+    /// Records the refresh-token family a code produced (revoked if the code is reused).
+    fn link_code(&self, digest: [u8; 32], family: String) -> Stored<'_, ()>;
+    /// Stores a refresh token of `family`.
+    fn put_refresh(&self, digest: [u8; 32], family: String, grant: Grant) -> Stored<'_, ()>;
+    /// Takes a refresh token: the first time its family and grant; a second use
+    /// revokes the whole family.
+    fn take_refresh(&self, digest: [u8; 32]) -> Stored<'_, TakenRefresh>;
+    /// Revokes a family: none of its refresh tokens works any more.
+    fn revoke_family(&self, family: String) -> Stored<'_, ()>;
+    /// The family of a refresh token (used or not) and its client, for revocation.
+    fn family_of(&self, digest: [u8; 32]) -> Stored<'_, Option<(String, String)>>;
+    /// The scopes `subject` consented to for `client_id`.
+    fn consent(&self, subject: &str, client_id: &str) -> Stored<'_, Option<Vec<String>>>;
+    /// Remembers a consent.
+    fn put_consent(&self, subject: String, client_id: String, scopes: Vec<String>) -> Stored<'_, ()>;
+    /// The signing keys, oldest first.
+    fn signing_keys(&self) -> Stored<'_, Vec<StoredKey>>;
+    /// Replaces the signing keys.
+    fn put_signing_keys(&self, keys: Vec<StoredKey>) -> Stored<'_, ()>;
+}
+
+/// Most entries of each map of the [`MemoryStore`].
+const MAX_ENTRIES: usize = 100_000;
+
+/// State in this process only (tests, single instances that may forget on restart).
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Memory>,
+}
+
+#[derive(Default)]
+struct Memory {
+    clients: HashMap<String, (Client, u64)>,
+    codes: HashMap<[u8; 32], CodeEntry>,
+    refresh: HashMap<[u8; 32], RefreshEntry>,
+    revoked: HashSet<String>,
+    consents: HashMap<(String, String), Vec<String>>,
+    keys: Vec<StoredKey>,
+}
+
+struct CodeEntry {
+    grant: Grant,
+    used: bool,
+    family: Option<String>,
+}
+
+struct RefreshEntry {
+    family: String,
+    grant: Grant,
+    used: bool,
+}
+
+impl MemoryStore {
+    fn with<T: Send + 'static>(&self, f: impl FnOnce(&mut Memory) -> T) -> Stored<'_, T> {
+        let value = f(&mut self.inner.lock().unwrap_or_else(|e| e.into_inner()));
+        Box::pin(std::future::ready(Ok(value)))
+    }
+}
+
+/// Drops the entries of `map` that `expired` says are gone, and if it is still full,
+/// every entry (a flood of codes or tokens must not grow memory without bound).
+fn bound<K, V>(map: &mut HashMap<K, V>, expired: impl Fn(&V) -> bool) {
+    if map.len() >= MAX_ENTRIES {
+        map.retain(|_, v| !expired(v));
+    }
+    if map.len() >= MAX_ENTRIES {
+        map.clear();
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Store for MemoryStore {
+    fn put_client(&self, client: Client) -> Stored<'_, ()> {
+        self.with(move |m| {
+            let at = client.registered_at;
+            bound(&mut m.clients, |(c, _)| c.origin != ClientOrigin::Static);
+            m.clients.insert(client.client_id.clone(), (client, at));
+        })
+    }
+
+    fn client(&self, client_id: &str, now: u64) -> Stored<'_, Option<Client>> {
+        let id = client_id.to_owned();
+        self.with(move |m| {
+            m.clients.get_mut(&id).map(|(client, used)| {
+                *used = now;
+                client.clone()
+            })
+        })
+    }
+
+    fn expire_clients(&self, before: u64) -> Stored<'_, usize> {
+        self.with(move |m| {
+            let was = m.clients.len();
+            m.clients
+                .retain(|_, (c, used)| c.origin == ClientOrigin::Static || *used >= before);
+            was - m.clients.len()
+        })
+    }
+
+    fn put_code(&self, digest: [u8; 32], grant: Grant) -> Stored<'_, ()> {
+        self.with(move |m| {
+            let t = now();
+            bound(&mut m.codes, |e| e.grant.expires_at + 600 < t);
+            m.codes.insert(
+                digest,
+                CodeEntry {
+                    grant,
+                    used: false,
+                    family: None,
+                },
+            );
+        })
+    }
+
+    fn take_code(&self, digest: [u8; 32]) -> Stored<'_, Taken> {
+        self.with(move |m| match m.codes.get_mut(&digest) {
+            None => Taken::Missing,
+            Some(entry) if entry.used => Taken::Reused(entry.family.clone()),
+            Some(entry) => {
+                entry.used = true;
+                Taken::Fresh(entry.grant.clone())
+            }
+        })
+    }
+
+    fn link_code(&self, digest: [u8; 32], family: String) -> Stored<'_, ()> {
+        self.with(move |m| {
+            if let Some(entry) = m.codes.get_mut(&digest) {
+                entry.family = Some(family);
+            }
+        })
+    }
+
+    fn put_refresh(&self, digest: [u8; 32], family: String, grant: Grant) -> Stored<'_, ()> {
+        self.with(move |m| {
+            let t = now();
+            bound(&mut m.refresh, |e| e.grant.expires_at < t);
+            m.refresh.insert(
+                digest,
+                RefreshEntry {
+                    family,
+                    grant,
+                    used: false,
+                },
+            );
+        })
+    }
+
+    fn take_refresh(&self, digest: [u8; 32]) -> Stored<'_, TakenRefresh> {
+        self.with(move |m| {
+            let Some(entry) = m.refresh.get_mut(&digest) else {
+                return TakenRefresh::Missing;
+            };
+            if entry.used || m.revoked.contains(&entry.family) {
+                let family = entry.family.clone();
+                m.revoked.insert(family.clone());
+                return TakenRefresh::Reused(family);
+            }
+            entry.used = true;
+            TakenRefresh::Fresh(entry.family.clone(), entry.grant.clone())
+        })
+    }
+
+    fn revoke_family(&self, family: String) -> Stored<'_, ()> {
+        self.with(move |m| {
+            if m.revoked.len() >= MAX_ENTRIES {
+                // Forget revocations whose tokens are all gone.
+                let live: HashSet<&String> = m.refresh.values().map(|e| &e.family).collect();
+                let keep: HashSet<String> = m.revoked.iter().filter(|f| live.contains(f)).cloned().collect();
+                m.revoked = keep;
+            }
+            m.revoked.insert(family);
+        })
+    }
+
+    fn family_of(&self, digest: [u8; 32]) -> Stored<'_, Option<(String, String)>> {
+        self.with(move |m| {
+            m.refresh
+                .get(&digest)
+                .map(|e| (e.family.clone(), e.grant.client_id.clone()))
+        })
+    }
+
+    fn consent(&self, subject: &str, client_id: &str) -> Stored<'_, Option<Vec<String>>> {
+        let key = (subject.to_owned(), client_id.to_owned());
+        self.with(move |m| m.consents.get(&key).cloned())
+    }
+
+    fn put_consent(&self, subject: String, client_id: String, scopes: Vec<String>) -> Stored<'_, ()> {
+        self.with(move |m| {
+            bound(&mut m.consents, |_| false);
+            m.consents.insert((subject, client_id), scopes);
+        })
+    }
+
+    fn signing_keys(&self) -> Stored<'_, Vec<StoredKey>> {
+        self.with(|m| m.keys.clone())
+    }
+
+    fn put_signing_keys(&self, keys: Vec<StoredKey>) -> Stored<'_, ()> {
+        self.with(move |m| m.keys = keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant() -> Grant {
+        Grant {
+            client_id: "c".into(),
+            subject: "alice".into(),
+            redirect_uri: "http://127.0.0.1/cb".into(),
+            code_challenge: "x".into(),
+            resource: "http://127.0.0.1:1/mcp".into(),
+            scopes: vec![],
+            expires_at: u64::MAX / 2,
+        }
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        futures_util::FutureExt::now_or_never(f).expect("the memory store never waits")
+    }
+
+    #[test]
+    fn codes_are_single_use_and_remember_their_family() {
+        let store = MemoryStore::default();
+        block_on(store.put_code([1; 32], grant())).expect("put");
+        assert_eq!(block_on(store.take_code([1; 32])), Ok(Taken::Fresh(grant())));
+        block_on(store.link_code([1; 32], "f1".into())).expect("link");
+        assert_eq!(block_on(store.take_code([1; 32])), Ok(Taken::Reused(Some("f1".into()))));
+        assert_eq!(block_on(store.take_code([2; 32])), Ok(Taken::Missing));
+    }
+
+    #[test]
+    fn a_reused_refresh_token_revokes_its_family() {
+        let store = MemoryStore::default();
+        block_on(store.put_refresh([1; 32], "f".into(), grant())).expect("put");
+        block_on(store.put_refresh([2; 32], "f".into(), grant())).expect("put");
+        assert_eq!(
+            block_on(store.take_refresh([1; 32])),
+            Ok(TakenRefresh::Fresh("f".into(), grant()))
+        );
+        assert_eq!(
+            block_on(store.take_refresh([1; 32])),
+            Ok(TakenRefresh::Reused("f".into()))
+        );
+        // The family's newer token is dead too.
+        assert_eq!(
+            block_on(store.take_refresh([2; 32])),
+            Ok(TakenRefresh::Reused("f".into()))
+        );
+    }
+
+    #[test]
+    fn unused_dynamic_clients_expire_and_static_ones_stay() {
+        let store = MemoryStore::default();
+        for (id, origin) in [("s", ClientOrigin::Static), ("d", ClientOrigin::Dynamic)] {
+            let client = Client {
+                client_id: id.into(),
+                secret_sha256: None,
+                redirect_uris: vec![],
+                client_name: None,
+                origin,
+                registered_at: 10,
+                metadata: None,
+            };
+            block_on(store.put_client(client)).expect("put");
+        }
+        assert_eq!(block_on(store.expire_clients(5)), Ok(0));
+        assert_eq!(block_on(store.expire_clients(20)), Ok(1));
+        assert!(block_on(store.client("s", 30)).expect("get").is_some());
+        assert!(block_on(store.client("d", 30)).expect("get").is_none());
+    }
+}
