@@ -2,7 +2,7 @@
 //! reverse proxy with a keep-alive upstream, the physical cost of two HTTP hops)
 //! in the same run, as ratios of interleaved pairs.
 
-use crate::report::{Check, fmt3};
+use crate::check::{Check, fmt3};
 use crate::run::Comparison;
 
 /// One ratio of the subject to nginx, per concurrency: met when every median is ≤ `goal`.

@@ -14,6 +14,7 @@
 //! Everything runs on one thread (a current-thread tokio runtime), so the load
 //! generator can be pinned to one core apart from what it measures.
 
+mod check;
 mod client;
 mod floor;
 mod memory;

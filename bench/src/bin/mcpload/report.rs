@@ -8,6 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::Options;
+use crate::check::{Check, fmt3};
 use crate::memory::MemoryResult;
 use crate::run::{Comparison, RunResult};
 
@@ -112,12 +113,6 @@ fn fmt(value: Option<f64>, decimals: usize) -> String {
     value.map_or("–".to_owned(), |v| format!("{v:.decimals$}"))
 }
 
-pub(crate) fn fmt3(value: Option<(f64, f64, f64)>, decimals: usize) -> String {
-    value.map_or("–".to_owned(), |(a, b, c)| {
-        format!("{a:.decimals$} / **{b:.decimals$}** / {c:.decimals$}")
-    })
-}
-
 fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Comparison>, blurb: &str) {
     let _ = writeln!(md, "### {heading}\n\n{blurb}\n");
     let Some(cmp) = comparison else {
@@ -206,15 +201,6 @@ fn comparison_section(md: &mut String, heading: &str, comparison: Option<&Compar
         }
     }
     let _ = writeln!(md);
-}
-
-/// One row of the targets table.
-pub(crate) struct Check {
-    pub(crate) what: String,
-    pub(crate) goal: String,
-    pub(crate) measured: String,
-    pub(crate) met: Option<bool>,
-    pub(crate) why: String,
 }
 
 fn verdict(met: Option<bool>) -> &'static str {
