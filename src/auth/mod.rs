@@ -93,6 +93,11 @@ impl Principal {
         Principal::named(&format!("{issuer}#{subject}"))
     }
 
+    /// Whether this is the one principal of a gateway without authentication.
+    pub fn is_anonymous(&self) -> bool {
+        self.0.is_none()
+    }
+
     /// The name sealed into session ids and `requestState` (empty when anonymous).
     pub fn as_str(&self) -> &str {
         self.0.as_deref().unwrap_or_default()

@@ -93,11 +93,16 @@ async fn serve(
         return Reply::rejected(id, refusal);
     }
     // A request holds its place in the principal's in-flight quota until it is answered.
+    // Without authentication every client is the anonymous principal, with no other
+    // principal to be protected from: the gateway's own bounds (admission, sessions,
+    // connections per IP) apply instead, and 1,000 calls at once stay possible.
     let in_flight = match &message {
-        Message::Request(r) if r.method != "subscriptions/listen" => match gateway.in_flight.hold(principal.as_str()) {
-            Ok(hold) => Some(hold),
-            Err(refusal) => return Reply::rejected(Some(r.id.clone()), refusal),
-        },
+        Message::Request(r) if r.method != "subscriptions/listen" && !principal.is_anonymous() => {
+            match gateway.in_flight.hold(principal.as_str()) {
+                Ok(hold) => Some(hold),
+                Err(refusal) => return Reply::rejected(Some(r.id.clone()), refusal),
+            }
+        }
         _ => None,
     };
     let tool_view = match &message {

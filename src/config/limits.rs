@@ -53,8 +53,9 @@ pub struct LimitsConfig {
     /// Most open `subscriptions/listen` streams in all. Default 1000.
     pub max_listens: usize,
     /// Most requests of one principal in flight at once, across upstreams
-    /// (429 / -32029 past it; listens are counted by their own quota). Without
-    /// authentication every client is the anonymous principal. Default 256.
+    /// (429 / -32029 past it; listens are counted by their own quota). Not applied
+    /// without authentication (one anonymous principal, nobody else to protect it
+    /// from: the gateway's own bounds apply). Default 256.
     pub max_in_flight_per_principal: usize,
 }
 
