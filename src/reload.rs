@@ -192,12 +192,15 @@ fn apply_policies(gateway: &Gateway, running: &Config, new: &Config) {
     if !same_quotas(&running.limits, limits) {
         gateway
             .in_flight
-            .set_bounds(limits.max_in_flight_per_principal, usize::MAX);
+            .set_bounds(limits.in_flight_per_principal(), usize::MAX);
+        gateway
+            .in_flight
+            .set_binds_anonymous(limits.in_flight_binds_anonymous());
         gateway
             .listens
             .set_bounds(limits.max_listens_per_principal, limits.max_listens);
         tracing::info!(
-            max_in_flight_per_principal = limits.max_in_flight_per_principal,
+            max_in_flight_per_principal = limits.in_flight_per_principal(),
             max_listens_per_principal = limits.max_listens_per_principal,
             max_listens = limits.max_listens,
             "[limits] quotas reloaded"

@@ -210,7 +210,10 @@ fn sighup_reloads_and_refuses_a_broken_file() {
 #[test]
 fn a_reload_applies_rate_limits_and_quotas_and_refuses_a_moved_listener() {
     let tag = unique_tag("reload_limits");
-    let gateway = Eragate::start(&config(&[("fixture", "/mcp", &tag)]));
+    // Set from the start, so the anonymous principal's requests are counted (left unset,
+    // the quota spares the one principal of a gateway without authentication).
+    let generous = "[limits]\nmax_in_flight_per_principal = 100\n";
+    let gateway = Eragate::start(&format!("{}{generous}", config(&[("fixture", "/mcp", &tag)])));
     wait_ready(&gateway);
     let url = gateway.url();
     let (session, _) = legacy_initialize(&url, VERSION);

@@ -94,10 +94,10 @@ async fn serve(
     }
     // A request holds its place in the principal's in-flight quota until it is answered.
     // Without authentication every client is the anonymous principal, with no other
-    // principal to be protected from: the gateway's own bounds (admission, sessions,
-    // connections per IP) apply instead, and 1,000 calls at once stay possible.
+    // principal to be protected from: unless configured, the gateway's own bounds
+    // (admission, sessions, connections per IP) apply instead.
     let in_flight = match &message {
-        Message::Request(r) if r.method != "subscriptions/listen" && !principal.is_anonymous() => {
+        Message::Request(r) if r.method != "subscriptions/listen" && gateway.in_flight.binds(principal) => {
             match gateway.in_flight.hold(principal.as_str()) {
                 Ok(hold) => Some(hold),
                 Err(refusal) => return Reply::rejected(Some(r.id.clone()), refusal),

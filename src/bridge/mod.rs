@@ -84,7 +84,8 @@ impl Gateway {
         let rate = arc_swap::ArcSwap::from_pointee(rate::RateGate::new(&config.rate_limits));
         let limits = &config.limits;
         let listens = listen::ListenQuota::new("listens", limits.max_listens_per_principal, limits.max_listens);
-        let in_flight = quota::HeldQuota::new("requests in flight", limits.max_in_flight_per_principal, usize::MAX);
+        let in_flight = quota::HeldQuota::new("requests in flight", limits.in_flight_per_principal(), usize::MAX);
+        in_flight.set_binds_anonymous(limits.in_flight_binds_anonymous());
         let telemetry = Telemetry::new(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let telemetry = Arc::new(telemetry);

@@ -5,7 +5,7 @@
 //! is [`Rejection::QuotaExceeded`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::protocol::errors::Rejection;
@@ -19,6 +19,8 @@ pub struct HeldQuota {
     /// The bounds; a reload may change them (what is held above a lowered bound stays).
     per_principal: AtomicUsize,
     max: AtomicUsize,
+    /// Whether the anonymous principal (a gateway without authentication) is counted.
+    binds_anonymous: AtomicBool,
 }
 
 /// One place in a [`HeldQuota`], given back when dropped.
@@ -35,7 +37,18 @@ impl HeldQuota {
             open: Mutex::new(HashMap::new()),
             per_principal: AtomicUsize::new(per_principal),
             max: AtomicUsize::new(max),
+            binds_anonymous: AtomicBool::new(true),
         })
+    }
+
+    /// Whether `principal` is counted: everyone, unless the anonymous one is spared.
+    pub fn binds(&self, principal: &crate::auth::Principal) -> bool {
+        !principal.is_anonymous() || self.binds_anonymous.load(Ordering::Relaxed)
+    }
+
+    /// Whether the anonymous principal is counted (set at start and by a reload).
+    pub fn set_binds_anonymous(&self, binds: bool) {
+        self.binds_anonymous.store(binds, Ordering::Relaxed);
     }
 
     /// New bounds (a reload): they apply to the next place asked for.

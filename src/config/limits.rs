@@ -53,10 +53,11 @@ pub struct LimitsConfig {
     /// Most open `subscriptions/listen` streams in all. Default 1000.
     pub max_listens: usize,
     /// Most requests of one principal in flight at once, across upstreams
-    /// (429 / -32029 past it; listens are counted by their own quota). Not applied
-    /// without authentication (one anonymous principal, nobody else to protect it
-    /// from: the gateway's own bounds apply). Default 256.
-    pub max_in_flight_per_principal: usize,
+    /// (429 / -32029 past it; listens are counted by their own quota). Default 256
+    /// for each authenticated principal, and none for the anonymous principal of a
+    /// gateway without authentication (nobody else to protect it from: the
+    /// gateway's own bounds apply) unless set here, when it binds that one too.
+    pub max_in_flight_per_principal: Option<usize>,
 }
 
 impl Default for LimitsConfig {
@@ -77,12 +78,22 @@ impl Default for LimitsConfig {
             linger_timeout: Humantime(Duration::from_secs(5)),
             max_listens_per_principal: 16,
             max_listens: 1000,
-            max_in_flight_per_principal: 256,
+            max_in_flight_per_principal: None,
         }
     }
 }
 
 impl LimitsConfig {
+    /// Requests in flight allowed to one principal (`max_in_flight_per_principal`, default 256).
+    pub fn in_flight_per_principal(&self) -> usize {
+        self.max_in_flight_per_principal.unwrap_or(256)
+    }
+
+    /// Whether the in-flight quota binds the anonymous principal too (only when set).
+    pub fn in_flight_binds_anonymous(&self) -> bool {
+        self.max_in_flight_per_principal.is_some()
+    }
+
     /// Bounds that must not be zero.
     pub(super) fn issues(&self) -> Vec<ConfigIssue> {
         let counts = [
@@ -94,7 +105,7 @@ impl LimitsConfig {
             ("max_ended_sessions", self.max_ended_sessions),
             ("max_listens_per_principal", self.max_listens_per_principal),
             ("max_listens", self.max_listens),
-            ("max_in_flight_per_principal", self.max_in_flight_per_principal),
+            ("max_in_flight_per_principal", self.in_flight_per_principal()),
         ];
         let durations = [
             ("header_read_timeout", self.header_read_timeout),
