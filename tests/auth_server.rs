@@ -181,25 +181,7 @@ fn gap_rfc9207_iss_on_every_authorization_response_errors_included() {
     // Access denied on the consent page: still iss.
     let resource = gateway.url();
     authorize.resource = &resource;
-    let page = get(&authorize.url(&origin));
-    let (fields, cookie) = form_fields(&page);
-    let cookie = cookie.expect("cookie");
-    let consent = post_form(
-        &format!("{origin}/oauth/login"),
-        &[
-            ("txn", &fields["txn"]),
-            ("csrf", &fields["csrf"]),
-            ("username", USER),
-            ("password", PASSWORD),
-        ],
-        Some(&cookie),
-    );
-    let (fields, _) = form_fields(&consent);
-    let denied = post_form(
-        &format!("{origin}/oauth/consent"),
-        &[("txn", &fields["txn"]), ("csrf", &fields["csrf"]), ("decision", "deny")],
-        Some(&cookie),
-    );
+    let denied = log_in_and_decide(&origin, &authorize.url(&origin), "deny");
     let params = location_params(&denied);
     assert_eq!(
         (

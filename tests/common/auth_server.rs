@@ -184,6 +184,12 @@ impl Authorize<'_> {
 
 /// Logs in as alice and allows (if asked): the final redirect to the client.
 pub fn log_in_and_allow(origin: &str, authorize_url: &str) -> Reply {
+    log_in_and_decide(origin, authorize_url, "allow")
+}
+
+/// Logs in as alice and answers the consent page with `decision` (`allow` or
+/// `deny`): the final redirect to the client, or the login's answer if it failed.
+pub fn log_in_and_decide(origin: &str, authorize_url: &str, decision: &str) -> Reply {
     let page = get(authorize_url);
     assert_eq!(page.status, 200, "the login page: {page:?}");
     let (fields, cookie) = form_fields(&page);
@@ -208,7 +214,7 @@ pub fn log_in_and_allow(origin: &str, authorize_url: &str) -> Reply {
         &[
             ("txn", &fields["txn"]),
             ("csrf", &fields["csrf"]),
-            ("decision", "allow"),
+            ("decision", decision),
         ],
         Some(&cookie),
     )
