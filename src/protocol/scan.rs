@@ -98,14 +98,15 @@ pub fn scan(bytes: &[u8], bounds: Bounds) -> Result<Shape, ScanError> {
 /// Whether `bytes` is too short to cross `bounds`, whatever it holds: then a
 /// scan can only find it malformed or too deep, which a parser finds as well.
 ///
-/// A JSON text of `n` bytes holds at most `(n + 1) / 2` values: a scalar takes at
-/// least one byte (`1 ≥ 2·1 − 1`), a container two brackets plus a comma between
-/// each two of its `c` children, so with children of `v_i` values in at least
-/// `2·v_i − 1` bytes each it takes at least `2 + (c − 1) + Σ(2·v_i − 1) =
-/// 2·(1 + Σv_i) − 1` bytes; whitespace only adds bytes. Top-level items are
-/// values, and only a text opening an array has any.
+/// Every value the scan counts starts at a byte of its own (a bracket, a quote,
+/// a digit, a letter, or the byte it then finds malformed), so a text of `n`
+/// bytes never has more than `n` counted, well formed or not. Well-formed text
+/// holds at most `(n + 1) / 2`, but that is no bound for the rest: `[[[[` counts
+/// four values in four bytes, `[}` two in two (the fuzzer's `jsonrpc` target
+/// found the second). Top-level items are values, and only a text opening an
+/// array has any.
 pub fn within_by_length(bytes: &[u8], bounds: Bounds) -> bool {
-    let most = bytes.len().div_ceil(2);
+    let most = bytes.len();
     let fits = |bound: Option<usize>| bound.is_none_or(|limit| most <= limit);
     fits(bounds.values) && (fits(bounds.items) || !opens_array(bytes))
 }
@@ -469,8 +470,8 @@ mod tests {
         assert_eq!(shape(&deepest).map(|s| s.depth), Ok(MAX_DEPTH));
     }
 
-    /// A text short enough to be within its bounds by length never crosses them, and
-    /// the densest texts (`[0,0,…]`, `[[[…]]]`, `[[],[],…]`) reach the count it assumes.
+    /// A text short enough to be within its bounds by length never crosses them,
+    /// malformed or not, and unclosed brackets reach the count it assumes.
     #[test]
     fn short_texts_are_within_their_bounds() {
         let bound = |values, items| Bounds {
@@ -478,34 +479,48 @@ mod tests {
             items: Some(items),
         };
         let cases = [
-            // (text, bounds, within by length, values in the text)
-            ("0", bound(1, 1), true, 1),
-            ("[0,0,0]", bound(4, 4), true, 4),
-            ("[0,0,0]", bound(3, 100), false, 4),
-            ("[0,0,0]", bound(100, 3), false, 4),
-            ("[[[]]]", bound(3, 3), true, 3),
-            ("[[],[]]", bound(4, 4), true, 3),
-            ("{\"a\":[0,0]}", bound(6, 1), true, 4),
-            ("{\"a\":[0,0]}", bound(5, 1), false, 4),
-            (" [0] ", bound(3, 1), false, 2),
-            ("[0]", bound(2, 2), true, 2),
+            // (text, bounds, within by length)
+            ("0", bound(1, 1), true),
+            ("[0,0,0]", bound(7, 7), true),
+            ("[0,0,0]", bound(6, 100), false),
+            ("[0,0,0]", bound(100, 6), false),
+            ("{\"a\":[0,0]}", bound(11, 1), true),
+            ("{\"a\":[0,0]}", bound(10, 1), false),
+            (" [0] ", bound(5, 5), true),
+            (" [0] ", bound(4, 5), false),
+            // Malformed text counts up to a value per byte.
+            ("[[[[", bound(4, 4), true),
+            ("[}", bound(2, 64), true),
         ];
-        for (text, bounds, within, values) in cases {
+        for (text, bounds, within) in cases {
             assert_eq!(within_by_length(text.as_bytes(), bounds), within, "{text}");
-            assert_eq!(shape(text).map(|s| s.values), Ok(values), "{text}");
             if within {
-                assert!(scan(text.as_bytes(), bounds).is_ok(), "{text}");
+                assert!(
+                    !matches!(
+                        scan(text.as_bytes(), bounds),
+                        Err(ScanError::TooManyValues { .. } | ScanError::TooManyItems { .. })
+                    ),
+                    "{text}"
+                );
             }
         }
         assert!(within_by_length(b"[0,0]", Bounds::default()));
-        // At the boundary: (n + 1) / 2 values in n bytes, exactly.
+        // The fuzzer's find: `[}` counts its `}` as a second value, so one byte
+        // short of its length it crosses a bound of one.
+        assert_eq!(scan(b"[}", bound(1, 64)), Err(ScanError::TooManyValues { limit: 1 }));
+        assert!(!within_by_length(b"[}", bound(1, 64)));
+        // Unclosed containers: a value per byte, exactly.
         for k in 1..50 {
-            let dense = format!("[{}0]", "0,".repeat(k - 1));
-            let most = dense.len().div_ceil(2);
-            assert_eq!(shape(&dense).map(|s| s.values), Ok(most), "{dense}");
-            assert!(within_by_length(dense.as_bytes(), bound(most, most)));
-            assert!(!within_by_length(dense.as_bytes(), bound(most - 1, most)));
+            let open = "[".repeat(k);
+            assert_eq!(
+                scan(open.as_bytes(), bound(k - 1, k)),
+                Err(ScanError::TooManyValues { limit: k - 1 }),
+                "{open}"
+            );
+            assert!(!within_by_length(open.as_bytes(), bound(k - 1, k)));
+            assert!(within_by_length(open.as_bytes(), bound(k, k)));
         }
+    }
     }
 
     /// The shape of a parsed value, computed the obvious way.
@@ -577,6 +592,18 @@ mod tests {
             let bounds = Bounds { values: Some(found.values.saturating_sub(slack).max(1)), items: Some(found.items.saturating_sub(slack)) };
             if within_by_length(text.as_bytes(), bounds) {
                 prop_assert!(scan(text.as_bytes(), bounds).is_ok(), "{}", text);
+            }
+        }
+
+        #[test]
+        fn within_by_length_holds_for_any_text(text in "[\\[\\]{}\":,0-9a-z. \\\\-]{0,24}", values in 1usize..24, items in 0usize..24) {
+            let bounds = Bounds { values: Some(values), items: Some(items) };
+            if within_by_length(text.as_bytes(), bounds) {
+                let crossed = matches!(
+                    scan(text.as_bytes(), bounds),
+                    Err(ScanError::TooManyValues { .. } | ScanError::TooManyItems { .. })
+                );
+                prop_assert!(!crossed, "{}", text);
             }
         }
 
