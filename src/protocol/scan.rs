@@ -521,7 +521,6 @@ mod tests {
             assert!(within_by_length(open.as_bytes(), bound(k, k)));
         }
     }
-    }
 
     /// The shape of a parsed value, computed the obvious way.
     fn expected(value: &Value) -> Shape {
