@@ -4,18 +4,27 @@
 //! place in a [`HeldQuota`], given back when dropped; past a bound the refusal
 //! is [`Rejection::QuotaExceeded`].
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
 
 use crate::protocol::errors::Rejection;
 
 /// Things of one kind held open, by principal.
+///
+/// Every request asks for a place, so the path is cheap: one shard lock of the
+/// map (a principal already holding something costs no allocation) and one
+/// atomic for the total; nothing sums over principals. A principal's entry goes
+/// when its last place is given back, so the map holds only principals with
+/// something open.
 pub struct HeldQuota {
     /// What is held, for the refusal: `listens`, `requests in flight`.
     what: &'static str,
-    /// Held by principal; a std mutex, never held across `.await`.
-    open: Mutex<HashMap<String, usize>>,
+    /// Held by principal; never zero (an entry is removed when it reaches zero).
+    open: DashMap<Arc<str>, usize>,
+    /// Held in all.
+    total: AtomicUsize,
     /// The bounds; a reload may change them (what is held above a lowered bound stays).
     per_principal: AtomicUsize,
     max: AtomicUsize,
@@ -26,7 +35,7 @@ pub struct HeldQuota {
 /// One place in a [`HeldQuota`], given back when dropped.
 pub struct Hold {
     quota: Arc<HeldQuota>,
-    principal: String,
+    principal: Arc<str>,
 }
 
 impl HeldQuota {
@@ -34,7 +43,8 @@ impl HeldQuota {
     pub fn new(what: &'static str, per_principal: usize, max: usize) -> Arc<HeldQuota> {
         Arc::new(HeldQuota {
             what,
-            open: Mutex::new(HashMap::new()),
+            open: DashMap::new(),
+            total: AtomicUsize::new(0),
             per_principal: AtomicUsize::new(per_principal),
             max: AtomicUsize::new(max),
             binds_anonymous: AtomicBool::new(true),
@@ -59,27 +69,44 @@ impl HeldQuota {
 
     /// A place for one more of `principal`'s, or the refusal.
     pub fn hold(self: &Arc<Self>, principal: &str) -> Result<Hold, Rejection> {
-        let mut open = self.lock();
-        let total: usize = open.values().sum();
-        let own = open.get(principal).copied().unwrap_or(0);
-        let (per_principal, max) = (
-            self.per_principal.load(Ordering::Relaxed),
-            self.max.load(Ordering::Relaxed),
-        );
-        if own >= per_principal || total >= max {
-            let limit = if own >= per_principal { per_principal } else { max };
-            return Err(Rejection::QuotaExceeded { what: self.what, limit });
+        let per_principal = self.per_principal.load(Ordering::Relaxed);
+        let max = self.max.load(Ordering::Relaxed);
+        // The total first: taken optimistically, given back on any refusal.
+        if self.total.fetch_add(1, Ordering::AcqRel) >= max {
+            return Err(self.give_back_and_refuse(max));
         }
-        *open.entry(principal.to_owned()).or_insert(0) += 1;
+        // The principal's count changes under its shard's lock, as does its removal
+        // at zero (in `Drop`), so a count is never lost to a concurrent removal.
+        let mut own = match self.open.get_mut(principal) {
+            Some(own) => own,
+            // A principal's first place: the one allocation, of its key.
+            None => self.open.entry(Arc::from(principal)).or_insert(0),
+        };
+        if *own >= per_principal {
+            let is_new = *own == 0;
+            drop(own);
+            if is_new {
+                self.open.remove_if(principal, |_, own| *own == 0);
+            }
+            return Err(self.give_back_and_refuse(per_principal));
+        }
+        *own += 1;
+        let principal = own.key().clone();
+        drop(own);
         Ok(Hold {
             quota: self.clone(),
-            principal: principal.to_owned(),
+            principal,
         })
+    }
+
+    fn give_back_and_refuse(&self, limit: usize) -> Rejection {
+        self.total.fetch_sub(1, Ordering::AcqRel);
+        Rejection::QuotaExceeded { what: self.what, limit }
     }
 
     /// Held in all.
     pub fn len(&self) -> usize {
-        self.lock().values().sum()
+        self.total.load(Ordering::Acquire)
     }
 
     /// Whether nothing is held.
@@ -87,20 +114,19 @@ impl HeldQuota {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    /// How many principals hold something.
+    pub fn principals(&self) -> usize {
+        self.open.len()
     }
 }
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        let mut open = self.quota.lock();
-        if let Some(n) = open.get_mut(&self.principal) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.principal);
-            }
-        }
+        self.quota.open.remove_if_mut(&*self.principal, |_, own| {
+            *own -= 1;
+            *own == 0
+        });
+        self.quota.total.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -138,5 +164,35 @@ mod tests {
         drop(a3);
         drop(kept);
         assert_eq!(quota.len(), 1, "only a's second is still held");
+        assert_eq!(quota.principals(), 1, "b's entry went with its last place");
+    }
+
+    /// Threads taking and giving back places at once: no principal ever holds
+    /// more than its bound, and every count and entry is gone at the end.
+    #[test]
+    fn concurrent_places_never_pass_a_bound_and_all_come_back() {
+        let quota = HeldQuota::new("requests in flight", 3, 10);
+        let threads: Vec<_> = (0..8)
+            .map(|t| {
+                let quota = quota.clone();
+                std::thread::spawn(move || {
+                    let principal = if t % 2 == 0 { "even" } else { "odd" };
+                    let mut peak = 0;
+                    for _ in 0..2_000 {
+                        if let Ok(hold) = quota.hold(principal) {
+                            peak = peak.max(quota.open.get(principal).map_or(0, |own| *own));
+                            drop(hold);
+                        }
+                    }
+                    peak
+                })
+            })
+            .collect();
+        for thread in threads {
+            let peak = thread.join().unwrap_or(usize::MAX);
+            assert!(peak <= 3, "a principal held {peak} places, past its bound of 3");
+        }
+        assert_eq!(quota.len(), 0);
+        assert_eq!(quota.principals(), 0);
     }
 }
