@@ -51,12 +51,23 @@ fn sqlite_keeps_clients_refresh_tokens_and_keys_across_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("authorization.db");
     let extra = format!("storage = \"sqlite\"\nsqlite_path = {:?}", path.display().to_string());
-    let config = config(&extra, "");
+    let static_client =
+        format!("\n[[auth.server.clients]]\nclient_id = \"retired-app\"\nredirect_uris = [\"{REDIRECT}\"]");
     let addr = local_addr();
     let origin = origin(addr);
     let url = format!("{origin}/mcp");
+    let (_, challenge) = pkce();
+    let retired = Authorize {
+        client_id: "retired-app",
+        redirect_uri: REDIRECT,
+        challenge: &challenge,
+        resource: &url,
+        scope: None,
+        state: "st",
+    };
 
-    let first = Eragate::start_at(addr, &config, &[], &[]);
+    let first = Eragate::start_at(addr, &config(&format!("{extra}{static_client}"), ""), &[], &[]);
+    assert_eq!(get(&retired.url(&origin)).status, 200, "the static client is known");
     let client_id = register_public(&origin);
     let (access, refresh_token) = tokens_at(&origin, &client_id, &url);
     let (header, _, _) = split_jwt(&access);
@@ -65,7 +76,14 @@ fn sqlite_keeps_clients_refresh_tokens_and_keys_across_a_restart() {
     drop(first);
     assert!(path.is_file(), "the database file stays");
 
-    let second = Eragate::start_at(addr, &config, &[], &[]);
+    // Restarted without the static client: the file forgets it too.
+    let second = Eragate::start_at(addr, &config(&extra, ""), &[], &[]);
+    let refused = get(&retired.url(&origin));
+    assert_eq!(
+        refused.status, 400,
+        "a static client removed from the file: {refused:?}"
+    );
+    assert!(refused.body.contains("not registered"), "{}", refused.body);
     // The key that signed before the restart still verifies (and is still published).
     let called = call_as(&url, &access, "after the restart");
     assert_eq!(called.status, 200, "{called:?}\n{}", second.log());
@@ -221,6 +239,15 @@ fn redis_shares_codes_refresh_families_and_keys_between_two_replicas() {
     }
     assert_eq!(ttl("eragate:as:keys"), -1, "the signing keys do not expire");
     assert!(redis.cli(0, &["KEYS", "*"]).is_empty(), "everything went to database 3");
+
+    // Redis down: the token endpoint is temporarily unavailable (503), not "unknown client".
+    drop(redis);
+    let down = refresh(&a, &client_id, &newest);
+    assert_eq!(
+        (down.status, down.json()["error"].as_str()),
+        (503, Some("temporarily_unavailable")),
+        "{down:?}"
+    );
 }
 
 #[test]

@@ -141,8 +141,15 @@ impl AuthServer {
         let Some(client_id) = get("client_id") else {
             return error_page(StatusCode::BAD_REQUEST, "The request names no client (client_id).");
         };
-        let Some(client) = self.find_client(client_id).await else {
-            return error_page(StatusCode::BAD_REQUEST, "The application is not registered here.");
+        let client = match self.find_client(client_id).await {
+            Ok(Some(client)) => client,
+            Ok(None) => return error_page(StatusCode::BAD_REQUEST, "The application is not registered here."),
+            Err(_) => {
+                return error_page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The sign-in service is unavailable right now. Try again in a moment.",
+                );
+            }
         };
         let redirect_uri = match get("redirect_uri") {
             Some(uri) if rules::redirect_matches(&client.redirect_uris, uri) => uri.to_owned(),
