@@ -1,6 +1,6 @@
-//! A Redis client: [`Pool`] sends one command at a time on a handful of kept
-//! connections (each opened with AUTH and SELECT when the [`Endpoint`] says so),
-//! every exchange bounded by a timeout. On it, the counters of shared rate
+//! A Redis client: [`Pool`] sends one command at a time on each of at most 64
+//! connections, a handful kept idle (each opened with AUTH and SELECT when the
+//! [`Endpoint`] says so), every exchange bounded by a timeout. On it, the counters of shared rate
 //! limits: one fixed window per key, counted atomically by a Lua script (INCR,
 //! then PEXPIRE on the window's first request); an error is the caller's to
 //! judge (`rate_limits.redis.on_error`). The authorization server's shared
@@ -26,6 +26,8 @@ return {n, ttl}";
 
 /// Idle connections kept for the next counts.
 const IDLE_CONNECTIONS: usize = 8;
+/// Most connections open at once (commands beyond wait for one, within their timeout).
+const MAX_CONNECTIONS: usize = 64;
 
 /// Why a count failed.
 #[derive(Debug, thiserror::Error)]
@@ -95,6 +97,8 @@ pub struct Pool {
     endpoint: Endpoint,
     timeout: Duration,
     idle: Mutex<Vec<BufStream<TcpStream>>>,
+    /// One permit per connection in use.
+    open: tokio::sync::Semaphore,
 }
 
 impl Pool {
@@ -105,13 +109,22 @@ impl Pool {
             endpoint,
             timeout,
             idle: Mutex::new(Vec::new()),
+            open: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
         }
     }
 
     /// Sends the command `args` and reads its reply (a Redis error reply is `Ok(Value::Error)`).
     pub async fn command(&self, args: &[&[u8]]) -> Result<Value, RedisError> {
         let command = resp::encode(args);
-        tokio::time::timeout(self.timeout, self.round_trip(&command))
+        let exchange = async {
+            let _permit = self
+                .open
+                .acquire()
+                .await
+                .map_err(|_| RedisError::Unexpected("the connection pool is closed".into()))?;
+            self.round_trip(&command).await
+        };
+        tokio::time::timeout(self.timeout, exchange)
             .await
             .map_err(|_| RedisError::Timeout(self.timeout))?
     }
