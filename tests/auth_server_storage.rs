@@ -248,6 +248,15 @@ fn redis_shares_codes_refresh_families_and_keys_between_two_replicas() {
         (503, Some("temporarily_unavailable")),
         "{down:?}"
     );
+    let registration = post_json(
+        &format!("{b}/oauth/register"),
+        &serde_json::json!({"redirect_uris": [REDIRECT], "application_type": "native", "token_endpoint_auth_method": "none"}),
+    );
+    assert_eq!(
+        (registration.status, registration.json()["error"].as_str()),
+        (503, Some("temporarily_unavailable")),
+        "{registration:?}"
+    );
 }
 
 #[test]

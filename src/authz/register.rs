@@ -70,6 +70,10 @@ impl AuthServer {
         };
         match self.registered(metadata).await {
             Ok(response) => response,
+            // The store cannot be reached: not the client's fault.
+            Err((error @ "temporarily_unavailable", description)) => {
+                oauth_error(StatusCode::SERVICE_UNAVAILABLE, error, &description)
+            }
             Err((error, description)) => oauth_error(StatusCode::BAD_REQUEST, error, &description),
         }
     }
