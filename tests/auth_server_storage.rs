@@ -5,7 +5,7 @@
 //!   issued by one is redeemed at the other, a refresh token rotated at one and
 //!   reused at the other revokes its family, a token signed by one verifies at the other;
 //! - the login attempt limit: past it, the login page answers 429 "Too many attempts",
-//!   even to the right password.
+//!   even to the right password; with Redis, counted across replicas.
 
 #[path = "common/auth_server.rs"]
 mod auth_server;
@@ -167,7 +167,7 @@ fn redis_shares_codes_refresh_families_and_keys_between_two_replicas() {
     // Both replicas serve one public URL (A's, standing for the load balancer).
     let listen = format!("public_url = \"{a}\"");
     let extra = format!(
-        "storage = \"redis\"\nredis_url = \"redis://127.0.0.1:{}/3\"",
+        "storage = \"redis\"\nredis_url = \"redis://127.0.0.1:{}/3\"\nlogin_attempts = 2",
         redis.port
     );
     let config = config(&extra, &listen);
@@ -240,6 +240,23 @@ fn redis_shares_codes_refresh_families_and_keys_between_two_replicas() {
     assert_eq!(ttl("eragate:as:keys"), -1, "the signing keys do not expire");
     assert!(redis.cli(0, &["KEYS", "*"]).is_empty(), "everything went to database 3");
 
+    // Failed sign-ins are counted in Redis: two at A, and B refuses the third (last: the
+    // address 127.0.0.1 is now held for every user).
+    for (origin, expected) in [(&a, 200), (&a, 200), (&b, 429)] {
+        let answer = failed_login(origin, &client_id, &resource);
+        assert_eq!(answer.status, expected, "{answer:?}\n{}", logs());
+    }
+    let counted = redis.cli(3, &["KEYS", "eragate:as:login:*"]);
+    assert_eq!(
+        counted.len(),
+        2,
+        "one count for the user, one for the address: {counted:?}"
+    );
+    assert!(
+        counted.iter().all(|k| ttl(k) > 0),
+        "the counts expire with their window"
+    );
+
     // Redis down: the token endpoint is temporarily unavailable (503), not "unknown client".
     drop(redis);
     let down = refresh(&a, &client_id, &newest);
@@ -257,6 +274,31 @@ fn redis_shares_codes_refresh_families_and_keys_between_two_replicas() {
         (503, Some("temporarily_unavailable")),
         "{registration:?}"
     );
+}
+
+/// A sign-in at `origin` as mallory with a wrong password: the login form's answer.
+fn failed_login(origin: &str, client_id: &str, resource: &str) -> Reply {
+    let (_, challenge) = pkce();
+    let authorize = Authorize {
+        client_id,
+        redirect_uri: REDIRECT,
+        challenge: &challenge,
+        resource,
+        scope: None,
+        state: "st",
+    };
+    let page = get(&authorize.url(origin));
+    let (fields, cookie) = form_fields(&page);
+    post_form(
+        &format!("{origin}/oauth/login"),
+        &[
+            ("txn", &fields["txn"]),
+            ("csrf", &fields["csrf"]),
+            ("username", "mallory"),
+            ("password", "not the password"),
+        ],
+        cookie.as_deref(),
+    )
 }
 
 #[test]

@@ -1,13 +1,19 @@
 //! The login attempt limit: failed sign-ins counted per user name and per client
 //! IP (an IPv6 client by its /64) in a fixed window; past `login_attempts` in
 //! either, the login form is refused with 429 until that window ends, before any
-//! password is checked (so the limit is no oracle). Bounded: when the table is
-//! full, ended windows go, then the windows that started first.
+//! password is checked (so the limit is no oracle). Counted in this process
+//! (bounded: when the table is full, ended windows go, then the windows that
+//! started first), or, with `storage = "redis"`, in Redis, so that every replica
+//! sees the same counts (a key per user or address, expiring with its window;
+//! while Redis cannot be reached, this process counts).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use crate::store::redis::Pool;
+use crate::store::resp::Value;
 
 /// Most users and addresses tracked at once.
 const MAX_TRACKED: usize = 100_000;
@@ -30,6 +36,36 @@ pub struct LoginAttempts {
     limit: u32,
     window: Duration,
     counts: Mutex<HashMap<Counted, Window>>,
+    shared: Option<Shared>,
+}
+
+/// The counts in Redis.
+struct Shared {
+    pool: Pool,
+    prefix: String,
+}
+
+/// The remaining milliseconds of a key's window if its count reached ARGV[1], else -1.
+const REFUSED_SCRIPT: &str = "local n = tonumber(redis.call('GET', KEYS[1]) or '0') \
+if n >= tonumber(ARGV[1]) then return redis.call('PTTL', KEYS[1]) end return -1";
+
+/// Counts a failure: INCR, and the window's expiry on its first.
+const FAILED_SCRIPT: &str = "local n = redis.call('INCR', KEYS[1]) \
+if n == 1 or redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n";
+
+impl Counted {
+    /// Its Redis key, after the prefix.
+    fn key(&self) -> String {
+        match self {
+            Counted::User(user) => {
+                use sha2::Digest;
+                let digest = sha2::Sha256::digest(user.as_bytes());
+                let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+                format!("login:user:{hex}")
+            }
+            Counted::Address(ip) => format!("login:ip:{ip}"),
+        }
+    }
 }
 
 /// An IPv6 address stands for its /64 (one host usually holds a whole one).
@@ -56,12 +92,92 @@ fn network(ip: IpAddr) -> IpAddr {
 }
 
 impl LoginAttempts {
-    /// `limit` failures per `window` (0: no limit).
+    /// `limit` failures per `window` (0: no limit), counted in this process.
     pub fn new(limit: u32, window: Duration) -> LoginAttempts {
         LoginAttempts {
             limit,
             window,
             counts: Mutex::new(HashMap::new()),
+            shared: None,
+        }
+    }
+
+    /// The same, counted in Redis through `pool` under keys starting with `prefix`.
+    pub fn shared(limit: u32, window: Duration, pool: Pool, prefix: String) -> LoginAttempts {
+        LoginAttempts {
+            shared: Some(Shared { pool, prefix }),
+            ..LoginAttempts::new(limit, window)
+        }
+    }
+
+    /// How long `user` (from `ip`) must still wait, if either is over the limit at
+    /// `now` (in Redis when shared, else, or if Redis fails, in this process).
+    pub async fn check(&self, user: &str, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
+        if self.limit == 0 {
+            return None;
+        }
+        let Some(shared) = &self.shared else {
+            return self.refused(user, ip, now);
+        };
+        let limit = self.limit.to_string();
+        let mut wait: Option<Duration> = None;
+        for counted in Self::keys(user, ip) {
+            let key = format!("{}{}", shared.prefix, counted.key());
+            let args: [&[u8]; 5] = [
+                b"EVAL",
+                REFUSED_SCRIPT.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                limit.as_bytes(),
+            ];
+            match shared.pool.command(&args).await {
+                Ok(Value::Integer(ms)) if ms > 0 => {
+                    let this = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+                    wait = Some(wait.map_or(this, |w| w.max(this)));
+                }
+                Ok(Value::Integer(_)) => {}
+                Ok(other) => {
+                    tracing::warn!(reply = ?other, "login attempts in redis: counting here");
+                    return self.refused(user, ip, now);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "login attempts in redis: counting here");
+                    return self.refused(user, ip, now);
+                }
+            }
+        }
+        wait
+    }
+
+    /// Counts a failed sign-in (in Redis when shared and reachable, else here).
+    pub async fn count_failure(&self, user: &str, ip: Option<IpAddr>, now: Instant) {
+        if self.limit == 0 {
+            return;
+        }
+        let Some(shared) = &self.shared else {
+            return self.failed(user, ip, now);
+        };
+        let window = self.window.as_millis().max(1).to_string();
+        for counted in Self::keys(user, ip) {
+            let key = format!("{}{}", shared.prefix, counted.key());
+            let args: [&[u8]; 5] = [
+                b"EVAL",
+                FAILED_SCRIPT.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                window.as_bytes(),
+            ];
+            match shared.pool.command(&args).await {
+                Ok(Value::Integer(_)) => {}
+                Ok(other) => {
+                    tracing::warn!(reply = ?other, "login attempts in redis: counting here");
+                    return self.failed(user, ip, now);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "login attempts in redis: counting here");
+                    return self.failed(user, ip, now);
+                }
+            }
         }
     }
 

@@ -281,7 +281,7 @@ impl AuthServer {
         let username = params.get("username").map(String::as_str).unwrap_or_default();
         let password = params.get("password").map(String::as_str).unwrap_or_default();
         let ip = request.extensions().get::<ClientIp>().map(|c| c.0);
-        if let Some(wait) = self.attempts.refused(username, ip, instant()) {
+        if let Some(wait) = self.attempts.check(username, ip, instant()).await {
             tracing::warn!(user = %username, ?ip, "a login refused: too many failed attempts");
             let minutes = wait.as_secs().div_ceil(60).max(1);
             let message = format!(
@@ -297,7 +297,7 @@ impl AuthServer {
             return response;
         }
         if !self.verify_password(username, password).await {
-            self.attempts.failed(username, ip, instant());
+            self.attempts.count_failure(username, ip, instant()).await;
             tracing::info!(user = %username, client = %req.client_id, "a failed login");
             let (txn, csrf) = (txn.clone(), self.renew_csrf(&txn));
             let html = pages::login(

@@ -123,7 +123,7 @@ impl AuthServer {
             pending: authorize::Pending::default(),
             registrations: Mutex::new((0, 0)),
             documents: None,
-            attempts: attempts::LoginAttempts::new(server.login_attempts, server.login_attempts_window.0),
+            attempts: login_attempts(server),
             broker: None,
         };
         this.metadata = Bytes::from(this.metadata_document().to_string());
@@ -314,6 +314,25 @@ impl AuthServer {
             ("register", _) if self.config.dynamic_registration => method_not_allowed("POST"),
             _ => plain(StatusCode::NOT_FOUND, "not found"),
         }
+    }
+}
+
+/// The login attempt limit of `server`: in Redis with `storage = "redis"` (every
+/// replica sees the same counts), else in this process.
+fn login_attempts(server: &AuthServerConfig) -> attempts::LoginAttempts {
+    let (limit, window) = (server.login_attempts, server.login_attempts_window.0);
+    let endpoint = match (server.storage, server.redis_url.as_deref()) {
+        (crate::config::StorageKind::Redis, Some(url)) => crate::store::redis::Endpoint::parse(url).ok(),
+        _ => None,
+    };
+    match endpoint {
+        Some(endpoint) => attempts::LoginAttempts::shared(
+            limit,
+            window,
+            crate::store::redis::Pool::new(endpoint, server.redis_timeout.0),
+            server.redis_key_prefix.clone(),
+        ),
+        None => attempts::LoginAttempts::new(limit, window),
     }
 }
 

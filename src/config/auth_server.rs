@@ -96,7 +96,8 @@ pub struct AuthServerConfig {
     pub redis_timeout: Humantime,
     /// Failed sign-ins allowed per user name, and per client IP, within
     /// `login_attempts_window`; past it the login page answers 429 "too many
-    /// attempts" until the window ends. 0: no limit. Default 5.
+    /// attempts" until the window ends. Counted in Redis with `storage = "redis"`
+    /// (across replicas), else in this process. 0: no limit. Default 5.
     #[serde(default = "default_login_attempts")]
     pub login_attempts: u32,
     /// The window of `login_attempts` (a fixed window per user and per IP). Default 15 min.
