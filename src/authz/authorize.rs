@@ -17,8 +17,9 @@ use http::header::{CACHE_CONTROL, COOKIE, LOCATION, SET_COOKIE};
 use http::{HeaderValue, StatusCode};
 use subtle::ConstantTimeEq;
 
+use super::broker::Upstream;
 use super::store::{Client, Grant};
-use super::{AuthServer, Response, instant, pages, parameters, rules, sha256, signing, unix_now};
+use super::{AuthServer, ClientIp, Response, instant, pages, parameters, rules, sha256, signing, unix_now};
 
 /// How long a user may take between the pages.
 const PENDING_FOR: Duration = Duration::from_secs(600);
@@ -43,6 +44,8 @@ struct Transaction {
     request: Request,
     csrf: String,
     subject: Option<String>,
+    /// A brokered sign-in waiting for the provider's callback.
+    upstream: Option<Upstream>,
     until: Instant,
 }
 
@@ -68,6 +71,7 @@ impl Pending {
             request,
             csrf: csrf.clone(),
             subject: None,
+            upstream: None,
             until: now + PENDING_FOR,
         };
         map.insert(txn.clone(), transaction);
@@ -79,6 +83,28 @@ impl Pending {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let t = map.get(txn).filter(|t| t.until > instant())?;
         bool::from(t.csrf.as_bytes().ct_eq(csrf.as_bytes())).then(|| (t.request.clone(), t.subject.clone()))
+    }
+
+    fn expect_callback(&self, txn: &str, upstream: Upstream) {
+        if let Some(t) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get_mut(txn) {
+            t.upstream = Some(upstream);
+        }
+    }
+
+    /// The live transaction `txn` waiting for the callback whose `state` this is;
+    /// its upstream part is taken (a callback is single-use).
+    fn take_callback(&self, txn: &str, state: &str) -> Option<(Request, Upstream)> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let t = map.get_mut(txn).filter(|t| t.until > instant())?;
+        let matches = t
+            .upstream
+            .as_ref()
+            .is_some_and(|u| bool::from(u.state.as_bytes().ct_eq(state.as_bytes())));
+        if !matches {
+            return None;
+        }
+        let upstream = t.upstream.take()?;
+        Some((t.request.clone(), upstream))
     }
 
     fn sign_in(&self, txn: &str, subject: &str) {
@@ -115,8 +141,15 @@ impl AuthServer {
         let Some(client_id) = get("client_id") else {
             return error_page(StatusCode::BAD_REQUEST, "The request names no client (client_id).");
         };
-        let Some(client) = self.find_client(client_id).await else {
-            return error_page(StatusCode::BAD_REQUEST, "The application is not registered here.");
+        let client = match self.find_client(client_id).await {
+            Ok(Some(client)) => client,
+            Ok(None) => return error_page(StatusCode::BAD_REQUEST, "The application is not registered here."),
+            Err(_) => {
+                return error_page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The sign-in service is unavailable right now. Try again in a moment.",
+                );
+            }
         };
         let redirect_uri = match get("redirect_uri") {
             Some(uri) if rules::redirect_matches(&client.redirect_uris, uri) => uri.to_owned(),
@@ -145,8 +178,29 @@ impl AuthServer {
             }
         };
         let (txn, csrf) = self.pending.insert(request.clone());
-        let html = pages::login(&self.path("login"), &txn, &csrf, &request.client_name, None);
-        let mut response = html_response(StatusCode::OK, html);
+        let mut response = match &self.broker {
+            None => {
+                let html = pages::login(&self.path("login"), &txn, &csrf, &request.client_name, None);
+                html_response(StatusCode::OK, html)
+            }
+            Some(broker) => match broker.redirect().await {
+                Ok((location, upstream)) => {
+                    self.pending.expect_callback(&txn, upstream);
+                    redirect(&location, &[], StatusCode::FOUND)
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "brokered login");
+                    self.pending.finish(&txn);
+                    return self.redirect_error(
+                        &request.redirect_uri,
+                        request.state.as_deref(),
+                        "temporarily_unavailable",
+                        "the identity provider cannot be reached",
+                        StatusCode::FOUND,
+                    );
+                }
+            },
+        };
         let cookie = format!(
             "{COOKIE_NAME}={txn}; Path=/oauth/; HttpOnly; SameSite=Lax; Max-Age=600{}",
             self.secure()
@@ -212,6 +266,9 @@ impl AuthServer {
 
     /// POST `/oauth/login`.
     pub(super) async fn login(&self, request: &http::Request<Bytes>) -> Response {
+        if self.broker.is_some() {
+            return error_page(StatusCode::BAD_REQUEST, "Sign in at the identity provider.");
+        }
         let Form {
             params,
             txn,
@@ -223,7 +280,24 @@ impl AuthServer {
         };
         let username = params.get("username").map(String::as_str).unwrap_or_default();
         let password = params.get("password").map(String::as_str).unwrap_or_default();
+        let ip = request.extensions().get::<ClientIp>().map(|c| c.0);
+        if let Some(wait) = self.attempts.check(username, ip, instant()).await {
+            tracing::warn!(user = %username, ?ip, "a login refused: too many failed attempts");
+            let minutes = wait.as_secs().div_ceil(60).max(1);
+            let message = format!(
+                "Too many attempts. Try again in {minutes} minute{}.",
+                if minutes == 1 { "" } else { "s" }
+            );
+            let csrf = self.renew_csrf(&txn);
+            let html = pages::login(&self.path("login"), &txn, &csrf, &req.client_name, Some(&message));
+            let mut response = html_response(StatusCode::TOO_MANY_REQUESTS, html);
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
+            return response;
+        }
         if !self.verify_password(username, password).await {
+            self.attempts.count_failure(username, ip, instant()).await;
             tracing::info!(user = %username, client = %req.client_id, "a failed login");
             let (txn, csrf) = (txn.clone(), self.renew_csrf(&txn));
             let html = pages::login(
@@ -235,23 +309,79 @@ impl AuthServer {
             );
             return html_response(StatusCode::OK, html);
         }
-        self.pending.sign_in(&txn, username);
-        let remembered = self.store.consent(username, &req.client_id).await.ok().flatten();
+        self.signed_in(&txn, &req, username).await
+    }
+
+    /// After `subject` signed in for `txn`: a code if they consented to this
+    /// client and these scopes before, else the consent page.
+    async fn signed_in(&self, txn: &str, req: &Request, subject: &str) -> Response {
+        self.pending.sign_in(txn, subject);
+        let remembered = self.store.consent(subject, &req.client_id).await.ok().flatten();
         if remembered.is_some_and(|granted| req.scopes.iter().all(|s| granted.contains(s))) {
-            self.pending.finish(&txn);
-            return self.issue_code(&req, username).await;
+            self.pending.finish(txn);
+            return self.issue_code(req, subject).await;
         }
-        let csrf = self.renew_csrf(&txn);
+        let csrf = self.renew_csrf(txn);
         let html = pages::consent(
             &self.path("consent"),
-            &txn,
+            txn,
             &csrf,
             &req.client_name,
-            username,
+            subject,
             &req.resource,
             &req.scopes,
         );
         html_response(StatusCode::OK, html)
+    }
+
+    /// GET `/oauth/callback`: the identity provider's answer to a brokered sign-in.
+    pub(super) async fn callback(&self, request: &http::Request<Bytes>) -> Response {
+        let Some(broker) = &self.broker else {
+            return error_page(StatusCode::NOT_FOUND, "There is no identity provider here.");
+        };
+        let params = match parameters(request.uri().query().unwrap_or_default().as_bytes()) {
+            Ok(params) => params,
+            Err(why) => return error_page(StatusCode::BAD_REQUEST, &why),
+        };
+        let get = |name: &str| params.get(name).map(String::as_str);
+        let txn = cookie(request.headers(), COOKIE_NAME).unwrap_or_default();
+        let Some((req, upstream)) = self.pending.take_callback(&txn, get("state").unwrap_or_default()) else {
+            return error_page(
+                StatusCode::BAD_REQUEST,
+                "This sign-in expired, was already completed, or was started in another browser.",
+            );
+        };
+        let refuse = |error: &str, description: &str| {
+            self.pending.finish(&txn);
+            self.redirect_error(
+                &req.redirect_uri,
+                req.state.as_deref(),
+                error,
+                description,
+                StatusCode::SEE_OTHER,
+            )
+        };
+        if let Some(error) = get("error") {
+            tracing::info!(%error, client = %req.client_id, "the identity provider refused a sign-in");
+            return refuse("access_denied", "the identity provider did not sign the user in");
+        }
+        let Some(code) = get("code") else {
+            return refuse("access_denied", "the identity provider sent no code");
+        };
+        match broker.principal(code, get("iss"), &upstream).await {
+            Ok(subject) => {
+                tracing::info!(user = %subject, client = %req.client_id, "signed in at the identity provider");
+                self.signed_in(&txn, &req, &subject).await
+            }
+            Err(error @ super::broker::BrokerError::Unavailable(_)) => {
+                tracing::warn!(%error, "brokered login");
+                refuse("temporarily_unavailable", "the identity provider cannot be reached")
+            }
+            Err(error) => {
+                tracing::warn!(%error, client = %req.client_id, "a brokered sign-in was refused");
+                refuse("access_denied", "the identity provider's answer was not valid")
+            }
+        }
     }
 
     /// POST `/oauth/consent`.

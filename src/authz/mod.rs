@@ -1,14 +1,17 @@
 //! eragate's own OAuth 2.1 authorization server (`[auth.server]`, off by default),
 //! mounted on the client listener by the edge: RFC 8414 metadata (and OpenID
 //! discovery), its JWKS, `/oauth/authorize` with the login and consent pages,
-//! `/oauth/token`, `/oauth/revoke` and `/oauth/register` (RFC 7591). It mints
+//! `/oauth/token`, `/oauth/revoke` and `/oauth/register` (RFC 7591), and
+//! `/oauth/callback` when sign-in is brokered to an OpenID provider. It mints
 //! RFC 9068 access tokens for eragate's own protected resources and publishes its
 //! keys straight into their [`crate::auth::ResourceServer`], so nothing is fetched.
 //!
 //! It depends on `auth` (JWT checks, the key store it publishes into) and the
 //! configuration; nothing in `auth` depends on it. Its state is behind [`store::Store`].
 
+mod attempts;
 mod authorize;
+mod broker;
 pub mod cimd;
 mod pages;
 mod register;
@@ -28,8 +31,13 @@ use serde_json::{Value, json};
 
 use crate::auth::ResourceServer;
 use crate::auth::keys::KeyStore;
-use crate::config::{AUTH_SERVER_PREFIX, AuthServerConfig, Config};
-use store::{Client, ClientOrigin, MemoryStore, Store, StoredKey};
+use crate::config::{AUTH_SERVER_PREFIX, AuthServerConfig, Config, LoginSource};
+use store::{Client, ClientOrigin, Store, StoredKey};
+
+/// The client's IP address, put in a request's extensions by the edge (for the
+/// login attempt limit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientIp(pub std::net::IpAddr);
 
 /// A response of the authorization server.
 pub type Response = http::Response<Bytes>;
@@ -57,6 +65,10 @@ pub struct AuthServer {
     registrations: Mutex<(u64, u32)>,
     /// Client ID Metadata Documents, when on.
     documents: Option<cimd::Documents>,
+    /// Failed sign-ins per user and per client IP.
+    attempts: attempts::LoginAttempts,
+    /// The upstream OpenID provider of `login = "oidc"`.
+    broker: Option<broker::Broker>,
 }
 
 impl AuthServer {
@@ -73,9 +85,12 @@ impl AuthServer {
             )?),
             false => None,
         };
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+        let store = store::open(server).map_err(|e| e.to_string())?;
         let mut this = AuthServer::new(server, config, resource, store);
         this.documents = documents;
+        if let (LoginSource::Oidc, Some(oidc)) = (server.login, &server.oidc) {
+            this.broker = Some(broker::Broker::new(oidc, &this.origin)?);
+        }
         Ok(Some(Arc::new(this)))
     }
 
@@ -108,6 +123,8 @@ impl AuthServer {
             pending: authorize::Pending::default(),
             registrations: Mutex::new((0, 0)),
             documents: None,
+            attempts: login_attempts(server),
+            broker: None,
         };
         this.metadata = Bytes::from(this.metadata_document().to_string());
         this
@@ -122,6 +139,15 @@ impl AuthServer {
     /// them, then keeps rotating them and expiring unused registrations.
     pub async fn start(self: &Arc<Self>) -> Result<(), String> {
         let now = unix_now();
+        let configured: Vec<String> = self.config.clients.iter().map(|c| c.client_id.clone()).collect();
+        let forgotten = self
+            .store
+            .forget_static_clients(configured)
+            .await
+            .map_err(|e| e.to_string())?;
+        if forgotten > 0 {
+            tracing::info!(clients = forgotten, "forgot static clients no longer configured");
+        }
         for client in &self.config.clients {
             let secret_sha256 = client.secret_sha256.as_deref().and_then(parse_hex);
             self.store
@@ -138,6 +164,9 @@ impl AuthServer {
                 .map_err(|e| e.to_string())?;
         }
         self.rotate(now).await?;
+        if let Some(broker) = &self.broker {
+            broker.start();
+        }
         let this = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
@@ -153,6 +182,9 @@ impl AuthServer {
                     Ok(n) => tracing::info!(clients = n, "forgot unused client registrations"),
                     Err(error) => tracing::warn!(%error, "expiring client registrations"),
                 }
+                if let Err(error) = this.store.sweep(now).await {
+                    tracing::warn!(%error, "forgetting expired codes and refresh tokens");
+                }
             }
         });
         Ok(())
@@ -165,8 +197,10 @@ impl AuthServer {
         let lifetime = self.config.access_token_lifetime.0.as_secs();
         let keys = match signing::rotated(&stored, now, rotation, lifetime) {
             Some(keys) => {
-                self.store
-                    .put_signing_keys(keys.clone())
+                // Compare and set: a replica that rotated first wins, and this one takes its keys.
+                let keys = self
+                    .store
+                    .put_signing_keys(stored, keys)
                     .await
                     .map_err(|e| e.to_string())?;
                 tracing::info!(keys = keys.len(), "the authorization server's signing keys changed");
@@ -181,10 +215,10 @@ impl AuthServer {
         Ok(())
     }
 
-    /// The newest signing key.
+    /// The key that signs now ([`signing::current`]).
     fn signing_key(&self) -> Option<StoredKey> {
         let keys = self.keys.read().unwrap_or_else(|e| e.into_inner()).clone();
-        keys.iter().max_by_key(|k| k.created_at).cloned()
+        signing::current(&keys, unix_now()).cloned()
     }
 
     /// The absolute URL of the endpoint `name` (`/oauth/NAME`).
@@ -268,6 +302,8 @@ impl AuthServer {
             ("jwks", _) => method_not_allowed("GET"),
             ("authorize", &Method::GET) => self.authorize(&request).await,
             ("authorize", _) => method_not_allowed("GET"),
+            ("callback", &Method::GET) => self.callback(&request).await,
+            ("callback", _) => method_not_allowed("GET"),
             ("login", &Method::POST) => self.login(&request).await,
             ("consent", &Method::POST) => self.consent(&request).await,
             ("login" | "consent", _) => method_not_allowed("POST"),
@@ -278,6 +314,25 @@ impl AuthServer {
             ("register", _) if self.config.dynamic_registration => method_not_allowed("POST"),
             _ => plain(StatusCode::NOT_FOUND, "not found"),
         }
+    }
+}
+
+/// The login attempt limit of `server`: in Redis with `storage = "redis"` (every
+/// replica sees the same counts), else in this process.
+fn login_attempts(server: &AuthServerConfig) -> attempts::LoginAttempts {
+    let (limit, window) = (server.login_attempts, server.login_attempts_window.0);
+    let endpoint = match (server.storage, server.redis_url.as_deref()) {
+        (crate::config::StorageKind::Redis, Some(url)) => crate::store::redis::Endpoint::parse(url).ok(),
+        _ => None,
+    };
+    match endpoint {
+        Some(endpoint) => attempts::LoginAttempts::shared(
+            limit,
+            window,
+            crate::store::redis::Pool::new(endpoint, server.redis_timeout.0),
+            server.redis_key_prefix.clone(),
+        ),
+        None => attempts::LoginAttempts::new(limit, window),
     }
 }
 

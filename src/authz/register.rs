@@ -8,7 +8,7 @@ use http::StatusCode;
 use serde_json::{Value, json};
 
 use super::rules::ApplicationType;
-use super::store::{Client, ClientOrigin};
+use super::store::{Client, ClientOrigin, StoreError};
 use super::{AuthServer, Response, oauth_error, private_json, sha256, signing, unix_now};
 
 /// Largest registration document accepted.
@@ -17,25 +17,24 @@ const MAX_REGISTRATION: usize = 16 * 1024;
 const MAX_REDIRECTS: usize = 20;
 
 impl AuthServer {
-    /// The client `client_id`, if known (marked used now).
-    pub(super) async fn find_client(&self, client_id: &str) -> Option<Client> {
+    /// The client `client_id`, if known (marked used now); `Err` when the store
+    /// cannot be reached (not the client's fault: 503, not "unknown client").
+    pub(super) async fn find_client(&self, client_id: &str) -> Result<Option<Client>, StoreError> {
         if client_id.starts_with("https://") {
-            let documents = self.documents.as_ref()?;
+            let Some(documents) = self.documents.as_ref() else {
+                return Ok(None);
+            };
             return match documents.client(client_id, unix_now()).await {
-                Ok(client) => Some(client),
+                Ok(client) => Ok(Some(client)),
                 Err(why) => {
                     tracing::warn!(client = %client_id, reason = %why, "refused a client metadata document");
-                    None
+                    Ok(None)
                 }
             };
         }
-        match self.store.client(client_id, unix_now()).await {
-            Ok(client) => client,
-            Err(error) => {
-                tracing::warn!(%error, "looking a client up");
-                None
-            }
-        }
+        self.store.client(client_id, unix_now()).await.inspect_err(|error| {
+            tracing::warn!(%error, "looking a client up");
+        })
     }
 
     /// POST `/oauth/register`.
@@ -71,6 +70,10 @@ impl AuthServer {
         };
         match self.registered(metadata).await {
             Ok(response) => response,
+            // The store cannot be reached: not the client's fault.
+            Err((error @ "temporarily_unavailable", description)) => {
+                oauth_error(StatusCode::SERVICE_UNAVAILABLE, error, &description)
+            }
             Err((error, description)) => oauth_error(StatusCode::BAD_REQUEST, error, &description),
         }
     }

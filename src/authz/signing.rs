@@ -1,6 +1,8 @@
 //! The authorization server's signing keys: Ed25519 keys it generates, rotates
 //! every `key_rotation` (the previous keys stay in the JWKS until every token they
 //! signed has expired), and signs RFC 9068 access tokens (`typ: at+jwt`) with.
+//! A new key signs only once it is [`PUBLISHED_AHEAD`] old, so that every replica
+//! sharing the store has read it into its JWKS before a token it signed arrives.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -15,6 +17,19 @@ use super::store::StoredKey;
 const PKCS8_ED25519_PREFIX: [u8; 16] = [
     0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
 ];
+
+/// How long a new key is published before it signs (replicas reload the keys
+/// every minute); until then the previous one signs.
+pub const PUBLISHED_AHEAD: u64 = 120;
+
+/// The key to sign with at `now`: the newest one published for [`PUBLISHED_AHEAD`],
+/// else (a first start) the newest one.
+pub fn current(keys: &[StoredKey], now: u64) -> Option<&StoredKey> {
+    keys.iter()
+        .filter(|k| k.created_at.saturating_add(PUBLISHED_AHEAD) <= now)
+        .max_by_key(|k| k.created_at)
+        .or_else(|| keys.iter().max_by_key(|k| k.created_at))
+}
 
 /// A new key made now.
 pub fn generate(now: u64) -> StoredKey {
@@ -31,7 +46,8 @@ pub fn generate(now: u64) -> StoredKey {
 
 /// The keys after a rotation check at `now`: a new one when the newest is older
 /// than `rotation` (or there is none); keys whose tokens have all expired are
-/// dropped (a key retired at `t` signed its last token at `t`). `None`: unchanged.
+/// dropped (a key retired at `t`, when its successor was made, signed its last
+/// token at `t + PUBLISHED_AHEAD`). `None`: unchanged.
 pub fn rotated(keys: &[StoredKey], now: u64, rotation: u64, token_lifetime: u64) -> Option<Vec<StoredKey>> {
     let newest = keys.iter().map(|k| k.created_at).max();
     let mut next: Vec<StoredKey> = keys.to_vec();
@@ -46,7 +62,7 @@ pub fn rotated(keys: &[StoredKey], now: u64, rotation: u64, token_lifetime: u64)
     let before = next.len();
     next.retain(|key| {
         let successor = created.iter().find(|&&c| c > key.created_at);
-        successor.is_none_or(|&retired| now <= retired.saturating_add(token_lifetime))
+        successor.is_none_or(|&retired| now <= retired.saturating_add(PUBLISHED_AHEAD + token_lifetime))
     });
     changed |= next.len() != before;
     changed.then_some(next)
@@ -89,14 +105,19 @@ pub struct AccessClaims<'a> {
     pub scope: &'a str,
 }
 
-/// Signs `claims` with `key` as an `at+jwt`.
-pub fn sign(key: &StoredKey, claims: &AccessClaims<'_>) -> Result<String, String> {
+/// The private half of `key`, for jsonwebtoken.
+pub fn encoding_key(key: &StoredKey) -> EncodingKey {
     let mut der = PKCS8_ED25519_PREFIX.to_vec();
     der.extend_from_slice(&key.seed);
+    EncodingKey::from_ed_der(&der)
+}
+
+/// Signs `claims` with `key` as an `at+jwt`.
+pub fn sign(key: &StoredKey, claims: &AccessClaims<'_>) -> Result<String, String> {
     let mut header = Header::new(Algorithm::EdDSA);
     header.kid = Some(key.kid.clone());
     header.typ = Some("at+jwt".into());
-    jsonwebtoken::encode(&header, claims, &EncodingKey::from_ed_der(&der)).map_err(|e| e.to_string())
+    jsonwebtoken::encode(&header, claims, &encoding_key(key)).map_err(|e| e.to_string())
 }
 
 /// A random token (codes, refresh tokens, CSRF tokens): 32 bytes, base64url.
@@ -114,7 +135,7 @@ mod tests {
     fn key(created_at: u64) -> StoredKey {
         StoredKey {
             kid: format!("k{created_at}"),
-            seed: [created_at as u8; 32],
+            seed: [(created_at % 256) as u8; 32],
             created_at,
         }
     }
@@ -145,6 +166,23 @@ mod tests {
     }
 
     #[test]
+    fn a_new_key_signs_once_published_long_enough() {
+        let keys = [key(0), key(1000)];
+        // (keys, now, the signing key's created_at)
+        let cases: Vec<(&[StoredKey], u64, Option<u64>)> = vec![
+            (&[], 5, None),
+            (&keys[..1], 0, Some(0)),
+            (&keys, 1000, Some(0)),
+            (&keys, 1000 + PUBLISHED_AHEAD - 1, Some(0)),
+            (&keys, 1000 + PUBLISHED_AHEAD, Some(1000)),
+            (&keys[1..], 1000, Some(1000)),
+        ];
+        for (keys, now, expected) in cases {
+            assert_eq!(current(keys, now).map(|k| k.created_at), expected, "at {now}");
+        }
+    }
+
+    #[test]
     fn rotation_keeps_old_keys_while_their_tokens_live() {
         let kids = |keys: &Option<Vec<StoredKey>>| -> Option<Vec<u64>> {
             keys.as_ref().map(|k| k.iter().map(|k| k.created_at).collect())
@@ -152,13 +190,14 @@ mod tests {
         // (keys, now, expected created_at of the keys afterwards; None: unchanged)
         let cases: Vec<(Vec<StoredKey>, u64, Option<Vec<u64>>)> = vec![
             (vec![], 50, Some(vec![50])),
-            (vec![key(0)], 99, None),
-            (vec![key(0)], 100, Some(vec![0, 100])),
-            (vec![key(0), key(100)], 110, None),
-            (vec![key(0), key(100)], 111, Some(vec![100])),
+            (vec![key(0)], 999, None),
+            (vec![key(0)], 1000, Some(vec![0, 1000])),
+            // Key 0 signs until key 1000 is published (1120), and its tokens live 10 s more.
+            (vec![key(0), key(1000)], 1130, None),
+            (vec![key(0), key(1000)], 1131, Some(vec![1000])),
         ];
         for (keys, now, expected) in cases {
-            assert_eq!(kids(&rotated(&keys, now, 100, 10)), expected, "at {now}");
+            assert_eq!(kids(&rotated(&keys, now, 1000, 10)), expected, "at {now}");
         }
     }
 }

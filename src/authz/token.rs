@@ -248,6 +248,7 @@ impl AuthServer {
         let client = self
             .find_client(&client_id)
             .await
+            .map_err(unavailable)?
             .ok_or_else(|| invalid_client("unknown client"))?;
         match (&client.secret_sha256, secret) {
             (None, None) => Ok(client),

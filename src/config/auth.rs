@@ -26,7 +26,7 @@ pub struct AuthConfig {
 
 impl AuthConfig {
     /// The environment variables eragate reads secrets from (tokens' `env`,
-    /// introspection's `client_secret_env`): stdio children never inherit them
+    /// introspection's and `[auth.server.oidc]`'s `client_secret_env`): stdio children never inherit them
     /// through a pattern.
     pub fn secret_env_names(&self) -> Vec<String> {
         let tokens = self.tokens.iter().filter_map(|token| match &token.source {
@@ -38,7 +38,12 @@ impl AuthConfig {
             .as_ref()
             .and_then(|oauth| oauth.introspection.as_ref())
             .and_then(|introspection| introspection.client_secret_env.clone());
-        tokens.chain(secret).collect()
+        let broker_secret = self
+            .server
+            .as_ref()
+            .and_then(|server| server.oidc.as_ref())
+            .and_then(|oidc| oidc.client_secret_env.clone());
+        tokens.chain(secret).chain(broker_secret).collect()
     }
 }
 

@@ -17,9 +17,13 @@ pub struct AuthServerConfig {
     /// `listen.public_url` (else the listener's URL).
     #[serde(default)]
     pub issuer: Option<String>,
-    /// Who logs in: `local` (the `users` list). Default `local`.
+    /// Who logs in: `local` (the `users` list) or `oidc` (brokered to the OpenID
+    /// provider of `[auth.server.oidc]`). Default `local`.
     #[serde(default)]
     pub login: LoginSource,
+    /// `[auth.server.oidc]`: the upstream OpenID provider of `login = "oidc"`.
+    #[serde(default)]
+    pub oidc: Option<OidcLogin>,
     /// `[[auth.server.users]]`: local users and their Argon2id password hashes.
     #[serde(default)]
     pub users: Vec<LocalUser>,
@@ -69,6 +73,36 @@ pub struct AuthServerConfig {
     /// otherwise). Default none.
     #[serde(default)]
     pub client_metadata_private_hosts: Vec<String>,
+    /// Where clients, codes, refresh-token families, consents and signing keys are
+    /// kept: `memory` (this process; forgotten on restart: tests and development),
+    /// `sqlite` (the file `sqlite_path`: a single instance that survives restarts)
+    /// or `redis` (`redis_url`: several replicas sharing every grant). Default `memory`.
+    #[serde(default)]
+    pub storage: StorageKind,
+    /// The SQLite file of `storage = "sqlite"`, created (mode 0600: it holds the
+    /// signing keys) if absent. Required with it.
+    #[serde(default)]
+    pub sqlite_path: Option<std::path::PathBuf>,
+    /// The Redis server of `storage = "redis"`: `redis://[:PASSWORD@]HOST:PORT[/DB]`
+    /// (plain TCP). Required with it.
+    #[serde(default)]
+    pub redis_url: Option<String>,
+    /// Prefix of every key the authorization server writes in Redis. Default `eragate:as:`.
+    #[serde(default = "default_redis_prefix")]
+    pub redis_key_prefix: String,
+    /// How long one Redis command may take before the store is taken as down (the
+    /// request then fails with `temporarily_unavailable`). Default 2 s.
+    #[serde(default = "default_redis_timeout")]
+    pub redis_timeout: Humantime,
+    /// Failed sign-ins allowed per user name, and per client IP, within
+    /// `login_attempts_window`; past it the login page answers 429 "too many
+    /// attempts" until the window ends. Counted in Redis with `storage = "redis"`
+    /// (across replicas), else in this process. 0: no limit. Default 5.
+    #[serde(default = "default_login_attempts")]
+    pub login_attempts: u32,
+    /// The window of `login_attempts` (a fixed window per user and per IP). Default 15 min.
+    #[serde(default = "default_login_attempts_window")]
+    pub login_attempts_window: Humantime,
 }
 
 impl Default for AuthServerConfig {
@@ -90,6 +124,14 @@ impl Default for AuthServerConfig {
             client_metadata_documents: true,
             client_metadata_ca: None,
             client_metadata_private_hosts: Vec::new(),
+            oidc: None,
+            storage: StorageKind::Memory,
+            sqlite_path: None,
+            redis_url: None,
+            redis_key_prefix: default_redis_prefix(),
+            redis_timeout: default_redis_timeout(),
+            login_attempts: default_login_attempts(),
+            login_attempts_window: default_login_attempts_window(),
         }
     }
 }
@@ -112,6 +154,81 @@ pub enum LoginSource {
     /// The `users` list.
     #[default]
     Local,
+    /// The OpenID provider of `[auth.server.oidc]` (eragate is its confidential client).
+    Oidc,
+}
+
+/// `[auth.server] storage`: where the authorization server's state is kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageKind {
+    /// In this process only.
+    #[default]
+    Memory,
+    /// A SQLite file (`sqlite_path`).
+    Sqlite,
+    /// A Redis server (`redis_url`), shared by replicas.
+    Redis,
+}
+
+/// `[auth.server.oidc]`: the OpenID provider users sign in at when `login = "oidc"`.
+/// eragate is its confidential client, with the redirect URI `ISSUER-ORIGIN/oauth/callback`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OidcLogin {
+    /// The provider's issuer (https, or http on loopback); its OpenID discovery
+    /// document is read from `ISSUER/.well-known/openid-configuration`. Required.
+    pub issuer: String,
+    /// eragate's client id at the provider. Required.
+    pub client_id: String,
+    /// eragate's client secret, in the file. Give this or `client_secret_env`.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// An environment variable holding the client secret, read at start.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
+    /// Scopes asked of the provider besides `openid`. Default none.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// The ID token claim that becomes the principal. Default `sub`.
+    #[serde(default = "default_subject_claim")]
+    pub subject_claim: String,
+    /// ID token signature algorithms accepted. Default RS256, ES256, EdDSA.
+    #[serde(default = "default_oidc_algorithms")]
+    pub algorithms: Vec<String>,
+    /// A PEM bundle trusted instead of the public roots toward the provider. Default: the public roots.
+    #[serde(default)]
+    pub ca: Option<std::path::PathBuf>,
+}
+
+impl OidcLogin {
+    /// The client secret: the file's, else the environment variable's (`None` if unset).
+    pub fn secret(&self) -> Option<String> {
+        match (&self.client_secret, &self.client_secret_env) {
+            (Some(secret), _) => Some(secret.clone()),
+            (None, Some(name)) => std::env::var(name).ok().filter(|v| !v.is_empty()),
+            (None, None) => None,
+        }
+    }
+}
+
+fn default_subject_claim() -> String {
+    "sub".into()
+}
+fn default_oidc_algorithms() -> Vec<String> {
+    ["RS256", "ES256", "EdDSA"].map(String::from).to_vec()
+}
+fn default_redis_prefix() -> String {
+    "eragate:as:".into()
+}
+fn default_redis_timeout() -> Humantime {
+    Humantime(Duration::from_secs(2))
+}
+fn default_login_attempts() -> u32 {
+    5
+}
+fn default_login_attempts_window() -> Humantime {
+    Humantime(Duration::from_secs(15 * 60))
 }
 
 /// `[[auth.server.users]]`: one local user.
@@ -245,6 +362,90 @@ pub fn server_issues(server: &AuthServerConfig, listen: &ListenConfig, oauth_iss
             "auth.server.code_lifetime".into(),
             "at most 10m (RFC 6749 §4.1.2: codes are short-lived)".into(),
         );
+    }
+    match server.storage {
+        StorageKind::Memory => {}
+        StorageKind::Sqlite => match &server.sqlite_path {
+            None => push(
+                "auth.server.sqlite_path".into(),
+                "required with storage = \"sqlite\"".into(),
+            ),
+            Some(path) => {
+                let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+                if parent.is_some_and(|p| !p.is_dir()) {
+                    push(
+                        "auth.server.sqlite_path".into(),
+                        format!("{}: its directory does not exist", path.display()),
+                    );
+                }
+            }
+        },
+        StorageKind::Redis => match &server.redis_url {
+            None => push(
+                "auth.server.redis_url".into(),
+                "required with storage = \"redis\"".into(),
+            ),
+            Some(url) => {
+                if let Err(why) = crate::store::redis::Endpoint::parse(url) {
+                    push("auth.server.redis_url".into(), why);
+                }
+            }
+        },
+    }
+    if server.redis_timeout.0.is_zero() {
+        push("auth.server.redis_timeout".into(), "must be longer than 0s".into());
+    }
+    if server.login_attempts > 0 && server.login_attempts_window.0.is_zero() {
+        push(
+            "auth.server.login_attempts_window".into(),
+            "must be longer than 0s".into(),
+        );
+    }
+    match (server.login, &server.oidc) {
+        (LoginSource::Oidc, None) => push(
+            "auth.server.oidc".into(),
+            "login = \"oidc\" needs [auth.server.oidc] (issuer, client_id, client_secret)".into(),
+        ),
+        (LoginSource::Local, Some(_)) => push(
+            "auth.server.login".into(),
+            "[auth.server.oidc] is set: say login = \"oidc\" (or remove it)".into(),
+        ),
+        (_, Some(oidc)) => {
+            if let Err(why) = super::check_issuer(&oidc.issuer) {
+                push("auth.server.oidc.issuer".into(), why);
+            }
+            if oidc.client_id.is_empty() {
+                push("auth.server.oidc.client_id".into(), "must not be empty".into());
+            }
+            if oidc.secret().is_none() {
+                push(
+                    "auth.server.oidc.client_secret".into(),
+                    "give client_secret, or client_secret_env naming a set variable".into(),
+                );
+            }
+            if oidc.subject_claim.is_empty() {
+                push("auth.server.oidc.subject_claim".into(), "must not be empty".into());
+            }
+            if let Some(unknown) = oidc
+                .algorithms
+                .iter()
+                .find(|a| crate::auth::jwt::algorithms(std::slice::from_ref(a)).is_empty())
+            {
+                push(
+                    "auth.server.oidc.algorithms".into(),
+                    format!("unknown algorithm {unknown:?}"),
+                );
+            }
+            if let Some(ca) = &oidc.ca
+                && !ca.is_file()
+            {
+                push(
+                    "auth.server.oidc.ca".into(),
+                    format!("{} is not a readable file", ca.display()),
+                );
+            }
+        }
+        (LoginSource::Local, None) => {}
     }
     if server.key_rotation.0 < server.access_token_lifetime.0 {
         push(

@@ -15,7 +15,7 @@ mod rate_limits;
 mod tls;
 
 pub use auth::*;
-pub use auth_server::{AuthServerConfig, LocalUser, LoginSource, StaticClient};
+pub use auth_server::{AuthServerConfig, LocalUser, LoginSource, OidcLogin, StaticClient, StorageKind};
 pub use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
 pub use limits::LimitsConfig;
 pub use model::*;

@@ -6,6 +6,10 @@ mod body;
 mod hosts;
 mod listener;
 
+/// The TCP peer of a request, put in its extensions by the listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerAddress(pub SocketAddr);
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -396,11 +400,14 @@ impl HttpFrontend {
         let Some(authz) = self.gateway.authz.clone() else {
             return reject(Rejection::NoEndpoint);
         };
-        let (parts, body) = request.into_parts();
+        let (mut parts, body) = request.into_parts();
         let bytes = match self.read_body(&parts, body).await {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
+        if let Some(PeerAddress(peer)) = parts.extensions.get::<PeerAddress>().copied() {
+            parts.extensions.insert(crate::authz::ClientIp(peer.ip()));
+        }
         let (parts, body) = authz.handle(http::Request::from_parts(parts, bytes)).await.into_parts();
         http::Response::from_parts(parts, respond::full(body))
     }

@@ -1,8 +1,10 @@
-//! The counters of shared rate limits, in a Redis server: one fixed window
-//! per key, counted atomically by a Lua script (INCR, then PEXPIRE on the
-//! window's first request). A handful of idle connections are kept; every
-//! count is bounded by a timeout, and an error is the caller's to judge
-//! (`rate_limits.redis.on_error`).
+//! A Redis client: [`Pool`] sends one command at a time on each of at most 64
+//! connections, a handful kept idle (each opened with AUTH and SELECT when the
+//! [`Endpoint`] says so), every exchange bounded by a timeout. On it, the counters of shared rate
+//! limits: one fixed window per key, counted atomically by a Lua script (INCR,
+//! then PEXPIRE on the window's first request); an error is the caller's to
+//! judge (`rate_limits.redis.on_error`). The authorization server's shared
+//! state ([`crate::authz::store::redis`]) uses the pool too.
 
 use std::time::Duration;
 
@@ -24,6 +26,8 @@ return {n, ttl}";
 
 /// Idle connections kept for the next counts.
 const IDLE_CONNECTIONS: usize = 8;
+/// Most connections open at once (commands beyond wait for one, within their timeout).
+const MAX_CONNECTIONS: usize = 64;
 
 /// Why a count failed.
 #[derive(Debug, thiserror::Error)]
@@ -42,22 +46,148 @@ pub enum RedisError {
     Unexpected(String),
 }
 
-/// The shared counters.
-pub struct Counters {
-    address: String,
-    prefix: String,
+/// Where a Redis server is, and how to log in to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `host:port`.
+    pub address: String,
+    /// The password of `AUTH`, if any.
+    pub password: Option<String>,
+    /// The database of `SELECT`, if not 0.
+    pub database: Option<u32>,
+}
+
+impl Endpoint {
+    /// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default).
+    pub fn parse(text: &str) -> Result<Endpoint, String> {
+        let url = url::Url::parse(text).map_err(|e| format!("{text:?} is not a URL ({e})"))?;
+        if url.scheme() != "redis" {
+            return Err("must be a redis:// URL (plain TCP; rediss:// is not supported)".into());
+        }
+        let host = url.host_str().filter(|h| !h.is_empty()).ok_or("names no host")?;
+        let address = format!("{host}:{}", url.port().unwrap_or(6379));
+        let password = url.password().map(percent_decode).filter(|p| !p.is_empty());
+        let database = match url.path().trim_start_matches('/') {
+            "" => None,
+            db => Some(
+                db.parse::<u32>()
+                    .map_err(|_| format!("{db:?} is not a database number"))?,
+            ),
+        };
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err("takes no query or fragment".into());
+        }
+        Ok(Endpoint {
+            address,
+            password,
+            database: database.filter(|&db| db != 0),
+        })
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    url::form_urlencoded::parse(format!("p={}", text.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+/// Kept connections to one server, one command at a time on each.
+pub struct Pool {
+    endpoint: Endpoint,
     timeout: Duration,
     idle: Mutex<Vec<BufStream<TcpStream>>>,
+    /// One permit per connection in use.
+    open: tokio::sync::Semaphore,
+}
+
+impl Pool {
+    /// A pool toward `endpoint` whose every command takes at most `timeout`;
+    /// nothing is connected yet.
+    pub fn new(endpoint: Endpoint, timeout: Duration) -> Pool {
+        Pool {
+            endpoint,
+            timeout,
+            idle: Mutex::new(Vec::new()),
+            open: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+        }
+    }
+
+    /// Sends the command `args` and reads its reply (a Redis error reply is `Ok(Value::Error)`).
+    pub async fn command(&self, args: &[&[u8]]) -> Result<Value, RedisError> {
+        let command = resp::encode(args);
+        let exchange = async {
+            let _permit = self
+                .open
+                .acquire()
+                .await
+                .map_err(|_| RedisError::Unexpected("the connection pool is closed".into()))?;
+            self.round_trip(&command).await
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| RedisError::Timeout(self.timeout))?
+    }
+
+    /// Sends `command` on an idle connection (or a new one) and reads its reply.
+    /// A connection goes back to the idle set only after a whole exchange.
+    async fn round_trip(&self, command: &[u8]) -> Result<Value, RedisError> {
+        let idle = self.idle.lock().await.pop();
+        let mut stream = match idle {
+            Some(stream) => stream,
+            None => self.connect().await?,
+        };
+        stream.write_all(command).await?;
+        stream.flush().await?;
+        let reply = read_reply(&mut stream).await?;
+        let mut idle = self.idle.lock().await;
+        if idle.len() < IDLE_CONNECTIONS {
+            idle.push(stream);
+        }
+        Ok(reply)
+    }
+
+    /// A new connection, logged in and on its database.
+    async fn connect(&self) -> Result<BufStream<TcpStream>, RedisError> {
+        let mut stream = BufStream::new(TcpStream::connect(&self.endpoint.address).await?);
+        let database = self.endpoint.database.map(|db| db.to_string());
+        let mut setup: Vec<Vec<u8>> = Vec::new();
+        if let Some(password) = &self.endpoint.password {
+            setup.push(resp::encode(&[b"AUTH", password.as_bytes()]));
+        }
+        if let Some(db) = &database {
+            setup.push(resp::encode(&[b"SELECT", db.as_bytes()]));
+        }
+        for command in setup {
+            stream.write_all(&command).await?;
+            stream.flush().await?;
+            match read_reply(&mut stream).await? {
+                Value::Simple(_) => {}
+                Value::Error(error) => return Err(RedisError::Unexpected(error)),
+                other => return Err(RedisError::Unexpected(format!("{other:?}"))),
+            }
+        }
+        Ok(stream)
+    }
+}
+
+/// The shared counters.
+pub struct Counters {
+    prefix: String,
+    pool: Pool,
 }
 
 impl Counters {
     /// Counters on the server of `config`; nothing is connected yet.
     pub fn new(config: &RedisConfig) -> Counters {
-        Counters {
+        let endpoint = Endpoint {
             address: config.address.clone(),
+            password: None,
+            database: None,
+        };
+        Counters {
             prefix: config.key_prefix.clone(),
-            timeout: config.timeout.0,
-            idle: Mutex::new(Vec::new()),
+            pool: Pool::new(endpoint, config.timeout.0),
         }
     }
 
@@ -66,16 +196,16 @@ impl Counters {
     pub async fn count(&self, key: &str, window: Duration) -> Result<(u64, Duration), RedisError> {
         let key = format!("{}{key}", self.prefix);
         let window_ms = window.as_millis().max(1).to_string();
-        let command = resp::encode(&[
-            b"EVAL",
-            COUNT_SCRIPT.as_bytes(),
-            b"1",
-            key.as_bytes(),
-            window_ms.as_bytes(),
-        ]);
-        let reply = tokio::time::timeout(self.timeout, self.round_trip(&command))
-            .await
-            .map_err(|_| RedisError::Timeout(self.timeout))??;
+        let reply = self
+            .pool
+            .command(&[
+                b"EVAL",
+                COUNT_SCRIPT.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                window_ms.as_bytes(),
+            ])
+            .await?;
         match reply {
             Value::Array(Some(items)) => match items.as_slice() {
                 [Value::Integer(n), Value::Integer(ttl)] => Ok((
@@ -87,24 +217,6 @@ impl Counters {
             Value::Error(error) => Err(RedisError::Unexpected(error)),
             other => Err(RedisError::Unexpected(format!("{other:?}"))),
         }
-    }
-
-    /// Sends `command` on an idle connection (or a new one) and reads its reply.
-    /// A connection goes back to the idle set only after a whole exchange.
-    async fn round_trip(&self, command: &[u8]) -> Result<Value, RedisError> {
-        let idle = self.idle.lock().await.pop();
-        let mut stream = match idle {
-            Some(stream) => stream,
-            None => BufStream::new(TcpStream::connect(&self.address).await?),
-        };
-        stream.write_all(command).await?;
-        stream.flush().await?;
-        let reply = read_reply(&mut stream).await?;
-        let mut idle = self.idle.lock().await;
-        if idle.len() < IDLE_CONNECTIONS {
-            idle.push(stream);
-        }
-        Ok(reply)
     }
 }
 
@@ -123,5 +235,38 @@ async fn read_reply(stream: &mut BufStream<TcpStream>) -> Result<Value, RedisErr
             return Err(RedisError::Io(std::io::ErrorKind::UnexpectedEof.into()));
         }
         buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_parse_from_urls() {
+        let at = |address: &str, password: Option<&str>, database: Option<u32>| {
+            Ok(Endpoint {
+                address: address.into(),
+                password: password.map(str::to_owned),
+                database,
+            })
+        };
+        let cases: Vec<(&str, Result<Endpoint, ()>)> = vec![
+            ("redis://127.0.0.1:6380", at("127.0.0.1:6380", None, None)),
+            ("redis://localhost", at("localhost:6379", None, None)),
+            (
+                "redis://:s%40cret@10.0.0.1:1/2",
+                at("10.0.0.1:1", Some("s@cret"), Some(2)),
+            ),
+            ("redis://u:pw@h:1/0", at("h:1", Some("pw"), None)),
+            ("rediss://h:1", Err(())),
+            ("http://h:1", Err(())),
+            ("redis://h:1/x", Err(())),
+            ("redis://h:1/?a=b", Err(())),
+            ("127.0.0.1:6379", Err(())),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(Endpoint::parse(text).map_err(|_| ()), expected, "{text}");
+        }
     }
 }

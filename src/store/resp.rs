@@ -28,8 +28,9 @@ pub enum ProtocolError {
     TooLarge,
 }
 
-/// The largest bulk string accepted (eragate reads counters, not data).
-const MAX_BULK: usize = 64 * 1024;
+/// The largest bulk string accepted (counters, and the authorization server's
+/// records: a client registration, a grant, the signing keys).
+const MAX_BULK: usize = 1024 * 1024;
 /// The most items in one array.
 const MAX_ITEMS: usize = 1024;
 /// The deepest nesting of arrays.

@@ -170,8 +170,14 @@ impl Eragate {
 
     /// Like [`Eragate::start_with_args`], with extra environment variables for eragate itself.
     pub fn start_with_env(config: &str, args: &[&str], env: &[(&str, &str)]) -> Eragate {
-        let dir = tempfile::tempdir().expect("tempdir");
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        Eragate::start_at(addr, config, args, env)
+    }
+
+    /// Like [`Eragate::start_with_env`], listening at `addr` (a restart on the same
+    /// address, or a URL that must be known before eragate starts).
+    pub fn start_at(addr: SocketAddr, config: &str, args: &[&str], env: &[(&str, &str)]) -> Eragate {
+        let dir = tempfile::tempdir().expect("tempdir");
         let config = format!("{config}\n");
         let config = if config.contains("[listen]") {
             config.replacen("[listen]", &format!("[listen]\naddress = \"{addr}\""), 1)

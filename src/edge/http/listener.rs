@@ -140,8 +140,9 @@ impl Connection {
         let activity = Arc::new(Activity::new());
         let service = {
             let activity = activity.clone();
-            service_fn(move |request| {
+            service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                 let (frontend, in_flight) = (frontend.clone(), activity.enter());
+                request.extensions_mut().insert(super::PeerAddress(peer));
                 async move {
                     let response = frontend.handle(request).await;
                     Ok::<_, Infallible>(response.map(|body| Tracked {

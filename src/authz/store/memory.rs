@@ -1,137 +1,11 @@
-//! What the authorization server remembers: clients, authorization codes,
-//! refresh-token families, consents and signing keys, behind the [`Store`] trait
-//! (async, so that a shared store can sit behind it), with the in-memory
-//! [`MemoryStore`]. Codes and refresh tokens are kept by their SHA-256 only.
-//! Every map is bounded: the oldest entries go first once it is full.
+//! The in-memory [`MemoryStore`]: state in this process only (tests, and single
+//! instances that may forget everything on restart). Every map is bounded: once
+//! one is full, its expired entries go, and if that is not enough, all of them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use futures_util::future::BoxFuture;
-use serde::{Deserialize, Serialize};
-
-/// A registered client.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Client {
-    /// The client id.
-    pub client_id: String,
-    /// SHA-256 of its secret (a confidential client), else none (a public one).
-    pub secret_sha256: Option<[u8; 32]>,
-    /// Its exact redirect URIs.
-    pub redirect_uris: Vec<String>,
-    /// The name shown on the consent page.
-    pub client_name: Option<String>,
-    /// How it came to be known.
-    pub origin: ClientOrigin,
-    /// When it was registered (seconds since the epoch).
-    pub registered_at: u64,
-    /// The registration as the client sent it (echoed back, RFC 7591 §3.2.1).
-    pub metadata: Option<serde_json::Value>,
-}
-
-/// How a client came to be known.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ClientOrigin {
-    /// `[[auth.server.clients]]`.
-    Static,
-    /// Dynamic Client Registration; forgotten when unused for `registration_expiry`.
-    Dynamic,
-    /// A Client ID Metadata Document.
-    MetadataDocument,
-}
-
-/// What an authorization code stands for.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Grant {
-    /// The client it was issued to.
-    pub client_id: String,
-    /// The user (the token's `sub`).
-    pub subject: String,
-    /// The redirect URI of the authorization request.
-    pub redirect_uri: String,
-    /// The PKCE S256 challenge.
-    pub code_challenge: String,
-    /// The resource (the token's `aud`).
-    pub resource: String,
-    /// The granted scopes.
-    pub scopes: Vec<String>,
-    /// When the code (or the refresh token) stops working.
-    pub expires_at: u64,
-}
-
-/// A code taken from the store.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Taken {
-    /// First use: what it grants.
-    Fresh(Grant),
-    /// Used before: the refresh-token family it produced (to revoke), if any.
-    Reused(Option<String>),
-    /// Unknown.
-    Missing,
-}
-
-/// A refresh token taken from the store.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TakenRefresh {
-    /// First use of a live token: its family and grant.
-    Fresh(String, Grant),
-    /// Used before (or its family was revoked): the family, now revoked.
-    Reused(String),
-    /// Unknown.
-    Missing,
-}
-
-/// A signing key as stored (the private key too: storage must be protected like a secret).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoredKey {
-    /// The key id.
-    pub kid: String,
-    /// The Ed25519 seed.
-    pub seed: [u8; 32],
-    /// When it was made.
-    pub created_at: u64,
-}
-
-/// Storage errors (a shared store that cannot be reached).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("authorization server storage: {0}")]
-pub struct StoreError(pub String);
-
-/// The result of a store call.
-pub type Stored<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
-
-/// Where the authorization server keeps its state.
-pub trait Store: Send + Sync {
-    /// Registers (or replaces) a client.
-    fn put_client(&self, client: Client) -> Stored<'_, ()>;
-    /// A client by id; `now` marks it used.
-    fn client(&self, client_id: &str, now: u64) -> Stored<'_, Option<Client>>;
-    /// Forgets dynamic clients unused since `before`; how many.
-    fn expire_clients(&self, before: u64) -> Stored<'_, usize>;
-    /// Stores a code (its digest).
-    fn put_code(&self, digest: [u8; 32], grant: Grant) -> Stored<'_, ()>;
-    /// Takes a code: the first time its grant, afterwards [`Taken::Reused`].
-    fn take_code(&self, digest: [u8; 32]) -> Stored<'_, Taken>;
-    /// Records the refresh-token family a code produced (revoked if the code is reused).
-    fn link_code(&self, digest: [u8; 32], family: String) -> Stored<'_, ()>;
-    /// Stores a refresh token of `family`.
-    fn put_refresh(&self, digest: [u8; 32], family: String, grant: Grant) -> Stored<'_, ()>;
-    /// Takes a refresh token: the first time its family and grant; a second use
-    /// revokes the whole family.
-    fn take_refresh(&self, digest: [u8; 32]) -> Stored<'_, TakenRefresh>;
-    /// Revokes a family: none of its refresh tokens works any more.
-    fn revoke_family(&self, family: String) -> Stored<'_, ()>;
-    /// The family of a refresh token (used or not) and its client, for revocation.
-    fn family_of(&self, digest: [u8; 32]) -> Stored<'_, Option<(String, String)>>;
-    /// The scopes `subject` consented to for `client_id`.
-    fn consent(&self, subject: &str, client_id: &str) -> Stored<'_, Option<Vec<String>>>;
-    /// Remembers a consent.
-    fn put_consent(&self, subject: String, client_id: String, scopes: Vec<String>) -> Stored<'_, ()>;
-    /// The signing keys, oldest first.
-    fn signing_keys(&self) -> Stored<'_, Vec<StoredKey>>;
-    /// Replaces the signing keys.
-    fn put_signing_keys(&self, keys: Vec<StoredKey>) -> Stored<'_, ()>;
-}
+use super::{Client, ClientOrigin, Grant, Store, Stored, StoredKey, Taken, TakenRefresh, now};
 
 /// Most entries of each map of the [`MemoryStore`].
 const MAX_ENTRIES: usize = 100_000;
@@ -182,12 +56,6 @@ fn bound<K, V>(map: &mut HashMap<K, V>, expired: impl Fn(&V) -> bool) {
     }
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 impl Store for MemoryStore {
     fn put_client(&self, client: Client) -> Stored<'_, ()> {
         self.with(move |m| {
@@ -212,6 +80,15 @@ impl Store for MemoryStore {
             let was = m.clients.len();
             m.clients
                 .retain(|_, (c, used)| c.origin == ClientOrigin::Static || *used >= before);
+            was - m.clients.len()
+        })
+    }
+
+    fn forget_static_clients(&self, keep: Vec<String>) -> Stored<'_, usize> {
+        self.with(move |m| {
+            let was = m.clients.len();
+            m.clients
+                .retain(|id, (c, _)| c.origin != ClientOrigin::Static || keep.contains(id));
             was - m.clients.len()
         })
     }
@@ -316,8 +193,13 @@ impl Store for MemoryStore {
         self.with(|m| m.keys.clone())
     }
 
-    fn put_signing_keys(&self, keys: Vec<StoredKey>) -> Stored<'_, ()> {
-        self.with(move |m| m.keys = keys)
+    fn put_signing_keys(&self, expected: Vec<StoredKey>, keys: Vec<StoredKey>) -> Stored<'_, Vec<StoredKey>> {
+        self.with(move |m| {
+            if m.keys == expected {
+                m.keys = keys;
+            }
+            m.keys.clone()
+        })
     }
 }
 
