@@ -12,6 +12,7 @@
 
 mod client_session;
 mod dispatch;
+mod federated;
 mod legacy;
 pub mod listen;
 mod lists;

@@ -67,6 +67,11 @@ pub struct SessionClaims {
 }
 
 impl SessionStore {
+    /// The sealer of this gateway's keys (also for federated list cursors).
+    pub fn sealer(&self) -> &Sealer {
+        &self.sealer
+    }
+
     /// An empty store sealing ids with the configured key (a random one when
     /// none is set), remembering at most `max_ended` ended ids.
     pub fn new(config: SessionsConfig, max_ended: usize) -> SessionStore {

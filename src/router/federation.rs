@@ -1,0 +1,168 @@
+//! A federated backend: several upstream pools served as one MCP server on one
+//! path. It owns its members (each an ordinary [`Backend::Pool`]), their
+//! prefixes and the prefix mode, the exposed-name tables it last built, and the
+//! channel on which members' list changes reach listening clients. How names,
+//! cursors and handshakes combine is [`crate::federate`]'s; fetching from the
+//! members is the bridge's (`bridge/federated.rs`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, broadcast};
+
+use super::Backend;
+use crate::config::UpstreamConfig;
+use crate::federate::names::{Names, PrefixMode};
+use crate::federate::route::NameKind;
+use crate::telemetry::UpstreamStats;
+
+/// Bound of the list-change broadcast; a listener too slow loses the oldest
+/// (one `list_changed` stands for any number of changes).
+const CHANGES_QUEUE: usize = 16;
+
+/// One member of a federation: its backend and the prefix of its names.
+#[derive(Clone)]
+pub struct Member {
+    /// The member's own backend (one upstream pool).
+    pub backend: Backend,
+    /// `tool_prefix`, else the upstream's name.
+    pub prefix: String,
+}
+
+/// The servers behind one federated path.
+pub struct Federation {
+    /// The path: the federation's name in logs, metrics and sealed sessions.
+    name: Arc<str>,
+    /// The first member's configuration under the federation's name: its path
+    /// and timeouts stand for the federation's own requests.
+    config: UpstreamConfig,
+    members: Vec<Member>,
+    mode: PrefixMode,
+    stats: Arc<UpstreamStats>,
+    /// Bounds the federation's own fan-outs (each member bounds its requests too).
+    admission: Arc<Semaphore>,
+    /// The exposed names of tools and of prompts, built from complete listings
+    /// of every member (the owner of an exposed name needs them all under
+    /// `on_collision` and `never`). A std mutex: never held across `.await`.
+    names: Mutex<HashMap<NameKind, Arc<Names>>>,
+    /// Members left out of a list (failed or slow), for operators.
+    left_out: AtomicU64,
+    /// Members' list changes, by the notification method clients get.
+    changes: broadcast::Sender<&'static str>,
+}
+
+impl Federation {
+    /// A federation of `configs` (two or more upstreams on one path), each
+    /// member built by `member`.
+    pub fn new(configs: &[UpstreamConfig], member: impl Fn(&UpstreamConfig) -> Backend) -> Federation {
+        let path = configs.first().map_or_else(|| "/mcp".to_owned(), |c| c.path.clone());
+        let mut config = configs.first().cloned().unwrap_or_else(|| {
+            // Unreachable: a federation is built for two configurations or more.
+            UpstreamConfig::with_transport(&path, None, None, None)
+        });
+        config.name = path.clone();
+        let mode = configs.iter().find_map(|c| c.prefix_mode).unwrap_or(PrefixMode::Always);
+        let members = configs
+            .iter()
+            .map(|c| Member {
+                backend: member(c),
+                prefix: c.member_prefix().to_owned(),
+            })
+            .collect();
+        let name: Arc<str> = path.into();
+        Federation {
+            stats: Arc::new(UpstreamStats::new(name.clone())),
+            admission: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+            name,
+            config,
+            members,
+            mode,
+            names: Mutex::new(HashMap::new()),
+            left_out: AtomicU64::new(0),
+            changes: broadcast::channel(CHANGES_QUEUE).0,
+        }
+    }
+
+    /// The path it is served on, which names it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The configuration standing for the federation's own requests.
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.config
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &Arc<UpstreamStats> {
+        &self.stats
+    }
+
+    /// The members, in configuration order (a member's index is its place here).
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The members' prefixes, by index.
+    pub fn prefixes(&self) -> Vec<&str> {
+        self.members.iter().map(|m| m.prefix.as_str()).collect()
+    }
+
+    /// When names get their member's prefix.
+    pub fn mode(&self) -> PrefixMode {
+        self.mode
+    }
+
+    /// The admission semaphore of the federation's own fan-outs.
+    pub(super) fn admission(&self) -> &Arc<Semaphore> {
+        &self.admission
+    }
+
+    /// The exposed names of `kind` last built, if any.
+    pub fn names(&self, kind: NameKind) -> Option<Arc<Names>> {
+        lock(&self.names).get(&kind).cloned()
+    }
+
+    /// Keeps `names` as the exposed names of `kind`.
+    pub fn keep_names(&self, kind: NameKind, names: Arc<Names>) {
+        lock(&self.names).insert(kind, names);
+    }
+
+    /// A member was left out of a list.
+    pub fn count_left_out(&self) {
+        self.left_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Members' list changes from now on (`notifications/tools/list_changed`…).
+    pub fn list_changes(&self) -> broadcast::Receiver<&'static str> {
+        self.changes.subscribe()
+    }
+
+    /// A member's list of `kind` changed: the names built from it are stale,
+    /// and listening clients are told with `notification`.
+    pub fn list_changed(&self, notification: &'static str) {
+        if let Some(kind) = NameKind::of_notification(notification) {
+            lock(&self.names).remove(&kind);
+        }
+        let _ = self.changes.send(notification);
+    }
+
+    /// The admin view: the federation and each member's own.
+    pub fn snapshot(&self) -> Value {
+        let members: Vec<Value> = self.members.iter().map(|m| m.backend.snapshot()).collect();
+        json!({
+            "name": &*self.name,
+            "federation": true,
+            "prefix_mode": format!("{:?}", self.mode),
+            "left_out": self.left_out.load(Ordering::Relaxed),
+            "members": members,
+        })
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Poisoning only means a panic elsewhere mid-update; a names table is replaced whole.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
