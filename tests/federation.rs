@@ -272,30 +272,63 @@ fn on_collision_prefixes_only_shared_names() {
 
 #[test]
 fn never_refuses_shared_names() {
-    let federation = Federation::start("never");
-    let listed = federation.modern(1, "tools/list", None, json!({}));
-    let message = listed["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("both offer") && message.contains("\"echo\""),
-        "a collision names the name and the members: {listed}"
+    // check-config starts the members and lists their names: echo is everything's and py's.
+    let py = LegacyHttpServer::start(&[]);
+    let everything = serde_json::to_string(&everything_stdio_command()).expect("json");
+    let members = format!(
+        "[[upstreams]]\nname = \"everything\"\nprefix_mode = \"never\"\n[upstreams.stdio]\ncommand = {everything}\n\
+         kill_grace = \"200ms\"\n[[upstreams]]\nname = \"py\"\n[upstreams.http]\nurl = \"{}\"\n",
+        py.url
     );
-    assert!(federation.eragate.log().contains("members' names collide"), "logged");
-
-    // What check-config can know without the members: modes must agree, prefixes must differ.
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().join("eragate.toml");
+    let checked = check_config(&dir, &members);
+    assert_eq!(checked.status.code(), Some(2), "{checked:?}");
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(
+        stderr.contains("upstreams[0].prefix_mode: members everything and py both offer \"echo\""),
+        "{stderr}"
+    );
+
+    // eragate run refuses to start, naming the same collision.
+    let address = format!("127.0.0.1:{}", free_port());
+    let path = dir.path().join("run.toml");
+    std::fs::write(&path, format!("[listen]\naddress = \"{address}\"\n{members}")).expect("write");
+    let ran = std::process::Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["run", "--config"])
+        .arg(&path)
+        .output()
+        .expect("eragate run");
+    assert!(!ran.status.success(), "{ran:?}");
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        stderr.contains("refusing to start") && stderr.contains("both offer \"echo\""),
+        "{stderr}"
+    );
+
+    // Under `always` the same members are fine (and check-config starts none of them).
+    let always = members.replace("prefix_mode = \"never\"", "prefix_mode = \"always\"");
+    let checked = check_config(&dir, &always);
+    assert!(checked.status.success(), "{checked:?}");
+
+    // What check-config knows without the members: modes must agree, prefixes must differ.
     let text = "[[upstreams]]\nname = \"a\"\nprefix_mode = \"never\"\nstdio.command = [\"x\"]\n\
                 [[upstreams]]\nname = \"b\"\nprefix_mode = \"always\"\ntool_prefix = \"a\"\nstdio.command = [\"x\"]\n";
+    let checked = check_config(&dir, text);
+    assert_eq!(checked.status.code(), Some(2), "{checked:?}");
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(stderr.contains("upstreams[1].prefix_mode: "), "{stderr}");
+    assert!(stderr.contains("upstreams[1].tool_prefix: "), "{stderr}");
+}
+
+/// `eragate check-config` of `text`, written in `dir`.
+fn check_config(dir: &tempfile::TempDir, text: &str) -> std::process::Output {
+    let path = dir.path().join("check.toml");
     std::fs::write(&path, text).expect("write");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_eragate"))
+    std::process::Command::new(env!("CARGO_BIN_EXE_eragate"))
         .arg("check-config")
         .arg(&path)
         .output()
-        .expect("check-config");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("upstreams[1].prefix_mode: "), "{stderr}");
-    assert!(stderr.contains("upstreams[1].tool_prefix: "), "{stderr}");
+        .expect("check-config")
 }
 
 #[test]

@@ -27,6 +27,7 @@ use crate::protocol::method::MethodClass;
 use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, ModernMethod, Request, Response, Revision};
 use crate::router::federation::Federation;
 use crate::router::gateway_client_info;
+use crate::translate::cache::{Audience, Watch};
 use crate::translate::listen::{self, Filter};
 use crate::translate::{ModernRequest, down, up};
 
@@ -106,6 +107,36 @@ pub async fn serve_legacy(
             error_reply(request.id, ErrorObject::new(ErrorCode::METHOD_NOT_FOUND, message))
         }
     }
+}
+
+/// The names two members of a `never` federation share, by the federation's
+/// path: every member's tools and prompts listed in full (as the anonymous
+/// principal); a member that cannot be reached is left out. `eragate run`
+/// refuses to start on any, and `check-config` reports them.
+pub async fn never_collisions(gateway: &Gateway) -> Vec<(String, String)> {
+    let mut routes: Vec<_> = gateway.router.routes().collect();
+    routes.sort_by(|a, b| a.0.cmp(&b.0));
+    let envelope = stateless_envelope(&json!({}), &Value::Null);
+    let principal = Principal::anonymous();
+    let mut found = Vec::new();
+    for (path, backend) in routes {
+        let Some(federation) = backend.federation().filter(|f| f.mode() == PrefixMode::Never) else {
+            continue;
+        };
+        let asking = Asking {
+            gateway,
+            federation,
+            prefixes: federation.prefixes(),
+            envelope: &envelope,
+            principal: &principal,
+        };
+        for kind in [NameKind::Tools, NameKind::Prompts] {
+            if let Err(error) = asking.names(kind, true).await {
+                found.push((path.clone(), error.message));
+            }
+        }
+    }
+    found
 }
 
 /// One client request being served across the members.
@@ -254,7 +285,18 @@ impl Asking<'_> {
                 }
             }
         }
-        merged.into_result(shape, positions.next_cursor(sealer))
+        let mut result = merged.into_result(shape, positions.next_cursor(sealer))?;
+        // Members' hints merged, then bounded by the federation's own rule: a list
+        // filtered per caller, or fetched with callers' own credentials, is private.
+        let audience = match self.federation.per_principal() || self.gateway.auth.filters_lists() {
+            true => Audience::PerCaller,
+            false => Audience::Unproven,
+        };
+        let policy = self.federation.cache_policy().with_facts(Watch::Blind, audience);
+        if let Some(object) = result.as_object_mut() {
+            policy.apply(object);
+        }
+        Ok(result)
     }
 
     /// One page of member `member`'s list `shape` at its own cursor `at`.

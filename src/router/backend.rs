@@ -146,7 +146,7 @@ impl Backend {
     pub fn per_principal(&self) -> bool {
         match self {
             Backend::Pool(pool, _) => pool.per_principal(),
-            Backend::Federated(federation, _) => federation.members().iter().any(|m| m.backend.per_principal()),
+            Backend::Federated(federation, _) => federation.per_principal(),
         }
     }
 
@@ -156,8 +156,7 @@ impl Backend {
     pub fn cache_policy(&self) -> CachePolicy {
         let policy = match self {
             Backend::Pool(pool, _) => pool.cache_policy(),
-            // Members' own hints are combined list by list; nothing else is proven for the set.
-            Backend::Federated(..) => CachePolicy::default(),
+            Backend::Federated(federation, _) => federation.cache_policy(),
         };
         if self.per_principal() {
             policy.per_caller()

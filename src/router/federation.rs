@@ -17,6 +17,7 @@ use crate::config::UpstreamConfig;
 use crate::federate::names::{Names, PrefixMode};
 use crate::federate::route::NameKind;
 use crate::telemetry::UpstreamStats;
+use crate::translate::{CachePolicy, CacheScope};
 
 /// Bound of the list-change broadcast; a listener too slow loses the oldest
 /// (one `list_changed` stands for any number of changes).
@@ -51,6 +52,9 @@ pub struct Federation {
     left_out: AtomicU64,
     /// Members' list changes, by the notification method clients get.
     changes: broadcast::Sender<&'static str>,
+    /// The bounds of the federation's own hints: the shortest cap of any
+    /// member; `private` if any member is configured so, `public` only if all are.
+    cache_policy: CachePolicy,
 }
 
 impl Federation {
@@ -72,7 +76,9 @@ impl Federation {
             })
             .collect();
         let name: Arc<str> = path.into();
+        let cache_policy = combined_policy(configs.iter().map(|c| c.cache.policy()));
         Federation {
+            cache_policy,
             stats: Arc::new(UpstreamStats::new(name.clone())),
             admission: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             name,
@@ -149,6 +155,16 @@ impl Federation {
         let _ = self.changes.send(notification);
     }
 
+    /// The bounds of the hints of what the federation itself answers (merged lists).
+    pub fn cache_policy(&self) -> CachePolicy {
+        self.cache_policy
+    }
+
+    /// Whether any member is reached with each principal's own credential.
+    pub fn per_principal(&self) -> bool {
+        self.members.iter().any(|m| m.backend.per_principal())
+    }
+
     /// The admin view: the federation and each member's own.
     pub fn snapshot(&self) -> Value {
         let members: Vec<Value> = self.members.iter().map(|m| m.backend.snapshot()).collect();
@@ -162,7 +178,69 @@ impl Federation {
     }
 }
 
+/// Members' cache bounds as one: no hint longer or wider than any member's allows.
+fn combined_policy(policies: impl Iterator<Item = CachePolicy>) -> CachePolicy {
+    let mut combined: Option<CachePolicy> = None;
+    for policy in policies {
+        combined = Some(match combined {
+            None => policy,
+            Some(so_far) => CachePolicy {
+                max_ttl_ms: so_far.max_ttl_ms.min(policy.max_ttl_ms),
+                scope: match (so_far.scope, policy.scope) {
+                    (Some(CacheScope::Private), _) | (_, Some(CacheScope::Private)) => Some(CacheScope::Private),
+                    (Some(CacheScope::Public), Some(CacheScope::Public)) => Some(CacheScope::Public),
+                    _ => None,
+                },
+                ..so_far
+            },
+        });
+    }
+    combined.unwrap_or_default()
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Poisoning only means a panic elsewhere mid-update; a names table is replaced whole.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_cache_bounds_combine_to_the_narrowest() {
+        let policy = |max_ttl_ms, scope| CachePolicy {
+            max_ttl_ms,
+            scope,
+            ..CachePolicy::default()
+        };
+        let public = Some(CacheScope::Public);
+        let private = Some(CacheScope::Private);
+        let cases = [
+            (
+                "the shortest cap",
+                vec![policy(30_000, None), policy(5_000, None)],
+                policy(5_000, None),
+            ),
+            (
+                "public only if every member vouches",
+                vec![policy(1, public), policy(1, None)],
+                policy(1, None),
+            ),
+            (
+                "every member vouches",
+                vec![policy(1, public), policy(1, public)],
+                policy(1, public),
+            ),
+            (
+                "any private",
+                vec![policy(1, public), policy(1, private)],
+                policy(1, private),
+            ),
+            ("no member", vec![], CachePolicy::default()),
+        ];
+        for (what, members, expected) in cases {
+            assert_eq!(combined_policy(members.into_iter()), expected, "{what}");
+        }
+    }
 }
