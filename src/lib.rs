@@ -108,6 +108,7 @@ pub async fn run_reloading(
         let named: Vec<String> = collisions.iter().map(|(path, c)| format!("{path}: {c}")).collect();
         return Err(invalid_input(format!("refusing to start: {}", named.join("; "))));
     }
+    bridge::spawn_watchers(&gateway);
     gateway.auth.start();
     if let Some(authz) = &gateway.authz {
         authz.start().await.map_err(invalid_input)?;

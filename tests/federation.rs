@@ -154,8 +154,8 @@ fn clients_of_both_eras_reach_every_member() {
         capabilities.get("prompts").is_some() && capabilities.get("completions").is_some(),
         "{legacy}"
     );
-    // A legacy client on a federated path has no stream to hear list changes on: none promised.
-    assert!(capabilities["tools"].get("listChanged").is_none(), "{legacy}");
+    // Its GET stream carries the list changes server-everything announces.
+    assert_eq!(capabilities["tools"]["listChanged"], true, "{legacy}");
     let discover = federation.modern(1, "server/discover", None, json!({}));
     let result = &discover["result"];
     assert_eq!(
@@ -423,6 +423,74 @@ fn a_list_change_in_a_member_reaches_a_listening_client() {
             .any(|u| u.starts_with("everything+") && u.contains("note.txt")),
         "{uris:?}"
     );
+}
+
+#[test]
+fn a_legacy_client_hears_list_changes_on_its_get_stream() {
+    let federation = Federation::start("always");
+    let url = federation.eragate.url();
+    let version = "2025-06-18";
+    let (session, initialized) = legacy_initialize(&url, version);
+    assert_eq!(initialized["serverInfo"]["name"], "eragate", "{initialized}");
+    let members = &initialized["_meta"]["dev.eragate/members"];
+    assert_eq!(members.as_array().map(Vec::len), Some(3), "{initialized}");
+    let listed = legacy_request(&url, &session, version, 1, "resources/list", json!({}));
+    let count = answer(&listed, 1)["result"]["resources"].as_array().map_or(0, Vec::len);
+    let stream = open_legacy_stream(&url, &session, version, Duration::from_secs(30));
+    assert_eq!(stream.status().as_u16(), 200);
+    let mut events = SseLines(BufReader::new(stream));
+
+    // server-everything registers a resource for the file it compresses: its resource list changes.
+    let called = legacy_request(
+        &url,
+        &session,
+        version,
+        2,
+        "tools/call",
+        json!({"name": "everything_gzip-file-as-resource",
+               "arguments": {"name": "legacy.txt", "data": "data:text/plain;base64,aGVsbG8=", "outputType": "resourceLink"}}),
+    );
+    let called = answer(&called, 2);
+    assert!(called["result"]["content"].is_array(), "{called}");
+    assert!(
+        called["result"].get("resultType").is_none(),
+        "a legacy result: {called}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no list_changed; log:\n{}",
+            federation.eragate.log()
+        );
+        let message = events
+            .next_message()
+            .unwrap_or_else(|| panic!("the GET stream ended; log:\n{}", federation.eragate.log()));
+        if message["method"] == "notifications/resources/list_changed" {
+            break;
+        }
+    }
+    let after = legacy_request(&url, &session, version, 3, "resources/list", json!({}));
+    let after = answer(&after, 3);
+    let resources = after["result"]["resources"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        resources.len(),
+        count + 1,
+        "the next list has the new resource: {after}"
+    );
+    assert!(
+        resources
+            .iter()
+            .any(|r| r["uri"].as_str().is_some_and(|u| u.starts_with("everything+")) && r["name"] == "legacy.txt"),
+        "{after}"
+    );
+
+    // A session id eragate never gave is not found; no session at all is refused.
+    let unknown = legacy_request(&url, "not-a-session", version, 4, "tools/list", json!({}));
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    let sessionless = send("POST", &url, &PLAIN, Some(&request_body(5, "tools/list", json!({}))));
+    assert_eq!(sessionless.status, 400, "{sessionless:?}");
 }
 
 fn names(list: &Value) -> Vec<String> {

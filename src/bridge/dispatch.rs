@@ -124,7 +124,7 @@ async fn serve(
     let (reply, era) = match (verdict, message) {
         (Classification::Legacy, message) => match backend.federation() {
             Some(federation) => (
-                federated::serve_legacy(gateway, federation, message, principal).await,
+                federated::serve_legacy(gateway, backend, federation, message, session, principal).await,
                 Era::Legacy,
             ),
             None => (
