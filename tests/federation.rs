@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 /// The members, and eragate federating them on `/mcp`.
 struct Federation {
     eragate: Eragate,
+    /// `http://` + the admin listener.
+    admin: String,
     py: LegacyHttpServer,
     _ts2: ListeningServer,
 }
@@ -28,8 +30,12 @@ impl Federation {
         let py = LegacyHttpServer::start(&[]);
         let ts2 = ts2_http_server();
         let everything = serde_json::to_string(&everything_stdio_command()).expect("json");
+        let admin = format!("127.0.0.1:{}", free_port());
         let config = format!(
             r#"
+[admin]
+address = "{admin}"
+
 [[upstreams]]
 name = "everything"
 prefix_mode = "{prefix_mode}"
@@ -52,7 +58,12 @@ url = "{ts2}"
             ts2 = ts2.url,
         );
         let eragate = Eragate::start(&config);
-        Federation { eragate, py, _ts2: ts2 }
+        Federation {
+            eragate,
+            admin: format!("http://{admin}"),
+            py,
+            _ts2: ts2,
+        }
     }
 
     /// The Python SDK client in `mode` running `plan`: its results by step.
@@ -233,6 +244,21 @@ fn a_member_down_is_left_out_and_the_others_serve() {
         report["results"]["2:list_tools"]["meta"]["dev.eragate/leftOut"][0]["name"], "py",
         "{report}"
     );
+
+    // Operators see every member, the federation it serves in, and the count of members left out.
+    let pools = http_client()
+        .get(format!("{}/pools", federation.admin))
+        .send()
+        .and_then(|r| r.text())
+        .expect("/pools");
+    let pools: Value = serde_json::from_str(&pools).expect("/pools is JSON");
+    let upstreams = pools["upstreams"].as_array().cloned().unwrap_or_default();
+    let listed: Vec<&str> = upstreams.iter().filter_map(|u| u["upstream"].as_str()).collect();
+    assert_eq!(listed, ["everything", "py", "ts2"], "{pools}");
+    for upstream in &upstreams {
+        assert_eq!(upstream["federation"]["path"], "/mcp", "{pools}");
+        assert!(upstream["federation"]["left_out"].as_u64() >= Some(2), "{pools}");
+    }
 }
 
 #[test]

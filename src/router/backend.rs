@@ -311,11 +311,16 @@ impl Backend {
         }
     }
 
-    /// The admin view of the backend.
+    /// The admin view of the backend's one upstream (a federation: of its first member).
     pub fn snapshot(&self) -> Value {
+        self.snapshots().into_iter().next().unwrap_or_default()
+    }
+
+    /// The admin view of every upstream behind the backend.
+    pub fn snapshots(&self) -> Vec<Value> {
         match self {
-            Backend::Pool(pool, _) => pool.snapshot(),
-            Backend::Federated(federation, _) => federation.snapshot(),
+            Backend::Pool(pool, _) => vec![pool.snapshot()],
+            Backend::Federated(federation, _) => federation.snapshots(),
         }
     }
 

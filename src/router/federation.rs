@@ -165,16 +165,26 @@ impl Federation {
         self.members.iter().any(|m| m.backend.per_principal())
     }
 
-    /// The admin view: the federation and each member's own.
-    pub fn snapshot(&self) -> Value {
-        let members: Vec<Value> = self.members.iter().map(|m| m.backend.snapshot()).collect();
-        json!({
-            "name": &*self.name,
-            "federation": true,
-            "prefix_mode": format!("{:?}", self.mode),
-            "left_out": self.left_out.load(Ordering::Relaxed),
-            "members": members,
-        })
+    /// The admin view: each member's own, with the federation it serves in
+    /// (`{path, prefix, prefix_mode, left_out}`: how often a member was left out of a list).
+    pub fn snapshots(&self) -> Vec<Value> {
+        let left_out = self.left_out.load(Ordering::Relaxed);
+        let mode = match self.mode {
+            PrefixMode::Always => "always",
+            PrefixMode::OnCollision => "on_collision",
+            PrefixMode::Never => "never",
+        };
+        self.members
+            .iter()
+            .map(|member| {
+                let mut snapshot = member.backend.snapshot();
+                if let Some(object) = snapshot.as_object_mut() {
+                    let federation = json!({"path": &*self.name, "prefix": member.prefix, "prefix_mode": mode, "left_out": left_out});
+                    object.insert("federation".into(), federation);
+                }
+                snapshot
+            })
+            .collect()
     }
 }
 
