@@ -519,6 +519,45 @@ fn a_legacy_client_hears_list_changes_on_its_get_stream() {
     assert_eq!(sessionless.status, 400, "{sessionless:?}");
 }
 
+/// The suites' scenarios that need no fixture and do not depend on the names of a single
+/// server (`tools-call-error` calls `test_error_handling`, which on a federated path is a prefixed name).
+#[test]
+fn the_conformance_suites_list_and_caching_scenarios_pass_on_the_federated_path() {
+    let federation = Federation::start("always");
+    let modern: Vec<Vec<&str>> = [
+        "caching",
+        "tools-list",
+        "resources-list",
+        "prompts-list",
+        "sep-2164-resource-not-found",
+    ]
+    .iter()
+    .map(|s| vec!["--scenario", s])
+    .collect();
+    common::conformance::assert_runs_pass(
+        "CONFORMANCE_ALPHA_JS",
+        &federation.eragate,
+        &modern,
+        "alpha scenario(s) on the federated path",
+    );
+    let handshake: Vec<Vec<&str>> = [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "resources-list",
+        "prompts-list",
+    ]
+    .iter()
+    .map(|s| vec!["--scenario", s, "--spec-version", "2025-11-25"])
+    .collect();
+    common::conformance::assert_runs_pass(
+        "CONFORMANCE_STABLE_JS",
+        &federation.eragate,
+        &handshake,
+        "stable scenario(s) on the federated path",
+    );
+}
+
 fn names(list: &Value) -> Vec<String> {
     list.as_array()
         .into_iter()
