@@ -519,6 +519,41 @@ fn a_legacy_client_hears_list_changes_on_its_get_stream() {
     assert_eq!(sessionless.status, 400, "{sessionless:?}");
 }
 
+#[test]
+fn a_reload_turns_a_path_into_a_federation_and_back() {
+    let py = LegacyHttpServer::start(&[]);
+    let everything = serde_json::to_string(&everything_stdio_command()).expect("json");
+    let alone = format!(
+        "[[upstreams]]\nname = \"everything\"\n[upstreams.stdio]\ncommand = {everything}\nkill_grace = \"200ms\"\n"
+    );
+    let eragate = Eragate::start(&alone);
+    let url = eragate.url();
+    let tools = |id: u64| tool_names(&answer(&post_modern(&url, id, "tools/list", None, json!({})), id)["result"]);
+    assert!(tools(1).contains(&"echo".to_owned()), "one upstream: its own names");
+
+    let config = std::fs::read_to_string(eragate.config_path()).expect("config");
+    let federated = format!(
+        "{config}\n[[upstreams]]\nname = \"py\"\n[upstreams.http]\nurl = \"{}\"\n",
+        py.url
+    );
+    std::fs::write(eragate.config_path(), &federated).expect("rewrite");
+    let mut id = 10;
+    wait_until("the path to become a federation", Duration::from_secs(20), || {
+        id += 1;
+        tools(id).contains(&"py_echo".to_owned())
+    });
+    let listed = tools(100);
+    assert!(listed.contains(&"everything_echo".to_owned()), "{listed:?}");
+    let called = answer(&modern_call(&url, 101, "py_add", json!({"a": 20, "b": 22})), 101);
+    assert_eq!(tool_text(&called["result"]), "42", "{called}");
+
+    std::fs::write(eragate.config_path(), &config).expect("rewrite");
+    wait_until("the path to serve one upstream again", Duration::from_secs(20), || {
+        id += 1;
+        tools(id).contains(&"echo".to_owned())
+    });
+}
+
 /// The suites' scenarios that need no fixture and do not depend on the names of a single
 /// server (`tools-call-error` calls `test_error_handling`, which on a federated path is a prefixed name).
 #[test]

@@ -189,14 +189,21 @@ async fn initialize_session(
 /// that ends is opened again after a pause (doubling up to a minute); the
 /// watch ends with the gateway, or when its federation is no longer routed.
 pub fn spawn_watchers(gateway: &Arc<Gateway>) {
-    for (path, backend) in gateway.router.routes() {
-        let Some(federation) = backend.federation() else {
-            continue;
-        };
-        for member in 0..federation.members().len() {
-            let watch = watch_member(Arc::downgrade(gateway), path.clone(), federation.clone(), member);
-            tokio::spawn(watch);
-        }
+    for (_, backend) in gateway.router.routes() {
+        spawn_watcher(gateway, &backend);
+    }
+}
+
+/// [`spawn_watchers`] for one backend (nothing unless it is a federation):
+/// for a federation a reload started.
+pub fn spawn_watcher(gateway: &Arc<Gateway>, backend: &Backend) {
+    let Some(federation) = backend.federation() else {
+        return;
+    };
+    let path = federation.config().path.clone();
+    for member in 0..federation.members().len() {
+        let watch = watch_member(Arc::downgrade(gateway), path.clone(), federation.clone(), member);
+        tokio::spawn(watch);
     }
 }
 

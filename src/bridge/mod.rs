@@ -32,7 +32,7 @@ pub mod sessions;
 use std::sync::Arc;
 
 pub use dispatch::{Inbound, batches_allowed, dispatch};
-pub use federated::{never_collisions, spawn_watchers};
+pub use federated::{never_collisions, spawn_watcher, spawn_watchers};
 pub use legacy::SessionLookup;
 pub use reply::{Reply, Status};
 pub use sessions::{AttachError, ClientSession};
