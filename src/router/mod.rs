@@ -230,6 +230,44 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn upstreams_sharing_a_path_are_one_federated_backend() {
+        let router = Router::new(
+            &[
+                upstream("a", "/f", "x"),
+                upstream("b", "/f", "y"),
+                upstream("c", "/c", "z"),
+            ],
+            Vec::new(),
+        );
+        let federated = router.route("/f").unwrap();
+        let members: Vec<&str> = federated
+            .federation()
+            .map(|f| f.members().iter().map(|m| m.backend.name()).collect())
+            .unwrap_or_default();
+        assert_eq!(members, ["a", "b"], "in configuration order");
+        assert_eq!(federated.name(), "/f", "a federation is named by its path");
+        assert!(router.route("/c").unwrap().federation().is_none());
+
+        // Unchanged members keep the federation; a changed member replaces it whole.
+        let same = [
+            upstream("a", "/f", "x"),
+            upstream("b", "/f", "y"),
+            upstream("c", "/c", "z"),
+        ];
+        let reloaded = router.reload(&same);
+        assert!(reloaded.started.is_empty(), "{:?}", reloaded.kept);
+        assert!(router.route("/f").unwrap().same(&federated));
+        let reloaded = router.reload(&[
+            upstream("a", "/f", "x"),
+            upstream("b", "/f", "y2"),
+            upstream("c", "/c", "z"),
+        ]);
+        assert_eq!(names(&reloaded.started), ["/f"]);
+        assert_eq!(names(&reloaded.retired), ["/f"]);
+        assert!(!router.route("/f").unwrap().same(&federated));
+    }
+
+    #[tokio::test]
     async fn a_reload_keeps_unchanged_upstreams_and_retires_the_others() {
         let router = Router::new(
             &[
