@@ -263,7 +263,7 @@ fn a_member_down_is_left_out_and_the_others_serve() {
 
 #[test]
 fn on_collision_prefixes_only_shared_names() {
-    let federation = Federation::start("on_collision");
+    let mut federation = Federation::start("on_collision");
     let report = federation.plan(
         "2026-07-28",
         json!([
@@ -294,6 +294,36 @@ fn on_collision_prefixes_only_shared_names() {
         results["6:call"]["error"]["code"], -32602,
         "a shared name is no one's: {report}"
     );
+
+    // With py down, a call to its tool fails naming it; a name the names do not hold makes
+    // eragate learn them again, without py, and the error says py could not be listed.
+    assert!(
+        federation.py.proc.terminate(Duration::from_secs(5)),
+        "the py member stops"
+    );
+    let called = federation.modern(
+        7,
+        "tools/call",
+        Some("py_echo"),
+        json!({"name": "py_echo", "arguments": {"text": "x"}}),
+    );
+    let message = called["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("'py'"), "{called}");
+    let called = federation.modern(
+        9,
+        "tools/call",
+        Some("py_other"),
+        json!({"name": "py_other", "arguments": {}}),
+    );
+    let message = called["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("unavailable: py"), "{called}");
+    let called = federation.modern(
+        8,
+        "tools/call",
+        Some("ts2_echo"),
+        json!({"name": "ts2_echo", "arguments": {"text": "t"}}),
+    );
+    assert_eq!(tool_text(&called["result"]), "echo: t", "{called}");
 }
 
 #[test]

@@ -481,34 +481,41 @@ impl Asking<'_> {
             return Ok(names);
         }
         let members = self.federation.members();
-        let lists = join_all((0..members.len()).map(|member| self.every_name(member, kind))).await;
+        let listed = join_all((0..members.len()).map(|member| self.every_name(member, kind))).await;
+        let unlisted: Vec<String> = listed
+            .iter()
+            .zip(members)
+            .filter(|((_, complete), _)| matches!(complete, Listing::Partial))
+            .map(|(_, member)| member.backend.name().to_owned())
+            .collect();
+        let lists: Vec<Vec<String>> = listed.into_iter().map(|(names, _)| names).collect();
         let names = route::build_names(self.federation.mode(), self.prefixes(), &lists).map_err(|collision| {
             tracing::error!(federation = %self.federation.name(), %collision, "members' names collide");
             ErrorObject::internal(collision)
         })?;
         let names = Arc::new(names);
-        self.federation.keep_names(kind, names.clone());
+        self.federation.keep_names(kind, names.clone(), unlisted);
         Ok(names)
     }
 
     /// Every name member `member` lists of `kind`; what it listed before
-    /// failing (nothing, if it is down).
-    async fn every_name(&self, member: usize, kind: NameKind) -> Vec<String> {
+    /// failing (nothing, if it is down), then said [`Listing::Partial`].
+    async fn every_name(&self, member: usize, kind: NameKind) -> (Vec<String>, Listing) {
         let shape = ListShape::Named(kind);
         let id = Id::number(0);
         let mut names = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_NAME_PAGES {
             let Ok(page) = self.page(member, shape, cursor.as_deref(), &id).await else {
-                break;
+                return (names, Listing::Partial);
             };
             names.extend(route::item_names(shape, &page));
             cursor = next_cursor(&page);
             if cursor.is_none() {
-                break;
+                return (names, Listing::Complete);
             }
         }
-        names
+        (names, Listing::Complete) // as many pages as a listing may take
     }
 
     fn naming<'n>(&'n self, names: Option<&'n Names>) -> Naming<'n> {
@@ -555,10 +562,17 @@ impl Asking<'_> {
                     ModernMethod::CompletionComplete => "reference",
                     _ => "tool",
                 };
-                let message = format!(
-                    "Unknown {what}: {name:?} is no member's of this federation (members: {})",
-                    self.member_names()
-                );
+                let unlisted = kind.map(|kind| self.federation.unlisted(kind)).unwrap_or_default();
+                let message = match unlisted.as_slice() {
+                    [] => format!(
+                        "Unknown {what}: {name:?} is no member's of this federation (members: {})",
+                        self.member_names()
+                    ),
+                    unlisted => format!(
+                        "Unknown {what}: {name:?} is no available member's; unavailable: {}",
+                        unlisted.join(", ")
+                    ),
+                };
                 let code = match method {
                     ModernMethod::ResourcesRead => ErrorCode::RESOURCE_NOT_FOUND,
                     _ => ErrorCode::INVALID_PARAMS,
@@ -696,6 +710,14 @@ impl Asking<'_> {
         let names: Vec<&str> = self.federation.members().iter().map(|m| m.backend.name()).collect();
         names.join(", ")
     }
+}
+
+/// Whether a member's names were all listed.
+enum Listing {
+    /// To its last page.
+    Complete,
+    /// It failed before its last page.
+    Partial,
 }
 
 // === merged pages ===

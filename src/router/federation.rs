@@ -47,7 +47,7 @@ pub struct Federation {
     /// The exposed names of tools and of prompts, built from complete listings
     /// of every member (the owner of an exposed name needs them all under
     /// `on_collision` and `never`). A std mutex: never held across `.await`.
-    names: Mutex<HashMap<NameKind, Arc<Names>>>,
+    names: Mutex<HashMap<NameKind, KnownNames>>,
     /// Members left out of a list (failed or slow), for operators.
     left_out: AtomicU64,
     /// Members' list changes, by the notification method clients get.
@@ -128,12 +128,21 @@ impl Federation {
 
     /// The exposed names of `kind` last built, if any.
     pub fn names(&self, kind: NameKind) -> Option<Arc<Names>> {
-        lock(&self.names).get(&kind).cloned()
+        lock(&self.names).get(&kind).map(|known| known.names.clone())
     }
 
-    /// Keeps `names` as the exposed names of `kind`.
-    pub fn keep_names(&self, kind: NameKind, names: Arc<Names>) {
-        lock(&self.names).insert(kind, names);
+    /// Keeps `names` as the exposed names of `kind`, built without the members
+    /// named in `unlisted` (they could not be listed).
+    pub fn keep_names(&self, kind: NameKind, names: Arc<Names>, unlisted: Vec<String>) {
+        lock(&self.names).insert(kind, KnownNames { names, unlisted });
+    }
+
+    /// The members whose names of `kind` are missing from the names kept.
+    pub fn unlisted(&self, kind: NameKind) -> Vec<String> {
+        lock(&self.names)
+            .get(&kind)
+            .map(|known| known.unlisted.clone())
+            .unwrap_or_default()
     }
 
     /// A member was left out of a list.
@@ -186,6 +195,12 @@ impl Federation {
             })
             .collect()
     }
+}
+
+/// Exposed names, and the members missing from them.
+struct KnownNames {
+    names: Arc<Names>,
+    unlisted: Vec<String>,
 }
 
 /// Members' cache bounds as one: no hint longer or wider than any member's allows.
