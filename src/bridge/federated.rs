@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::Gateway;
@@ -21,6 +21,7 @@ use crate::auth::Principal;
 use crate::federate::cursor::{Opened, Positions};
 use crate::federate::merge::{self, MEMBERS_META, MemberResult};
 use crate::federate::names::{Names, PrefixMode};
+use crate::federate::page::MergedPage;
 use crate::federate::route::{self, ListShape, NameKind, Naming, Owner, StaleNames};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::errors::Rejection;
@@ -33,10 +34,6 @@ use crate::router::gateway_client_info;
 use crate::translate::cache::{Audience, Watch};
 use crate::translate::listen::{self, Filter};
 use crate::translate::{ModernRequest, down, up};
-
-/// `_meta` key of a federated list result: the members left out of it, each
-/// `{name, error}`.
-pub const LEFT_OUT_META: &str = "dev.eragate/leftOut";
 
 /// Bound of the messages queued on a reshaped answer or a joined listen.
 const FEDERATED_QUEUE: usize = 64;
@@ -718,68 +715,6 @@ enum Listing {
     Complete,
     /// It failed before its last page.
     Partial,
-}
-
-// === merged pages ===
-
-/// The items of one federated page, with what members said about caching.
-#[derive(Default)]
-struct MergedPage {
-    items: Vec<Value>,
-    /// The shortest `ttlMs` any member gave.
-    ttl_ms: Option<u64>,
-    /// Whether any member's page was `private`, or said nothing.
-    private: bool,
-    left_out: Vec<Value>,
-    /// The first failure, for a page no member answered.
-    first_error: Option<ErrorObject>,
-    answered: usize,
-}
-
-impl MergedPage {
-    fn add(&mut self, page: &Value, items: Vec<Value>) {
-        self.items.extend(items);
-        self.answered += 1;
-        let ttl = page.get("ttlMs").and_then(Value::as_u64).unwrap_or(0);
-        self.ttl_ms = Some(self.ttl_ms.map_or(ttl, |t| t.min(ttl)));
-        self.private |= page.get("cacheScope").and_then(Value::as_str) != Some("public");
-    }
-
-    fn leave_out(&mut self, member: &str, error: ErrorObject) {
-        self.left_out.push(json!({"name": member, "error": error.message}));
-        self.first_error.get_or_insert(error);
-    }
-
-    /// The page; an error when members were asked and none answered.
-    fn into_result(self, shape: ListShape, next_cursor: Option<String>) -> Result<Value, ErrorObject> {
-        if self.answered == 0
-            && let Some(error) = self.first_error
-        {
-            return Err(ErrorObject::new(
-                error.code,
-                format!("no member of this federation answered: {}", error.message),
-            ));
-        }
-        let mut result = Map::new();
-        result.insert(shape.items_key().into(), Value::Array(self.items));
-        if let Some(next) = next_cursor {
-            result.insert("nextCursor".into(), Value::from(next));
-        }
-        result.insert("resultType".into(), Value::from("complete"));
-        // A page missing a member is stale as soon as it is back: not to be kept.
-        let ttl = if self.left_out.is_empty() {
-            self.ttl_ms.unwrap_or(0)
-        } else {
-            0
-        };
-        result.insert("ttlMs".into(), Value::from(ttl));
-        let scope = if self.private { "private" } else { "public" };
-        result.insert("cacheScope".into(), Value::from(scope));
-        if !self.left_out.is_empty() {
-            result.insert("_meta".into(), json!({ LEFT_OUT_META: self.left_out }));
-        }
-        Ok(Value::Object(result))
-    }
 }
 
 // === impl ClientEra ===
