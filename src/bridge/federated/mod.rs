@@ -6,17 +6,15 @@
 //! joined. The rules are [`crate::federate`]'s; this module only fans out and
 //! collects. A member failing or slow is left out of lists, never fails them.
 
-use std::sync::{Arc, Weak};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Instant;
 
 use futures_util::future::join_all;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::Gateway;
-use super::legacy::SessionLookup;
 use super::reply::{Reply, Status};
-use super::sessions::{ClientSession, SessionClaims, stateless_envelope};
 use crate::auth::Principal;
 use crate::federate::cursor::{Opened, Positions};
 use crate::federate::merge::{self, MEMBERS_META, MemberResult};
@@ -24,25 +22,22 @@ use crate::federate::names::{Names, PrefixMode};
 use crate::federate::page::MergedPage;
 use crate::federate::route::{self, ListShape, NameKind, Naming, Owner, StaleNames};
 use crate::protocol::envelope::Envelope;
-use crate::protocol::errors::Rejection;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::method::MethodClass;
 use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, ModernMethod, Request, Response, Revision};
-use crate::router::Backend;
 use crate::router::federation::Federation;
 use crate::router::gateway_client_info;
 use crate::translate::cache::{Audience, Watch};
 use crate::translate::listen::{self, Filter};
 use crate::translate::{ModernRequest, down, up};
 
+mod legacy_clients;
+mod watch;
+
+pub use legacy_clients::serve_legacy;
+pub use watch::{never_collisions, spawn_watcher, spawn_watchers};
+
 /// Bound of the messages queued on a reshaped answer or a joined listen.
 const FEDERATED_QUEUE: usize = 64;
-
-/// The first pause before a member's watch listen is opened again.
-const WATCH_PAUSE: Duration = Duration::from_secs(1);
-
-/// The longest such pause.
-const WATCH_PAUSE_MAX: Duration = Duration::from_secs(60);
 
 /// Most pages of one member read to learn its names.
 const MAX_NAME_PAGES: usize = 64;
@@ -73,224 +68,6 @@ pub async fn serve_modern(
     };
     asking.serve(request, modern.method, ClientEra::Modern).await
 }
-
-/// Answers one handshake-era message on `federation`'s path (`backend`).
-/// eragate answers `initialize` itself with the merged handshake and a sealed
-/// session that holds no upstream session: every request is served by the
-/// members on their own pooled sessions; the session's GET stream carries the
-/// federation's list changes.
-pub async fn serve_legacy(
-    gateway: &Gateway,
-    backend: &Backend,
-    federation: &Arc<Federation>,
-    message: Message,
-    session: SessionLookup,
-    principal: &Principal,
-) -> Reply {
-    let request = match (message, session) {
-        (Message::Request(request), _) if request.method == "initialize" => {
-            return initialize_session(gateway, backend, federation, request, principal).await;
-        }
-        // Notifications and responses: nothing of them reaches a member.
-        (Message::Notification(_) | Message::Response(_), _) => return Reply::Accepted,
-        (Message::Request(request), SessionLookup::Found(session)) if session.backend.same_route(backend) => {
-            (request, session.revision)
-        }
-        (Message::Request(request), SessionLookup::Found(_) | SessionLookup::Unknown) => {
-            return Reply::rejected(Some(request.id), Rejection::SessionNotFound);
-        }
-        (Message::Request(request), SessionLookup::Absent) => match request.method.as_str() {
-            "ping" | "server/discover" => (request, Revision::LATEST_LEGACY),
-            _ => return Reply::rejected(Some(request.id), Rejection::SessionRequired),
-        },
-    };
-    let (request, revision) = request;
-    // Without a session, nothing is known of the client's capabilities: members never ask it.
-    let envelope = stateless_envelope(&json!({}), &Value::Null);
-    let asking = Asking {
-        gateway,
-        federation,
-        prefixes: federation.prefixes(),
-        envelope: &envelope,
-        principal,
-    };
-    let method = request.method.as_str();
-    match (method, ModernMethod::classify(method)) {
-        ("ping" | "logging/setLevel", _) => Reply::result(request.id, json!({})),
-        (_, MethodClass::Modern(ModernMethod::Discover)) => {
-            let result = asking.discover(&request.id).await;
-            Reply::result(request.id, result)
-        }
-        (_, MethodClass::Modern(method)) if method != ModernMethod::SubscriptionsListen => {
-            asking.serve(request, method, ClientEra::Legacy(revision)).await
-        }
-        _ => {
-            let message = format!("Method not found: {method} is not served on a federated path");
-            error_reply(request.id, ErrorObject::new(ErrorCode::METHOD_NOT_FOUND, message))
-        }
-    }
-}
-
-/// A legacy client's `initialize` on a federated path: the merged handshake,
-/// and a sealed session naming the federation (no upstream session of its own).
-async fn initialize_session(
-    gateway: &Gateway,
-    backend: &Backend,
-    federation: &Arc<Federation>,
-    request: Request,
-    principal: &Principal,
-) -> Reply {
-    if let Some(refusal) = super::legacy::oversized_claims(gateway, &request) {
-        return refusal;
-    }
-    let params = request.params.as_ref();
-    let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-    let negotiated = Revision::negotiate_legacy(requested);
-    // The members never ask this client anything: their requests carry no capabilities.
-    let envelope = stateless_envelope(&json!({}), &Value::Null);
-    let asking = Asking {
-        gateway,
-        federation,
-        prefixes: federation.prefixes(),
-        envelope: &envelope,
-        principal,
-    };
-    let result = asking.initialize(&request.id, negotiated).await;
-    let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();
-    let client_info = params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default();
-    let claims = SessionClaims {
-        rev: negotiated.as_str().to_owned(),
-        caps: capabilities.clone(),
-        info: client_info.clone(),
-        prn: principal.as_str().to_owned(),
-        ups: federation.name().to_owned(),
-        usid: None,
-        mem: None,
-        own: None,
-        exp: 0,
-    };
-    let id = gateway.sessions.mint(claims, false);
-    let session = ClientSession::open_federated(
-        id,
-        negotiated,
-        backend.clone(),
-        stateless_envelope(&capabilities, &client_info),
-    );
-    tracing::info!(federation = %federation.name(), revision = %negotiated, "legacy client session opened on a federation");
-    Reply::Initialized(Response::result(request.id, result).into_message(), session)
-}
-
-/// Listens to every member of every federation for list changes while the
-/// gateway lives: a member's `list_changed` drops the names learned from it
-/// and reaches the federation's legacy clients on their GET streams. A listen
-/// that ends is opened again after a pause (doubling up to a minute); the
-/// watch ends with the gateway, or when its federation is no longer routed.
-pub fn spawn_watchers(gateway: &Arc<Gateway>) {
-    for (_, backend) in gateway.router.routes() {
-        spawn_watcher(gateway, &backend);
-    }
-}
-
-/// [`spawn_watchers`] for one backend (nothing unless it is a federation):
-/// for a federation a reload started.
-pub fn spawn_watcher(gateway: &Arc<Gateway>, backend: &Backend) {
-    let Some(federation) = backend.federation() else {
-        return;
-    };
-    let path = federation.config().path.clone();
-    for member in 0..federation.members().len() {
-        let watch = watch_member(Arc::downgrade(gateway), path.clone(), federation.clone(), member);
-        tokio::spawn(watch);
-    }
-}
-
-async fn watch_member(gateway: Weak<Gateway>, path: String, federation: Arc<Federation>, member: usize) {
-    let mut pause = WATCH_PAUSE;
-    loop {
-        let Some(strong) = gateway.upgrade() else { return };
-        let routed = strong.router.route(&path);
-        if routed
-            .as_ref()
-            .and_then(Backend::federation)
-            .is_none_or(|f| !Arc::ptr_eq(f, &federation))
-        {
-            return;
-        }
-        let closing = strong.closing.clone();
-        let envelope = stateless_envelope(&json!({}), &Value::Null);
-        let principal = Principal::anonymous();
-        let asking = Asking {
-            gateway: &strong,
-            federation: &federation,
-            prefixes: federation.prefixes(),
-            envelope: &envelope,
-            principal: &principal,
-        };
-        let every_list = json!({"notifications": {
-            "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}});
-        let reply = asking
-            .ask(
-                member,
-                Id::number(0),
-                ModernMethod::SubscriptionsListen,
-                Some(every_list),
-            )
-            .await;
-        drop(strong);
-        if let Reply::Stream(mut responses, _) = reply {
-            loop {
-                let message = tokio::select! {
-                    _ = closing.cancelled() => return,
-                    message = responses.recv() => message,
-                };
-                match message {
-                    Some(Message::Notification(n)) if n.method.ends_with("/list_changed") => {
-                        federation.list_changed(list_changed_method(&n.method));
-                        pause = WATCH_PAUSE;
-                    }
-                    Some(Message::Notification(_)) => pause = WATCH_PAUSE,
-                    _ => break,
-                }
-            }
-        }
-        tokio::select! {
-            _ = closing.cancelled() => return,
-            _ = tokio::time::sleep(pause) => {}
-        }
-        pause = (pause * 2).min(WATCH_PAUSE_MAX);
-    }
-}
-
-/// The names two members of a `never` federation share, by the federation's
-/// path: every member's tools and prompts listed in full (as the anonymous
-/// principal); a member that cannot be reached is left out. `eragate run`
-/// refuses to start on any, and `check-config` reports them.
-pub async fn never_collisions(gateway: &Gateway) -> Vec<(String, String)> {
-    let mut routes: Vec<_> = gateway.router.routes().collect();
-    routes.sort_by(|a, b| a.0.cmp(&b.0));
-    let envelope = stateless_envelope(&json!({}), &Value::Null);
-    let principal = Principal::anonymous();
-    let mut found = Vec::new();
-    for (path, backend) in routes {
-        let Some(federation) = backend.federation().filter(|f| f.mode() == PrefixMode::Never) else {
-            continue;
-        };
-        let asking = Asking {
-            gateway,
-            federation,
-            prefixes: federation.prefixes(),
-            envelope: &envelope,
-            principal: &principal,
-        };
-        for kind in [NameKind::Tools, NameKind::Prompts] {
-            if let Err(error) = asking.names(kind, true).await {
-                found.push((path.clone(), error.message));
-            }
-        }
-    }
-    found
-}
-
 /// One client request being served across the members.
 struct Asking<'a> {
     gateway: &'a Gateway,
