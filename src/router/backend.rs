@@ -5,7 +5,7 @@
 //!
 //! One upstream pool ([`Backend::Pool`]), or a federated set of pools
 //! ([`Backend::Federated`]): the bridge serves a federated path through its
-//! members (`bridge/federated.rs`), which are pools themselves; here a
+//! members (`bridge/federated/`), which are pools themselves; here a
 //! federation answers for the set (name, stats, lifecycle) and has no session
 //! of its own.
 

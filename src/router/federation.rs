@@ -3,7 +3,7 @@
 //! prefixes and the prefix mode, the exposed-name tables it last built, and the
 //! channel on which members' list changes reach listening clients. How names,
 //! cursors and handshakes combine is [`crate::federate`]'s; fetching from the
-//! members is the bridge's (`bridge/federated.rs`).
+//! members is the bridge's (`bridge/federated/`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
