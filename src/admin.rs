@@ -92,7 +92,7 @@ pub fn handle(gateway: &Gateway, token: Option<&str>, request: &http::Request<In
 
 /// Every upstream's pool state.
 pub fn pools(gateway: &Gateway) -> Value {
-    let upstreams: Vec<Value> = gateway.router.backends().map(|b| b.snapshot()).collect();
+    let upstreams: Vec<Value> = gateway.router.backends().flat_map(|b| b.snapshots()).collect();
     json!({
         "upstreams": upstreams,
         "legacy_sessions": gateway.sessions.len(),

@@ -102,6 +102,13 @@ pub async fn run_reloading(
     };
     let gateway = bridge::Gateway::new(config)?;
     gateway.warm();
+    let collisions = bridge::never_collisions(&gateway).await;
+    if !collisions.is_empty() {
+        gateway.shutdown(grace).await;
+        let named: Vec<String> = collisions.iter().map(|(path, c)| format!("{path}: {c}")).collect();
+        return Err(invalid_input(format!("refusing to start: {}", named.join("; "))));
+    }
+    bridge::spawn_watchers(&gateway);
     gateway.auth.start();
     if let Some(authz) = &gateway.authz {
         authz.start().await.map_err(invalid_input)?;
@@ -138,6 +145,37 @@ pub async fn run_reloading(
     gateway.shutdown(grace).await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// What `check-config` learns by starting the members of `never` federations:
+/// the names two members share, reported on the path's `prefix_mode`.
+pub async fn federation_collisions(config: config::Config) -> Result<Vec<config::ConfigIssue>, std::io::Error> {
+    let first_on_path = |path: &str| {
+        let index = config
+            .upstreams
+            .iter()
+            .position(|u| u.path == path && u.prefix_mode.is_some())
+            .unwrap_or_default();
+        format!("upstreams[{index}].prefix_mode")
+    };
+    let paths: Vec<(String, String)> = config
+        .upstreams
+        .iter()
+        .map(|u| (u.path.clone(), first_on_path(&u.path)))
+        .collect();
+    let gateway = bridge::Gateway::new(config)?;
+    let collisions = bridge::never_collisions(&gateway).await;
+    gateway.shutdown(Duration::from_secs(2)).await;
+    Ok(collisions
+        .into_iter()
+        .map(|(path, message)| config::ConfigIssue {
+            path: paths
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map_or_else(|| path.clone(), |(_, key)| key.clone()),
+            message,
+        })
+        .collect())
 }
 
 fn invalid_input(error: impl std::fmt::Display) -> std::io::Error {

@@ -131,11 +131,17 @@ fn main() -> ExitCode {
         Command::Health { url, timeout } => health(&url, timeout),
         Command::HashPassword => hash_password(),
         Command::CheckConfig { file } => match Config::load(&file) {
-            Ok(config) => {
-                println!("{}: ok ({} upstream(s))", file.display(), config.upstreams.len());
-                probe_issuer(&config);
-                ExitCode::SUCCESS
-            }
+            Ok(config) => match probe_federations(&config) {
+                Some(error) => {
+                    report(&file.display().to_string(), &error);
+                    ExitCode::from(2)
+                }
+                None => {
+                    println!("{}: ok ({} upstream(s))", file.display(), config.upstreams.len());
+                    probe_issuer(&config);
+                    ExitCode::SUCCESS
+                }
+            },
             Err(error) => {
                 report(&file.display().to_string(), &error);
                 ExitCode::from(2)
@@ -375,6 +381,25 @@ fn hash_password() -> ExitCode {
             eprintln!("error: {error}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `check-config` starts the members of every `prefix_mode = "never"`
+/// federation and lists their names: two members sharing one is an error
+/// (`run` would refuse to start). Nothing is started for other configurations.
+fn probe_federations(config: &Config) -> Option<ConfigError> {
+    let never = Some(eragate::federate::names::PrefixMode::Never);
+    if !config.upstreams.iter().any(|u| u.prefix_mode == never) {
+        return None;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().ok()?;
+    match runtime.block_on(eragate::federation_collisions(config.clone())) {
+        Ok(issues) if issues.is_empty() => None,
+        Ok(issues) => Some(ConfigError { issues }),
+        Err(error) => Some(flag_error(
+            "upstreams",
+            format!("cannot start the federation's members: {error}"),
+        )),
     }
 }
 

@@ -112,7 +112,7 @@ fn stamp(file: Option<&PathBuf>) -> Option<(Option<SystemTime>, u64)> {
 
 /// Applies `loaded` to `gateway`, which runs `running` (or refuses it),
 /// logging what happened; the configuration now applied, if it was.
-pub fn apply(gateway: &Gateway, running: &Config, loaded: Result<Config, ConfigError>) -> Option<Config> {
+pub fn apply(gateway: &Arc<Gateway>, running: &Config, loaded: Result<Config, ConfigError>) -> Option<Config> {
     let config = match loaded {
         Ok(config) => config,
         Err(error) => {
@@ -154,6 +154,7 @@ pub fn apply(gateway: &Gateway, running: &Config, loaded: Result<Config, ConfigE
     for backend in &reloaded.started {
         backend.warm();
         backend.spawn_health_checks();
+        crate::bridge::spawn_watcher(gateway, backend);
     }
     let started: Vec<&str> = reloaded.started.iter().map(Backend::name).collect();
     let retired: Vec<&str> = reloaded.retired.iter().map(Backend::name).collect();

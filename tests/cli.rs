@@ -169,10 +169,16 @@ const MISTAKES: &[(&str, &str, &str, &str)] = &[
         "unique",
     ),
     (
-        "duplicate path",
-        "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n[[upstreams]]\nname = \"f\"\nstdio.command = [\"x\"]\n",
-        "upstreams[1].path",
-        "unique",
+        "a federation's members disagree on the prefix mode",
+        "[[upstreams]]\nname = \"e\"\nprefix_mode = \"never\"\nstdio.command = [\"x\"]\n[[upstreams]]\nname = \"f\"\nprefix_mode = \"always\"\nstdio.command = [\"x\"]\n",
+        "upstreams[1].prefix_mode",
+        "share one mode",
+    ),
+    (
+        "a federation's members share a prefix",
+        "[[upstreams]]\nname = \"e\"\ntool_prefix = \"p\"\nstdio.command = [\"x\"]\n[[upstreams]]\nname = \"f\"\ntool_prefix = \"p\"\nstdio.command = [\"x\"]\n",
+        "upstreams[1].tool_prefix",
+        "distinct prefixes",
     ),
     (
         "bad URL scheme",
@@ -288,7 +294,6 @@ fn check_config_lists_every_validation_problem_at_once() {
             "upstreams[0].max_in_flight",
             "upstreams[1].stdio.spares",
             "upstreams[2].name",
-            "upstreams[2].path",
         ],
     );
 }

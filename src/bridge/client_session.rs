@@ -34,8 +34,9 @@ pub struct ClientSession {
     /// The upstream this session is bound to.
     pub backend: Backend,
     /// A legacy upstream: the session serving only this client. A modern
-    /// upstream: the stateless session every client shares.
-    pub upstream_session: Arc<UpstreamSession>,
+    /// upstream: the stateless session every client shares. A federation:
+    /// none (its members serve each request on sessions of their own).
+    upstream_session: Option<Arc<UpstreamSession>>,
     /// For a modern upstream only: the envelope every request of this client
     /// carries (its capabilities, clientInfo and the level `logging/setLevel` chose).
     envelope: Option<Mutex<Envelope>>,
@@ -103,7 +104,7 @@ impl ClientSession {
         // The forwarder of unsolicited traffic starts with the client's GET stream
         // (`attach_stream`): until then there is nowhere to deliver it, and an idle
         // session pays for no task and no broadcast buffer.
-        ClientSession::build(id, revision, backend, upstream_session, None, owns_upstream)
+        ClientSession::build(id, revision, backend, Some(upstream_session), None, owns_upstream)
     }
 
     /// A session in front of a modern upstream: no upstream session of its own,
@@ -115,14 +116,30 @@ impl ClientSession {
         shared: Arc<UpstreamSession>,
         envelope: Envelope,
     ) -> Arc<ClientSession> {
-        ClientSession::build(id, revision, backend, shared, Some(Mutex::new(envelope)), false)
+        ClientSession::build(id, revision, backend, Some(shared), Some(Mutex::new(envelope)), false)
+    }
+
+    /// A session on a federated path: no upstream session; its GET stream
+    /// carries the federation's list changes.
+    pub fn open_federated(id: String, revision: Revision, backend: Backend, envelope: Envelope) -> Arc<ClientSession> {
+        ClientSession::build(id, revision, backend, None, Some(Mutex::new(envelope)), false)
+    }
+
+    /// The upstream session it relays to (none on a federated path).
+    pub fn upstream(&self) -> Option<&Arc<UpstreamSession>> {
+        self.upstream_session.as_ref()
+    }
+
+    /// Whether its upstream session ended (a federated session has none to end).
+    pub fn upstream_closed(&self) -> bool {
+        self.upstream_session.as_ref().is_some_and(|u| u.is_closed())
     }
 
     fn build(
         id: String,
         revision: Revision,
         backend: Backend,
-        upstream_session: Arc<UpstreamSession>,
+        upstream_session: Option<Arc<UpstreamSession>>,
         envelope: Option<Mutex<Envelope>>,
         owns_upstream: bool,
     ) -> Arc<ClientSession> {
@@ -205,8 +222,10 @@ impl ClientSession {
         }
         *lock(&self.stream) = None;
         // Shared and stateless sessions outlive any one client.
-        if self.owns_upstream {
-            self.upstream_session.close("client session ended");
+        if self.owns_upstream
+            && let Some(upstream) = &self.upstream_session
+        {
+            upstream.close("client session ended");
         }
     }
 
@@ -309,17 +328,19 @@ impl ClientSession {
             *slot = Some(tx);
             rx
         };
-        if self.envelope.is_none() {
-            let mut forwarder = lock(&self.forwarder);
-            if forwarder.is_none() {
-                let task = tokio::spawn(forward_unsolicited(
-                    Arc::downgrade(self),
-                    self.upstream_session.subscribe(),
-                ));
+        let mut forwarder = lock(&self.forwarder);
+        match (&self.upstream_session, self.backend.federation()) {
+            (_, Some(federation)) if forwarder.is_none() => {
+                let task = tokio::spawn(forward_list_changes(Arc::downgrade(self), federation.list_changes()));
+                *forwarder = Some(task.abort_handle());
+            }
+            (Some(upstream), None) if self.envelope.is_none() && forwarder.is_none() => {
+                let task = tokio::spawn(forward_unsolicited(Arc::downgrade(self), upstream.subscribe()));
                 *forwarder = Some(task.abort_handle());
                 // Subscribed first, so nothing the upstream stream brings is missed.
-                self.upstream_session.open_event_stream();
+                upstream.open_event_stream();
             }
+            _ => {}
         }
         Ok(rx)
     }
@@ -361,7 +382,34 @@ async fn forward_unsolicited(session: Weak<ClientSession>, mut unsolicited: broa
 
 async fn refuse(session: &ClientSession, request: &Request) {
     let response: Response = refuse_server_request(request);
-    let _ = session.upstream_session.respond(response).await;
+    if let Some(upstream) = &session.upstream_session {
+        let _ = upstream.respond(response).await;
+    }
+}
+
+/// Tells a federated session's GET stream of the federation's list changes
+/// (`notifications/tools/list_changed`…), for as long as the session lives.
+async fn forward_list_changes(session: Weak<ClientSession>, mut changes: broadcast::Receiver<&'static str>) {
+    const EVERY_LIST: [&str; 3] = [
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+    ];
+    loop {
+        let methods: Vec<&str> = match changes.recv().await {
+            Ok(method) => vec![method],
+            // Missed some: a list_changed of each kind says as much.
+            Err(broadcast::error::RecvError::Lagged(_)) => EVERY_LIST.to_vec(),
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(session) = session.upgrade() else { return };
+        for method in methods {
+            session.push(Message::Notification(crate::protocol::Notification {
+                method: (*method).into(),
+                params: None,
+            }));
+        }
+    }
 }
 
 /// The envelope a legacy client's requests carry toward a modern upstream.

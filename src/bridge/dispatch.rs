@@ -3,6 +3,7 @@
 //! the policy stage then shapes what this caller may see of the answer.
 
 use super::Gateway;
+use super::federated;
 use super::legacy::{self, SessionLookup};
 use super::modern;
 use super::reply::Reply;
@@ -121,14 +122,26 @@ async fn serve(
         exchange.classified(Era::Modern, None);
     }
     let (reply, era) = match (verdict, message) {
-        (Classification::Legacy, message) => (
-            legacy::serve(gateway, backend, message, session, principal).await,
-            Era::Legacy,
-        ),
-        (Classification::Modern(request), Message::Request(message)) => (
-            modern::serve(gateway, backend, message, request, forwarded, principal).await,
-            Era::Modern,
-        ),
+        (Classification::Legacy, message) => match backend.federation() {
+            Some(federation) => (
+                federated::serve_legacy(gateway, backend, federation, message, session, principal).await,
+                Era::Legacy,
+            ),
+            None => (
+                legacy::serve(gateway, backend, message, session, principal).await,
+                Era::Legacy,
+            ),
+        },
+        (Classification::Modern(request), Message::Request(message)) => match backend.federation() {
+            Some(federation) => (
+                federated::serve_modern(gateway, federation, message, request, principal).await,
+                Era::Modern,
+            ),
+            None => (
+                modern::serve(gateway, backend, message, request, forwarded, principal).await,
+                Era::Modern,
+            ),
+        },
         // On HTTP a modern client cancels by closing its stream; notifications need no answer.
         (Classification::ModernNotification, _) | (Classification::Modern(_), _) => return Reply::Accepted,
         (Classification::Rejected(error), message) => {

@@ -121,7 +121,7 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
 
 /// -32602 (400) for an `initialize` whose `capabilities` and `clientInfo`, sealed
 /// into the session id that every later request carries, exceed `limits.max_client_claims_bytes`.
-fn oversized_claims(gateway: &Gateway, request: &Request) -> Option<Reply> {
+pub(super) fn oversized_claims(gateway: &Gateway, request: &Request) -> Option<Reply> {
     let limit = gateway.config.limits.max_client_claims_bytes;
     let params = request.params.as_ref()?;
     let size: usize = ["capabilities", "clientInfo"]
@@ -389,8 +389,10 @@ async fn relay(
     };
     // Toward a modern upstream an `input_required` answer is re-issued with the same params.
     let reissue = params.clone().filter(|_| session.backend_era() == Era::Modern);
-    let sent = session
-        .upstream_session
+    let Some(upstream) = session.upstream().cloned() else {
+        return Reply::rejected(Some(id), Rejection::SessionNotFound);
+    };
+    let sent = upstream
         .call_with_headers(&method, params, id.clone(), OnDrop::Detach, &param_headers)
         .await;
     let call = match sent {
@@ -444,11 +446,10 @@ async fn notification_on_session(session: &ClientSession, notification: Notifica
     if notification.method == "notifications/initialized" {
         return Reply::Accepted; // eragate completed the backend handshake when it opened the session
     }
-    if let Err(error) = session
-        .upstream_session
-        .notify(&notification.method, notification.params)
-        .await
-    {
+    let Some(upstream) = session.upstream() else {
+        return Reply::Accepted;
+    };
+    if let Err(error) = upstream.notify(&notification.method, notification.params).await {
         tracing::debug!(session = %fingerprint(&session.id), error = %error, "could not forward a notification");
     }
     Reply::Accepted
@@ -469,7 +470,9 @@ fn cancel_on_session(session: &ClientSession, params: Option<&Value>) {
         .and_then(Value::as_str)
         .unwrap_or("client cancelled");
     for upstream_id in session.untrack_all(&client_id) {
-        session.upstream_session.cancel_request(upstream_id, reason);
+        if let Some(upstream) = session.upstream() {
+            upstream.cancel_request(upstream_id, reason);
+        }
     }
 }
 
@@ -481,7 +484,10 @@ async fn response_on_session(session: &ClientSession, response: Response) -> Rep
         return Reply::rejected(None, Rejection::ResponseToUnknownRequest);
     };
     response.id = Some(upstream_id);
-    if let Err(error) = session.upstream_session.respond(response).await {
+    let Some(upstream) = session.upstream() else {
+        return Reply::Accepted;
+    };
+    if let Err(error) = upstream.respond(response).await {
         tracing::debug!(session = %fingerprint(&session.id), error = %error, "could not forward a response upstream");
     }
     Reply::Accepted

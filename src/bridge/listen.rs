@@ -139,7 +139,9 @@ fn reopen(session: &Arc<ClientSession>, uris: BTreeSet<String>) {
     let params = down::legacy_params_for_modern(Some(params), &envelope);
     let client = session.clone();
     let task = tokio::spawn(async move {
-        let backend = client.upstream_session.clone();
+        let Some(backend) = client.upstream().cloned() else {
+            return;
+        };
         let Ok(mut call) = backend
             .call(
                 "subscriptions/listen",

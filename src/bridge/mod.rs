@@ -12,6 +12,7 @@
 
 mod client_session;
 mod dispatch;
+mod federated;
 mod legacy;
 pub mod listen;
 mod lists;
@@ -31,6 +32,7 @@ pub mod sessions;
 use std::sync::Arc;
 
 pub use dispatch::{Inbound, batches_allowed, dispatch};
+pub use federated::{never_collisions, spawn_watcher, spawn_watchers};
 pub use legacy::SessionLookup;
 pub use reply::{Reply, Status};
 pub use sessions::{AttachError, ClientSession};

@@ -159,7 +159,7 @@ async fn list_tools(session: &ClientSession, envelope: &Envelope) -> Option<List
         let params = down::legacy_params_for_modern(params, envelope);
         let id = Id::number(page as u64);
         let call = session
-            .upstream_session
+            .upstream()?
             .call("tools/list", Some(params), id, OnDrop::CancelUpstream)
             .await
             .ok()?;

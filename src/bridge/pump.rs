@@ -292,7 +292,8 @@ impl ClientSide {
         }
         let params = reissue_params(params.clone(), answers, input);
         let call = session
-            .upstream_session
+            .upstream()
+            .ok_or_else(|| ErrorObject::internal("the client session has no upstream session"))?
             .call_with_headers(method, Some(params), Id::number(0), OnDrop::Detach, param_headers)
             .await
             .map_err(|e| e.to_error_object())?;

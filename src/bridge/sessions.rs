@@ -67,6 +67,11 @@ pub struct SessionClaims {
 }
 
 impl SessionStore {
+    /// The sealer of this gateway's keys (also for federated list cursors).
+    pub fn sealer(&self) -> &Sealer {
+        &self.sealer
+    }
+
     /// An empty store sealing ids with the configured key (a random one when
     /// none is set), remembering at most `max_ended` ended ids.
     pub fn new(config: SessionsConfig, max_ended: usize) -> SessionStore {
@@ -143,7 +148,7 @@ impl SessionStore {
         let idle = lock(&session.last_seen).elapsed();
         // The sealed lifetime holds here too (opening the id checks its expiry).
         let expired = session.expires.load(Ordering::Relaxed) <= unix_now();
-        if session.upstream_session.is_closed() || idle > self.config.idle_timeout.0 || expired {
+        if session.upstream_closed() || idle > self.config.idle_timeout.0 || expired {
             self.remove(id);
             return None;
         }
@@ -160,6 +165,13 @@ impl SessionStore {
             return None;
         }
         let revision = Revision::parse(&claims.rev)?;
+        if backend.federation().is_some() {
+            // Nothing of a federated session lives in a process: any replica opens it as it was.
+            let envelope = stateless_envelope(&claims.caps, &claims.info);
+            let session = ClientSession::open_federated(id.to_owned(), revision, backend.clone(), envelope);
+            self.insert(session.clone());
+            return Some(session);
+        }
         // A replica that has not met this upstream yet learns its era first.
         let era = backend.era(principal).await.ok();
         let session = match (&claims.usid, era) {
@@ -228,7 +240,7 @@ impl SessionStore {
         let expired: Vec<Arc<str>> = self
             .sessions
             .iter()
-            .filter(|s| lock(&s.last_seen).elapsed() > timeout || s.upstream_session.is_closed())
+            .filter(|s| lock(&s.last_seen).elapsed() > timeout || s.upstream_closed())
             .map(|s| s.id.clone())
             .collect();
         for id in expired {

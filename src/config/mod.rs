@@ -63,11 +63,10 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// The name and path of one `[[upstreams]]` entry, read even when the rest of it is wrong.
+/// The name of one `[[upstreams]]` entry, read even when the rest of it is wrong.
 struct Identity {
     index: usize,
     name: Option<String>,
-    path: Option<String>,
 }
 
 impl Identity {
@@ -76,17 +75,15 @@ impl Identity {
         Identity {
             index,
             name: text("name"),
-            path: Some(text("path").unwrap_or_else(|| "/mcp".into())),
         }
     }
 }
 
-/// Names and paths used twice, reported on the later entry.
+/// Names used twice, reported on the later entry (a path shared is a federation).
 fn duplicate_issues(mut identities: Vec<Identity>) -> Vec<ConfigIssue> {
     identities.sort_by_key(|i| i.index);
     let mut issues = Vec::new();
     let mut names = std::collections::HashSet::new();
-    let mut paths = std::collections::HashSet::new();
     for identity in &identities {
         if let Some(name) = identity.name.as_deref().filter(|n| !n.is_empty())
             && !names.insert(name)
@@ -96,13 +93,59 @@ fn duplicate_issues(mut identities: Vec<Identity>) -> Vec<ConfigIssue> {
                 message: "is used by another upstream; names must be unique".into(),
             });
         }
-        if let Some(path) = identity.path.as_deref().filter(|p| p.starts_with('/'))
-            && !paths.insert(path)
-        {
-            issues.push(ConfigIssue {
-                path: format!("upstreams[{}].path", identity.index),
-                message: "is served by another upstream; paths must be unique".into(),
-            });
+    }
+    issues
+}
+
+/// The federations: upstreams sharing a path agree on one prefix mode, and
+/// each has a prefix of its own that can name it in a URI scheme.
+fn federation_issues(upstreams: &[UpstreamConfig], indexes: &[usize]) -> Vec<ConfigIssue> {
+    let mut issues = Vec::new();
+    let mut by_path: Vec<(&str, Vec<(usize, &UpstreamConfig)>)> = Vec::new();
+    for (upstream, &i) in upstreams.iter().zip(indexes) {
+        match by_path.iter_mut().find(|(path, _)| *path == upstream.path) {
+            Some((_, members)) => members.push((i, upstream)),
+            None => by_path.push((&upstream.path, vec![(i, upstream)])),
+        }
+    }
+    for (_, members) in by_path.iter().filter(|(_, members)| members.len() > 1) {
+        let mut mode: Option<(usize, crate::federate::names::PrefixMode)> = None;
+        let mut prefixes = std::collections::HashMap::new();
+        for &(i, member) in members {
+            if let Some(own) = member.prefix_mode {
+                match mode {
+                    Some((first, agreed)) if agreed != own => issues.push(ConfigIssue {
+                        path: format!("upstreams[{i}].prefix_mode"),
+                        message: format!(
+                            "differs from upstreams[{first}].prefix_mode on the same path; the members of a federation share one mode"
+                        ),
+                    }),
+                    Some(_) => {}
+                    None => mode = Some((i, own)),
+                }
+            }
+            let key = if member.tool_prefix.is_some() {
+                "tool_prefix"
+            } else {
+                "name"
+            };
+            let prefix = member.member_prefix();
+            if !crate::federate::names::is_uri_prefix(prefix) {
+                issues.push(ConfigIssue {
+                    path: format!("upstreams[{i}].{key}"),
+                    message: format!(
+                        "{prefix:?} cannot prefix a federated member's resource URIs: a letter, then letters, digits, '-' or '.' (set tool_prefix)"
+                    ),
+                });
+            }
+            if let Some(first) = prefixes.insert(prefix, i) {
+                issues.push(ConfigIssue {
+                    path: format!("upstreams[{i}].{key}"),
+                    message: format!(
+                        "prefix {prefix:?} is upstreams[{first}]'s too; members of a federation need distinct prefixes"
+                    ),
+                });
+            }
         }
     }
     issues
@@ -221,7 +264,6 @@ impl Config {
         identities.extend(config.upstreams.iter().zip(&indexes).map(|(u, &i)| Identity {
             index: i,
             name: Some(u.name.clone()),
-            path: Some(u.path.clone()),
         }));
         issues.extend(duplicate_issues(identities));
         if issues.is_empty() {
@@ -232,7 +274,7 @@ impl Config {
     }
 
     /// Checks what types alone cannot: at least one upstream, one transport
-    /// each, unique names and paths, sane bounds.
+    /// each, unique names, federations that agree, sane bounds.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let indexes: Vec<usize> = (0..self.upstreams.len()).collect();
         let issues = self.issues(&indexes, self.upstreams.len());
@@ -253,7 +295,6 @@ impl Config {
             .map(|(u, &i)| Identity {
                 index: i,
                 name: Some(u.name.clone()),
-                path: Some(u.path.clone()),
             })
             .collect();
         let mut issues = self.field_issues(indexes, entries);
@@ -322,6 +363,7 @@ impl Config {
             issues.extend(tls::listen_tls_issues(tls, "listen.tls"));
         }
         issues.extend(self.telemetry_issues());
+        issues.extend(federation_issues(&self.upstreams, indexes));
         for (upstream, &i) in self.upstreams.iter().zip(indexes) {
             issues.extend(upstream_issues(upstream, i));
         }
@@ -539,6 +581,57 @@ mod tests {
         ];
         for (text, path) in cases {
             let error = Config::from_toml(text).unwrap_err();
+            assert!(error.issues.iter().any(|i| i.path == path), "{text:?} gave {error}");
+        }
+    }
+
+    #[test]
+    fn upstreams_sharing_a_path_are_a_federation() {
+        let member =
+            |name: &str, extra: &str| format!("[[upstreams]]\nname = \"{name}\"\nstdio.command = [\"x\"]\n{extra}");
+        let good = [
+            format!("{}{}", member("a", ""), member("b", "")),
+            format!("{}{}", member("a", "prefix_mode = \"never\"\n"), member("b", "")),
+            format!(
+                "{}{}",
+                member("a_1", "tool_prefix = \"a1\"\n"),
+                member("b", "prefix_mode = \"on_collision\"\n")
+            ),
+            // Alone on its path, a name needs no URI-scheme letters.
+            format!("{}{}", member("a_1", ""), member("b", "path = \"/b\"\n")),
+        ];
+        for text in good {
+            assert!(Config::from_toml(&text).is_ok(), "{text}");
+        }
+        let bad = [
+            (
+                format!(
+                    "{}{}",
+                    member("a", "prefix_mode = \"never\"\n"),
+                    member("b", "prefix_mode = \"always\"\n")
+                ),
+                "upstreams[1].prefix_mode",
+            ),
+            (format!("{}{}", member("a_1", ""), member("b", "")), "upstreams[0].name"),
+            (
+                format!("{}{}", member("a", "tool_prefix = \"2x\"\n"), member("b", "")),
+                "upstreams[0].tool_prefix",
+            ),
+            (
+                format!(
+                    "{}{}",
+                    member("a", "tool_prefix = \"p\"\n"),
+                    member("b", "tool_prefix = \"p\"\n")
+                ),
+                "upstreams[1].tool_prefix",
+            ),
+            (
+                format!("{}{}", member("a", "prefix_mode = \"sometimes\"\n"), member("b", "")),
+                "upstreams[0].prefix_mode",
+            ),
+        ];
+        for (text, path) in bad {
+            let error = Config::from_toml(&text).unwrap_err();
             assert!(error.issues.iter().any(|i| i.path == path), "{text:?} gave {error}");
         }
     }

@@ -13,6 +13,7 @@ pub use super::duration::Humantime;
 use super::limits::LimitsConfig;
 use super::rate_limits::RateLimitsConfig;
 use super::tls::{ListenTlsConfig, UpstreamTlsConfig};
+use crate::federate::names::PrefixMode;
 use crate::seal::SealKey;
 use crate::translate::{CachePolicy, CacheScope};
 
@@ -229,9 +230,21 @@ fn deserialize_key<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<
 pub struct UpstreamConfig {
     /// Name used in logs and in errors that clients see. Required, unique.
     pub name: String,
-    /// The MCP path this upstream is served on. Default `/mcp`.
+    /// The MCP path this upstream is served on. Default `/mcp`. Several
+    /// upstreams on one path are one federated server (README, "Federation").
     #[serde(default = "default_path")]
     pub path: String,
+    /// In a federation: the prefix of this member's tool and prompt names
+    /// (`<prefix>_<name>`) and of its resource URIs (`<prefix>+<uri>`). Default
+    /// the upstream's `name`; a URI scheme's letters (a letter, then letters,
+    /// digits, `-` or `.`).
+    #[serde(default)]
+    pub tool_prefix: Option<String>,
+    /// In a federation: when members' names get their prefix, `"always"`,
+    /// `"on_collision"` or `"never"` (a name two members share is then an error).
+    /// Every member of a path that sets it sets the same; default `"always"`.
+    #[serde(default)]
+    pub prefix_mode: Option<PrefixMode>,
     /// A local server process spoken to over stdio.
     pub stdio: Option<StdioConfig>,
     /// A Streamable HTTP server.
@@ -558,6 +571,11 @@ fn default_kill_grace() -> Humantime {
 }
 
 impl UpstreamConfig {
+    /// The prefix of this upstream's names in a federation: `tool_prefix`, else its name.
+    pub fn member_prefix(&self) -> &str {
+        self.tool_prefix.as_deref().unwrap_or(&self.name)
+    }
+
     /// The timeout for one request of `method`.
     pub fn timeout_for(&self, method: &str) -> Duration {
         self.timeouts.get(method).map_or(self.request_timeout.0, |t| t.0)
@@ -573,6 +591,8 @@ impl UpstreamConfig {
         UpstreamConfig {
             name: name.into(),
             path: default_path(),
+            tool_prefix: None,
+            prefix_mode: None,
             stdio,
             http,
             sse,

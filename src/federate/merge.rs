@@ -6,6 +6,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::protocol::envelope::SERVER_INFO;
+
 /// The `_meta` key listing the members: `[{name, serverInfo}]`, and those left out.
 pub const MEMBERS_META: &str = "dev.eragate/members";
 
@@ -74,6 +76,39 @@ pub fn handshake(members: &[MemberResult<'_>], server_info: &Value) -> Value {
         meta.insert(MEMBERS_META.into(), Value::Array(listed));
     }
     Value::Object(result)
+}
+
+/// The federation's 2026-07-28 `server/discover` result from members'
+/// (modern-shaped) ones: as [`handshake`], with each member's identity read
+/// from, and eragate's written to, `_meta["io.modelcontextprotocol/serverInfo"]`.
+pub fn discover(members: &[MemberResult<'_>], server_info: &Value) -> Value {
+    let lifted: Vec<Option<Value>> = members
+        .iter()
+        .map(|m| {
+            let mut result = m.result?.clone();
+            let identity = result.get("_meta").and_then(|meta| meta.get(SERVER_INFO)).cloned();
+            if let (Some(object), Some(identity)) = (result.as_object_mut(), identity) {
+                object.entry("serverInfo").or_insert(identity);
+            }
+            Some(result)
+        })
+        .collect();
+    let lifted_members: Vec<MemberResult<'_>> = members
+        .iter()
+        .zip(&lifted)
+        .map(|(m, r)| MemberResult {
+            name: m.name,
+            result: r.as_ref(),
+        })
+        .collect();
+    let mut merged = handshake(&lifted_members, server_info);
+    if let Some(object) = merged.as_object_mut() {
+        let identity = object.remove("serverInfo").unwrap_or(Value::Null);
+        if let Some(meta) = object.get_mut("_meta").and_then(Value::as_object_mut) {
+            meta.insert(SERVER_INFO.into(), identity);
+        }
+    }
+    merged
 }
 
 /// `## <member>` then its instructions, for every member that has any.
@@ -173,5 +208,42 @@ mod tests {
             &gateway,
         );
         assert_eq!(merged["instructions"], "## a\n\nTest everything.\n\n## b\n\nSay hi.");
+    }
+
+    #[test]
+    fn one_discover_for_the_members() {
+        let everything = json!({"resultType": "complete", "supportedVersions": ["2026-07-28"], "ttlMs": 0,
+            "cacheScope": "private", "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}},
+            "_meta": {SERVER_INFO: {"name": "everything", "version": "1"}}});
+        let ts2 = json!({"resultType": "complete", "capabilities": {"prompts": {}},
+            "_meta": {SERVER_INFO: {"name": "ts2", "version": "2"}}});
+        let gateway = json!({"name": "eragate", "version": "0.1.0"});
+        let merged = discover(
+            &[
+                MemberResult {
+                    name: "everything",
+                    result: Some(&everything),
+                },
+                MemberResult {
+                    name: "ts2",
+                    result: Some(&ts2),
+                },
+            ],
+            &gateway,
+        );
+        assert_eq!(
+            merged,
+            json!({
+                "resultType": "complete", "supportedVersions": ["2026-07-28"], "ttlMs": 0, "cacheScope": "private",
+                "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}, "prompts": {}},
+                "_meta": {
+                    SERVER_INFO: gateway,
+                    MEMBERS_META: [
+                        {"name": "everything", "serverInfo": {"name": "everything", "version": "1"}},
+                        {"name": "ts2", "serverInfo": {"name": "ts2", "version": "2"}},
+                    ],
+                },
+            })
+        );
     }
 }

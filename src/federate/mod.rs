@@ -1,9 +1,12 @@
 //! Federation, the pure part: several upstreams served as one MCP server on one
 //! path. How members' names are exposed and traced back to their owner
 //! ([`names`]), how their lists are paged together under one sealed cursor
-//! ([`cursor`]), and how their handshakes merge into one ([`merge`]). No I/O:
+//! ([`cursor`]) into one page ([`page`]), how their handshakes merge into one ([`merge`]), and
+//! which member owns a request and how its results are exposed ([`route`]). No I/O:
 //! the router fetches from members and hands their answers in.
 
 pub mod cursor;
 pub mod merge;
 pub mod names;
+pub mod page;
+pub mod route;

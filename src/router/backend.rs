@@ -3,11 +3,11 @@
 //! admission slot and a session of the kind a request needs; it never sees
 //! members, partitions, transports or children.
 //!
-//! One upstream pool ([`Backend::Pool`]) is the first implementation. A
-//! federated set of pools will be a second variant: it reports the era and
-//! capabilities of the whole set, merges what its members list, and picks the
-//! member that owns a name for calls, reads and subscriptions. Every method
-//! here is the place where that choice will be made.
+//! One upstream pool ([`Backend::Pool`]), or a federated set of pools
+//! ([`Backend::Federated`]): the bridge serves a federated path through its
+//! members (`bridge/federated/`), which are pools themselves; here a
+//! federation answers for the set (name, stats, lifecycle) and has no session
+//! of its own.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::federation::Federation;
 use super::lists::ListCache;
 use super::{PartitionKey, UpstreamError, UpstreamSession};
 use crate::auth::Principal;
@@ -30,6 +31,8 @@ pub enum Backend {
     /// One upstream server: its replicas, pooled sessions and health, and the
     /// lists eragate keeps of it.
     Pool(Arc<Upstream>, Arc<ListCache>),
+    /// Several upstreams served as one on one path.
+    Federated(Arc<Federation>, Arc<ListCache>),
 }
 
 /// The session a request needs.
@@ -85,6 +88,15 @@ impl Backend {
     pub fn name(&self) -> &str {
         match self {
             Backend::Pool(pool, _) => pool.name(),
+            Backend::Federated(federation, _) => federation.name(),
+        }
+    }
+
+    /// The federation, when this backend is one.
+    pub fn federation(&self) -> Option<&Arc<Federation>> {
+        match self {
+            Backend::Pool(..) => None,
+            Backend::Federated(federation, _) => Some(federation),
         }
     }
 
@@ -92,13 +104,23 @@ impl Backend {
     pub fn stats(&self) -> &Arc<UpstreamStats> {
         match self {
             Backend::Pool(pool, _) => pool.stats(),
+            Backend::Federated(federation, _) => federation.stats(),
         }
     }
 
-    /// The backend's configuration.
+    /// The configuration of every upstream behind it (a reload compares them).
+    pub fn configs(&self) -> Vec<&UpstreamConfig> {
+        match self {
+            Backend::Pool(pool, _) => vec![pool.config()],
+            Backend::Federated(federation, _) => federation.members().iter().map(|m| m.backend.config()).collect(),
+        }
+    }
+
+    /// The backend's configuration (a federation's stands for its own requests).
     pub fn config(&self) -> &UpstreamConfig {
         match self {
             Backend::Pool(pool, _) => pool.config(),
+            Backend::Federated(federation, _) => federation.config(),
         }
     }
 
@@ -115,7 +137,7 @@ impl Backend {
     /// The lists kept of the backend.
     pub fn lists(&self) -> &Arc<ListCache> {
         match self {
-            Backend::Pool(_, lists) => lists,
+            Backend::Pool(_, lists) | Backend::Federated(_, lists) => lists,
         }
     }
 
@@ -124,6 +146,7 @@ impl Backend {
     pub fn per_principal(&self) -> bool {
         match self {
             Backend::Pool(pool, _) => pool.per_principal(),
+            Backend::Federated(federation, _) => federation.per_principal(),
         }
     }
 
@@ -133,6 +156,7 @@ impl Backend {
     pub fn cache_policy(&self) -> CachePolicy {
         let policy = match self {
             Backend::Pool(pool, _) => pool.cache_policy(),
+            Backend::Federated(federation, _) => federation.cache_policy(),
         };
         if self.per_principal() {
             policy.per_caller()
@@ -146,6 +170,8 @@ impl Backend {
     pub async fn era(&self, asking: &Principal) -> Result<Era, UpstreamError> {
         match self {
             Backend::Pool(pool, _) => pool.era(asking).await,
+            // The bridge serves a federation through its members, each in its own era.
+            Backend::Federated(..) => Ok(Era::Modern),
         }
     }
 
@@ -154,6 +180,7 @@ impl Backend {
     pub async fn initialize_result(&self, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {
         match self {
             Backend::Pool(pool, _) => pool.initialize_result(asking).await,
+            Backend::Federated(federation, _) => Err(no_session(federation)),
         }
     }
 
@@ -162,6 +189,15 @@ impl Backend {
     pub async fn admit(&self) -> Result<Admission, UpstreamError> {
         match self {
             Backend::Pool(pool, _) => pool.admit().await.map(|slot| Admission { _slot: slot }),
+            Backend::Federated(federation, _) => match federation.admission().clone().try_acquire_owned() {
+                Ok(slot) => Ok(Admission { _slot: slot }),
+                Err(_) => {
+                    federation.stats().admission_rejected();
+                    Err(UpstreamError::Overloaded {
+                        upstream: federation.name().to_owned(),
+                    })
+                }
+            },
         }
     }
 
@@ -170,7 +206,10 @@ impl Backend {
     where
         F: FnOnce() -> Value + Send,
     {
-        let Backend::Pool(pool, lists) = self;
+        let (pool, lists) = match self {
+            Backend::Pool(pool, lists) => (pool, lists),
+            Backend::Federated(federation, _) => return Err(no_session(federation)),
+        };
         let pooled = match need {
             SessionNeed::Stateless { principal } => return pool.modern_session(&principal).await,
             SessionNeed::Dedicated { params, principal } => return pool.open_dedicated(params, &principal).await,
@@ -192,6 +231,7 @@ impl Backend {
     ) -> Option<Arc<UpstreamSession>> {
         match self {
             Backend::Pool(pool, _) => pool.resume_dedicated(endpoint, upstream_session_id, revision),
+            Backend::Federated(..) => None,
         }
     }
 
@@ -199,6 +239,7 @@ impl Backend {
     pub fn discard(&self, session: &Arc<UpstreamSession>) {
         match self {
             Backend::Pool(pool, _) => pool.discard(session),
+            Backend::Federated(..) => {}
         }
     }
 
@@ -206,6 +247,8 @@ impl Backend {
     pub fn same(&self, other: &Backend) -> bool {
         match (self, other) {
             (Backend::Pool(a, _), Backend::Pool(b, _)) => Arc::ptr_eq(a, b),
+            (Backend::Federated(a, _), Backend::Federated(b, _)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
 
@@ -221,6 +264,9 @@ impl Backend {
     pub fn is_unused(&self) -> bool {
         match self {
             Backend::Pool(pool, _) => Arc::strong_count(pool) == 1,
+            Backend::Federated(federation, _) => {
+                Arc::strong_count(federation) == 1 && federation.members().iter().all(|m| m.backend.is_unused())
+            }
         }
     }
 
@@ -229,8 +275,13 @@ impl Backend {
     /// Learns the era and opens the first session in the background, so the
     /// first client waits for nothing.
     pub fn warm(&self) {
-        let Backend::Pool(pool, _) = self;
-        let pool = pool.clone();
+        let pool = match self {
+            Backend::Pool(pool, _) => pool.clone(),
+            Backend::Federated(federation, _) => {
+                federation.members().iter().for_each(|m| m.backend.warm());
+                return;
+            }
+        };
         tokio::spawn(async move {
             if let Err(error) = pool.warm().await {
                 tracing::warn!(upstream = %pool.name(), error = %error, "could not warm upstream");
@@ -242,6 +293,12 @@ impl Backend {
     pub fn spawn_health_checks(&self) {
         match self {
             Backend::Pool(pool, _) => pool.spawn_health_checks(),
+            Backend::Federated(federation, _) => {
+                federation
+                    .members()
+                    .iter()
+                    .for_each(|m| m.backend.spawn_health_checks());
+            }
         }
     }
 
@@ -249,13 +306,21 @@ impl Backend {
     pub fn is_ready(&self) -> bool {
         match self {
             Backend::Pool(pool, _) => pool.has_live_session(),
+            // A federation serves while any member does; lists say who is left out.
+            Backend::Federated(federation, _) => federation.members().iter().any(|m| m.backend.is_ready()),
         }
     }
 
-    /// The admin view of the backend.
+    /// The admin view of the backend's one upstream (a federation: of its first member).
     pub fn snapshot(&self) -> Value {
+        self.snapshots().into_iter().next().unwrap_or_default()
+    }
+
+    /// The admin view of every upstream behind the backend.
+    pub fn snapshots(&self) -> Vec<Value> {
         match self {
-            Backend::Pool(pool, _) => pool.snapshot(),
+            Backend::Pool(pool, _) => vec![pool.snapshot()],
+            Backend::Federated(federation, _) => federation.snapshots(),
         }
     }
 
@@ -263,6 +328,15 @@ impl Backend {
     pub fn close_all(&self) {
         match self {
             Backend::Pool(pool, _) => pool.close_all(),
+            Backend::Federated(federation, _) => federation.members().iter().for_each(|m| m.backend.close_all()),
         }
+    }
+}
+
+/// A federation lends no session: its requests are served by its members.
+fn no_session(federation: &Federation) -> UpstreamError {
+    UpstreamError::Unavailable {
+        upstream: federation.name().to_owned(),
+        reason: "a federated path has no session of its own; its members serve it".into(),
     }
 }

@@ -4,6 +4,7 @@
 //! types re-exported here are the vocabulary a backend's sessions speak.
 
 mod backend;
+pub mod federation;
 pub mod lists;
 
 use std::collections::HashMap;
@@ -22,6 +23,7 @@ use crate::config::UpstreamConfig;
 use crate::upstream::Upstream;
 use crate::upstream::credentials::Registrations;
 use crate::upstream::transport::stdio::ChildSupervisor;
+use federation::Federation;
 use lists::ListCache;
 
 /// The kinds of endpoint a request can address.
@@ -58,8 +60,8 @@ pub struct Reloaded {
 }
 
 impl Router {
-    /// One backend per configured upstream (paths are unique; configuration
-    /// validation ensures it). Nothing starts yet. Children never inherit
+    /// One backend per path: one upstream's pool, or a federation of the
+    /// upstreams sharing the path. Nothing starts yet. Children never inherit
     /// `protected_env` (variables holding secrets) through a pattern.
     pub fn new(upstreams: &[UpstreamConfig], protected_env: Vec<String>) -> Router {
         let router = Router {
@@ -67,15 +69,28 @@ impl Router {
             supervisor: ChildSupervisor::new(protected_env),
             registrations: Arc::new(Registrations::default()),
         };
-        let routes = upstreams
-            .iter()
-            .map(|config| (config.path.clone(), router.backend(config)))
+        let routes = by_path(upstreams)
+            .into_iter()
+            .map(|(path, configs)| (path, router.backend(&configs)))
             .collect();
         router.routes.store(Arc::new(routes));
         router
     }
 
-    fn backend(&self, config: &UpstreamConfig) -> Backend {
+    /// The backend of the upstreams on one path (one or more).
+    fn backend(&self, configs: &[&UpstreamConfig]) -> Backend {
+        match configs {
+            [config] => self.pool(config),
+            members => {
+                let owned: Vec<UpstreamConfig> = members.iter().map(|c| (*c).clone()).collect();
+                let federation = Federation::new(&owned, |config| self.pool(config));
+                let cache = Arc::new(ListCache::new(&federation.config().cache));
+                Backend::Federated(Arc::new(federation), cache)
+            }
+        }
+    }
+
+    fn pool(&self, config: &UpstreamConfig) -> Backend {
         Backend::Pool(
             Upstream::new(config.clone(), self.supervisor.clone(), &self.registrations),
             Arc::new(ListCache::new(&config.cache)),
@@ -89,19 +104,19 @@ impl Router {
         let old = self.routes.load_full();
         let mut reloaded = Reloaded::default();
         let mut routes = HashMap::with_capacity(upstreams.len());
-        for config in upstreams {
-            let backend = match old.get(&config.path) {
-                Some(backend) if same_config(backend.config(), config) => {
-                    reloaded.kept.push(config.name.clone());
+        for (path, configs) in by_path(upstreams) {
+            let backend = match old.get(&path) {
+                Some(backend) if backend.configs() == configs => {
+                    reloaded.kept.extend(configs.iter().map(|c| c.name.clone()));
                     backend.clone()
                 }
                 _ => {
-                    let backend = self.backend(config);
+                    let backend = self.backend(&configs);
                     reloaded.started.push(backend.clone());
                     backend
                 }
             };
-            routes.insert(config.path.clone(), backend);
+            routes.insert(path, backend);
         }
         reloaded.retired = old
             .iter()
@@ -184,9 +199,16 @@ impl Router {
     }
 }
 
-/// Whether two upstream configurations are the same in every key.
-fn same_config(a: &UpstreamConfig, b: &UpstreamConfig) -> bool {
-    a == b
+/// The upstreams by the path they are served on, in configuration order.
+fn by_path(upstreams: &[UpstreamConfig]) -> Vec<(String, Vec<&UpstreamConfig>)> {
+    let mut paths: Vec<(String, Vec<&UpstreamConfig>)> = Vec::new();
+    for config in upstreams {
+        match paths.iter_mut().find(|(path, _)| *path == config.path) {
+            Some((_, configs)) => configs.push(config),
+            None => paths.push((config.path.clone(), vec![config])),
+        }
+    }
+    paths
 }
 
 #[cfg(test)]
@@ -205,6 +227,44 @@ mod tests {
         let mut names: Vec<&str> = backends.iter().map(Backend::name).collect();
         names.sort_unstable();
         names
+    }
+
+    #[tokio::test]
+    async fn upstreams_sharing_a_path_are_one_federated_backend() {
+        let router = Router::new(
+            &[
+                upstream("a", "/f", "x"),
+                upstream("b", "/f", "y"),
+                upstream("c", "/c", "z"),
+            ],
+            Vec::new(),
+        );
+        let federated = router.route("/f").unwrap();
+        let members: Vec<&str> = federated
+            .federation()
+            .map(|f| f.members().iter().map(|m| m.backend.name()).collect())
+            .unwrap_or_default();
+        assert_eq!(members, ["a", "b"], "in configuration order");
+        assert_eq!(federated.name(), "/f", "a federation is named by its path");
+        assert!(router.route("/c").unwrap().federation().is_none());
+
+        // Unchanged members keep the federation; a changed member replaces it whole.
+        let same = [
+            upstream("a", "/f", "x"),
+            upstream("b", "/f", "y"),
+            upstream("c", "/c", "z"),
+        ];
+        let reloaded = router.reload(&same);
+        assert!(reloaded.started.is_empty(), "{:?}", reloaded.kept);
+        assert!(router.route("/f").unwrap().same(&federated));
+        let reloaded = router.reload(&[
+            upstream("a", "/f", "x"),
+            upstream("b", "/f", "y2"),
+            upstream("c", "/c", "z"),
+        ]);
+        assert_eq!(names(&reloaded.started), ["/f"]);
+        assert_eq!(names(&reloaded.retired), ["/f"]);
+        assert!(!router.route("/f").unwrap().same(&federated));
     }
 
     #[tokio::test]

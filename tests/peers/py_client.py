@@ -44,6 +44,10 @@ Scenarios (--profile picks the server's names: `fixture` = legacy_server.py, `ev
              error (code/message/data), so rate limits can be seen as the SDK sees them
   cancel     (fixture) call `hang` with a 1 s read timeout (the SDK then sends
              notifications/cancelled on legacy), then check the connection still works
+  plan       the steps of --plan, a JSON list of [op, ...] with op one of list_tools,
+             list_prompts, list_resources, list_resource_templates, call NAME ARGS,
+             read URI, prompt NAME ARGS, complete PROMPT ARG PREFIX; results under "<i>:<op>",
+             a JSON-RPC error as {"error": {...}} (names from any server, e.g. a federation's)
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ SCENARIO_STEPS = {
     "errors": ["call_fail", "call_unknown_tool", "read_unknown_resource"],
     "cancel": ["cancel"],
     "burst": ["burst"],
+    "plan": [],
 }
 
 TEXT_LIMIT = 300
@@ -281,6 +286,38 @@ class Runner:
         return out
 
 
+async def plan_step(c: mcp.Client, op: str, *args: Any) -> dict[str, Any]:
+    """One --plan step; a JSON-RPC error is a result, not a failure."""
+    try:
+        if op == "list_tools":
+            r = await c.list_tools()
+            return {"names": [t.name for t in r.tools], "meta": dump(r).get("_meta")}
+        if op == "list_prompts":
+            r = await c.list_prompts()
+            return {"names": [x.name for x in r.prompts], "meta": dump(r).get("_meta")}
+        if op == "list_resources":
+            r = await c.list_resources()
+            return {"uris": [str(x.uri) for x in r.resources], "meta": dump(r).get("_meta")}
+        if op == "list_resource_templates":
+            r = await c.list_resource_templates()
+            return {"uri_templates": [x.uri_template for x in r.resource_templates]}
+        if op == "call":
+            return tool_summary(await c.call_tool(args[0], args[1]))
+        if op == "read":
+            return resource_summary(await c.read_resource(args[0]))
+        if op == "prompt":
+            r = await c.get_prompt(args[0], args[1])
+            msg_texts = [m.content.text for m in r.messages if getattr(m.content, "type", None) == "text"]
+            return {"text": msg_texts[0] if msg_texts else None, "messages": len(r.messages)}
+        if op == "complete":
+            ref = types.PromptReference(type="ref/prompt", name=args[0])
+            r = await c.complete(ref, {"name": args[1], "value": args[2]})
+            return {"values": r.completion.values}
+    except MCPError as e:
+        return error_summary(e)
+    raise ValueError(f"unknown plan op {op!r}")
+
+
 def leaf_exceptions(e: BaseException) -> list[BaseException]:
     """The non-group exceptions inside (nested) exception groups."""
     subs = getattr(e, "exceptions", None)
@@ -339,6 +376,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             summary = await runner.step(step)
             if summary is not None:
                 results[step] = summary
+        for i, (op, *op_args) in enumerate(json.loads(args.plan or "[]")):
+            results[f"{i}:{op}"] = await plan_step(client, op, *op_args)
         info = client.server_info
         return {
             "protocol_version": client.protocol_version,
@@ -359,6 +398,7 @@ def main() -> int:
     ap.add_argument("--profile", choices=sorted(PROFILES), default="fixture")
     ap.add_argument("--offer-version", help="protocol revision offered in initialize (legacy/auto)")
     ap.add_argument("--header", action="append", help="extra HTTP header 'Name: value' (repeatable)")
+    ap.add_argument("--plan", help="scenario plan: a JSON list of [op, args...] steps")
     ap.add_argument("--timeout", type=float, default=30.0, help="per-request read timeout, seconds")
     args = ap.parse_args()
     if args.offer_version and args.mode == "2026-07-28":

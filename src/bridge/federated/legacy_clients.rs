@@ -1,0 +1,126 @@
+//! Handshake-era clients on a federated path: eragate answers `initialize`
+//! with the merged handshake and a sealed session holding no upstream session;
+//! each later request is served by the members like a 2026-07-28 one, and the
+//! answer reshaped for the client's revision.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{Asking, ClientEra, error_reply};
+use crate::auth::Principal;
+use crate::bridge::Gateway;
+use crate::bridge::legacy::SessionLookup;
+use crate::bridge::reply::Reply;
+use crate::bridge::sessions::{ClientSession, SessionClaims, stateless_envelope};
+use crate::protocol::errors::Rejection;
+use crate::protocol::method::MethodClass;
+use crate::protocol::{ErrorCode, ErrorObject, Message, ModernMethod, Request, Response, Revision};
+use crate::router::Backend;
+use crate::router::federation::Federation;
+
+/// Answers one handshake-era message on `federation`'s path (`backend`).
+/// eragate answers `initialize` itself with the merged handshake and a sealed
+/// session that holds no upstream session: every request is served by the
+/// members on their own pooled sessions; the session's GET stream carries the
+/// federation's list changes.
+pub async fn serve_legacy(
+    gateway: &Gateway,
+    backend: &Backend,
+    federation: &Arc<Federation>,
+    message: Message,
+    session: SessionLookup,
+    principal: &Principal,
+) -> Reply {
+    let request = match (message, session) {
+        (Message::Request(request), _) if request.method == "initialize" => {
+            return initialize_session(gateway, backend, federation, request, principal).await;
+        }
+        // Notifications and responses: nothing of them reaches a member.
+        (Message::Notification(_) | Message::Response(_), _) => return Reply::Accepted,
+        (Message::Request(request), SessionLookup::Found(session)) if session.backend.same_route(backend) => {
+            (request, session.revision)
+        }
+        (Message::Request(request), SessionLookup::Found(_) | SessionLookup::Unknown) => {
+            return Reply::rejected(Some(request.id), Rejection::SessionNotFound);
+        }
+        (Message::Request(request), SessionLookup::Absent) => match request.method.as_str() {
+            "ping" | "server/discover" => (request, Revision::LATEST_LEGACY),
+            _ => return Reply::rejected(Some(request.id), Rejection::SessionRequired),
+        },
+    };
+    let (request, revision) = request;
+    // Without a session, nothing is known of the client's capabilities: members never ask it.
+    let envelope = stateless_envelope(&json!({}), &Value::Null);
+    let asking = Asking {
+        gateway,
+        federation,
+        prefixes: federation.prefixes(),
+        envelope: &envelope,
+        principal,
+    };
+    let method = request.method.as_str();
+    match (method, ModernMethod::classify(method)) {
+        ("ping" | "logging/setLevel", _) => Reply::result(request.id, json!({})),
+        (_, MethodClass::Modern(ModernMethod::Discover)) => {
+            let result = asking.discover(&request.id).await;
+            Reply::result(request.id, result)
+        }
+        (_, MethodClass::Modern(method)) if method != ModernMethod::SubscriptionsListen => {
+            asking.serve(request, method, ClientEra::Legacy(revision)).await
+        }
+        _ => {
+            let message = format!("Method not found: {method} is not served on a federated path");
+            error_reply(request.id, ErrorObject::new(ErrorCode::METHOD_NOT_FOUND, message))
+        }
+    }
+}
+
+/// A legacy client's `initialize` on a federated path: the merged handshake,
+/// and a sealed session naming the federation (no upstream session of its own).
+async fn initialize_session(
+    gateway: &Gateway,
+    backend: &Backend,
+    federation: &Arc<Federation>,
+    request: Request,
+    principal: &Principal,
+) -> Reply {
+    if let Some(refusal) = crate::bridge::legacy::oversized_claims(gateway, &request) {
+        return refusal;
+    }
+    let params = request.params.as_ref();
+    let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
+    let negotiated = Revision::negotiate_legacy(requested);
+    // The members never ask this client anything: their requests carry no capabilities.
+    let envelope = stateless_envelope(&json!({}), &Value::Null);
+    let asking = Asking {
+        gateway,
+        federation,
+        prefixes: federation.prefixes(),
+        envelope: &envelope,
+        principal,
+    };
+    let result = asking.initialize(&request.id, negotiated).await;
+    let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();
+    let client_info = params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default();
+    let claims = SessionClaims {
+        rev: negotiated.as_str().to_owned(),
+        caps: capabilities.clone(),
+        info: client_info.clone(),
+        prn: principal.as_str().to_owned(),
+        ups: federation.name().to_owned(),
+        usid: None,
+        mem: None,
+        own: None,
+        exp: 0,
+    };
+    let id = gateway.sessions.mint(claims, false);
+    let session = ClientSession::open_federated(
+        id,
+        negotiated,
+        backend.clone(),
+        stateless_envelope(&capabilities, &client_info),
+    );
+    tracing::info!(federation = %federation.name(), revision = %negotiated, "legacy client session opened on a federation");
+    Reply::Initialized(Response::result(request.id, result).into_message(), session)
+}

@@ -1,0 +1,648 @@
+//! Serving a federated path. Every client request, of either era, becomes
+//! 2026-07-28 requests to the members concerned, each served by `modern` in
+//! that member's own era (pooled sessions, list cache, translation and all);
+//! their answers become one: handshakes merged, lists merged under one sealed
+//! cursor, calls routed to their owner with its own name restored, listens
+//! joined. The rules are [`crate::federate`]'s; this module only fans out and
+//! collects. A member failing or slow is left out of lists, never fails them.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::future::join_all;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::Gateway;
+use super::reply::{Reply, Status};
+use crate::auth::Principal;
+use crate::federate::cursor::{Opened, Positions};
+use crate::federate::merge::{self, MEMBERS_META, MemberResult};
+use crate::federate::names::{Names, PrefixMode};
+use crate::federate::page::MergedPage;
+use crate::federate::route::{self, ListShape, NameKind, Naming, Owner, StaleNames};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::jsonrpc::Outcome;
+use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, ModernMethod, Request, Response, Revision};
+use crate::router::federation::Federation;
+use crate::router::gateway_client_info;
+use crate::translate::cache::{Audience, Watch};
+use crate::translate::listen::{self, Filter};
+use crate::translate::{ModernRequest, down, up};
+
+mod legacy_clients;
+mod watch;
+
+pub use legacy_clients::serve_legacy;
+pub use watch::{never_collisions, spawn_watcher, spawn_watchers};
+
+/// Bound of the messages queued on a reshaped answer or a joined listen.
+const FEDERATED_QUEUE: usize = 64;
+
+/// Most pages of one member read to learn its names.
+const MAX_NAME_PAGES: usize = 64;
+
+/// The client's era, which shapes the answer.
+#[derive(Clone, Copy)]
+enum ClientEra {
+    /// A 2026-07-28 client: members' answers as they are.
+    Modern,
+    /// A handshake-era client: modern-only members removed, content downgraded.
+    Legacy(Revision),
+}
+
+/// Answers one 2026-07-28 request on `federation`'s path.
+pub async fn serve_modern(
+    gateway: &Gateway,
+    federation: &Arc<Federation>,
+    request: Request,
+    modern: ModernRequest,
+    principal: &Principal,
+) -> Reply {
+    let asking = Asking {
+        gateway,
+        federation,
+        prefixes: federation.prefixes(),
+        envelope: &modern.envelope,
+        principal,
+    };
+    asking.serve(request, modern.method, ClientEra::Modern).await
+}
+/// One client request being served across the members.
+struct Asking<'a> {
+    gateway: &'a Gateway,
+    federation: &'a Arc<Federation>,
+    /// Each member's prefix, by index.
+    prefixes: Vec<&'a str>,
+    /// The envelope every member request carries (the client's own for a modern client).
+    envelope: &'a Envelope,
+    principal: &'a Principal,
+}
+
+// === impl Asking ===
+
+impl Asking<'_> {
+    async fn serve(&self, request: Request, method: ModernMethod, era: ClientEra) -> Reply {
+        match method {
+            ModernMethod::Discover => {
+                let result = self.discover(&request.id).await;
+                Reply::result(request.id, result)
+            }
+            ModernMethod::SubscriptionsListen => self.listen(request).await,
+            method => match ListShape::of(method) {
+                Some(shape) => {
+                    let result = self.list(shape, &request).await;
+                    era.reply(request.id, result)
+                }
+                None => self.call(request, method, era).await,
+            },
+        }
+    }
+
+    /// The federation's `server/discover` result: every member's, merged.
+    async fn discover(&self, id: &Id) -> Value {
+        let members = self.federation.members();
+        let answers =
+            join_all((0..members.len()).map(|member| self.answer(member, id, ModernMethod::Discover, None))).await;
+        let results: Vec<Option<Value>> = answers
+            .into_iter()
+            .zip(members)
+            .map(|(answer, member)| match answer {
+                Ok(result) => Some(result),
+                Err(error) => {
+                    self.left_out(member.backend.name(), &error);
+                    None
+                }
+            })
+            .collect();
+        let member_results: Vec<MemberResult<'_>> = members
+            .iter()
+            .zip(&results)
+            .map(|(member, result)| MemberResult {
+                name: member.backend.name(),
+                result: result.as_ref(),
+            })
+            .collect();
+        let mut result = merge::discover(&member_results, &gateway_client_info());
+        if let Some(object) = result.as_object_mut() {
+            // What the federation offers changes as members come and go.
+            object.insert("resultType".into(), Value::from("complete"));
+            object.insert("ttlMs".into(), Value::from(0));
+            object.insert("cacheScope".into(), Value::from("private"));
+        }
+        result
+    }
+
+    /// A legacy `initialize` result: the merged handshake in the `negotiated` revision.
+    async fn initialize(&self, id: &Id, negotiated: Revision) -> Value {
+        let discover = self.discover(id).await;
+        let mut result = up::initialize_from_discover(&discover, negotiated, &gateway_client_info());
+        let members = discover.get("_meta").and_then(|m| m.get(MEMBERS_META)).cloned();
+        if let Some(object) = result.as_object_mut() {
+            if let Some(members) = members {
+                object.insert("_meta".into(), json!({ MEMBERS_META: members }));
+            }
+            if let Some(capabilities) = object.get_mut("capabilities").and_then(Value::as_object_mut) {
+                // The session's GET stream carries the list changes any member announces.
+                for kind in ["tools", "prompts", "resources"] {
+                    let announced = discover["capabilities"][kind]["listChanged"] == Value::Bool(true);
+                    if let (true, Some(flags)) = (announced, capabilities.get_mut(kind).and_then(Value::as_object_mut))
+                    {
+                        flags.insert("listChanged".into(), Value::Bool(true));
+                    }
+                }
+                // `resources/subscribe` is not served on a federated path: not offered.
+                if let Some(resources) = capabilities.get_mut("resources").and_then(Value::as_object_mut) {
+                    resources.remove("subscribe");
+                }
+            }
+        }
+        result
+    }
+
+    /// One page of a federated list: a page of every member still listing.
+    async fn list(&self, shape: ListShape, request: &Request) -> Result<Value, ErrorObject> {
+        let members = self.federation.members();
+        let sealer = self.gateway.sessions.sealer();
+        let cursor = request.params.as_ref().and_then(|p| p.get("cursor"));
+        let cursor = match cursor {
+            None | Some(Value::Null) => None,
+            Some(Value::String(cursor)) => Some(cursor.as_str()),
+            Some(_) => return Err(ErrorObject::invalid_params("Invalid params: cursor must be a string")),
+        };
+        let mut positions = match Positions::open(sealer, cursor, members.len(), Instant::now()) {
+            Opened::First(positions) | Opened::Resumed(positions) => positions,
+            Opened::Invalid => return Err(ErrorObject::invalid_params("Invalid params: unknown cursor")),
+        };
+        let fetch: Vec<(usize, Option<String>)> = positions
+            .to_fetch()
+            .into_iter()
+            .map(|(member, at)| (member, at.map(str::to_owned)))
+            .collect();
+        let pages = join_all(
+            fetch
+                .iter()
+                .map(|(member, at)| self.page(*member, shape, at.as_deref(), &request.id)),
+        )
+        .await;
+        let mut names = self.names_for(shape, false).await?;
+        let stale = pages.iter().zip(&fetch).any(|(page, (member, _))| {
+            page.as_ref().is_ok_and(|page| {
+                self.naming(names.as_deref())
+                    .expose_items(shape, *member, page)
+                    .is_err()
+            })
+        });
+        if stale {
+            names = self.names_for(shape, true).await?;
+        }
+        let naming = self.naming(names.as_deref());
+        let mut merged = MergedPage::default();
+        for ((member, _), page) in fetch.iter().zip(pages) {
+            let name = members.get(*member).map_or("", |m| m.backend.name());
+            let exposed = page.and_then(|page| {
+                let items = naming.expose_items(shape, *member, &page).map_err(|StaleNames| {
+                    ErrorObject::internal("its names changed while the federation listed them")
+                })?;
+                Ok((page, items))
+            });
+            match exposed {
+                Ok((page, items)) => {
+                    merged.add(&page, items);
+                    positions.answered(*member, next_cursor(&page));
+                }
+                Err(error) => {
+                    self.left_out(name, &error);
+                    merged.leave_out(name, error);
+                    positions.failed(*member);
+                }
+            }
+        }
+        let mut result = merged.into_result(shape, positions.next_cursor(sealer))?;
+        // Members' hints merged, then bounded by the federation's own rule: a list
+        // filtered per caller, or fetched with callers' own credentials, is private.
+        let audience = match self.federation.per_principal() || self.gateway.auth.filters_lists() {
+            true => Audience::PerCaller,
+            false => Audience::Unproven,
+        };
+        let policy = self.federation.cache_policy().with_facts(Watch::Blind, audience);
+        if let Some(object) = result.as_object_mut() {
+            policy.apply(object);
+        }
+        Ok(result)
+    }
+
+    /// One page of member `member`'s list `shape` at its own cursor `at`.
+    async fn page(&self, member: usize, shape: ListShape, at: Option<&str>, id: &Id) -> Result<Value, ErrorObject> {
+        let params = at.map(|cursor| json!({ "cursor": cursor }));
+        self.answer(member, id, list_method(shape), params).await
+    }
+
+    /// The exposed names a list of `shape` needs: none for resources or under
+    /// `always`; else the names kept, or (`rebuild`, or none kept) built anew
+    /// from complete listings of every member.
+    async fn names_for(&self, shape: ListShape, rebuild: bool) -> Result<Option<Arc<Names>>, ErrorObject> {
+        match shape {
+            ListShape::Named(kind) if self.federation.mode() != PrefixMode::Always => {
+                self.names(kind, rebuild).await.map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    async fn names(&self, kind: NameKind, rebuild: bool) -> Result<Arc<Names>, ErrorObject> {
+        if !rebuild && let Some(names) = self.federation.names(kind) {
+            return Ok(names);
+        }
+        let members = self.federation.members();
+        let listed = join_all((0..members.len()).map(|member| self.every_name(member, kind))).await;
+        let unlisted: Vec<String> = listed
+            .iter()
+            .zip(members)
+            .filter(|((_, complete), _)| matches!(complete, Listing::Partial))
+            .map(|(_, member)| member.backend.name().to_owned())
+            .collect();
+        let lists: Vec<Vec<String>> = listed.into_iter().map(|(names, _)| names).collect();
+        let names = route::build_names(self.federation.mode(), self.prefixes(), &lists).map_err(|collision| {
+            tracing::error!(federation = %self.federation.name(), %collision, "members' names collide");
+            ErrorObject::internal(collision)
+        })?;
+        let names = Arc::new(names);
+        self.federation.keep_names(kind, names.clone(), unlisted);
+        Ok(names)
+    }
+
+    /// Every name member `member` lists of `kind`; what it listed before
+    /// failing (nothing, if it is down), then said [`Listing::Partial`].
+    async fn every_name(&self, member: usize, kind: NameKind) -> (Vec<String>, Listing) {
+        let shape = ListShape::Named(kind);
+        let id = Id::number(0);
+        let mut names = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_NAME_PAGES {
+            let Ok(page) = self.page(member, shape, cursor.as_deref(), &id).await else {
+                return (names, Listing::Partial);
+            };
+            names.extend(route::item_names(shape, &page));
+            cursor = next_cursor(&page);
+            if cursor.is_none() {
+                return (names, Listing::Complete);
+            }
+        }
+        (names, Listing::Complete) // as many pages as a listing may take
+    }
+
+    fn naming<'n>(&'n self, names: Option<&'n Names>) -> Naming<'n> {
+        Naming {
+            mode: self.federation.mode(),
+            prefixes: self.prefixes(),
+            names,
+        }
+    }
+
+    fn prefixes(&self) -> &[&str] {
+        &self.prefixes
+    }
+
+    /// A call, read, get or completion, sent to the member that owns what it names.
+    async fn call(&self, request: Request, method: ModernMethod, era: ClientEra) -> Reply {
+        let kind = name_kind(method, request.params.as_ref());
+        let needs_names = kind.is_some() && self.federation.mode() != PrefixMode::Always;
+        let mut names = None;
+        if let (true, Some(kind)) = (needs_names, kind) {
+            names = self.names(kind, false).await.ok();
+        }
+        let mut owner = self.naming(names.as_deref()).route(method, request.params.as_ref());
+        if let (Owner::Unknown(_), true, Some(kind)) = (&owner, needs_names, kind) {
+            // The names may be older than the member's list: learn them again once.
+            names = self.names(kind, true).await.ok();
+            owner = self.naming(names.as_deref()).route(method, request.params.as_ref());
+        }
+        match owner {
+            Owner::Member(member, params) => {
+                let prefix = self
+                    .federation
+                    .members()
+                    .get(member)
+                    .map(|m| m.prefix.clone())
+                    .unwrap_or_default();
+                let reply = self.ask(member, request.id, method, Some(params)).await;
+                reshape(reply, method, era, prefix)
+            }
+            Owner::Unknown(name) => {
+                let what = match method {
+                    ModernMethod::ResourcesRead => "resource",
+                    ModernMethod::PromptsGet => "prompt",
+                    ModernMethod::CompletionComplete => "reference",
+                    _ => "tool",
+                };
+                let unlisted = kind.map(|kind| self.federation.unlisted(kind)).unwrap_or_default();
+                let message = match unlisted.as_slice() {
+                    [] => format!(
+                        "Unknown {what}: {name:?} is no member's of this federation (members: {})",
+                        self.member_names()
+                    ),
+                    unlisted => format!(
+                        "Unknown {what}: {name:?} is no available member's; unavailable: {}",
+                        unlisted.join(", ")
+                    ),
+                };
+                let code = match method {
+                    ModernMethod::ResourcesRead => ErrorCode::RESOURCE_NOT_FOUND,
+                    _ => ErrorCode::INVALID_PARAMS,
+                };
+                error_reply(request.id, ErrorObject::new(code, message))
+            }
+        }
+    }
+
+    /// A 2026-07-28 listen joined across the members: each member's listen
+    /// opened with its own share of the filter; one acknowledgement of what
+    /// any honours; then every member's notifications, URIs exposed.
+    async fn listen(&self, request: Request) -> Reply {
+        let members = self.federation.members();
+        let wanted = request
+            .params
+            .as_ref()
+            .and_then(|p| p.get("notifications"))
+            .cloned()
+            .unwrap_or(json!({}));
+        let replies = join_all((0..members.len()).map(|member| {
+            let params = json!({ "notifications": member_filter(&wanted, self.prefixes(), member) });
+            self.ask(
+                member,
+                request.id.clone(),
+                ModernMethod::SubscriptionsListen,
+                Some(params),
+            )
+        }))
+        .await;
+        let mut filter = Filter {
+            tools: false,
+            prompts: false,
+            resources: false,
+            uris: Vec::new(),
+        };
+        let mut streams = Vec::new();
+        for ((member, reply), prefix) in members.iter().zip(replies).zip(self.prefixes()) {
+            let Reply::Stream(mut responses, _) = reply else {
+                tracing::warn!(member = %member.backend.name(), "a member's listen did not open");
+                continue;
+            };
+            let within = self.federation.config().handshake_timeout.0;
+            match tokio::time::timeout(within, responses.recv()).await.ok().flatten() {
+                Some(Message::Notification(ack)) if ack.method == "notifications/subscriptions/acknowledged" => {
+                    join_acknowledgement(&mut filter, ack.params.as_ref(), prefix);
+                    streams.push((responses, (*prefix).to_owned()));
+                }
+                _ => tracing::warn!(member = %member.backend.name(), "a member's listen was not acknowledged"),
+            }
+        }
+        if streams.is_empty() {
+            let error = ErrorObject::internal("no member of this federation could open a listen");
+            return error_reply(request.id, error);
+        }
+        let (tx, rx) = mpsc::channel(FEDERATED_QUEUE);
+        let _ = tx.try_send(listen::acknowledgement(&filter, &request.id.to_value()));
+        for (mut responses, prefix) in streams {
+            let tx = tx.clone();
+            let federation = self.federation.clone();
+            tokio::spawn(async move {
+                while let Some(message) = responses.recv().await {
+                    let Message::Notification(mut notification) = message else {
+                        return; // the member ended its listen; the others go on
+                    };
+                    if notification.method.ends_with("/list_changed") {
+                        federation.list_changed(list_changed_method(&notification.method));
+                    }
+                    route::expose_notification(&prefix, &notification.method, &mut notification.params);
+                    if tx.send(Message::Notification(notification)).await.is_err() {
+                        return; // the client closed its listen: dropping ours closes the member's
+                    }
+                }
+            });
+        }
+        Reply::Stream(rx.into(), Era::Modern)
+    }
+
+    /// Asks member `member` one request, in the member's own era.
+    async fn ask(&self, member: usize, id: Id, method: ModernMethod, params: Option<Value>) -> Reply {
+        let Some(backend) = self.federation.members().get(member).map(|m| &m.backend) else {
+            return error_reply(id, ErrorObject::internal("no such member"));
+        };
+        let request = Request {
+            id,
+            method: method.as_str().into(),
+            params: Some(down::legacy_params_for_modern(params, self.envelope)),
+        };
+        let modern = ModernRequest {
+            method,
+            envelope: self.envelope.clone(),
+        };
+        Box::pin(super::modern::serve(
+            self.gateway,
+            backend,
+            request,
+            modern,
+            &[],
+            self.principal,
+        ))
+        .await
+    }
+
+    /// Member `member`'s answer to one request: its result, or why there is none.
+    async fn answer(
+        &self,
+        member: usize,
+        id: &Id,
+        method: ModernMethod,
+        params: Option<Value>,
+    ) -> Result<Value, ErrorObject> {
+        match self.ask(member, id.clone(), method, params).await {
+            Reply::Message(_, Message::Response(response)) => outcome(response),
+            Reply::Stream(mut responses, _) => loop {
+                match responses.recv().await {
+                    Some(Message::Response(response)) => return outcome(response),
+                    Some(_) => {} // progress of a list: nobody to show it to
+                    None => return Err(ErrorObject::internal("the member ended without an answer")),
+                }
+            },
+            Reply::Rejected(_, rejection) => Err(rejection.error().unwrap_or_else(|| ErrorObject::internal("refused"))),
+            Reply::Accepted | Reply::Message(..) | Reply::Initialized(..) => {
+                Err(ErrorObject::internal("the member gave no answer"))
+            }
+        }
+    }
+
+    /// A member left out of an answer: logged and counted.
+    fn left_out(&self, member: &str, error: &ErrorObject) {
+        self.federation.count_left_out();
+        tracing::warn!(federation = %self.federation.name(), %member, error = %error.message, "member left out");
+    }
+
+    fn member_names(&self) -> String {
+        let names: Vec<&str> = self.federation.members().iter().map(|m| m.backend.name()).collect();
+        names.join(", ")
+    }
+}
+
+/// Whether a member's names were all listed.
+enum Listing {
+    /// To its last page.
+    Complete,
+    /// It failed before its last page.
+    Partial,
+}
+
+// === impl ClientEra ===
+
+impl ClientEra {
+    /// A result (or error) as this client gets it.
+    fn reply(self, id: Id, result: Result<Value, ErrorObject>) -> Reply {
+        match result {
+            Ok(result) => Reply::result(id, self.shape(result)),
+            Err(error) => error_reply(id, error),
+        }
+    }
+
+    fn shape(self, result: Value) -> Value {
+        match self {
+            ClientEra::Modern => result,
+            ClientEra::Legacy(revision) => up::result_for_legacy(result, revision),
+        }
+    }
+
+    fn era(self) -> Era {
+        match self {
+            ClientEra::Modern => Era::Modern,
+            ClientEra::Legacy(_) => Era::Legacy,
+        }
+    }
+}
+
+/// A member's answer to a routed request as the client gets it: a read's
+/// URIs exposed under the member's `prefix`, a legacy client's results
+/// reshaped, notifications' URIs exposed. A modern client's call passes as it came.
+fn reshape(reply: Reply, method: ModernMethod, era: ClientEra, prefix: String) -> Reply {
+    if matches!(era, ClientEra::Modern) && method != ModernMethod::ResourcesRead {
+        return reply;
+    }
+    let reshape_message = move |message: Message| match message {
+        Message::Response(Response {
+            id,
+            outcome: Outcome::Result(result),
+        }) => {
+            let result = match method {
+                ModernMethod::ResourcesRead => route::expose_read(&prefix, result),
+                _ => result,
+            };
+            Message::Response(Response {
+                id,
+                outcome: Outcome::Result(era.shape(result)),
+            })
+        }
+        Message::Notification(mut notification) => {
+            route::expose_notification(&prefix, &notification.method, &mut notification.params);
+            Message::Notification(notification)
+        }
+        other => other,
+    };
+    match reply {
+        Reply::Message(status, message) => Reply::Message(status, reshape_message(message)),
+        Reply::Stream(mut responses, _) => {
+            let (tx, rx) = mpsc::channel(FEDERATED_QUEUE);
+            tokio::spawn(async move {
+                while let Some(message) = responses.recv().await {
+                    if tx.send(reshape_message(message)).await.is_err() {
+                        return; // the client is gone: dropping the member's answer cancels it
+                    }
+                }
+            });
+            Reply::Stream(rx.into(), era.era())
+        }
+        other => other,
+    }
+}
+
+/// The list kind whose names a request of `method` is routed by.
+fn name_kind(method: ModernMethod, params: Option<&Value>) -> Option<NameKind> {
+    match method {
+        ModernMethod::ToolsCall => Some(NameKind::Tools),
+        ModernMethod::PromptsGet => Some(NameKind::Prompts),
+        ModernMethod::CompletionComplete => {
+            let kind = params?.get("ref")?.get("type")?.as_str()?;
+            (kind == "ref/prompt").then_some(NameKind::Prompts)
+        }
+        _ => None,
+    }
+}
+
+fn list_method(shape: ListShape) -> ModernMethod {
+    match shape {
+        ListShape::Named(kind) => kind.list_method(),
+        ListShape::Resources => ModernMethod::ResourcesList,
+        ListShape::Templates => ModernMethod::ResourceTemplatesList,
+    }
+}
+
+/// A listen's `notifications` filter as member `member` gets it: the list
+/// changes as asked, and only its own resources (URIs restored).
+fn member_filter(wanted: &Value, prefixes: &[&str], member: usize) -> Value {
+    let mut filter = wanted.as_object().cloned().unwrap_or_default();
+    let uris: Vec<Value> = filter
+        .get("resourceSubscriptions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|uri| crate::federate::names::restore_uri(prefixes, uri))
+        .filter(|(owner, _)| *owner == member)
+        .map(|(_, uri)| Value::from(uri))
+        .collect();
+    if filter.contains_key("resourceSubscriptions") {
+        filter.insert("resourceSubscriptions".into(), Value::Array(uris));
+    }
+    Value::Object(filter)
+}
+
+/// Adds what one member's acknowledgement honours to `filter`.
+fn join_acknowledgement(filter: &mut Filter, params: Option<&Value>, prefix: &str) {
+    let Some(honoured) = params.and_then(|p| p.get("notifications")) else {
+        return;
+    };
+    let flag = |key: &str| honoured.get(key).and_then(Value::as_bool) == Some(true);
+    filter.tools |= flag("toolsListChanged");
+    filter.prompts |= flag("promptsListChanged");
+    filter.resources |= flag("resourcesListChanged");
+    let uris = honoured.get("resourceSubscriptions").and_then(Value::as_array);
+    filter.uris.extend(
+        uris.into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(|uri| crate::federate::names::rewrite_uri(prefix, uri)),
+    );
+}
+
+/// The `'static` name of a list-change notification (the federation's channel carries those).
+fn list_changed_method(method: &str) -> &'static str {
+    match method {
+        "notifications/tools/list_changed" => "notifications/tools/list_changed",
+        "notifications/prompts/list_changed" => "notifications/prompts/list_changed",
+        _ => "notifications/resources/list_changed",
+    }
+}
+
+fn next_cursor(page: &Value) -> Option<String> {
+    page.get("nextCursor").and_then(Value::as_str).map(str::to_owned)
+}
+
+fn outcome(response: Response) -> Result<Value, ErrorObject> {
+    match response.outcome {
+        Outcome::Result(result) => Ok(result),
+        Outcome::Error(error) => Err(error),
+    }
+}
+
+fn error_reply(id: Id, error: ErrorObject) -> Reply {
+    Reply::Message(Status::Ok, Response::error(Some(id), error).into_message())
+}

@@ -1,0 +1,271 @@
+//! A federated backend: several upstream pools served as one MCP server on one
+//! path. It owns its members (each an ordinary [`Backend::Pool`]), their
+//! prefixes and the prefix mode, the exposed-name tables it last built, and the
+//! channel on which members' list changes reach listening clients. How names,
+//! cursors and handshakes combine is [`crate::federate`]'s; fetching from the
+//! members is the bridge's (`bridge/federated/`).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, broadcast};
+
+use super::Backend;
+use crate::config::UpstreamConfig;
+use crate::federate::names::{Names, PrefixMode};
+use crate::federate::route::NameKind;
+use crate::telemetry::UpstreamStats;
+use crate::translate::{CachePolicy, CacheScope};
+
+/// Bound of the list-change broadcast; a listener too slow loses the oldest
+/// (one `list_changed` stands for any number of changes).
+const CHANGES_QUEUE: usize = 16;
+
+/// One member of a federation: its backend and the prefix of its names.
+#[derive(Clone)]
+pub struct Member {
+    /// The member's own backend (one upstream pool).
+    pub backend: Backend,
+    /// `tool_prefix`, else the upstream's name.
+    pub prefix: String,
+}
+
+/// The servers behind one federated path.
+pub struct Federation {
+    /// The path: the federation's name in logs, metrics and sealed sessions.
+    name: Arc<str>,
+    /// The first member's configuration under the federation's name: its path
+    /// and timeouts stand for the federation's own requests.
+    config: UpstreamConfig,
+    members: Vec<Member>,
+    mode: PrefixMode,
+    stats: Arc<UpstreamStats>,
+    /// Bounds the federation's own fan-outs (each member bounds its requests too).
+    admission: Arc<Semaphore>,
+    /// The exposed names of tools and of prompts, built from complete listings
+    /// of every member (the owner of an exposed name needs them all under
+    /// `on_collision` and `never`). A std mutex: never held across `.await`.
+    names: Mutex<HashMap<NameKind, KnownNames>>,
+    /// Members left out of a list (failed or slow), for operators.
+    left_out: AtomicU64,
+    /// Members' list changes, by the notification method clients get.
+    changes: broadcast::Sender<&'static str>,
+    /// The bounds of the federation's own hints: the shortest cap of any
+    /// member; `private` if any member is configured so, `public` only if all are.
+    cache_policy: CachePolicy,
+}
+
+impl Federation {
+    /// A federation of `configs` (two or more upstreams on one path), each
+    /// member built by `member`.
+    pub fn new(configs: &[UpstreamConfig], member: impl Fn(&UpstreamConfig) -> Backend) -> Federation {
+        let path = configs.first().map_or_else(|| "/mcp".to_owned(), |c| c.path.clone());
+        let mut config = configs.first().cloned().unwrap_or_else(|| {
+            // Unreachable: a federation is built for two configurations or more.
+            UpstreamConfig::with_transport(&path, None, None, None)
+        });
+        config.name = path.clone();
+        let mode = configs.iter().find_map(|c| c.prefix_mode).unwrap_or(PrefixMode::Always);
+        let members = configs
+            .iter()
+            .map(|c| Member {
+                backend: member(c),
+                prefix: c.member_prefix().to_owned(),
+            })
+            .collect();
+        let name: Arc<str> = path.into();
+        let cache_policy = combined_policy(configs.iter().map(|c| c.cache.policy()));
+        Federation {
+            cache_policy,
+            stats: Arc::new(UpstreamStats::new(name.clone())),
+            admission: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+            name,
+            config,
+            members,
+            mode,
+            names: Mutex::new(HashMap::new()),
+            left_out: AtomicU64::new(0),
+            changes: broadcast::channel(CHANGES_QUEUE).0,
+        }
+    }
+
+    /// The path it is served on, which names it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The configuration standing for the federation's own requests.
+    pub fn config(&self) -> &UpstreamConfig {
+        &self.config
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &Arc<UpstreamStats> {
+        &self.stats
+    }
+
+    /// The members, in configuration order (a member's index is its place here).
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// The members' prefixes, by index.
+    pub fn prefixes(&self) -> Vec<&str> {
+        self.members.iter().map(|m| m.prefix.as_str()).collect()
+    }
+
+    /// When names get their member's prefix.
+    pub fn mode(&self) -> PrefixMode {
+        self.mode
+    }
+
+    /// The admission semaphore of the federation's own fan-outs.
+    pub(super) fn admission(&self) -> &Arc<Semaphore> {
+        &self.admission
+    }
+
+    /// The exposed names of `kind` last built, if any.
+    pub fn names(&self, kind: NameKind) -> Option<Arc<Names>> {
+        lock(&self.names).get(&kind).map(|known| known.names.clone())
+    }
+
+    /// Keeps `names` as the exposed names of `kind`, built without the members
+    /// named in `unlisted` (they could not be listed).
+    pub fn keep_names(&self, kind: NameKind, names: Arc<Names>, unlisted: Vec<String>) {
+        lock(&self.names).insert(kind, KnownNames { names, unlisted });
+    }
+
+    /// The members whose names of `kind` are missing from the names kept.
+    pub fn unlisted(&self, kind: NameKind) -> Vec<String> {
+        lock(&self.names)
+            .get(&kind)
+            .map(|known| known.unlisted.clone())
+            .unwrap_or_default()
+    }
+
+    /// A member was left out of a list.
+    pub fn count_left_out(&self) {
+        self.left_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Members' list changes from now on (`notifications/tools/list_changed`…).
+    pub fn list_changes(&self) -> broadcast::Receiver<&'static str> {
+        self.changes.subscribe()
+    }
+
+    /// A member's list of `kind` changed: the names built from it are stale,
+    /// and listening clients are told with `notification`.
+    pub fn list_changed(&self, notification: &'static str) {
+        if let Some(kind) = NameKind::of_notification(notification) {
+            lock(&self.names).remove(&kind);
+        }
+        let _ = self.changes.send(notification);
+    }
+
+    /// The bounds of the hints of what the federation itself answers (merged lists).
+    pub fn cache_policy(&self) -> CachePolicy {
+        self.cache_policy
+    }
+
+    /// Whether any member is reached with each principal's own credential.
+    pub fn per_principal(&self) -> bool {
+        self.members.iter().any(|m| m.backend.per_principal())
+    }
+
+    /// The admin view: each member's own, with the federation it serves in
+    /// (`{path, prefix, prefix_mode, left_out}`: how often a member was left out of a list).
+    pub fn snapshots(&self) -> Vec<Value> {
+        let left_out = self.left_out.load(Ordering::Relaxed);
+        let mode = match self.mode {
+            PrefixMode::Always => "always",
+            PrefixMode::OnCollision => "on_collision",
+            PrefixMode::Never => "never",
+        };
+        self.members
+            .iter()
+            .map(|member| {
+                let mut snapshot = member.backend.snapshot();
+                if let Some(object) = snapshot.as_object_mut() {
+                    let federation = json!({"path": &*self.name, "prefix": member.prefix, "prefix_mode": mode, "left_out": left_out});
+                    object.insert("federation".into(), federation);
+                }
+                snapshot
+            })
+            .collect()
+    }
+}
+
+/// Exposed names, and the members missing from them.
+struct KnownNames {
+    names: Arc<Names>,
+    unlisted: Vec<String>,
+}
+
+/// Members' cache bounds as one: no hint longer or wider than any member's allows.
+fn combined_policy(policies: impl Iterator<Item = CachePolicy>) -> CachePolicy {
+    let mut combined: Option<CachePolicy> = None;
+    for policy in policies {
+        combined = Some(match combined {
+            None => policy,
+            Some(so_far) => CachePolicy {
+                max_ttl_ms: so_far.max_ttl_ms.min(policy.max_ttl_ms),
+                scope: match (so_far.scope, policy.scope) {
+                    (Some(CacheScope::Private), _) | (_, Some(CacheScope::Private)) => Some(CacheScope::Private),
+                    (Some(CacheScope::Public), Some(CacheScope::Public)) => Some(CacheScope::Public),
+                    _ => None,
+                },
+                ..so_far
+            },
+        });
+    }
+    combined.unwrap_or_default()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Poisoning only means a panic elsewhere mid-update; a names table is replaced whole.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_cache_bounds_combine_to_the_narrowest() {
+        let policy = |max_ttl_ms, scope| CachePolicy {
+            max_ttl_ms,
+            scope,
+            ..CachePolicy::default()
+        };
+        let public = Some(CacheScope::Public);
+        let private = Some(CacheScope::Private);
+        let cases = [
+            (
+                "the shortest cap",
+                vec![policy(30_000, None), policy(5_000, None)],
+                policy(5_000, None),
+            ),
+            (
+                "public only if every member vouches",
+                vec![policy(1, public), policy(1, None)],
+                policy(1, None),
+            ),
+            (
+                "every member vouches",
+                vec![policy(1, public), policy(1, public)],
+                policy(1, public),
+            ),
+            (
+                "any private",
+                vec![policy(1, public), policy(1, private)],
+                policy(1, private),
+            ),
+            ("no member", vec![], CachePolicy::default()),
+        ];
+        for (what, members, expected) in cases {
+            assert_eq!(combined_policy(members.into_iter()), expected, "{what}");
+        }
+    }
+}

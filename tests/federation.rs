@@ -1,0 +1,679 @@
+//! Federation: three real servers of different eras and transports on one path, seen by
+//! real clients of both eras. Members: server-everything over stdio (legacy), the Python
+//! SDK fixture (`legacy_server.py`) over Streamable HTTP (legacy) and the TypeScript SDK v2
+//! fixture (`ts2_server.mjs`) over Streamable HTTP (2026-07-28). Clients: the Python SDK
+//! client in `legacy` and `2026-07-28` modes (`py_client.py --scenario plan`), and raw
+//! 2026-07-28 HTTP for what the SDK does not expose (`_meta`, listens).
+//! The fixture and ts2 serve the same names (`echo`, `add`, `greet`…), and server-everything
+//! has an `echo` too: every prefix mode meets collisions.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// The members, and eragate federating them on `/mcp`.
+struct Federation {
+    eragate: Eragate,
+    /// `http://` + the admin listener.
+    admin: String,
+    py: LegacyHttpServer,
+    _ts2: ListeningServer,
+}
+
+impl Federation {
+    /// `prefix_mode` is the value given on the first member (the others leave it unset).
+    fn start(prefix_mode: &str) -> Federation {
+        let py = LegacyHttpServer::start(&[]);
+        let ts2 = ts2_http_server();
+        let everything = serde_json::to_string(&everything_stdio_command()).expect("json");
+        let admin = format!("127.0.0.1:{}", free_port());
+        let config = format!(
+            r#"
+[admin]
+address = "{admin}"
+
+[[upstreams]]
+name = "everything"
+prefix_mode = "{prefix_mode}"
+[upstreams.stdio]
+command = {everything}
+kill_grace = "200ms"
+
+[[upstreams]]
+name = "py"
+request_timeout = "10s"
+[upstreams.http]
+url = "{py}"
+
+[[upstreams]]
+name = "ts2"
+[upstreams.http]
+url = "{ts2}"
+"#,
+            py = py.url,
+            ts2 = ts2.url,
+        );
+        let eragate = Eragate::start(&config);
+        Federation {
+            eragate,
+            admin: format!("http://{admin}"),
+            py,
+            _ts2: ts2,
+        }
+    }
+
+    /// The Python SDK client in `mode` running `plan`: its results by step.
+    fn plan(&self, mode: &str, plan: Value) -> Value {
+        let plan = plan.to_string();
+        let url = self.eragate.url();
+        py_client(&["--mode", mode, "--url", &url, "--scenario", "plan", "--plan", &plan])
+            .unwrap_or_else(|e| panic!("{e}\nlog:\n{}", self.eragate.log()))
+    }
+
+    /// A raw 2026-07-28 request's JSON-RPC answer.
+    fn modern(&self, id: u64, method: &str, name: Option<&str>, params: Value) -> Value {
+        let reply = post_modern(&self.eragate.url(), id, method, name, params);
+        answer(&reply, id)
+    }
+}
+
+/// Every member's tools, prompts and resources, through the Python SDK client of `mode`.
+fn every_member_serves(federation: &Federation, mode: &str) {
+    let report = federation.plan(
+        mode,
+        json!([
+            ["list_tools"],
+            ["call", "everything_echo", {"message": "hi"}],
+            ["call", "py_echo", {"text": "from py"}],
+            ["call", "ts2_add", {"a": 2, "b": 3}],
+            ["list_resources"],
+            ["read", "py+test://static/hello"],
+            ["read", "ts2+test://items/42"],
+            ["read", "everything+demo://resource/static/document/features.md"],
+            ["list_prompts"],
+            ["prompt", "py_greet", {"name": "Ada"}],
+            ["prompt", "ts2_greet", {"name": "Bo"}],
+            ["prompt", "everything_simple-prompt", {}],
+            ["complete", "py_greet", "name", "a"],
+            ["call", "nobody_echo", {}],
+        ]),
+    );
+    let results = &report["results"];
+    let tools = names(&results["0:list_tools"]["names"]);
+    for tool in [
+        "everything_echo",
+        "everything_get-sum",
+        "py_echo",
+        "py_add",
+        "ts2_echo",
+        "ts2_add",
+    ] {
+        assert!(tools.contains(&tool.to_owned()), "{mode}: {tool} in {tools:?}");
+    }
+    assert!(
+        !tools.contains(&"echo".to_owned()),
+        "{mode}: always prefixed: {tools:?}"
+    );
+    assert_eq!(results["1:call"]["text"], "Echo: hi", "{mode}: {report}");
+    assert_eq!(results["2:call"]["text"], "echo: from py", "{mode}: {report}");
+    assert_eq!(results["3:call"]["text"], "5", "{mode}: {report}");
+    assert_eq!(results["3:call"]["structured"], json!({"sum": 5}), "{mode}: {report}");
+    let uris = names(&results["4:list_resources"]["uris"]);
+    for uri in [
+        "py+test://static/hello",
+        "everything+demo://resource/static/document/features.md",
+    ] {
+        assert!(uris.contains(&uri.to_owned()), "{mode}: {uri} in {uris:?}");
+    }
+    assert_eq!(results["5:read"]["text"], "hello world", "{mode}: {report}");
+    assert_eq!(results["5:read"]["uri"], "py+test://static/hello", "{mode}: {report}");
+    assert_eq!(results["6:read"]["text"], "item 42", "{mode}: {report}");
+    assert!(results["7:read"]["length"].as_u64() > Some(0), "{mode}: {report}");
+    let prompts = names(&results["8:list_prompts"]["names"]);
+    for prompt in ["py_greet", "ts2_greet", "everything_simple-prompt"] {
+        assert!(prompts.contains(&prompt.to_owned()), "{mode}: {prompt} in {prompts:?}");
+    }
+    assert_eq!(results["9:prompt"]["text"], "Hello, Ada!", "{mode}: {report}");
+    assert_eq!(results["10:prompt"]["text"], "Hello, Bo!", "{mode}: {report}");
+    assert!(results["11:prompt"]["messages"].as_u64() >= Some(1), "{mode}: {report}");
+    assert_eq!(results["12:complete"]["values"], json!(["alice"]), "{mode}: {report}");
+    let unknown = &results["13:call"]["error"];
+    assert_eq!(unknown["code"], -32602, "{mode}: {report}");
+    let message = unknown["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("nobody_echo") && message.contains("everything, py, ts2"),
+        "{mode}: {message}"
+    );
+}
+
+#[test]
+fn clients_of_both_eras_reach_every_member() {
+    let federation = Federation::start("always");
+    for mode in ["legacy", "2026-07-28"] {
+        every_member_serves(&federation, mode);
+    }
+
+    // One handshake: eragate's identity, every member listed, capabilities merged.
+    let legacy = federation.plan("legacy", json!([]));
+    assert_eq!(legacy["server_info"]["name"], "eragate", "{legacy}");
+    let capabilities = &legacy["capabilities"];
+    assert!(
+        capabilities.get("prompts").is_some() && capabilities.get("completions").is_some(),
+        "{legacy}"
+    );
+    // Its GET stream carries the list changes server-everything announces.
+    assert_eq!(capabilities["tools"]["listChanged"], true, "{legacy}");
+    let discover = federation.modern(1, "server/discover", None, json!({}));
+    let result = &discover["result"];
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "eragate",
+        "{discover}"
+    );
+    let members: Vec<&str> = result["_meta"]["dev.eragate/members"]
+        .as_array()
+        .unwrap_or_else(|| panic!("members in {discover}"))
+        .iter()
+        .filter_map(|m| m["name"].as_str())
+        .collect();
+    assert_eq!(members, ["everything", "py", "ts2"], "{discover}");
+    assert_eq!(
+        result["capabilities"]["tools"]["listChanged"], true,
+        "everything can say so, on a listen: {discover}"
+    );
+    assert_eq!(
+        result["capabilities"]["resources"]["subscribe"], true,
+        "everything's resources, subscribed on a listen: {discover}"
+    );
+    assert!(
+        capabilities["resources"].get("subscribe").is_none(),
+        "no resources/subscribe for legacy clients on a federated path: {legacy}"
+    );
+    let instructions = result["instructions"].as_str().unwrap_or_default();
+    assert!(
+        instructions.contains("## ts2\n\nTypeScript SDK v2 fixture"),
+        "{discover}"
+    );
+}
+
+#[test]
+fn a_member_down_is_left_out_and_the_others_serve() {
+    let mut federation = Federation::start("always");
+    let before = federation.modern(1, "tools/list", None, json!({}));
+    assert!(
+        tool_names(&before["result"]).contains(&"py_echo".to_owned()),
+        "{before}"
+    );
+    assert!(
+        before["result"]["_meta"].get("dev.eragate/leftOut").is_none(),
+        "{before}"
+    );
+
+    assert!(
+        federation.py.proc.terminate(Duration::from_secs(5)),
+        "the py member stops"
+    );
+    let after = federation.modern(2, "tools/list", None, json!({}));
+    let result = &after["result"];
+    let tools = tool_names(result);
+    assert!(!tools.iter().any(|t| t.starts_with("py_")), "{after}");
+    assert!(
+        tools.contains(&"everything_echo".to_owned()) && tools.contains(&"ts2_echo".to_owned()),
+        "{after}"
+    );
+    let left_out = &result["_meta"]["dev.eragate/leftOut"];
+    assert_eq!(left_out[0]["name"], "py", "{after}");
+    assert_eq!(result["ttlMs"], 0, "a page missing a member is not to be kept: {after}");
+
+    // Its tools fail naming it; the others' still answer, for both eras.
+    let report = federation.plan(
+        "legacy",
+        json!([["call", "py_echo", {"text": "x"}], ["call", "ts2_echo", {"text": "still"}], ["list_tools"]]),
+    );
+    let failed = report["results"]["0:call"]["error"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(failed.contains("'py'"), "the error names the member: {report}");
+    assert_eq!(report["results"]["1:call"]["text"], "echo: still", "{report}");
+    let listed = names(&report["results"]["2:list_tools"]["names"]);
+    assert!(listed.contains(&"everything_echo".to_owned()), "{report}");
+    assert_eq!(
+        report["results"]["2:list_tools"]["meta"]["dev.eragate/leftOut"][0]["name"], "py",
+        "{report}"
+    );
+
+    // Operators see every member, the federation it serves in, and the count of members left out.
+    let pools = http_client()
+        .get(format!("{}/pools", federation.admin))
+        .send()
+        .and_then(|r| r.text())
+        .expect("/pools");
+    let pools: Value = serde_json::from_str(&pools).expect("/pools is JSON");
+    let upstreams = pools["upstreams"].as_array().cloned().unwrap_or_default();
+    let listed: Vec<&str> = upstreams.iter().filter_map(|u| u["upstream"].as_str()).collect();
+    assert_eq!(listed, ["everything", "py", "ts2"], "{pools}");
+    for upstream in &upstreams {
+        assert_eq!(upstream["federation"]["path"], "/mcp", "{pools}");
+        assert!(upstream["federation"]["left_out"].as_u64() >= Some(2), "{pools}");
+    }
+}
+
+#[test]
+fn on_collision_prefixes_only_shared_names() {
+    let mut federation = Federation::start("on_collision");
+    let report = federation.plan(
+        "2026-07-28",
+        json!([
+            ["list_tools"],
+            ["call", "get-sum", {"a": 1, "b": 2}],
+            ["call", "py_echo", {"text": "p"}],
+            ["call", "ts2_echo", {"text": "t"}],
+            ["call", "everything_echo", {"message": "e"}],
+            ["prompt", "ts2_greet", {"name": "Cy"}],
+            ["call", "echo", {"text": "whose?"}],
+        ]),
+    );
+    let results = &report["results"];
+    let tools = names(&results["0:list_tools"]["names"]);
+    for tool in ["get-sum", "everything_echo", "py_echo", "ts2_echo"] {
+        assert!(tools.contains(&tool.to_owned()), "{tool} in {tools:?}");
+    }
+    assert!(
+        !tools.contains(&"echo".to_owned()) && !tools.contains(&"everything_get-sum".to_owned()),
+        "{tools:?}"
+    );
+    assert_eq!(results["1:call"]["text"], "The sum of 1 and 2 is 3.", "{report}");
+    assert_eq!(results["2:call"]["text"], "echo: p", "{report}");
+    assert_eq!(results["3:call"]["text"], "echo: t", "{report}");
+    assert_eq!(results["4:call"]["text"], "Echo: e", "{report}");
+    assert_eq!(results["5:prompt"]["text"], "Hello, Cy!", "{report}");
+    assert_eq!(
+        results["6:call"]["error"]["code"], -32602,
+        "a shared name is no one's: {report}"
+    );
+
+    // With py down, a call to its tool fails naming it; a name the names do not hold makes
+    // eragate learn them again, without py, and the error says py could not be listed.
+    assert!(
+        federation.py.proc.terminate(Duration::from_secs(5)),
+        "the py member stops"
+    );
+    let called = federation.modern(
+        7,
+        "tools/call",
+        Some("py_echo"),
+        json!({"name": "py_echo", "arguments": {"text": "x"}}),
+    );
+    let message = called["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("'py'"), "{called}");
+    let called = federation.modern(
+        9,
+        "tools/call",
+        Some("py_other"),
+        json!({"name": "py_other", "arguments": {}}),
+    );
+    let message = called["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("unavailable: py"), "{called}");
+    let called = federation.modern(
+        8,
+        "tools/call",
+        Some("ts2_echo"),
+        json!({"name": "ts2_echo", "arguments": {"text": "t"}}),
+    );
+    assert_eq!(tool_text(&called["result"]), "echo: t", "{called}");
+}
+
+#[test]
+fn never_refuses_shared_names() {
+    // check-config starts the members and lists their names: echo is everything's and py's.
+    let py = LegacyHttpServer::start(&[]);
+    let everything = serde_json::to_string(&everything_stdio_command()).expect("json");
+    let members = format!(
+        "[[upstreams]]\nname = \"everything\"\nprefix_mode = \"never\"\n[upstreams.stdio]\ncommand = {everything}\n\
+         kill_grace = \"200ms\"\n[[upstreams]]\nname = \"py\"\n[upstreams.http]\nurl = \"{}\"\n",
+        py.url
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let checked = check_config(&dir, &members);
+    assert_eq!(checked.status.code(), Some(2), "{checked:?}");
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(
+        stderr.contains("upstreams[0].prefix_mode: members everything and py both offer \"echo\""),
+        "{stderr}"
+    );
+
+    // eragate run refuses to start, naming the same collision.
+    let address = format!("127.0.0.1:{}", free_port());
+    let path = dir.path().join("run.toml");
+    std::fs::write(&path, format!("[listen]\naddress = \"{address}\"\n{members}")).expect("write");
+    let ran = std::process::Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["run", "--config"])
+        .arg(&path)
+        .output()
+        .expect("eragate run");
+    assert!(!ran.status.success(), "{ran:?}");
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        stderr.contains("refusing to start") && stderr.contains("both offer \"echo\""),
+        "{stderr}"
+    );
+
+    // Under `always` the same members are fine (and check-config starts none of them).
+    let always = members.replace("prefix_mode = \"never\"", "prefix_mode = \"always\"");
+    let checked = check_config(&dir, &always);
+    assert!(checked.status.success(), "{checked:?}");
+
+    // What check-config knows without the members: modes must agree, prefixes must differ.
+    let text = "[[upstreams]]\nname = \"a\"\nprefix_mode = \"never\"\nstdio.command = [\"x\"]\n\
+                [[upstreams]]\nname = \"b\"\nprefix_mode = \"always\"\ntool_prefix = \"a\"\nstdio.command = [\"x\"]\n";
+    let checked = check_config(&dir, text);
+    assert_eq!(checked.status.code(), Some(2), "{checked:?}");
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    assert!(stderr.contains("upstreams[1].prefix_mode: "), "{stderr}");
+    assert!(stderr.contains("upstreams[1].tool_prefix: "), "{stderr}");
+}
+
+/// `eragate check-config` of `text`, written in `dir`.
+fn check_config(dir: &tempfile::TempDir, text: &str) -> std::process::Output {
+    let path = dir.path().join("check.toml");
+    std::fs::write(&path, text).expect("write");
+    std::process::Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .expect("check-config")
+}
+
+#[test]
+fn a_list_change_in_a_member_reaches_a_listening_client() {
+    let federation = Federation::start("always");
+    let url = federation.eragate.url();
+    let before = federation.modern(1, "resources/list", None, json!({}));
+    let count = before["result"]["resources"].as_array().map_or(0, Vec::len);
+
+    let watched = "everything+demo://resource/static/document/features.md";
+    let wanted = json!({"resourcesListChanged": true, "toolsListChanged": true, "resourceSubscriptions": [watched]});
+    let response = open_listen(&url, 7, wanted);
+    let mut events = SseLines(BufReader::new(response));
+    let ack = events.next_message().expect("an acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
+        "{ack}"
+    );
+    let honoured = &ack["params"]["notifications"];
+    assert_eq!(honoured["resourcesListChanged"], true, "everything honours it: {ack}");
+    assert_eq!(
+        honoured["resourceSubscriptions"],
+        json!([watched]),
+        "its own URI, exposed: {ack}"
+    );
+
+    // server-everything registers a resource for the file it compresses: its resource list changes.
+    let called = federation.modern(
+        2,
+        "tools/call",
+        Some("everything_gzip-file-as-resource"),
+        json!({"name": "everything_gzip-file-as-resource",
+               "arguments": {"name": "note.txt", "data": "data:text/plain;base64,aGVsbG8=", "outputType": "resourceLink"}}),
+    );
+    assert!(called.get("result").is_some(), "{called}");
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let changed = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no list_changed; log:\n{}",
+            federation.eragate.log()
+        );
+        let message = events
+            .next_message()
+            .unwrap_or_else(|| panic!("the listen ended; log:\n{}", federation.eragate.log()));
+        if message["method"] == "notifications/resources/list_changed" {
+            break message;
+        }
+    };
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 7,
+        "{changed}"
+    );
+
+    // The subscribed resource's updates come with its exposed URI.
+    let toggled = federation.modern(
+        4,
+        "tools/call",
+        Some("everything_toggle-subscriber-updates"),
+        json!({"name": "everything_toggle-subscriber-updates", "arguments": {}}),
+    );
+    assert!(toggled.get("result").is_some(), "{toggled}");
+    let updated = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no resources/updated; log:\n{}",
+            federation.eragate.log()
+        );
+        let message = events
+            .next_message()
+            .unwrap_or_else(|| panic!("the listen ended; log:\n{}", federation.eragate.log()));
+        if message["method"] == "notifications/resources/updated" {
+            break message;
+        }
+    };
+    assert_eq!(updated["params"]["uri"], watched, "{updated}");
+    let after = federation.modern(3, "resources/list", None, json!({}));
+    let uris = names(&Value::Array(
+        after["result"]["resources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r["uri"].clone())
+            .collect(),
+    ));
+    assert_eq!(uris.len(), count + 1, "the next list has the new resource: {after}");
+    assert!(
+        uris.iter()
+            .any(|u| u.starts_with("everything+") && u.contains("note.txt")),
+        "{uris:?}"
+    );
+}
+
+#[test]
+fn a_legacy_client_hears_list_changes_on_its_get_stream() {
+    let federation = Federation::start("always");
+    let url = federation.eragate.url();
+    let version = "2025-06-18";
+    let (session, initialized) = legacy_initialize(&url, version);
+    assert_eq!(initialized["serverInfo"]["name"], "eragate", "{initialized}");
+    let members = &initialized["_meta"]["dev.eragate/members"];
+    assert_eq!(members.as_array().map(Vec::len), Some(3), "{initialized}");
+    let listed = legacy_request(&url, &session, version, 1, "resources/list", json!({}));
+    let count = answer(&listed, 1)["result"]["resources"].as_array().map_or(0, Vec::len);
+    let stream = open_legacy_stream(&url, &session, version, Duration::from_secs(30));
+    assert_eq!(stream.status().as_u16(), 200);
+    let mut events = SseLines(BufReader::new(stream));
+
+    // server-everything registers a resource for the file it compresses: its resource list changes.
+    let called = legacy_request(
+        &url,
+        &session,
+        version,
+        2,
+        "tools/call",
+        json!({"name": "everything_gzip-file-as-resource",
+               "arguments": {"name": "legacy.txt", "data": "data:text/plain;base64,aGVsbG8=", "outputType": "resourceLink"}}),
+    );
+    let called = answer(&called, 2);
+    assert!(called["result"]["content"].is_array(), "{called}");
+    assert!(
+        called["result"].get("resultType").is_none(),
+        "a legacy result: {called}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no list_changed; log:\n{}",
+            federation.eragate.log()
+        );
+        let message = events
+            .next_message()
+            .unwrap_or_else(|| panic!("the GET stream ended; log:\n{}", federation.eragate.log()));
+        if message["method"] == "notifications/resources/list_changed" {
+            break;
+        }
+    }
+    let after = legacy_request(&url, &session, version, 3, "resources/list", json!({}));
+    let after = answer(&after, 3);
+    let resources = after["result"]["resources"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        resources.len(),
+        count + 1,
+        "the next list has the new resource: {after}"
+    );
+    assert!(
+        resources
+            .iter()
+            .any(|r| r["uri"].as_str().is_some_and(|u| u.starts_with("everything+")) && r["name"] == "legacy.txt"),
+        "{after}"
+    );
+
+    // A session id eragate never gave is not found; no session at all is refused.
+    let unknown = legacy_request(&url, "not-a-session", version, 4, "tools/list", json!({}));
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    let sessionless = send("POST", &url, &PLAIN, Some(&request_body(5, "tools/list", json!({}))));
+    assert_eq!(sessionless.status, 400, "{sessionless:?}");
+}
+
+#[test]
+fn a_reload_turns_a_path_into_a_federation_and_back() {
+    let py = LegacyHttpServer::start(&[]);
+    let everything = serde_json::to_string(&everything_stdio_command()).expect("json");
+    let alone = format!(
+        "[[upstreams]]\nname = \"everything\"\n[upstreams.stdio]\ncommand = {everything}\nkill_grace = \"200ms\"\n"
+    );
+    let eragate = Eragate::start(&alone);
+    let url = eragate.url();
+    let tools = |id: u64| tool_names(&answer(&post_modern(&url, id, "tools/list", None, json!({})), id)["result"]);
+    assert!(tools(1).contains(&"echo".to_owned()), "one upstream: its own names");
+
+    let config = std::fs::read_to_string(eragate.config_path()).expect("config");
+    let federated = format!(
+        "{config}\n[[upstreams]]\nname = \"py\"\n[upstreams.http]\nurl = \"{}\"\n",
+        py.url
+    );
+    std::fs::write(eragate.config_path(), &federated).expect("rewrite");
+    let mut id = 10;
+    wait_until("the path to become a federation", Duration::from_secs(20), || {
+        id += 1;
+        tools(id).contains(&"py_echo".to_owned())
+    });
+    let listed = tools(100);
+    assert!(listed.contains(&"everything_echo".to_owned()), "{listed:?}");
+    let called = answer(&modern_call(&url, 101, "py_add", json!({"a": 20, "b": 22})), 101);
+    assert_eq!(tool_text(&called["result"]), "42", "{called}");
+
+    std::fs::write(eragate.config_path(), &config).expect("rewrite");
+    wait_until("the path to serve one upstream again", Duration::from_secs(20), || {
+        id += 1;
+        tools(id).contains(&"echo".to_owned())
+    });
+}
+
+/// The suites' scenarios that need no fixture and do not depend on the names of a single
+/// server (`tools-call-error` calls `test_error_handling`, which on a federated path is a prefixed name).
+#[test]
+fn the_conformance_suites_list_and_caching_scenarios_pass_on_the_federated_path() {
+    let federation = Federation::start("always");
+    let modern: Vec<Vec<&str>> = [
+        "caching",
+        "tools-list",
+        "resources-list",
+        "prompts-list",
+        "sep-2164-resource-not-found",
+    ]
+    .iter()
+    .map(|s| vec!["--scenario", s])
+    .collect();
+    common::conformance::assert_runs_pass(
+        "CONFORMANCE_ALPHA_JS",
+        &federation.eragate,
+        &modern,
+        "alpha scenario(s) on the federated path",
+    );
+    let handshake: Vec<Vec<&str>> = [
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "resources-list",
+        "prompts-list",
+    ]
+    .iter()
+    .map(|s| vec!["--scenario", s, "--spec-version", "2025-11-25"])
+    .collect();
+    common::conformance::assert_runs_pass(
+        "CONFORMANCE_STABLE_JS",
+        &federation.eragate,
+        &handshake,
+        "stable scenario(s) on the federated path",
+    );
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn tool_names(result: &Value) -> Vec<String> {
+    result["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// POSTs a 2026-07-28 `subscriptions/listen`; its 200 answer, read with a 30 s timeout.
+fn open_listen(url: &str, id: u64, notifications: Value) -> reqwest::blocking::Response {
+    let body = modern_body(id, "subscriptions/listen", json!({"notifications": notifications}));
+    let mut request = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+        .post(url)
+        .body(body);
+    for (name, value) in modern_headers("subscriptions/listen", None) {
+        request = request.header(name, value);
+    }
+    let response = request.send().expect("listen");
+    assert_eq!(response.status().as_u16(), 200);
+    response
+}
+
+/// The JSON-RPC messages of an SSE body, read as they come.
+struct SseLines<R: BufRead>(R);
+
+impl<R: BufRead> SseLines<R> {
+    fn next_message(&mut self) -> Option<Value> {
+        let mut data = String::new();
+        loop {
+            let mut line = String::new();
+            if self.0.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let line = line.trim_end_matches(['\r', '\n']);
+            if let Some(rest) = line.strip_prefix("data:") {
+                data.push_str(rest.trim_start());
+            } else if line.is_empty() && !data.is_empty() {
+                return serde_json::from_str(&data).ok();
+            }
+        }
+    }
+}
