@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::sync::Arc;
 
 use opentelemetry::trace::{
     SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer as _, TracerProvider as _,
@@ -40,11 +41,12 @@ pub fn header() -> Option<String> {
     HEADER.try_with(String::clone).ok()
 }
 
-/// A traced request: its span's context and the tracer its upstream calls use.
+/// A traced request: its span's context and the pipeline its upstream calls use
+/// (held until the request ends, so a reload's new pipeline does not take its spans).
 #[derive(Clone)]
 pub struct Traced {
     context: Context,
-    tracer: SdkTracer,
+    tracing: Arc<Tracing>,
 }
 
 /// The OpenTelemetry pipeline of one gateway.
@@ -80,7 +82,7 @@ impl Tracing {
     }
 
     /// Starts the span of a client request for `method`, child of `traceparent` when valid.
-    pub fn request_span(&self, method: &'static str, traceparent: Option<&str>) -> Traced {
+    pub fn request_span(self: &Arc<Self>, method: &'static str, traceparent: Option<&str>) -> Traced {
         let parent = traceparent
             .and_then(parse_traceparent)
             .map_or_else(Context::new, |remote| Context::new().with_remote_span_context(remote));
@@ -91,8 +93,18 @@ impl Tracing {
             .start_with_context(&self.tracer, &parent);
         Traced {
             context: parent.with_span(span),
-            tracer: self.tracer.clone(),
+            tracing: self.clone(),
         }
+    }
+
+    /// A pipeline a reload replaced: flushed and stopped once no request holds it
+    /// (their spans end in it), or after `within`.
+    pub async fn retire(retired: Arc<Tracing>, within: std::time::Duration) {
+        let start = std::time::Instant::now();
+        while Arc::strong_count(&retired) > 1 && start.elapsed() < within {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        retired.shutdown(std::time::Duration::from_secs(5)).await;
     }
 
     /// Sends what is buffered and stops the exporter (shutdown), waiting at most `within`.
@@ -183,12 +195,12 @@ pub fn upstream_call<'a>(method: &str, target: impl FnOnce() -> CallTarget<'a>) 
     if let Some(revision) = target.revision {
         attributes.push(KeyValue::new("eragate.upstream_revision", revision));
     }
-    let span = parent
-        .tracer
+    let tracer = &parent.tracing.tracer;
+    let span = tracer
         .span_builder(format!("upstream {method}"))
         .with_kind(SpanKind::Client)
         .with_attributes(attributes)
-        .start_with_context(&parent.tracer, &parent.context);
+        .start_with_context(tracer, &parent.context);
     let context = parent.context.with_span(span);
     let traceparent = format_traceparent(&context.span().span_context().clone());
     Some(UpstreamSpan { context, traceparent })
