@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use arc_swap::ArcSwapOption;
-use opentelemetry::KeyValue;
 use serde_json::Value;
 
 pub use labels::{MethodLabel, Outcome};
@@ -93,7 +92,7 @@ impl Telemetry {
                 .tracing
                 .load()
                 .as_ref()
-                .map(|tracing| tracing.request_span(method.as_str(), traceparent)),
+                .and_then(|tracing| tracing.request_span(method.as_str(), traceparent, upstream.shared_name())),
             target: None,
             telemetry: self.clone(),
             started: Instant::now(),
@@ -148,7 +147,7 @@ pub struct Exchange {
     /// The legacy client's session id (only its fingerprint is ever written).
     session: Option<Arc<str>>,
     end: Option<End>,
-    /// The request's span, when traces are on.
+    /// The request's span, when it is traced (sampled).
     trace: Option<trace::Traced>,
     /// The tool, prompt or resource asked for (kept only for a recorded span).
     target: Option<String>,
@@ -205,7 +204,7 @@ impl Exchange {
 
     /// The tool, prompt or resource the request names (recorded on its span only).
     pub fn names(&mut self, target: impl FnOnce() -> Option<String>) {
-        if self.trace.as_ref().is_some_and(trace::Traced::is_recording) {
+        if self.trace.is_some() {
             self.target = target();
         }
     }
@@ -236,27 +235,15 @@ impl Exchange {
     }
 
     fn end_span(&mut self, span: trace::Traced, end: End) {
-        if !span.is_recording() {
-            return;
-        }
-        let mut attributes = vec![
-            KeyValue::new("mcp.method.name", self.method.as_str()),
-            KeyValue::new("eragate.era", labels::ERAS[labels::era_index(self.era)]),
-            KeyValue::new(
-                "eragate.revision",
-                labels::REVISIONS[labels::revision_index(self.revision)],
-            ),
-            KeyValue::new("eragate.upstream", self.upstream.name().to_owned()),
-            KeyValue::new("eragate.outcome", end.outcome.as_str()),
-            KeyValue::new("http.response.status_code", i64::from(end.status)),
-        ];
-        if let Some(code) = end.code {
-            attributes.push(KeyValue::new("rpc.jsonrpc.error_code", code));
-        }
-        if let Some(target) = self.target.take() {
-            attributes.push(KeyValue::new("eragate.target", target));
-        }
-        span.end(attributes, matches!(end.outcome, Outcome::Ok | Outcome::Accepted));
+        span.end(trace::RequestEnd {
+            era: labels::ERAS[labels::era_index(self.era)],
+            revision: labels::REVISIONS[labels::revision_index(self.revision)],
+            outcome: end.outcome.as_str(),
+            ok: matches!(end.outcome, Outcome::Ok | Outcome::Accepted),
+            status: end.status,
+            code: end.code,
+            target: self.target.take(),
+        });
     }
 
     fn log(&self, end: End, took: std::time::Duration) {
