@@ -37,7 +37,7 @@ pub enum Text {
     /// Shared with what the span describes.
     Shared(Arc<str>),
     /// The span's own.
-    Owned(Box<str>),
+    Owned(String),
 }
 
 impl Text {
@@ -58,6 +58,54 @@ pub enum AttributeValue {
     Text(Text),
     /// `int_value`.
     Int(i64),
+}
+
+impl Default for AttributeValue {
+    fn default() -> Self {
+        AttributeValue::Int(0)
+    }
+}
+
+/// Most attributes a span holds.
+pub const MAX_ATTRIBUTES: usize = 8;
+
+/// A span's attributes, kept inline (a span allocates nothing for them); past
+/// [`MAX_ATTRIBUTES`] one is dropped.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Attributes {
+    len: usize,
+    items: [(&'static str, AttributeValue); MAX_ATTRIBUTES],
+}
+
+impl Attributes {
+    /// Adds one attribute (`key`, `value`).
+    pub fn push(&mut self, attribute: (&'static str, AttributeValue)) {
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = attribute;
+            self.len += 1;
+        }
+    }
+
+    /// The attributes, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &(&'static str, AttributeValue)> {
+        self.items.iter().take(self.len)
+    }
+}
+
+impl Extend<(&'static str, AttributeValue)> for Attributes {
+    fn extend<I: IntoIterator<Item = (&'static str, AttributeValue)>>(&mut self, items: I) {
+        for attribute in items {
+            self.push(attribute);
+        }
+    }
+}
+
+impl From<Vec<(&'static str, AttributeValue)>> for Attributes {
+    fn from(items: Vec<(&'static str, AttributeValue)>) -> Self {
+        let mut attributes = Attributes::default();
+        attributes.extend(items);
+        attributes
+    }
 }
 
 /// `SpanKind` (trace.proto): eragate makes server spans (requests) and client spans (upstream calls).
@@ -104,7 +152,7 @@ pub struct SpanRecord {
     /// How it ended.
     pub status: SpanStatus,
     /// Its attributes, in order.
-    pub attributes: Vec<(&'static str, AttributeValue)>,
+    pub attributes: Attributes,
 }
 
 /// Nanoseconds since the Unix epoch, now.
@@ -191,7 +239,11 @@ impl Writer {
             used += 1;
         }
         prefix[used] = value as u8;
-        self.buf.splice(at..=at, prefix[..=used].iter().copied());
+        // Move the body along by the extra length bytes, then write them in front of it.
+        let end = self.buf.len();
+        self.buf.resize(end + used, 0);
+        self.buf.copy_within(at + 1..end, at + 1 + used);
+        self.buf[at..=at + used].copy_from_slice(&prefix[..=used]);
     }
 
     /// A string `AnyValue` (an empty string still says "string": the field is in a oneof).
@@ -201,19 +253,41 @@ impl Writer {
         self.buf.extend_from_slice(text.as_bytes());
     }
 
-    /// `KeyValue { key = 1; value = 2 (AnyValue: string 1, int 3) }`.
+    /// `KeyValue { key = 1; value = 2 (AnyValue: string 1, int 3) }`, its lengths
+    /// worked out before it is written (it is the most frequent message).
     fn attribute(&mut self, field: u32, key: &str, value: &AttributeValue) {
-        self.message(field, |w| {
-            w.string(1, key);
-            w.message(2, |w| match value {
-                AttributeValue::Text(text) => w.string_value(text.as_str()),
-                AttributeValue::Int(number) => {
-                    w.tag(3, VARINT);
-                    w.varint(*number as u64);
-                }
-            });
-        });
+        let any_len = match value {
+            AttributeValue::Text(text) => {
+                let len = text.as_str().len();
+                1 + varint_len(len as u64) + len
+            }
+            AttributeValue::Int(number) => 1 + varint_len(*number as u64),
+        };
+        let key_len = if key.is_empty() {
+            0
+        } else {
+            1 + varint_len(key.len() as u64) + key.len()
+        };
+        let len = key_len + 1 + varint_len(any_len as u64) + any_len;
+        self.tag(field, LEN);
+        self.varint(len as u64);
+        self.string(1, key);
+        self.tag(2, LEN);
+        self.varint(any_len as u64);
+        match value {
+            AttributeValue::Text(text) => self.string_value(text.as_str()),
+            AttributeValue::Int(number) => {
+                self.tag(3, VARINT);
+                self.varint(*number as u64);
+            }
+        }
     }
+}
+
+/// How many bytes `value` takes as a varint.
+fn varint_len(value: u64) -> usize {
+    let bits = 64 - (value | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
 }
 
 /// `Span` (opentelemetry/proto/trace/v1/trace.proto).
@@ -232,7 +306,7 @@ fn span(w: &mut Writer, span: &SpanRecord) {
     w.uint(6, span.kind as u64);
     w.fixed64(7, span.start_unix_nanos);
     w.fixed64(8, span.end_unix_nanos);
-    for (key, value) in &span.attributes {
+    for (key, value) in span.attributes.iter() {
         w.attribute(9, key, value);
     }
     w.message(15, |w| match span.status {
@@ -344,7 +418,7 @@ mod tests {
             start_unix_nanos: 1_764_000_000_123_456_789,
             end_unix_nanos: 1_764_000_000_123_491_789,
             status,
-            attributes: vec![
+            attributes: Attributes::from(vec![
                 ("mcp.method.name", AttributeValue::Text(Text::Static("tools/call"))),
                 (
                     "eragate.upstream",
@@ -353,7 +427,7 @@ mod tests {
                 ("empty", AttributeValue::Text(Text::Static(""))),
                 ("http.response.status_code", AttributeValue::Int(200)),
                 ("rpc.jsonrpc.error_code", AttributeValue::Int(-32602)),
-            ],
+            ]),
         }
     }
 
@@ -441,11 +515,37 @@ mod tests {
     }
 
     #[test]
+    fn varint_lengths() {
+        for (value, len) in [
+            (0, 1),
+            (1, 1),
+            (127, 1),
+            (128, 2),
+            (16_383, 2),
+            (16_384, 3),
+            (u64::MAX, 10),
+        ] {
+            let mut w = Writer::default();
+            w.varint(value);
+            assert_eq!((varint_len(value), w.buf.len()), (len, len), "{value}");
+        }
+    }
+
+    #[test]
+    fn attributes_past_the_bound_are_dropped() {
+        let mut attributes = Attributes::default();
+        attributes.extend((0..MAX_ATTRIBUTES as i64 + 3).map(|n| ("n", AttributeValue::Int(n))));
+        let kept: Vec<&AttributeValue> = attributes.iter().map(|(_, value)| value).collect();
+        let expected: Vec<AttributeValue> = (0..MAX_ATTRIBUTES as i64).map(AttributeValue::Int).collect();
+        assert_eq!(kept, expected.iter().collect::<Vec<_>>());
+    }
+
+    #[test]
     fn varints_and_nested_lengths_round_trip() {
         for len in [0_usize, 1, 100, 127, 128, 300, 16_383, 16_384, 70_000] {
             let text = "x".repeat(len);
-            let mut long = record(Text::Owned(text.clone().into()), None, SpanStatus::Ok);
-            long.attributes = vec![("text", AttributeValue::Text(Text::Owned(text.clone().into())))];
+            let mut long = record(Text::Owned(text.clone()), None, SpanStatus::Ok);
+            long.attributes = Attributes::from(vec![("text", AttributeValue::Text(Text::Owned(text.clone())))]);
             let (_, decoded) = decoded(&[long.clone(), long], "s");
             assert_eq!(decoded.len(), 2, "length {len}");
             for span in decoded {

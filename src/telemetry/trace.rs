@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use super::otlp::{AttributeValue, Kind, OtlpExporter, SpanRecord, SpanStatus, Text, now_unix_nanos};
+use super::otlp::{AttributeValue, Attributes, Kind, OtlpExporter, SpanRecord, SpanStatus, Text, now_unix_nanos};
 use crate::config::TelemetryConfig;
 
 /// How often queued spans are exported.
@@ -94,10 +94,14 @@ impl Queue {
         }
     }
 
+    /// What is queued, leaving a queue as large as it was (so it does not grow again span by span).
     fn take(&self) -> Vec<SpanRecord> {
         self.spans
             .lock()
-            .map(|mut spans| std::mem::take(&mut *spans))
+            .map(|mut spans| {
+                let room = spans.len().min(QUEUE_BOUND);
+                std::mem::replace(&mut *spans, Vec::with_capacity(room))
+            })
             .unwrap_or_default()
     }
 }
@@ -297,7 +301,7 @@ impl Traced {
     /// Ends the span with what `end` says and queues it for export.
     pub fn end(self, end: RequestEnd) {
         let span = &self.0;
-        let mut attributes = Vec::with_capacity(8);
+        let mut attributes = Attributes::default();
         attributes.extend([
             ("mcp.method.name", AttributeValue::Text(Text::Static(span.method))),
             ("eragate.era", AttributeValue::Text(Text::Static(end.era))),
@@ -313,7 +317,7 @@ impl Traced {
             attributes.push(("rpc.jsonrpc.error_code", AttributeValue::Int(code)));
         }
         if let Some(target) = end.target {
-            attributes.push(("eragate.target", AttributeValue::Text(Text::Owned(target.into()))));
+            attributes.push(("eragate.target", AttributeValue::Text(Text::Owned(target))));
         }
         span.tracing.queue.push(SpanRecord {
             trace_id: span.context.trace_id,
@@ -370,14 +374,14 @@ impl Drop for UpstreamSpan {
         };
         let upstream = std::mem::replace(&mut self.target.upstream, Text::Static(""));
         let member = std::mem::take(&mut self.target.member);
-        let mut attributes = Vec::with_capacity(6);
+        let mut attributes = Attributes::default();
         attributes.extend([
             (
                 "mcp.method.name",
                 AttributeValue::Text(Text::Shared(self.method.clone())),
             ),
             ("eragate.upstream", AttributeValue::Text(upstream)),
-            ("eragate.member", AttributeValue::Text(Text::Owned(member.into()))),
+            ("eragate.member", AttributeValue::Text(Text::Owned(member))),
             (
                 "eragate.session_kind",
                 AttributeValue::Text(Text::Static(self.target.session)),
@@ -526,21 +530,21 @@ fn unhex(text: &str, out: &mut [u8]) -> Option<()> {
 
 /// The W3C `traceparent` of `context` (written without `format!`: it is made for every traced upstream call).
 pub fn format_traceparent(context: &TraceContext) -> String {
-    fn hex(bytes: &[u8], text: &mut String) {
+    fn hex(bytes: &[u8], text: &mut Vec<u8>) {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         for byte in bytes {
-            text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-            text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+            text.extend_from_slice(&[DIGITS[usize::from(byte >> 4)], DIGITS[usize::from(byte & 0x0f)]]);
         }
     }
-    let mut text = String::with_capacity(55);
-    text.push_str("00-");
+    let mut text = Vec::with_capacity(55);
+    text.extend_from_slice(b"00-");
     hex(&context.trace_id, &mut text);
-    text.push('-');
+    text.push(b'-');
     hex(&context.span_id, &mut text);
-    text.push('-');
+    text.push(b'-');
     hex(&[context.flags], &mut text);
-    text
+    // Hex digits and dashes: always ASCII.
+    String::from_utf8(text).unwrap_or_default()
 }
 
 #[cfg(test)]
