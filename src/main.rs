@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use eragate::config::{
-    AuthServerConfig, Config, ConfigError, HttpConfig, ListenTlsConfig, LocalUser, LogFormat, LoginSource, OAuthConfig,
-    SseConfig, StdioConfig, UpstreamConfig,
+    AuthServerConfig, Config, ConfigError, HttpConfig, ListenTlsConfig, LocalUser, LogConfig, LogFormat, LoginSource,
+    OAuthConfig, SseConfig, StdioConfig, UpstreamConfig,
 };
 
 #[derive(Parser)]
@@ -192,7 +192,7 @@ fn report(source: &str, error: &ConfigError) {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = run_config(&args).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
-    init_tracing(config.log.format);
+    let log_filter = init_tracing(&config.log);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -205,6 +205,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         },
         file: Some(file),
         poll: args.watch_config,
+        log_filter: Some(log_filter),
     });
     runtime
         .block_on(eragate::run_reloading(
@@ -234,7 +235,7 @@ fn run_config(args: &RunArgs) -> Result<Config, ConfigError> {
 
 fn stdio(args: StdioArgs) -> anyhow::Result<()> {
     let config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
-    init_tracing(config.log.format);
+    let _ = init_tracing(&config.log);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -436,15 +437,40 @@ fn flag_error(flag: &str, message: String) -> ConfigError {
     }
 }
 
-fn init_tracing(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("ERAGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// Logs to stderr as `log` says; what changes the filter afterwards (a reload of `[log] level`).
+fn init_tracing(log: &LogConfig) -> eragate::reload::LogFilter {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(log.filter()).unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(false).init(),
+    fn setter<L, S>(handle: tracing_subscriber::reload::Handle<L, S>) -> eragate::reload::LogFilter
+    where
+        L: From<EnvFilter> + Send + Sync + 'static,
+        S: 'static,
+    {
+        Box::new(move |directives: &str| {
+            let filter = EnvFilter::try_new(directives).map_err(|e| e.to_string())?;
+            handle.reload(filter).map_err(|e| e.to_string())
+        })
+    }
+    match log.format {
+        LogFormat::Text => {
+            let builder = builder.with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.init();
+            setter(handle)
+        }
+        LogFormat::Json => {
+            let builder = builder
+                .json()
+                .flatten_event(true)
+                .with_current_span(false)
+                .with_filter_reloading();
+            let handle = builder.reload_handle();
+            builder.init();
+            setter(handle)
+        }
     }
 }
 

@@ -8,12 +8,21 @@
 //! closed once nothing uses it, or after `sessions.idle_timeout`.
 //!
 //! Besides `[[upstreams]]`, `[rate_limits]` is reloaded (a new gate: counts
-//! start afresh) and so are the quotas of `[limits]` (`max_in_flight_per_principal`,
-//! `max_listens_per_principal`, `max_listens`: what is held above a lowered bound
-//! stays until it ends). Requests in flight are not disturbed. A reload that
+//! start afresh) and so is `[limits]` but for `max_ended_sessions` (a set sized
+//! at start): its bounds and `listen.max_body_bytes` apply to the next request,
+//! its connection timeouts and caps to the next connection accepted, and its
+//! quotas (`max_in_flight_per_principal`, `max_listens_per_principal`,
+//! `max_listens`) at once (what is held above a lowered bound stays until it
+//! ends). `[auth.oauth]` is reloaded (a new resource server: the
+//! issuer, audience, keys, introspection and scopes of new requests; one in
+//! flight finishes under the one that admitted it), and so are `[telemetry]`
+//! (a new trace pipeline: spans of requests begun before end in the old one,
+//! flushed once they have) and `[log]` but for `format` (the logger's shape is
+//! built at start). Requests in flight are not disturbed. A reload that
 //! moves the listen address or turns the TLS listener on or off is refused (the
 //! bound socket cannot change). The rest of `[listen]`, `[admin]`, `[sessions]`,
-//! `[auth]`, `[log]`, `[telemetry]` and the other `[limits]` keys are read at
+//! `[auth]` (static tokens and eragate's own `[auth.server]`, whose keys it
+//! holds), `[log] format` and `limits.max_ended_sessions` are read at
 //! start: a change to them is logged as needing a restart and otherwise ignored.
 //! A reload that would name a new secret variable (an upstream credential's
 //! `value_env`...) is refused: children's environment filters are fixed at
@@ -33,6 +42,9 @@ use crate::router::Backend;
 /// Builds the configuration again (the file and the command line's overrides).
 pub type Loader = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
 
+/// Sets the log filter (`tracing` directives) of the running process.
+pub type LogFilter = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
 /// How and when to reload.
 pub struct Reloader {
     /// Loads the configuration.
@@ -41,6 +53,8 @@ pub struct Reloader {
     pub file: Option<PathBuf>,
     /// How often to poll it; zero: only on SIGHUP.
     pub poll: Duration,
+    /// Changes the log filter (`[log] level`), when the process's logger can.
+    pub log_filter: Option<LogFilter>,
 }
 
 /// SIGHUP, caught from now on (before the listener is bound: a SIGHUP's
@@ -99,6 +113,14 @@ pub(crate) fn spawn(
                 () = gateway.closing.cancelled() => return,
             }
             if let Some(applied) = apply(&gateway, &running, (reloader.load)()) {
+                if running.log.filter() != applied.log.filter()
+                    && let Some(set) = &reloader.log_filter
+                {
+                    match set(&applied.log.filter()) {
+                        Ok(()) => tracing::info!(level = applied.log.filter(), "[log] level reloaded"),
+                        Err(error) => tracing::error!(%error, "[log] level not applied"),
+                    }
+                }
                 running = applied;
             }
         }
@@ -113,7 +135,7 @@ fn stamp(file: Option<&PathBuf>) -> Option<(Option<SystemTime>, u64)> {
 /// Applies `loaded` to `gateway`, which runs `running` (or refuses it),
 /// logging what happened; the configuration now applied, if it was.
 pub fn apply(gateway: &Arc<Gateway>, running: &Config, loaded: Result<Config, ConfigError>) -> Option<Config> {
-    let config = match loaded {
+    let mut config = match loaded {
         Ok(config) => config,
         Err(error) => {
             for issue in &error.issues {
@@ -126,8 +148,18 @@ pub fn apply(gateway: &Arc<Gateway>, running: &Config, loaded: Result<Config, Co
             return None;
         }
     };
+    if config.listen.public_url.is_none() {
+        // The running one was completed from the bound address at start.
+        config.listen.public_url.clone_from(&running.listen.public_url);
+    }
     if let Some(why) = unbindable(running, &config) {
         tracing::error!("configuration refused: {why}; restart eragate to apply it; still serving the previous one");
+        return None;
+    }
+    // Built before anything is swapped, so that a resource server or an exporter
+    // that cannot be built refuses the whole configuration.
+    if let Err(why) = apply_auth(gateway, running, &config) {
+        tracing::error!("configuration refused: {why}; still serving the previous one");
         return None;
     }
     let protected = running.secret_env_names();
@@ -150,6 +182,12 @@ pub fn apply(gateway: &Arc<Gateway>, running: &Config, loaded: Result<Config, Co
         );
     }
     apply_policies(gateway, running, &config);
+    let within = config.sessions.idle_timeout.0;
+    match gateway.telemetry.reload(running, &config, within) {
+        Ok(()) if running.telemetry != config.telemetry => tracing::info!("[telemetry] reloaded"),
+        Ok(()) => {}
+        Err(error) => tracing::error!(%error, "[telemetry] not reloaded: the running pipeline is kept"),
+    }
     let reloaded = gateway.router.reload(&config.upstreams);
     for backend in &reloaded.started {
         backend.warm();
@@ -163,6 +201,7 @@ pub fn apply(gateway: &Arc<Gateway>, running: &Config, loaded: Result<Config, Co
     for backend in reloaded.retired {
         tokio::spawn(drain(backend, deadline));
     }
+    gateway.applied.store(Arc::new(config.clone()));
     Some(config)
 }
 
@@ -181,6 +220,25 @@ fn unbindable(running: &Config, new: &Config) -> Option<String> {
     }
 }
 
+/// Swaps in a new OAuth resource server when `[auth.oauth]`, the public URL or
+/// the upstream paths it protects changed (not for `[auth.server]`, whose keys
+/// are eragate's own: read at start).
+fn apply_auth(gateway: &Gateway, running: &Config, new: &Config) -> Result<(), String> {
+    let paths = |config: &Config| config.upstreams.iter().map(|u| u.path.clone()).collect::<Vec<_>>();
+    let changed = running.auth.oauth != new.auth.oauth
+        || running.listen.public_url != new.listen.public_url
+        || (new.auth.oauth.is_some() && paths(running) != paths(new));
+    if !changed || running.auth.server.is_some() || new.auth.server.is_some() {
+        return Ok(());
+    }
+    gateway.auth.reload_oauth(new)?;
+    tracing::info!(
+        issuer = new.auth.oauth.as_ref().map(|o| o.issuer.as_str()),
+        "[auth.oauth] reloaded"
+    );
+    Ok(())
+}
+
 /// Swaps in `[rate_limits]` and the quota bounds of `[limits]` where they changed.
 fn apply_policies(gateway: &Gateway, running: &Config, new: &Config) {
     if running.rate_limits != new.rate_limits {
@@ -190,6 +248,12 @@ fn apply_policies(gateway: &Gateway, running: &Config, new: &Config) {
         tracing::info!("[rate_limits] reloaded (counts start afresh)");
     }
     let limits = &new.limits;
+    if running.limits.max_upstream_values != limits.max_upstream_values {
+        crate::router::set_max_message_values(limits.max_upstream_values);
+    }
+    if running.limits != *limits || running.listen.max_body_bytes != new.listen.max_body_bytes {
+        tracing::info!("[limits] reloaded");
+    }
     if !same_quotas(&running.limits, limits) {
         gateway
             .in_flight
@@ -223,24 +287,26 @@ fn same_quotas(a: &LimitsConfig, b: &LimitsConfig) -> bool {
 
 /// The sections read at start only that differ.
 fn needing_restart(running: &Config, new: &Config) -> Vec<&'static str> {
+    // `max_body_bytes` is read per request.
     let mut listen = new.listen.clone();
-    if listen.public_url.is_none() {
-        // The running one was completed from the bound address at start.
-        listen.public_url.clone_from(&running.listen.public_url);
+    listen.max_body_bytes = running.listen.max_body_bytes;
+    // Every key of `[limits]` is read per request or per connection but the size
+    // of the ended-session set, made at start.
+    let mut limits = running.limits.clone();
+    limits.max_ended_sessions = new.limits.max_ended_sessions;
+    // `[auth.oauth]` is reloaded (unless eragate is its own authorization server).
+    let mut auth = new.auth.clone();
+    if running.auth.server.is_none() && new.auth.server.is_none() {
+        auth.oauth.clone_from(&running.auth.oauth);
     }
-    // The quotas are reloaded; any other key of `[limits]` needs a restart.
-    let mut limits = new.limits.clone();
-    limits.max_in_flight_per_principal = running.limits.max_in_flight_per_principal;
-    limits.max_listens_per_principal = running.limits.max_listens_per_principal;
-    limits.max_listens = running.limits.max_listens;
+    // `[log]` is reloaded but for its format (the logger is built at start).
     let changed = [
         ("listen", running.listen != listen),
         ("admin", running.admin != new.admin),
         ("sessions", running.sessions != new.sessions),
-        ("auth", running.auth != new.auth),
+        ("auth", running.auth != auth),
         ("limits", running.limits != limits),
-        ("log", running.log != new.log),
-        ("telemetry", running.telemetry != new.telemetry),
+        ("log", running.log.format != new.log.format),
     ];
     changed
         .into_iter()

@@ -6,8 +6,12 @@
 //! file is refused with check-config's messages while traffic continues.
 //! `[rate_limits]` and the `[limits]` quotas are applied by a reload while a call
 //! is in flight; a file that moves the listen address is refused whole.
+//! `[auth.oauth]` is swapped by a reload (a token for the old audience is then
+//! refused, a call admitted before finishes), and so is `[log] level`.
 
 mod common;
+#[path = "common/oauth.rs"]
+mod oauth;
 
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
@@ -282,4 +286,123 @@ fn a_reload_applies_rate_limits_and_quotas_and_refuses_a_moved_listener() {
     std::fs::rename(path.with_extension("partial"), &path).expect("rename config");
     wait_for_log(&gateway, "configuration refused: listen.address moved", 1);
     assert_eq!(call(5, "echo", json!({"text": "hi"})).status, 429, "{}", gateway.log());
+}
+
+/// `[listen]`, `[auth.oauth]` for `issuer` with `extra` keys, and the legacy fixture.
+fn oauth_config(issuer: &str, extra: &str) -> String {
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    format!("[listen]\n{}\n{upstream}", oauth::oauth_toml(issuer, extra))
+}
+
+#[test]
+fn a_reload_of_auth_oauth_refuses_a_token_for_the_old_audience_and_lets_a_call_in_flight_finish() {
+    let idp = oauth::Idp::start();
+    let gateway = Eragate::start(&oauth_config(&idp.issuer, ""));
+    let url = gateway.url();
+    let token = idp.token("tester", &url, "mcp:read");
+    let answered = oauth::call_as(&url, &token, "before");
+    assert_eq!(answered.status, 200, "{answered:?}");
+
+    // A call admitted under the old audience, still running when the new one comes.
+    let slow = {
+        let (url, token) = (url.clone(), token.clone());
+        std::thread::spawn(move || {
+            let mut headers = modern_headers("tools/call", Some("slow_progress"));
+            let bearer = format!("Bearer {token}");
+            headers.push(("authorization", bearer.as_str()));
+            let body = modern_body(
+                2,
+                "tools/call",
+                json!({"name": "slow_progress", "arguments": {"steps": 100}}),
+            );
+            send("POST", &url, &headers, Some(&body))
+        })
+    };
+    let elsewhere = "https://elsewhere.example/mcp";
+    rewrite(
+        &gateway,
+        &oauth_config(&idp.issuer, &format!("resource = \"{elsewhere}\"")),
+    );
+    wait_for_log(&gateway, "[auth.oauth] reloaded", 1);
+    assert!(!gateway.log().contains("restart eragate"), "{}", gateway.log());
+
+    let refused = oauth::call_as(&url, &token, "after");
+    assert_eq!(refused.status, 401, "{refused:?}");
+    assert_eq!(oauth::challenge(&refused).1.as_deref(), Some("invalid_token"));
+    let metadata = send(
+        "GET",
+        &format!("http://{}/.well-known/oauth-protected-resource/mcp", gateway.addr),
+        &[],
+        None,
+    );
+    assert_eq!(metadata.json()["resource"], elsewhere, "{metadata:?}");
+    let for_elsewhere = idp.token("tester", elsewhere, "mcp:read");
+    let answered = oauth::call_as(&url, &for_elsewhere, "after");
+    assert_eq!(answered.status, 200, "{answered:?}");
+
+    let slow = slow.join().expect("the slow call");
+    assert_eq!(slow.status, 200, "{slow:?}");
+    assert!(
+        slow.body.contains(r#""text":"done""#),
+        "the slow call's answer: {slow:?}"
+    );
+}
+
+#[test]
+fn a_reload_changes_the_log_level() {
+    let tag = unique_tag("reload_log");
+    let with_level = |level: &str| format!("{}[log]\nlevel = \"{level}\"\n", config(&[("fixture", "/mcp", &tag)]));
+    // ERAGATE_LOG empty: the file's level decides.
+    let gateway = Eragate::start_with_env(&with_level("warn"), &[], &[("ERAGATE_LOG", "")]);
+    wait_ready(&gateway);
+    rewrite(&gateway, &with_level("info"));
+    wait_for_log(&gateway, "[log] level reloaded", 1);
+    let log = gateway.log();
+    // Logged at info while the level was still warn: left out.
+    assert!(!log.contains("configuration reloaded"), "{log}");
+    assert!(!log.contains("restart eragate"), "{log}");
+    // The reload's own lines are at info: now in.
+    rewrite(&gateway, &format!("{}\n", with_level("info")));
+    wait_for_log(&gateway, "configuration reloaded", 1);
+}
+
+#[test]
+fn a_reload_applies_a_lowered_value_bound_and_body_size_to_the_next_request() {
+    let tag = unique_tag("reload_bounds");
+    let base = config(&[("fixture", "/mcp", &tag)]);
+    let gateway = Eragate::start(&base);
+    wait_ready(&gateway);
+    let url = gateway.url();
+    let (session, _) = legacy_initialize(&url, VERSION);
+    assert_eq!(echo(&url, &session, 1), "echo: hi");
+
+    // A tools/call of echo is about ten JSON values: five are too few.
+    rewrite(&gateway, &format!("{base}[limits]\nmax_request_values = 5\n"));
+    wait_for_log(&gateway, "[limits] reloaded", 1);
+    let call = |id: u64| {
+        legacy_request(
+            &url,
+            &session,
+            VERSION,
+            id,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}}),
+        )
+    };
+    let refused = call(2);
+    assert_eq!(refused.status, 413, "{refused:?}");
+    assert_eq!(refused.json()["error"]["code"], -32600, "{refused:?}");
+
+    // The value bound back up, the body bound down to a few bytes.
+    rewrite(
+        &gateway,
+        &base.replacen("[listen]\n", "[listen]\nmax_body_bytes = 16\n", 1),
+    );
+    wait_for_log(&gateway, "[limits] reloaded", 2);
+    let too_long = call(3);
+    assert_eq!(too_long.status, 413, "{too_long:?}");
+    rewrite(&gateway, &base);
+    wait_for_log(&gateway, "[limits] reloaded", 3);
+    assert_eq!(echo(&url, &session, 4), "echo: hi");
+    assert!(!gateway.log().contains("restart eragate"), "{}", gateway.log());
 }

@@ -337,3 +337,39 @@ fn each_request_on_the_stdio_edge_gets_a_span_under_its_meta_traceparent() {
         assert_eq!(span["attributes"]["eragate.era"], "legacy", "{span:#}");
     }
 }
+
+#[test]
+fn a_reload_changes_the_sampling_ratio_and_the_service_name() {
+    let receiver = Receiver::start();
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let traces = |ratio: &str, service: &str| {
+        format!(
+            "[listen]\n[telemetry]\notlp_endpoint = \"{}/v1/traces\"\nservice_name = \"{service}\"\nsample_ratio = {ratio}\n{upstream}",
+            receiver.url
+        )
+    };
+    let eragate = Eragate::start(&traces("0.0", "eragate-unsampled"));
+    // Sampled at 0: the client sends no trace context, so nothing is recorded.
+    let listed = post_modern(&eragate.url(), 1, "tools/list", None, json!({}));
+    assert_eq!(listed.status, 200, "{listed:?}");
+
+    let text =
+        traces("1.0", "eragate-reloaded").replacen("[listen]", &format!("[listen]\naddress = \"{}\"", eragate.addr), 1);
+    let path = eragate.config_path();
+    std::fs::write(path.with_extension("partial"), text).expect("write config");
+    std::fs::rename(path.with_extension("partial"), &path).expect("rename config");
+    wait_until("the [telemetry] reload", Duration::from_secs(60), || {
+        eragate.log().contains("[telemetry] reloaded")
+    });
+    assert!(!eragate.log().contains("restart eragate"), "{}", eragate.log());
+
+    let reply = modern_call(&eragate.url(), 2, "echo", json!({"text": "sampled now"}));
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let spans = receiver.wait_for(&["tools/call", "upstream tools/call"]);
+    let request = span(&spans, "tools/call");
+    assert_eq!(request["service"], "eragate-reloaded", "{request:#}");
+    assert!(
+        spans.iter().all(|s| s["name"] != "tools/list"),
+        "the call made at ratio 0 was exported: {spans:#?}"
+    );
+}

@@ -28,6 +28,7 @@ pub mod tokens;
 use std::fmt;
 use std::sync::Arc;
 
+use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
 pub use resource::{AS_METADATA_PATH, PRM_PREFIX, ResourceServer, TokenRefusal};
@@ -208,53 +209,62 @@ pub enum WellKnown {
     NotLoaded,
 }
 
-/// Every way in: static tokens and, when configured, OAuth.
+/// Every way in: static tokens and, when configured, OAuth. `[auth.oauth]` is swapped
+/// by a reload ([`Authenticator::reload_oauth`]): a request checks its token against the
+/// resource server current when it arrived, which it holds until it is answered.
 pub struct Authenticator {
     tokens: StaticTokens,
-    oauth: Option<ResourceServer>,
+    oauth: ArcSwapOption<ResourceServer>,
 }
 
 impl Authenticator {
     /// Builds the authenticator; `Err` names a token whose environment variable is unset.
     pub fn from_config(config: &Config) -> Result<Authenticator, String> {
         let tokens = StaticTokens::from_config(&config.auth)?;
-        let oauth = match (&config.auth.oauth, &config.auth.server) {
-            (oauth, Some(server)) => {
-                // eragate's own authorization server: its tokens, its keys, no fetch.
-                let issuer = server.issuer(&config.listen);
-                let mut oauth = oauth.clone().unwrap_or_else(|| OAuthConfig::for_issuer(&issuer));
-                oauth.issuer = issuer;
-                Some(ResourceServer::local(&oauth, config)?)
-            }
-            (Some(oauth), None) => Some(ResourceServer::new(oauth, config)?),
-            (None, None) => None,
-        };
-        Ok(Authenticator { tokens, oauth })
+        let oauth = resource_server(config)?.map(Arc::new);
+        Ok(Authenticator {
+            tokens,
+            oauth: ArcSwapOption::new(oauth),
+        })
     }
 
     /// An authenticator that lets everyone in as the anonymous principal.
     pub fn open() -> Authenticator {
         Authenticator {
             tokens: StaticTokens::none(),
-            oauth: None,
+            oauth: ArcSwapOption::empty(),
         }
     }
 
     /// Whether requests must carry a token.
     pub fn is_required(&self) -> bool {
-        !self.tokens.is_empty() || self.oauth.is_some()
+        !self.tokens.is_empty() || self.oauth.load().is_some()
     }
 
-    /// The OAuth resource server, when configured.
-    pub fn oauth(&self) -> Option<&ResourceServer> {
-        self.oauth.as_ref()
+    /// The OAuth resource server, when configured (the one current now).
+    pub fn oauth(&self) -> Option<Arc<ResourceServer>> {
+        self.oauth.load_full()
     }
 
     /// Starts what runs in the background (loading the issuer's keys).
     pub fn start(&self) {
-        if let Some(oauth) = &self.oauth {
+        if let Some(oauth) = &*self.oauth.load() {
             oauth.spawn_loader();
         }
+    }
+
+    /// Swaps in the resource server of a reloaded `config` (its `[auth.oauth]`, or the
+    /// upstream paths it protects, changed) and starts loading its issuer's keys. Requests
+    /// already admitted keep what they were granted; the old server's key loader ends when
+    /// the last request holding it is answered. Not for `[auth.server]`, whose keys are
+    /// eragate's own and read at start.
+    pub fn reload_oauth(&self, config: &Config) -> Result<(), String> {
+        let oauth = resource_server(config)?.map(Arc::new);
+        if let Some(oauth) = &oauth {
+            oauth.spawn_loader();
+        }
+        self.oauth.store(oauth);
+        Ok(())
     }
 
     /// Who a request that presented `presented` runs as.
@@ -271,7 +281,7 @@ impl Authenticator {
         if let Some(principal) = self.tokens.find(&digest) {
             return Ok(Admitted::without_scopes(principal));
         }
-        let Some(oauth) = &self.oauth else {
+        let Some(oauth) = self.oauth.load_full() else {
             return Err(Denied::Invalid("unknown token"));
         };
         let token = std::str::from_utf8(token).map_err(|_| Denied::Invalid("the token is not a JWT"))?;
@@ -292,7 +302,7 @@ impl Authenticator {
     /// The scopes `admitted` lacks for `method` on `params` under `[auth.oauth.scopes_for]`
     /// (empty: allowed).
     pub fn missing_scopes(&self, admitted: &Admitted, method: &str, params: Option<&serde_json::Value>) -> Vec<String> {
-        match (&self.oauth, &admitted.scopes) {
+        match (&*self.oauth.load(), &admitted.scopes) {
             (Some(oauth), Some(granted)) => oauth.scope_policy().missing(granted, method, params),
             _ => Vec::new(),
         }
@@ -301,7 +311,8 @@ impl Authenticator {
     /// Which tools `admitted` may see in `tools/list`: `None` when every caller sees the
     /// same list (no OAuth token, or no rule names a single tool).
     pub fn tool_view(&self, admitted: &Admitted) -> Option<ToolView> {
-        let (oauth, granted) = (self.oauth.as_ref()?, admitted.scopes.as_ref()?);
+        let oauth = self.oauth.load_full()?;
+        let granted = admitted.scopes.as_ref()?;
         let policy = oauth.scope_policy();
         policy
             .has_tool_rules()
@@ -312,13 +323,14 @@ impl Authenticator {
     /// names a tool): then no list is the same for everyone.
     pub fn filters_lists(&self) -> bool {
         self.oauth
+            .load()
             .as_ref()
             .is_some_and(|oauth| oauth.scope_policy().has_tool_rules())
     }
 
     /// The challenge of a 403 for `missing` scopes (step-up): `scope` names them.
     pub fn step_up_challenge(&self, resource_path: &str, missing: &[String]) -> String {
-        match &self.oauth {
+        match &*self.oauth.load() {
             Some(oauth) => {
                 oauth.challenge_with_scope(resource_path, Denied::InsufficientScope.error(), &missing.join(" "))
             }
@@ -328,7 +340,7 @@ impl Authenticator {
 
     /// The `WWW-Authenticate` challenge of a refusal on the MCP path `resource_path` (RFC 6750 §3).
     pub fn challenge(&self, denied: Denied, resource_path: &str) -> String {
-        match &self.oauth {
+        match &*self.oauth.load() {
             Some(oauth) => oauth.challenge(resource_path, denied.error()),
             None => match denied.error() {
                 None => r#"Bearer realm="eragate""#.to_owned(),
@@ -339,7 +351,7 @@ impl Authenticator {
 
     /// The document served at the well-known `path`, if any.
     pub fn well_known(&self, path: &str) -> Option<WellKnown> {
-        let oauth = self.oauth.as_ref()?;
+        let oauth = self.oauth.load_full()?;
         if path == AS_METADATA_PATH {
             return Some(
                 oauth
@@ -348,6 +360,21 @@ impl Authenticator {
             );
         }
         oauth.metadata_at(path).map(WellKnown::Document)
+    }
+}
+
+/// The resource server `config` asks for: `[auth.oauth]`'s issuer, or eragate's own
+/// (`[auth.server]`: its tokens, its keys, no fetch).
+fn resource_server(config: &Config) -> Result<Option<ResourceServer>, String> {
+    match (&config.auth.oauth, &config.auth.server) {
+        (oauth, Some(server)) => {
+            let issuer = server.issuer(&config.listen);
+            let mut oauth = oauth.clone().unwrap_or_else(|| OAuthConfig::for_issuer(&issuer));
+            oauth.issuer = issuer;
+            ResourceServer::local(&oauth, config).map(Some)
+        }
+        (Some(oauth), None) => ResourceServer::new(oauth, config).map(Some),
+        (None, None) => Ok(None),
     }
 }
 

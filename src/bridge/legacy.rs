@@ -122,7 +122,7 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
 /// -32602 (400) for an `initialize` whose `capabilities` and `clientInfo`, sealed
 /// into the session id that every later request carries, exceed `limits.max_client_claims_bytes`.
 pub(super) fn oversized_claims(gateway: &Gateway, request: &Request) -> Option<Reply> {
-    let limit = gateway.config.limits.max_client_claims_bytes;
+    let limit = gateway.limits().limits.max_client_claims_bytes;
     let params = request.params.as_ref()?;
     let size: usize = ["capabilities", "clientInfo"]
         .into_iter()

@@ -45,8 +45,12 @@ use sessions::SessionStore;
 
 /// Everything a request handler needs, shared by every connection.
 pub struct Gateway {
-    /// The loaded configuration.
+    /// The configuration loaded at start: what is read at start only comes from here.
     pub config: Arc<Config>,
+    /// The configuration applied last (the start's, then each accepted reload's): the
+    /// keys read per request or per connection (`[limits]`, `listen.max_body_bytes`)
+    /// come from here, so a reload applies them to the next one. See [`Gateway::limits`].
+    pub applied: arc_swap::ArcSwap<Config>,
     /// Backends by path.
     pub router: Router,
     /// Legacy client sessions.
@@ -77,7 +81,7 @@ impl Gateway {
     pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
         let auth = Authenticator::from_config(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
-        let authz = crate::authz::AuthServer::from_config(&config, auth.oauth())
+        let authz = crate::authz::AuthServer::from_config(&config, auth.oauth().as_deref())
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         crate::router::set_max_message_values(config.limits.max_upstream_values);
         let router = Router::new(&config.upstreams, config.secret_env_names());
@@ -91,8 +95,10 @@ impl Gateway {
         let telemetry = Telemetry::new(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let telemetry = Arc::new(telemetry);
+        let config = Arc::new(config);
         Ok(Arc::new(Gateway {
-            config: Arc::new(config),
+            applied: arc_swap::ArcSwap::new(config.clone()),
+            config,
             router,
             sessions,
             suspended,
@@ -105,6 +111,11 @@ impl Gateway {
             in_flight,
             telemetry,
         }))
+    }
+
+    /// `[limits]` as applied now (a reload swaps them; a request reads them once).
+    pub fn limits(&self) -> arc_swap::Guard<Arc<Config>> {
+        self.applied.load()
     }
 
     /// Warms every backend in the background: spares started, the first session initialized.

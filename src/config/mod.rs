@@ -390,6 +390,14 @@ impl Config {
                 message: "must be an http:// or https:// URL (OTLP over HTTP/protobuf)".into(),
             });
         }
+        if let Some(level) = &self.log.level
+            && let Err(error) = tracing_subscriber::EnvFilter::try_new(level)
+        {
+            issues.push(ConfigIssue {
+                path: "log.level".into(),
+                message: format!("not a log filter: {error}"),
+            });
+        }
         if telemetry.service_name.is_empty() {
             issues.push(ConfigIssue {
                 path: "telemetry.service_name".into(),

@@ -59,6 +59,21 @@ pub struct LogConfig {
     /// One access-log line per client request (target `eragate::access`).
     /// Default: on with `format = "json"`, off with `text`.
     pub access: Option<bool>,
+    /// Which lines are logged: `tracing` filter directives (`warn`,
+    /// `info,eragate::upstream=debug`). The `ERAGATE_LOG` environment variable,
+    /// when set, overrides it. Reloaded live. Default `info`.
+    pub level: Option<String>,
+}
+
+impl LogConfig {
+    /// The filter directives to log with: `ERAGATE_LOG`, else `level`, else `info`.
+    pub fn filter(&self) -> String {
+        std::env::var("ERAGATE_LOG")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .or_else(|| self.level.clone())
+            .unwrap_or_else(|| "info".to_owned())
+    }
 }
 
 /// The shape of log lines.

@@ -317,7 +317,7 @@ impl HttpFrontend {
         parts: &http::request::Parts,
         body: Incoming,
     ) -> Result<bytes::Bytes, http::Response<Body>> {
-        let config = &self.gateway.config;
+        let config = self.gateway.limits();
         let limits = body::BodyLimits {
             max_bytes: config.listen.max_body_bytes,
             deadline: config.limits.body_read_timeout.0,
@@ -331,7 +331,7 @@ impl HttpFrontend {
 
     /// The bounds a client's message is scanned within before it is parsed.
     fn bounds(&self) -> Bounds {
-        let limits = &self.gateway.config.limits;
+        let limits = &self.gateway.limits().limits;
         Bounds {
             values: Some(limits.max_request_values),
             items: Some(limits.max_batch_items),

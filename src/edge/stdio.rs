@@ -81,10 +81,12 @@ struct Connection {
 
 impl Connection {
     async fn handle_line(&mut self, line: &[u8]) {
-        let limits = &self.gateway.config.limits;
-        let bounds = Bounds {
-            values: Some(limits.max_request_values),
-            items: Some(limits.max_batch_items),
+        let bounds = {
+            let limits = &self.gateway.limits().limits;
+            Bounds {
+                values: Some(limits.max_request_values),
+                items: Some(limits.max_batch_items),
+            }
         };
         let allowed = self.session.as_ref().is_some_and(|s| s.revision.allows_batches());
         if !allowed && scan::is_batch(line, bounds) {

@@ -12,9 +12,10 @@ pub mod trace;
 pub mod upstream;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use opentelemetry::KeyValue;
+use arc_swap::ArcSwapOption;
 use serde_json::Value;
 
 pub use labels::{MethodLabel, Outcome};
@@ -24,15 +25,17 @@ pub use upstream::UpstreamStats;
 use crate::config::{Config, LogFormat};
 use crate::protocol::{Era, Revision};
 
-/// The telemetry of one gateway: its metrics and what it logs.
+/// The telemetry of one gateway: its metrics and what it logs. Everything but the
+/// metrics follows a reload ([`Telemetry::reload`]).
 pub struct Telemetry {
     metrics: Metrics,
     /// One `eragate::access` line per request (`[log] access`).
-    access_log: bool,
+    access_log: AtomicBool,
     /// `server/discover` answers carry a live summary of the upstream (`[telemetry] live_discover`).
-    live_discover: bool,
-    /// Spans exported over OTLP (`[telemetry] otlp_endpoint`).
-    tracing: Option<trace::Tracing>,
+    live_discover: AtomicBool,
+    /// Spans exported over OTLP (`[telemetry] otlp_endpoint`); a reload swaps the
+    /// pipeline, and a request keeps the one it began under.
+    tracing: ArcSwapOption<trace::Tracing>,
 }
 
 impl Telemetry {
@@ -41,15 +44,37 @@ impl Telemetry {
     pub fn new(config: &Config) -> Result<Telemetry, String> {
         Ok(Telemetry {
             metrics: Metrics::default(),
-            access_log: config.log.access.unwrap_or(config.log.format == LogFormat::Json),
-            live_discover: config.telemetry.live_discover,
-            tracing: trace::Tracing::from_config(&config.telemetry)?,
+            access_log: AtomicBool::new(access_log(config)),
+            live_discover: AtomicBool::new(config.telemetry.live_discover),
+            tracing: ArcSwapOption::new(trace::Tracing::from_config(&config.telemetry)?.map(Arc::new)),
         })
+    }
+
+    /// Applies a reloaded `new` configuration where it differs from `running`: the
+    /// access log, the live discover summary and, when `[telemetry]`'s trace keys
+    /// changed, a new trace pipeline (sampling ratio, OTLP endpoint, service name).
+    /// Requests already begun end their spans in the old pipeline, which is flushed
+    /// and stopped once none holds it any more (or after `within`). Must run inside
+    /// the tokio runtime.
+    pub fn reload(&self, running: &Config, new: &Config, within: std::time::Duration) -> Result<(), String> {
+        self.access_log.store(access_log(new), Ordering::Relaxed);
+        self.live_discover.store(new.telemetry.live_discover, Ordering::Relaxed);
+        let (mut old, mut fresh) = (running.telemetry.clone(), new.telemetry.clone());
+        old.live_discover = false;
+        fresh.live_discover = false;
+        if old == fresh {
+            return Ok(());
+        }
+        let tracing = trace::Tracing::from_config(&new.telemetry)?.map(Arc::new);
+        if let Some(retired) = self.tracing.swap(tracing) {
+            tokio::spawn(trace::Tracing::retire(retired, within));
+        }
+        Ok(())
     }
 
     /// Flushes the spans still buffered (shutdown).
     pub async fn shutdown(&self) {
-        if let Some(tracing) = &self.tracing {
+        if let Some(tracing) = self.tracing.load_full() {
             tracing.shutdown(std::time::Duration::from_secs(5)).await;
         }
     }
@@ -65,8 +90,9 @@ impl Telemetry {
         Exchange {
             trace: self
                 .tracing
+                .load()
                 .as_ref()
-                .map(|tracing| tracing.request_span(method.as_str(), traceparent)),
+                .and_then(|tracing| tracing.request_span(method.as_str(), traceparent, upstream.shared_name())),
             target: None,
             telemetry: self.clone(),
             started: Instant::now(),
@@ -81,12 +107,12 @@ impl Telemetry {
 
     /// Whether requests are traced (`[telemetry] otlp_endpoint`).
     pub fn is_tracing(&self) -> bool {
-        self.tracing.is_some()
+        self.tracing.load().is_some()
     }
 
     /// Whether `server/discover` answers carry the live summary.
     pub fn live_discover(&self) -> bool {
-        self.live_discover
+        self.live_discover.load(Ordering::Relaxed)
     }
 
     /// The client revisions seen so far, by era (for the status page).
@@ -103,6 +129,11 @@ impl Telemetry {
     }
 }
 
+/// Whether `config` asks for access-log lines.
+fn access_log(config: &Config) -> bool {
+    config.log.access.unwrap_or(config.log.format == LogFormat::Json)
+}
+
 /// One client request on its way through the gateway. Dropped without
 /// [`Exchange::finish`] (the client left, the request's future was dropped),
 /// it counts as [`Outcome::Cancelled`].
@@ -116,7 +147,7 @@ pub struct Exchange {
     /// The legacy client's session id (only its fingerprint is ever written).
     session: Option<Arc<str>>,
     end: Option<End>,
-    /// The request's span, when traces are on.
+    /// The request's span, when it is traced (sampled).
     trace: Option<trace::Traced>,
     /// The tool, prompt or resource asked for (kept only for a recorded span).
     target: Option<String>,
@@ -173,7 +204,7 @@ impl Exchange {
 
     /// The tool, prompt or resource the request names (recorded on its span only).
     pub fn names(&mut self, target: impl FnOnce() -> Option<String>) {
-        if self.trace.as_ref().is_some_and(trace::Traced::is_recording) {
+        if self.trace.is_some() {
             self.target = target();
         }
     }
@@ -195,7 +226,7 @@ impl Exchange {
         if end.outcome == Outcome::Ok {
             self.upstream.succeeded();
         }
-        if self.telemetry.access_log {
+        if self.telemetry.access_log.load(Ordering::Relaxed) {
             self.log(end, took);
         }
         if let Some(span) = self.trace.take() {
@@ -204,27 +235,15 @@ impl Exchange {
     }
 
     fn end_span(&mut self, span: trace::Traced, end: End) {
-        if !span.is_recording() {
-            return;
-        }
-        let mut attributes = vec![
-            KeyValue::new("mcp.method.name", self.method.as_str()),
-            KeyValue::new("eragate.era", labels::ERAS[labels::era_index(self.era)]),
-            KeyValue::new(
-                "eragate.revision",
-                labels::REVISIONS[labels::revision_index(self.revision)],
-            ),
-            KeyValue::new("eragate.upstream", self.upstream.name().to_owned()),
-            KeyValue::new("eragate.outcome", end.outcome.as_str()),
-            KeyValue::new("http.response.status_code", i64::from(end.status)),
-        ];
-        if let Some(code) = end.code {
-            attributes.push(KeyValue::new("rpc.jsonrpc.error_code", code));
-        }
-        if let Some(target) = self.target.take() {
-            attributes.push(KeyValue::new("eragate.target", target));
-        }
-        span.end(attributes, matches!(end.outcome, Outcome::Ok | Outcome::Accepted));
+        span.end(trace::RequestEnd {
+            era: labels::ERAS[labels::era_index(self.era)],
+            revision: labels::REVISIONS[labels::revision_index(self.revision)],
+            outcome: end.outcome.as_str(),
+            ok: matches!(end.outcome, Outcome::Ok | Outcome::Accepted),
+            status: end.status,
+            code: end.code,
+            target: self.target.take(),
+        });
     }
 
     fn log(&self, end: End, took: std::time::Duration) {

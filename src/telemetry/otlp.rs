@@ -1,23 +1,19 @@
-//! OTLP/HTTP trace export: spans written straight to protobuf (`ExportTraceServiceRequest`)
-//! and posted to the collector.
+//! OTLP/HTTP trace export: the spans eragate records ([`SpanRecord`]), written straight to
+//! protobuf (`ExportTraceServiceRequest`) and posted to the collector.
 //!
-//! `opentelemetry-otlp` converts every span into `opentelemetry-proto`'s owned message tree
-//! (each attribute key formatted into a new `String`, each id copied into a `Vec`), encodes
-//! that tree and drops it: about 16,000 instructions per span, more than half of what a traced
-//! `tools/call` added (bench/NOTES.md, "Traces": 38,400 instructions a call, now 15,000). This writer encodes the same message from the
-//! `SpanData` the SDK hands over, in one buffer, with the resource encoded once; the unit tests
-//! decode its output with `opentelemetry-proto` and compare it with that crate's conversion.
+//! A span is a fixed record: ids, times, a status and a short list of attributes whose keys
+//! are `&'static str` and whose values are static, shared (`Arc<str>`) or numbers, so ending
+//! a span copies no text and allocates nothing per attribute. `opentelemetry-otlp` turned each
+//! SDK span into `opentelemetry-proto`'s owned message tree (each key formatted into a new
+//! `String`, each id copied into a `Vec`), then encoded it: 16,000 instructions a span
+//! (bench/NOTES.md, "Traces"). This writer encodes the same message in one buffer, with the
+//! resource encoded once; the unit tests decode its output with `opentelemetry-proto`.
 
-use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use opentelemetry::trace::{SpanId, SpanKind, Status};
-use opentelemetry::{Array, InstrumentationScope, KeyValue, Value};
 use opentelemetry_http::HttpClient;
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
 /// Protobuf wire types.
 const VARINT: u32 = 0;
@@ -28,6 +24,143 @@ const FIXED32: u32 = 5;
 /// Span flags (`opentelemetry.proto.trace.v1.SpanFlags`): whether the parent's remoteness is known, and is it.
 const CONTEXT_HAS_IS_REMOTE: u32 = 0x100;
 const CONTEXT_IS_REMOTE: u32 = 0x200;
+
+/// The instrumentation scope of every span.
+const SCOPE: &str = "eragate";
+
+/// Text in a span: most is static (method names, labels), some shared with the gateway
+/// (an upstream's name), some the span's own (a tool name).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Text {
+    /// A label known at compile time.
+    Static(&'static str),
+    /// Shared with what the span describes.
+    Shared(Arc<str>),
+    /// The span's own.
+    Owned(String),
+}
+
+impl Text {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Text::Static(text) => text,
+            Text::Shared(text) => text,
+            Text::Owned(text) => text,
+        }
+    }
+}
+
+/// An attribute's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttributeValue {
+    /// `string_value`.
+    Text(Text),
+    /// `int_value`.
+    Int(i64),
+}
+
+impl Default for AttributeValue {
+    fn default() -> Self {
+        AttributeValue::Int(0)
+    }
+}
+
+/// Most attributes a span holds.
+pub const MAX_ATTRIBUTES: usize = 8;
+
+/// A span's attributes, kept inline (a span allocates nothing for them); past
+/// [`MAX_ATTRIBUTES`] one is dropped.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Attributes {
+    len: usize,
+    items: [(&'static str, AttributeValue); MAX_ATTRIBUTES],
+}
+
+impl Attributes {
+    /// Adds one attribute (`key`, `value`).
+    pub fn push(&mut self, attribute: (&'static str, AttributeValue)) {
+        if let Some(slot) = self.items.get_mut(self.len) {
+            *slot = attribute;
+            self.len += 1;
+        }
+    }
+
+    /// The attributes, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &(&'static str, AttributeValue)> {
+        self.items.iter().take(self.len)
+    }
+}
+
+impl Extend<(&'static str, AttributeValue)> for Attributes {
+    fn extend<I: IntoIterator<Item = (&'static str, AttributeValue)>>(&mut self, items: I) {
+        for attribute in items {
+            self.push(attribute);
+        }
+    }
+}
+
+impl From<Vec<(&'static str, AttributeValue)>> for Attributes {
+    fn from(items: Vec<(&'static str, AttributeValue)>) -> Self {
+        let mut attributes = Attributes::default();
+        attributes.extend(items);
+        attributes
+    }
+}
+
+/// `SpanKind` (trace.proto): eragate makes server spans (requests) and client spans (upstream calls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A client's request.
+    Server = 2,
+    /// A call to an upstream.
+    Client = 3,
+}
+
+/// `Status` (trace.proto).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpanStatus {
+    /// Not set.
+    Unset,
+    /// Succeeded.
+    Ok,
+    /// Failed, with a description.
+    Error(&'static str),
+}
+
+/// One ended span, as it is queued for export.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpanRecord {
+    /// The trace's id.
+    pub trace_id: [u8; 16],
+    /// This span's id.
+    pub span_id: [u8; 8],
+    /// The parent span's id, and whether it is remote (the client's), if there is one.
+    pub parent: Option<([u8; 8], bool)>,
+    /// W3C trace flags (bit 0: sampled).
+    pub flags: u8,
+    /// Server or client.
+    pub kind: Kind,
+    /// The name is `name_prefix` followed by `name` (`upstream ` + `tools/call`).
+    pub name_prefix: &'static str,
+    /// See `name_prefix`.
+    pub name: Text,
+    /// Start, in nanoseconds since the Unix epoch.
+    pub start_unix_nanos: u64,
+    /// End, in nanoseconds since the Unix epoch.
+    pub end_unix_nanos: u64,
+    /// How it ended.
+    pub status: SpanStatus,
+    /// Its attributes, in order.
+    pub attributes: Attributes,
+}
+
+/// Nanoseconds since the Unix epoch, now.
+pub fn now_unix_nanos() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
+}
 
 /// A protobuf writer over one buffer; nested messages are written in place and their length
 /// put in front when they end.
@@ -84,213 +217,139 @@ impl Writer {
     }
 
     /// A nested message in `field`, written by `body` (empty messages are kept: presence matters
-    /// for `oneof` values and `status`).
+    /// for `oneof` values and `status`). Its length is put in front once known: a one-byte
+    /// placeholder is reserved, which fits every message under 128 bytes (an attribute, a
+    /// status); a longer one moves its body along.
     fn message(&mut self, field: u32, body: impl FnOnce(&mut Writer)) {
         self.tag(field, LEN);
-        let start = self.buf.len();
+        let at = self.buf.len();
+        self.buf.push(0);
         body(self);
-        let len = self.buf.len() - start;
+        let len = self.buf.len() - at - 1;
+        if len < 0x80 {
+            self.buf[at] = len as u8;
+            return;
+        }
         let mut prefix = [0u8; 10];
-        let mut at = 0;
+        let mut used = 0;
         let mut value = len as u64;
         while value >= 0x80 {
-            prefix[at] = (value as u8) | 0x80;
+            prefix[used] = (value as u8) | 0x80;
             value >>= 7;
-            at += 1;
+            used += 1;
         }
-        prefix[at] = value as u8;
-        self.buf.splice(start..start, prefix[..=at].iter().copied());
+        prefix[used] = value as u8;
+        // Move the body along by the extra length bytes, then write them in front of it.
+        let end = self.buf.len();
+        self.buf.resize(end + used, 0);
+        self.buf.copy_within(at + 1..end, at + 1 + used);
+        self.buf[at..=at + used].copy_from_slice(&prefix[..=used]);
     }
 
-    fn key_values<'a>(&mut self, field: u32, attributes: impl IntoIterator<Item = (&'a str, &'a Value)>) {
-        for (key, value) in attributes {
-            self.message(field, |w| {
-                w.string(1, key);
-                w.message(2, |w| w.any_value(value));
-            });
-        }
-    }
-
-    /// `AnyValue`: string 1, bool 2, int 3, double 4, array 5 (`ArrayValue { values = 1 }`).
-    fn any_value(&mut self, value: &Value) {
-        match value {
-            Value::String(text) => {
-                // An empty string still says "string" (the field is in a oneof).
-                self.tag(1, LEN);
-                self.varint(text.as_str().len() as u64);
-                self.buf.extend_from_slice(text.as_str().as_bytes());
-            }
-            Value::Bool(flag) => {
-                self.tag(2, VARINT);
-                self.varint(u64::from(*flag));
-            }
-            Value::I64(number) => {
-                self.tag(3, VARINT);
-                self.varint(*number as u64);
-            }
-            Value::F64(number) => {
-                self.tag(4, FIXED64);
-                self.buf.extend_from_slice(&number.to_bits().to_le_bytes());
-            }
-            Value::Array(array) => self.message(5, |w| w.array(array)),
-            other => self.any_value(&Value::from(other.as_str().into_owned())),
-        }
-    }
-
-    fn array(&mut self, array: &Array) {
-        match array {
-            Array::Bool(items) => items
-                .iter()
-                .for_each(|v| self.message(1, |w| w.any_value(&Value::Bool(*v)))),
-            Array::I64(items) => items
-                .iter()
-                .for_each(|v| self.message(1, |w| w.any_value(&Value::I64(*v)))),
-            Array::F64(items) => items
-                .iter()
-                .for_each(|v| self.message(1, |w| w.any_value(&Value::F64(*v)))),
-            Array::String(items) => {
-                for item in items {
-                    self.message(1, |w| w.string_value(item.as_str()));
-                }
-            }
-            other => {
-                let text = other.to_string();
-                self.message(1, |w| w.string_value(&text));
-            }
-        }
-    }
-
+    /// A string `AnyValue` (an empty string still says "string": the field is in a oneof).
     fn string_value(&mut self, text: &str) {
         self.tag(1, LEN);
         self.varint(text.len() as u64);
         self.buf.extend_from_slice(text.as_bytes());
     }
 
-    fn attributes(&mut self, field: u32, attributes: &[KeyValue]) {
-        self.key_values(field, attributes.iter().map(|kv| (kv.key.as_str(), &kv.value)));
+    /// `KeyValue { key = 1; value = 2 (AnyValue: string 1, int 3) }`, its lengths
+    /// worked out before it is written (it is the most frequent message).
+    fn attribute(&mut self, field: u32, key: &str, value: &AttributeValue) {
+        let any_len = match value {
+            AttributeValue::Text(text) => {
+                let len = text.as_str().len();
+                1 + varint_len(len as u64) + len
+            }
+            AttributeValue::Int(number) => 1 + varint_len(*number as u64),
+        };
+        let key_len = if key.is_empty() {
+            0
+        } else {
+            1 + varint_len(key.len() as u64) + key.len()
+        };
+        let len = key_len + 1 + varint_len(any_len as u64) + any_len;
+        self.tag(field, LEN);
+        self.varint(len as u64);
+        self.string(1, key);
+        self.tag(2, LEN);
+        self.varint(any_len as u64);
+        match value {
+            AttributeValue::Text(text) => self.string_value(text.as_str()),
+            AttributeValue::Int(number) => {
+                self.tag(3, VARINT);
+                self.varint(*number as u64);
+            }
+        }
     }
 }
 
-fn unix_nanos(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH)
-        .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
-}
-
-fn kind_number(kind: &SpanKind) -> u64 {
-    match kind {
-        SpanKind::Internal => 1,
-        SpanKind::Server => 2,
-        SpanKind::Client => 3,
-        SpanKind::Producer => 4,
-        SpanKind::Consumer => 5,
-    }
+/// How many bytes `value` takes as a varint.
+fn varint_len(value: u64) -> usize {
+    let bits = 64 - (value | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
 }
 
 /// `Span` (opentelemetry/proto/trace/v1/trace.proto).
-fn span(w: &mut Writer, span: &SpanData) {
-    let context = &span.span_context;
-    let trace_flags = u32::from(context.trace_flags().to_u8());
-    w.bytes(1, &context.trace_id().to_bytes());
-    w.bytes(2, &context.span_id().to_bytes());
-    w.string(3, &context.trace_state().header());
-    if span.parent_span_id != SpanId::INVALID {
-        w.bytes(4, &span.parent_span_id.to_bytes());
+fn span(w: &mut Writer, span: &SpanRecord) {
+    w.bytes(1, &span.trace_id);
+    w.bytes(2, &span.span_id);
+    if let Some((parent, _)) = &span.parent {
+        w.bytes(4, parent);
     }
-    w.string(5, &span.name);
-    w.uint(6, kind_number(&span.span_kind));
-    w.fixed64(7, unix_nanos(span.start_time));
-    w.fixed64(8, unix_nanos(span.end_time));
-    w.attributes(9, &span.attributes);
-    w.uint(10, u64::from(span.dropped_attributes_count));
-    for event in &span.events.events {
-        w.message(11, |w| {
-            w.fixed64(1, unix_nanos(event.timestamp));
-            w.string(2, &event.name);
-            w.attributes(3, &event.attributes);
-            w.uint(4, u64::from(event.dropped_attributes_count));
-        });
+    // The name, written from its two parts.
+    w.tag(5, LEN);
+    let name = span.name.as_str();
+    w.varint((span.name_prefix.len() + name.len()) as u64);
+    w.buf.extend_from_slice(span.name_prefix.as_bytes());
+    w.buf.extend_from_slice(name.as_bytes());
+    w.uint(6, span.kind as u64);
+    w.fixed64(7, span.start_unix_nanos);
+    w.fixed64(8, span.end_unix_nanos);
+    for (key, value) in span.attributes.iter() {
+        w.attribute(9, key, value);
     }
-    w.uint(12, u64::from(span.events.dropped_count));
-    for link in &span.links.links {
-        w.message(13, |w| {
-            let linked = &link.span_context;
-            w.bytes(1, &linked.trace_id().to_bytes());
-            w.bytes(2, &linked.span_id().to_bytes());
-            w.string(3, &linked.trace_state().header());
-            w.attributes(4, &link.attributes);
-            w.uint(5, u64::from(link.dropped_attributes_count));
-            let remote = if linked.is_remote() { CONTEXT_IS_REMOTE } else { 0 };
-            w.fixed32(
-                6,
-                u32::from(linked.trace_flags().to_u8()) | CONTEXT_HAS_IS_REMOTE | remote,
-            );
-        });
-    }
-    w.uint(14, u64::from(span.links.dropped_count));
-    w.message(15, |w| {
-        let (code, message): (u64, Cow<'_, str>) = match &span.status {
-            Status::Unset => (0, Cow::Borrowed("")),
-            Status::Ok => (1, Cow::Borrowed("")),
-            Status::Error { description } => (2, Cow::Borrowed(description.as_ref())),
-        };
-        w.string(2, &message);
-        w.uint(3, code);
+    w.message(15, |w| match span.status {
+        SpanStatus::Unset => {}
+        SpanStatus::Ok => w.uint(3, 1),
+        SpanStatus::Error(description) => {
+            w.string(2, description);
+            w.uint(3, 2);
+        }
     });
-    let remote = if span.parent_span_is_remote {
-        CONTEXT_IS_REMOTE
-    } else {
-        0
+    let remote = match span.parent {
+        Some((_, true)) => CONTEXT_IS_REMOTE,
+        _ => 0,
     };
-    w.fixed32(16, trace_flags | CONTEXT_HAS_IS_REMOTE | remote);
+    w.fixed32(16, u32::from(span.flags) | CONTEXT_HAS_IS_REMOTE | remote);
 }
 
-fn scope(w: &mut Writer, scope: &InstrumentationScope) {
-    w.string(1, scope.name());
-    w.string(2, scope.version().unwrap_or(""));
-    w.key_values(3, scope.attributes().map(|kv| (kv.key.as_str(), &kv.value)));
-}
-
-/// The encoded `Resource` message and its schema URL, made once per exporter.
-#[derive(Debug, Default, Clone)]
-struct EncodedResource {
-    message: Vec<u8>,
-    schema_url: String,
-}
-
-impl EncodedResource {
-    fn of(resource: &Resource) -> Self {
-        let mut w = Writer::default();
-        w.key_values(1, resource.iter().map(|(key, value)| (key.as_str(), value)));
-        EncodedResource {
-            message: w.buf,
-            schema_url: resource.schema_url().unwrap_or_default().to_owned(),
-        }
+/// The encoded `Resource` message of a service, made once per pipeline.
+fn encoded_resource(service_name: &str) -> Vec<u8> {
+    let mut w = Writer::default();
+    for (key, value) in [
+        ("service.name", service_name),
+        ("telemetry.sdk.language", "rust"),
+        ("telemetry.sdk.name", "eragate"),
+    ] {
+        w.attribute(1, key, &AttributeValue::Text(Text::Owned(value.into())));
     }
+    w.buf
 }
 
-/// `ExportTraceServiceRequest` for `spans`, grouped by instrumentation scope in order of first appearance.
-fn export_request(resource: &EncodedResource, spans: &[SpanData]) -> Vec<u8> {
-    let mut scopes: Vec<&InstrumentationScope> = Vec::new();
-    for data in spans {
-        if !scopes.contains(&&data.instrumentation_scope) {
-            scopes.push(&data.instrumentation_scope);
-        }
-    }
+/// `ExportTraceServiceRequest` for `spans`: one resource, one scope.
+fn export_request(resource: &[u8], spans: &[SpanRecord]) -> Vec<u8> {
     let mut w = Writer {
-        buf: Vec::with_capacity(128 + spans.len() * 320),
+        buf: Vec::with_capacity(128 + spans.len() * 360),
     };
     w.message(1, |w| {
-        w.message(1, |w| w.buf.extend_from_slice(&resource.message));
-        for current in &scopes {
-            w.message(2, |w| {
-                w.message(1, |w| scope(w, current));
-                for data in spans.iter().filter(|data| &data.instrumentation_scope == *current) {
-                    w.message(2, |w| span(w, data));
-                }
-                w.string(3, current.schema_url().unwrap_or(""));
-            });
-        }
-        w.string(3, &resource.schema_url);
+        w.message(1, |w| w.buf.extend_from_slice(resource));
+        w.message(2, |w| {
+            w.message(1, |w| w.string(1, SCOPE));
+            for data in spans {
+                w.message(2, |w| span(w, data));
+            }
+        });
     });
     w.buf
 }
@@ -300,159 +359,200 @@ fn export_request(resource: &EncodedResource, spans: &[SpanData]) -> Vec<u8> {
 pub struct OtlpExporter<C> {
     client: C,
     endpoint: http::Uri,
-    resource: EncodedResource,
+    resource: Vec<u8>,
     timeout: Duration,
 }
 
 impl<C: HttpClient> OtlpExporter<C> {
-    /// An exporter posting to `endpoint` (e.g. `http://127.0.0.1:4318/v1/traces`) through `client`.
-    pub fn new(client: C, endpoint: http::Uri, timeout: Duration) -> Self {
+    /// An exporter posting spans of `service_name` to `endpoint`
+    /// (e.g. `http://127.0.0.1:4318/v1/traces`) through `client`.
+    pub fn new(client: C, endpoint: http::Uri, service_name: &str, timeout: Duration) -> Self {
         OtlpExporter {
             client,
             endpoint,
-            resource: EncodedResource::default(),
+            resource: encoded_resource(service_name),
             timeout,
         }
     }
-}
 
-impl<C: HttpClient + 'static> SpanExporter for OtlpExporter<C> {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let body = export_request(&self.resource, &batch);
+    /// Posts `batch`; `Err` says why the receiver did not take it.
+    pub async fn export(&self, batch: &[SpanRecord]) -> Result<(), String> {
+        let body = export_request(&self.resource, batch);
         let request = http::Request::post(&self.endpoint)
             .header(http::header::CONTENT_TYPE, "application/x-protobuf")
             .body(Bytes::from(body))
-            .map_err(|e| OTelSdkError::InternalFailure(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
         let response = tokio::time::timeout(self.timeout, self.client.send_bytes(request))
             .await
-            .map_err(|_| OTelSdkError::Timeout(self.timeout))?
-            .map_err(|e| OTelSdkError::InternalFailure(e.to_string()))?;
+            .map_err(|_| format!("no answer within {:?}", self.timeout))?
+            .map_err(|e| e.to_string())?;
         if response.status().is_success() {
             Ok(())
         } else {
-            Err(OTelSdkError::InternalFailure(format!(
-                "the OTLP receiver answered {}",
-                response.status()
-            )))
+            Err(format!("the OTLP receiver answered {}", response.status()))
         }
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.resource = EncodedResource::of(resource);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opentelemetry::trace::{SpanContext, TraceFlags, TraceId, TraceState};
     use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
-    use opentelemetry_proto::tonic::trace::v1::ResourceSpans;
-    use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
-    use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
-    use opentelemetry_sdk::trace::{SpanEvents, SpanLinks};
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+    use opentelemetry_proto::tonic::trace::v1::Span;
     use prost::Message;
 
-    fn span_data(
-        name: &'static str,
-        parent: SpanId,
-        remote: bool,
-        status: Status,
-        attributes: Vec<KeyValue>,
-    ) -> SpanData {
-        let start = UNIX_EPOCH + Duration::from_nanos(1_764_000_000_123_456_789);
-        SpanData {
-            span_context: SpanContext::new(
-                TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").expect("hex"),
-                SpanId::from_hex("00f067aa0ba902b7").expect("hex"),
-                TraceFlags::SAMPLED,
-                false,
-                TraceState::default(),
-            ),
-            parent_span_id: parent,
-            parent_span_is_remote: remote,
-            span_kind: SpanKind::Server,
-            name: Cow::Borrowed(name),
-            start_time: start,
-            end_time: start + Duration::from_micros(35),
-            attributes,
-            dropped_attributes_count: 0,
-            events: SpanEvents::default(),
-            links: SpanLinks::default(),
+    const TRACE: [u8; 16] = [
+        0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36,
+    ];
+
+    fn record(name: Text, parent: Option<([u8; 8], bool)>, status: SpanStatus) -> SpanRecord {
+        SpanRecord {
+            trace_id: TRACE,
+            span_id: [0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7],
+            parent,
+            flags: 1,
+            kind: Kind::Server,
+            name_prefix: "",
+            name,
+            start_unix_nanos: 1_764_000_000_123_456_789,
+            end_unix_nanos: 1_764_000_000_123_491_789,
             status,
-            instrumentation_scope: InstrumentationScope::builder("eragate").build(),
+            attributes: Attributes::from(vec![
+                ("mcp.method.name", AttributeValue::Text(Text::Static("tools/call"))),
+                (
+                    "eragate.upstream",
+                    AttributeValue::Text(Text::Shared(Arc::from("fixture"))),
+                ),
+                ("empty", AttributeValue::Text(Text::Static(""))),
+                ("http.response.status_code", AttributeValue::Int(200)),
+                ("rpc.jsonrpc.error_code", AttributeValue::Int(-32602)),
+            ]),
         }
     }
 
-    /// The spans eragate makes, and values of every type the SDK has.
-    fn cases() -> Vec<SpanData> {
-        vec![
-            span_data(
-                "tools/call",
-                SpanId::from_hex("b7ad6b7169203331").expect("hex"),
-                true,
-                Status::Ok,
-                vec![
-                    KeyValue::new("mcp.method.name", "tools/call"),
-                    KeyValue::new("eragate.client_era", String::from("2026-07-28")),
-                    KeyValue::new("empty", ""),
-                    KeyValue::new("flag", true),
-                    KeyValue::new("count", -42_i64),
-                    KeyValue::new("ratio", 0.25_f64),
-                    KeyValue::new("list", Value::Array(Array::from(vec![1_i64, 2, 3]))),
-                    KeyValue::new(
-                        "names",
-                        Value::Array(Array::from(vec![
-                            opentelemetry::StringValue::from("a"),
-                            opentelemetry::StringValue::from(""),
-                        ])),
-                    ),
-                ],
-            ),
-            span_data(
-                "upstream tools/call",
-                SpanId::INVALID,
-                false,
-                Status::error("upstream call failed"),
-                vec![],
-            ),
-            span_data(
-                "unset",
-                SpanId::from_hex("0000000000000001").expect("hex"),
-                false,
-                Status::Unset,
-                vec![],
-            ),
-        ]
+    fn decoded(spans: &[SpanRecord], service: &str) -> (ExportTraceServiceRequest, Vec<Span>) {
+        let encoded = export_request(&encoded_resource(service), spans);
+        let request = ExportTraceServiceRequest::decode(encoded.as_slice()).expect("decodes as OTLP");
+        let spans = request.resource_spans[0].scope_spans[0].spans.clone();
+        (request, spans)
     }
 
     #[test]
-    fn writes_what_opentelemetry_proto_writes() {
-        let resource = Resource::builder().with_service_name("eragate-test").build();
-        let encoded = export_request(&EncodedResource::of(&resource), &cases());
-        let ours = ExportTraceServiceRequest::decode(encoded.as_slice()).expect("decodes as OTLP");
-        let theirs: Vec<ResourceSpans> =
-            group_spans_by_resource_and_scope(cases(), &ResourceAttributesWithSchema::from(&resource));
-        assert_eq!(ours.resource_spans, theirs);
+    fn spans_decode_with_opentelemetry_proto() {
+        let remote_parent = Some(([0xb7, 0xad, 0x6b, 0x71, 0x69, 0x20, 0x33, 0x31], true));
+        let mut upstream = record(
+            Text::Owned("tools/call".into()),
+            Some(([1; 8], false)),
+            SpanStatus::Error("upstream call failed"),
+        );
+        upstream.kind = Kind::Client;
+        upstream.name_prefix = "upstream ";
+        let spans = [
+            record(Text::Static("tools/call"), remote_parent, SpanStatus::Ok),
+            upstream,
+            record(Text::Static("ping"), None, SpanStatus::Unset),
+        ];
+        let (request, decoded) = decoded(&spans, "eragate-test");
+        let resource = request.resource_spans[0].resource.as_ref().expect("resource");
+        assert_eq!(resource.attributes[0].key, "service.name");
+        assert_eq!(
+            resource.attributes[0].value.as_ref().and_then(|v| v.value.clone()),
+            Some(Any::StringValue("eragate-test".into()))
+        );
+        assert_eq!(
+            request.resource_spans[0].scope_spans[0]
+                .scope
+                .as_ref()
+                .map(|s| s.name.as_str()),
+            Some("eragate")
+        );
+        // (name, kind, parent, flags, status code, status message)
+        let expected = [
+            ("tools/call", 2, spans[0].parent.map(|p| p.0.to_vec()), 0x301, 1, ""),
+            (
+                "upstream tools/call",
+                3,
+                Some(vec![1; 8]),
+                0x101,
+                2,
+                "upstream call failed",
+            ),
+            ("ping", 2, None, 0x101, 0, ""),
+        ];
+        for (span, (name, kind, parent, flags, code, message)) in decoded.iter().zip(expected) {
+            assert_eq!(span.name, name);
+            assert_eq!(span.kind, kind, "{name}");
+            assert_eq!(span.trace_id, TRACE.to_vec(), "{name}");
+            assert_eq!(
+                span.span_id,
+                vec![0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7],
+                "{name}"
+            );
+            assert_eq!(span.parent_span_id, parent.unwrap_or_default(), "{name}");
+            assert_eq!(span.flags, flags, "{name}");
+            assert_eq!(span.start_time_unix_nano, 1_764_000_000_123_456_789, "{name}");
+            assert_eq!(span.end_time_unix_nano, 1_764_000_000_123_491_789, "{name}");
+            let status = span.status.as_ref().expect("status");
+            assert_eq!((status.code, status.message.as_str()), (code, message), "{name}");
+            let attributes: Vec<(String, Option<Any>)> = span
+                .attributes
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.as_ref().and_then(|v| v.value.clone())))
+                .collect();
+            assert_eq!(
+                attributes,
+                vec![
+                    ("mcp.method.name".into(), Some(Any::StringValue("tools/call".into()))),
+                    ("eragate.upstream".into(), Some(Any::StringValue("fixture".into()))),
+                    ("empty".into(), Some(Any::StringValue(String::new()))),
+                    ("http.response.status_code".into(), Some(Any::IntValue(200))),
+                    ("rpc.jsonrpc.error_code".into(), Some(Any::IntValue(-32602))),
+                ],
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn varint_lengths() {
+        for (value, len) in [
+            (0, 1),
+            (1, 1),
+            (127, 1),
+            (128, 2),
+            (16_383, 2),
+            (16_384, 3),
+            (u64::MAX, 10),
+        ] {
+            let mut w = Writer::default();
+            w.varint(value);
+            assert_eq!((varint_len(value), w.buf.len()), (len, len), "{value}");
+        }
+    }
+
+    #[test]
+    fn attributes_past_the_bound_are_dropped() {
+        let mut attributes = Attributes::default();
+        attributes.extend((0..MAX_ATTRIBUTES as i64 + 3).map(|n| ("n", AttributeValue::Int(n))));
+        let kept: Vec<&AttributeValue> = attributes.iter().map(|(_, value)| value).collect();
+        let expected: Vec<AttributeValue> = (0..MAX_ATTRIBUTES as i64).map(AttributeValue::Int).collect();
+        assert_eq!(kept, expected.iter().collect::<Vec<_>>());
     }
 
     #[test]
     fn varints_and_nested_lengths_round_trip() {
-        for len in [0_usize, 1, 127, 128, 300, 16_383, 16_384, 70_000] {
+        for len in [0_usize, 1, 100, 127, 128, 300, 16_383, 16_384, 70_000] {
             let text = "x".repeat(len);
-            let spans = vec![span_data(
-                "long",
-                SpanId::INVALID,
-                false,
-                Status::Ok,
-                vec![KeyValue::new("text", text.clone())],
-            )];
-            let encoded = export_request(&EncodedResource::default(), &spans);
-            let decoded = ExportTraceServiceRequest::decode(encoded.as_slice()).expect("decodes");
-            let span = &decoded.resource_spans[0].scope_spans[0].spans[0];
-            let value = span.attributes[0].value.as_ref().and_then(|v| v.value.clone());
-            use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
-            assert_eq!(value, Some(Any::StringValue(text)), "length {len}");
+            let mut long = record(Text::Owned(text.clone()), None, SpanStatus::Ok);
+            long.attributes = Attributes::from(vec![("text", AttributeValue::Text(Text::Owned(text.clone())))]);
+            let (_, decoded) = decoded(&[long.clone(), long], "s");
+            assert_eq!(decoded.len(), 2, "length {len}");
+            for span in decoded {
+                assert_eq!(span.name, text, "length {len}");
+                let value = span.attributes[0].value.as_ref().and_then(|v| v.value.clone());
+                assert_eq!(value, Some(Any::StringValue(text.clone())), "length {len}");
+            }
         }
     }
 }

@@ -1,27 +1,40 @@
-//! Traces: one OpenTelemetry span per client request and one per upstream
-//! call, exported as OTLP over HTTP/protobuf. The request span's parent is the
-//! client's W3C trace context (`params._meta.traceparent` of 2026-07-28, or the
-//! `traceparent` header); an upstream call's parent is the request span,
-//! carried to it in a task-local while the request is dispatched, and its
-//! context goes on to the upstream (the header toward HTTP, `_meta` toward a
-//! 2026-07-28 upstream). Off unless `[telemetry] otlp_endpoint` is set; then a
-//! request outside the sample costs one random draw and no span.
+//! Traces: one span per client request and one per upstream call, exported as
+//! OTLP over HTTP/protobuf. The request span's parent is the client's W3C trace
+//! context (`params._meta.traceparent` of 2026-07-28, or the `traceparent`
+//! header); an upstream call's parent is the request span, carried to it in a
+//! task-local while the request is dispatched, and its context goes on to the
+//! upstream (the header toward HTTP, `_meta` toward a 2026-07-28 upstream).
+//! Off unless `[telemetry] otlp_endpoint` is set; then a request outside the
+//! sample costs one random draw and no span.
+//!
+//! Spans are eragate's own, not an OpenTelemetry SDK's: a request span is one
+//! shared record of ids and a start time, an upstream call's a light child of
+//! it, and each becomes a fixed [`SpanRecord`] when it ends, pushed on a bounded
+//! queue that one task drains every [`EXPORT_EVERY`] (or at [`BATCH`] spans) and
+//! encodes straight to OTLP protobuf ([`super::otlp`]). The sampler is the
+//! SDK's `ParentBased(TraceIdRatioBased)`: a client's sampled parent is followed,
+//! its unsampled one too, and a new trace is sampled when its id falls under
+//! the ratio. (bench/NOTES.md, "Traces", has what the SDK's span life cost.)
 
-use std::borrow::Cow;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use opentelemetry::trace::{
-    SpanContext, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer as _, TracerProvider as _,
-};
-use opentelemetry::{Context, KeyValue, SpanId};
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
-use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider};
+use tokio::sync::Notify;
 
+use super::otlp::{AttributeValue, Attributes, Kind, OtlpExporter, SpanRecord, SpanStatus, Text, now_unix_nanos};
 use crate::config::TelemetryConfig;
 
+/// How often queued spans are exported.
+pub const EXPORT_EVERY: Duration = Duration::from_secs(2);
+/// Queued spans that make the exporter send at once.
+pub const BATCH: usize = 512;
+/// Most spans queued; past it a span is dropped (and counted).
+pub const QUEUE_BOUND: usize = 8192;
+
 tokio::task_local! {
-    /// The request span of the request being dispatched on this task, with the tracer of its calls.
+    /// The request span of the request being dispatched on this task.
     static REQUEST: Traced;
     /// The `traceparent` header of the HTTP request being dispatched on this task.
     static HEADER: String;
@@ -40,85 +53,289 @@ pub fn header() -> Option<String> {
     HEADER.try_with(String::clone).ok()
 }
 
-/// A traced request: its span's context and the tracer its upstream calls use.
-#[derive(Clone)]
-pub struct Traced {
-    context: Context,
-    tracer: SdkTracer,
+/// A W3C trace context: ids and flags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceContext {
+    /// The trace's id (never all zeros).
+    pub trace_id: [u8; 16],
+    /// The span's id (never all zeros).
+    pub span_id: [u8; 8],
+    /// Trace flags (bit 0: sampled).
+    pub flags: u8,
 }
 
-/// The OpenTelemetry pipeline of one gateway.
+impl TraceContext {
+    /// Whether the sampled flag is set.
+    pub fn is_sampled(&self) -> bool {
+        self.flags & 1 == 1
+    }
+}
+
+/// The spans waiting for the exporter.
+struct Queue {
+    spans: Mutex<Vec<SpanRecord>>,
+    /// Wakes the exporter when a batch is full.
+    full: Notify,
+    /// Spans dropped because the queue was full.
+    dropped: AtomicU64,
+}
+
+impl Queue {
+    fn push(&self, span: SpanRecord) {
+        let Ok(mut spans) = self.spans.lock() else { return };
+        if spans.len() >= QUEUE_BOUND {
+            drop(spans);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        spans.push(span);
+        if spans.len() == BATCH {
+            self.full.notify_one();
+        }
+    }
+
+    /// What is queued, leaving a queue as large as it was (so it does not grow again span by span).
+    fn take(&self) -> Vec<SpanRecord> {
+        self.spans
+            .lock()
+            .map(|mut spans| {
+                let room = spans.len().min(QUEUE_BOUND);
+                std::mem::replace(&mut *spans, Vec::with_capacity(room))
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// The trace pipeline of one gateway (a reload may make another): the sampler and the
+/// queue its exporter task drains.
 pub struct Tracing {
-    provider: SdkTracerProvider,
-    tracer: SdkTracer,
+    /// A new trace is sampled when the top 63 bits of its id's low half fall under this.
+    sample_bound: u64,
+    /// Every trace sampled (`sample_ratio = 1.0`).
+    sample_all: bool,
+    queue: Arc<Queue>,
+    /// Cancelled to flush the queue and stop the exporter.
+    stop: tokio_util::sync::CancellationToken,
+    /// The exporter's task, until it is awaited at shutdown.
+    exporter: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    stopped: AtomicBool,
 }
 
 impl Tracing {
     /// The pipeline `config` asks for, or `None` without `otlp_endpoint`.
-    /// Must run inside the tokio runtime (the batch processor is a task of it).
+    /// Must run inside the tokio runtime (the exporter is a task of it).
     pub fn from_config(config: &TelemetryConfig) -> Result<Option<Tracing>, String> {
         let Some(endpoint) = &config.otlp_endpoint else {
             return Ok(None);
         };
         let endpoint: http::Uri = endpoint.parse().map_err(|e| format!("telemetry.otlp_endpoint: {e}"))?;
-        let timeout = std::time::Duration::from_secs(10);
+        let timeout = Duration::from_secs(10);
         let client = opentelemetry_http::hyper::HyperClient::with_default_connector(timeout, None);
-        let exporter = super::otlp::OtlpExporter::new(client, endpoint, timeout);
-        let processor = BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
-        let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(config.sample_ratio)));
-        let provider = SdkTracerProvider::builder()
-            .with_span_processor(processor)
-            .with_sampler(sampler)
-            .with_resource(
-                Resource::builder()
-                    .with_service_name(config.service_name.clone())
-                    .build(),
-            )
-            .build();
-        let tracer = provider.tracer("eragate");
-        Ok(Some(Tracing { provider, tracer }))
+        let exporter = OtlpExporter::new(client, endpoint, &config.service_name, timeout);
+        let queue = Arc::new(Queue {
+            spans: Mutex::new(Vec::new()),
+            full: Notify::new(),
+            dropped: AtomicU64::new(0),
+        });
+        let stop = tokio_util::sync::CancellationToken::new();
+        let task = tokio::spawn(export(queue.clone(), exporter, stop.clone()));
+        let ratio = config.sample_ratio.clamp(0.0, 1.0);
+        Ok(Some(Tracing {
+            sample_bound: (ratio * (1u64 << 63) as f64) as u64,
+            sample_all: ratio >= 1.0,
+            queue,
+            stop,
+            exporter: Mutex::new(Some(task)),
+            stopped: AtomicBool::new(false),
+        }))
     }
 
-    /// Starts the span of a client request for `method`, child of `traceparent` when valid.
-    pub fn request_span(&self, method: &'static str, traceparent: Option<&str>) -> Traced {
-        let parent = traceparent
-            .and_then(parse_traceparent)
-            .map_or_else(Context::new, |remote| Context::new().with_remote_span_context(remote));
-        let span = self
-            .tracer
-            .span_builder(Cow::Borrowed(method))
-            .with_kind(SpanKind::Server)
-            .start_with_context(&self.tracer, &parent);
-        Traced {
-            context: parent.with_span(span),
-            tracer: self.tracer.clone(),
+    /// Starts the span of a client request for `method`, child of `traceparent` when
+    /// valid; `None` when the request is not sampled. `upstream` names the upstream.
+    pub fn request_span(
+        self: &Arc<Self>,
+        method: &'static str,
+        traceparent: Option<&str>,
+        upstream: Arc<str>,
+    ) -> Option<Traced> {
+        let parent = traceparent.and_then(parse_traceparent);
+        let trace_id = match &parent {
+            Some(parent) if !parent.is_sampled() => return None,
+            Some(parent) => parent.trace_id,
+            None => {
+                let trace_id = new_trace_id();
+                if !self.samples(&trace_id) {
+                    return None;
+                }
+                trace_id
+            }
+        };
+        Some(Traced(Arc::new(RequestSpan {
+            context: TraceContext {
+                trace_id,
+                span_id: new_span_id(),
+                flags: 1,
+            },
+            parent: parent.map(|p| p.span_id),
+            method,
+            upstream,
+            start_unix_nanos: now_unix_nanos(),
+            tracing: self.clone(),
+        })))
+    }
+
+    /// `TraceIdRatioBased`: the low 64 bits of the id, shifted right once, under the bound.
+    fn samples(&self, trace_id: &[u8; 16]) -> bool {
+        if self.sample_all {
+            return true;
         }
+        let mut low = [0u8; 8];
+        low.copy_from_slice(&trace_id[8..]);
+        (u64::from_be_bytes(low) >> 1) < self.sample_bound
     }
 
-    /// Sends what is buffered and stops the exporter (shutdown), waiting at most `within`.
-    pub async fn shutdown(&self, within: std::time::Duration) {
-        let provider = self.provider.clone();
-        let flushed = tokio::task::spawn_blocking(move || provider.shutdown());
-        let _ = tokio::time::timeout(within, flushed).await;
+    /// A pipeline a reload replaced: flushed and stopped once no request holds it
+    /// (their spans end in it), or after `within`.
+    pub async fn retire(retired: Arc<Tracing>, within: Duration) {
+        let start = std::time::Instant::now();
+        while Arc::strong_count(&retired) > 1 && start.elapsed() < within {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        retired.shutdown(Duration::from_secs(5)).await;
+    }
+
+    /// Sends what is queued and stops the exporter (shutdown), waiting at most `within`.
+    pub async fn shutdown(&self, within: Duration) {
+        if self.stopped.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.stop.cancel();
+        let task = self.exporter.lock().ok().and_then(|mut task| task.take());
+        if let Some(task) = task {
+            let _ = tokio::time::timeout(within, task).await;
+        }
+        let dropped = self.queue.dropped.load(Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!(dropped, "spans dropped: the export queue was full");
+        }
     }
 }
 
+impl Drop for Tracing {
+    fn drop(&mut self) {
+        // A pipeline dropped without shutdown (a failed start) still stops its exporter.
+        self.stop.cancel();
+    }
+}
+
+/// Drains `queue` every [`EXPORT_EVERY`], or when a batch is full, until `stop`; then once more.
+async fn export<C: opentelemetry_http::HttpClient + 'static>(
+    queue: Arc<Queue>,
+    exporter: OtlpExporter<C>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    loop {
+        let stopping = tokio::select! {
+            () = tokio::time::sleep(EXPORT_EVERY) => false,
+            () = queue.full.notified() => false,
+            () = stop.cancelled() => true,
+        };
+        loop {
+            let batch = queue.take();
+            if batch.is_empty() {
+                break;
+            }
+            if let Err(error) = exporter.export(&batch).await {
+                tracing::warn!(%error, spans = batch.len(), "spans not exported");
+            }
+            if !stopping {
+                break;
+            }
+        }
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// A sampled request's span: its context, what it records, and the pipeline its
+/// spans go to (held until the request ends, so a reload's new pipeline takes none
+/// of them). Cheap to clone: upstream calls made for it share it.
+#[derive(Clone)]
+pub struct Traced(Arc<RequestSpan>);
+
+struct RequestSpan {
+    context: TraceContext,
+    /// The client's span, if it sent a context.
+    parent: Option<[u8; 8]>,
+    method: &'static str,
+    upstream: Arc<str>,
+    start_unix_nanos: u64,
+    tracing: Arc<Tracing>,
+}
+
+/// What a request span records when the request ends.
+pub struct RequestEnd {
+    /// The client's era label.
+    pub era: &'static str,
+    /// The client's revision label.
+    pub revision: &'static str,
+    /// The outcome label.
+    pub outcome: &'static str,
+    /// Whether it succeeded.
+    pub ok: bool,
+    /// The HTTP status the answer maps to.
+    pub status: u16,
+    /// The JSON-RPC error code, if the answer was an error.
+    pub code: Option<i64>,
+    /// The tool, prompt or resource asked for.
+    pub target: Option<String>,
+}
+
 impl Traced {
-    /// Whether the span is recorded (sampled).
-    pub fn is_recording(&self) -> bool {
-        self.context.span().is_recording()
+    /// The request span's context.
+    pub fn context(&self) -> TraceContext {
+        self.0.context
     }
 
-    /// Sets the attributes known when the request ends, its status, and ends the span.
-    pub fn end(self, attributes: Vec<KeyValue>, ok: bool) {
-        let span = self.context.span();
-        span.set_attributes(attributes);
-        span.set_status(if ok {
-            Status::Ok
-        } else {
-            Status::error("request failed")
+    /// Ends the span with what `end` says and queues it for export.
+    pub fn end(self, end: RequestEnd) {
+        let span = &self.0;
+        let mut attributes = Attributes::default();
+        attributes.extend([
+            ("mcp.method.name", AttributeValue::Text(Text::Static(span.method))),
+            ("eragate.era", AttributeValue::Text(Text::Static(end.era))),
+            ("eragate.revision", AttributeValue::Text(Text::Static(end.revision))),
+            (
+                "eragate.upstream",
+                AttributeValue::Text(Text::Shared(span.upstream.clone())),
+            ),
+            ("eragate.outcome", AttributeValue::Text(Text::Static(end.outcome))),
+            ("http.response.status_code", AttributeValue::Int(i64::from(end.status))),
+        ]);
+        if let Some(code) = end.code {
+            attributes.push(("rpc.jsonrpc.error_code", AttributeValue::Int(code)));
+        }
+        if let Some(target) = end.target {
+            attributes.push(("eragate.target", AttributeValue::Text(Text::Owned(target))));
+        }
+        span.tracing.queue.push(SpanRecord {
+            trace_id: span.context.trace_id,
+            span_id: span.context.span_id,
+            parent: span.parent.map(|id| (id, true)),
+            flags: span.context.flags,
+            kind: Kind::Server,
+            name_prefix: "",
+            name: Text::Static(span.method),
+            start_unix_nanos: span.start_unix_nanos,
+            end_unix_nanos: now_unix_nanos(),
+            status: if end.ok {
+                SpanStatus::Ok
+            } else {
+                SpanStatus::Error("request failed")
+            },
+            attributes,
         });
-        span.end();
     }
 }
 
@@ -130,7 +347,13 @@ pub fn in_request<F: Future>(request: Traced, future: F) -> impl Future<Output =
 
 /// The span of one upstream call, started inside a traced request's dispatch; ends when dropped.
 pub struct UpstreamSpan {
-    context: Context,
+    request: Traced,
+    span_id: [u8; 8],
+    method: Arc<str>,
+    start_unix_nanos: u64,
+    target: OwnedTarget,
+    /// 0: unknown, 1: ok, 2: failed.
+    outcome: std::sync::atomic::AtomicU8,
     /// The call's trace context, for the upstream (W3C `traceparent`).
     pub traceparent: String,
 }
@@ -138,19 +361,55 @@ pub struct UpstreamSpan {
 impl UpstreamSpan {
     /// The call ended: `ok` or not.
     pub fn finish(&self, ok: bool) {
-        let span = self.context.span();
-        span.set_attribute(KeyValue::new("eragate.outcome", if ok { "ok" } else { "error" }));
-        span.set_status(if ok {
-            Status::Ok
-        } else {
-            Status::error("upstream call failed")
-        });
+        self.outcome.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
     }
 }
 
 impl Drop for UpstreamSpan {
     fn drop(&mut self) {
-        self.context.span().end();
+        let (outcome, status) = match self.outcome.load(Ordering::Relaxed) {
+            1 => (Some("ok"), SpanStatus::Ok),
+            2 => (Some("error"), SpanStatus::Error("upstream call failed")),
+            _ => (None, SpanStatus::Unset),
+        };
+        let upstream = std::mem::replace(&mut self.target.upstream, Text::Static(""));
+        let member = std::mem::take(&mut self.target.member);
+        let mut attributes = Attributes::default();
+        attributes.extend([
+            (
+                "mcp.method.name",
+                AttributeValue::Text(Text::Shared(self.method.clone())),
+            ),
+            ("eragate.upstream", AttributeValue::Text(upstream)),
+            ("eragate.member", AttributeValue::Text(Text::Owned(member))),
+            (
+                "eragate.session_kind",
+                AttributeValue::Text(Text::Static(self.target.session)),
+            ),
+        ]);
+        if let Some(revision) = self.target.revision {
+            attributes.push((
+                "eragate.upstream_revision",
+                AttributeValue::Text(Text::Static(revision)),
+            ));
+        }
+        if let Some(outcome) = outcome {
+            attributes.push(("eragate.outcome", AttributeValue::Text(Text::Static(outcome))));
+        }
+        let request = &self.request.0;
+        request.tracing.queue.push(SpanRecord {
+            trace_id: request.context.trace_id,
+            span_id: self.span_id,
+            parent: Some((request.context.span_id, false)),
+            flags: request.context.flags,
+            kind: Kind::Client,
+            name_prefix: "upstream ",
+            name: Text::Shared(self.method.clone()),
+            start_unix_nanos: self.start_unix_nanos,
+            end_unix_nanos: now_unix_nanos(),
+            status,
+            attributes,
+        });
     }
 }
 
@@ -166,36 +425,64 @@ pub struct CallTarget<'a> {
     pub revision: Option<&'static str>,
 }
 
-/// Starts the span of an upstream call of `method` when the current request is
-/// traced and sampled; `target` is built only then.
-pub fn upstream_call<'a>(method: &str, target: impl FnOnce() -> CallTarget<'a>) -> Option<UpstreamSpan> {
-    let parent = REQUEST.try_with(Traced::clone).ok()?;
-    if !parent.is_recording() {
-        return None;
-    }
-    let target = target();
-    let mut attributes = vec![
-        KeyValue::new("mcp.method.name", method.to_owned()),
-        KeyValue::new("eragate.upstream", target.upstream.to_owned()),
-        KeyValue::new("eragate.member", target.member),
-        KeyValue::new("eragate.session_kind", target.session),
-    ];
-    if let Some(revision) = target.revision {
-        attributes.push(KeyValue::new("eragate.upstream_revision", revision));
-    }
-    let span = parent
-        .tracer
-        .span_builder(format!("upstream {method}"))
-        .with_kind(SpanKind::Client)
-        .with_attributes(attributes)
-        .start_with_context(&parent.tracer, &parent.context);
-    let context = parent.context.with_span(span);
-    let traceparent = format_traceparent(&context.span().span_context().clone());
-    Some(UpstreamSpan { context, traceparent })
+/// [`CallTarget`] as a span keeps it.
+struct OwnedTarget {
+    upstream: Text,
+    member: String,
+    session: &'static str,
+    revision: Option<&'static str>,
 }
 
-/// A W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`) as a remote span context.
-pub fn parse_traceparent(text: &str) -> Option<SpanContext> {
+/// Starts the span of an upstream call of `method` when the current request is
+/// traced (sampled); `target` is built only then.
+pub fn upstream_call<'a>(method: &str, target: impl FnOnce() -> CallTarget<'a>) -> Option<UpstreamSpan> {
+    let request = REQUEST.try_with(Traced::clone).ok()?;
+    let target = target();
+    let span_id = new_span_id();
+    let traceparent = format_traceparent(&TraceContext {
+        span_id,
+        ..request.context()
+    });
+    Some(UpstreamSpan {
+        span_id,
+        method: Arc::from(method),
+        start_unix_nanos: now_unix_nanos(),
+        target: OwnedTarget {
+            upstream: if *target.upstream == *request.0.upstream {
+                Text::Shared(request.0.upstream.clone())
+            } else {
+                Text::Owned(target.upstream.into())
+            },
+            member: target.member,
+            session: target.session,
+            revision: target.revision,
+        },
+        outcome: std::sync::atomic::AtomicU8::new(0),
+        traceparent,
+        request,
+    })
+}
+
+fn new_trace_id() -> [u8; 16] {
+    loop {
+        let id: u128 = rand::random();
+        if id != 0 {
+            return id.to_be_bytes();
+        }
+    }
+}
+
+fn new_span_id() -> [u8; 8] {
+    loop {
+        let id: u64 = rand::random();
+        if id != 0 {
+            return id.to_be_bytes();
+        }
+    }
+}
+
+/// A W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), if valid.
+pub fn parse_traceparent(text: &str) -> Option<TraceContext> {
     let mut parts = text.trim().split('-');
     let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if version.len() != 2 || version == "ff" || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
@@ -204,35 +491,60 @@ pub fn parse_traceparent(text: &str) -> Option<SpanContext> {
     if version == "00" && parts.next().is_some() {
         return None;
     }
-    let trace_id = TraceId::from_hex(trace).ok().filter(|id| *id != TraceId::INVALID)?;
-    let span_id = SpanId::from_hex(span).ok().filter(|id| *id != SpanId::INVALID)?;
-    let flags = u8::from_str_radix(flags, 16).ok()?;
-    Some(SpanContext::new(
+    u8::from_str_radix(version, 16).ok()?;
+    let mut trace_id = [0u8; 16];
+    let mut span_id = [0u8; 8];
+    let mut flag = [0u8; 1];
+    unhex(trace, &mut trace_id)?;
+    unhex(span, &mut span_id)?;
+    unhex(flags, &mut flag)?;
+    if trace_id == [0; 16] || span_id == [0; 8] {
+        return None;
+    }
+    Some(TraceContext {
         trace_id,
         span_id,
-        TraceFlags::new(flags & 1),
-        true,
-        TraceState::default(),
-    ))
+        flags: flag[0] & 1,
+    })
+}
+
+/// `text` (2 hex digits a byte, either case) into `out`.
+fn unhex(text: &str, out: &mut [u8]) -> Option<()> {
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    let bytes = text.as_bytes();
+    if bytes.len() != out.len() * 2 {
+        return None;
+    }
+    for (byte, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
+        *byte = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(())
 }
 
 /// The W3C `traceparent` of `context` (written without `format!`: it is made for every traced upstream call).
-pub fn format_traceparent(context: &SpanContext) -> String {
-    fn hex(bytes: &[u8], text: &mut String) {
+pub fn format_traceparent(context: &TraceContext) -> String {
+    fn hex(bytes: &[u8], text: &mut Vec<u8>) {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         for byte in bytes {
-            text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-            text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+            text.extend_from_slice(&[DIGITS[usize::from(byte >> 4)], DIGITS[usize::from(byte & 0x0f)]]);
         }
     }
-    let mut text = String::with_capacity(55);
-    text.push_str("00-");
-    hex(&context.trace_id().to_bytes(), &mut text);
-    text.push('-');
-    hex(&context.span_id().to_bytes(), &mut text);
-    text.push('-');
-    hex(&[context.trace_flags().to_u8()], &mut text);
-    text
+    let mut text = Vec::with_capacity(55);
+    text.extend_from_slice(b"00-");
+    hex(&context.trace_id, &mut text);
+    text.push(b'-');
+    hex(&context.span_id, &mut text);
+    text.push(b'-');
+    hex(&[context.flags], &mut text);
+    // Hex digits and dashes: always ASCII.
+    String::from_utf8(text).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -243,10 +555,14 @@ mod tests {
     fn traceparents() {
         let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let context = parse_traceparent(valid).expect("valid");
-        assert!(context.is_sampled() && context.is_remote());
+        assert!(context.is_sampled());
         assert_eq!(format_traceparent(&context), valid);
+        let upper = parse_traceparent("00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01").expect("valid");
+        assert_eq!(upper, context);
         let unsampled = parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").expect("valid");
         assert!(!unsampled.is_sampled());
+        let future = parse_traceparent("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03-more").expect("valid");
+        assert_eq!(future.flags, 1, "only the sampled flag is kept");
         let refused = [
             "",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
@@ -256,9 +572,46 @@ mod tests {
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
             "00-4bf92f3577b34da6a3ce929d0e0e473z-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-zz",
+            "0z-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-+1",
         ];
         for text in refused {
             assert!(parse_traceparent(text).is_none(), "{text}");
         }
+    }
+
+    #[test]
+    fn the_ratio_samples_by_trace_id() {
+        let at = |ratio: f64| TelemetryConfig {
+            otlp_endpoint: Some("http://127.0.0.1:9/v1/traces".into()),
+            sample_ratio: ratio,
+            ..TelemetryConfig::default()
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let id = |low: u64| {
+                let mut id = [0xab; 16];
+                id[8..].copy_from_slice(&low.to_be_bytes());
+                id
+            };
+            // (ratio, low half of the id, sampled)
+            let cases = [
+                (0.0, 0, false),
+                (0.0, u64::MAX, false),
+                (0.5, 0, true),
+                (0.5, (1 << 63) - 2, true),
+                (0.5, 1 << 63, false),
+                (0.5, u64::MAX, false),
+                (1.0, u64::MAX, true),
+            ];
+            for (ratio, low, sampled) in cases {
+                let tracing = Tracing::from_config(&at(ratio)).expect("builds").expect("on");
+                assert_eq!(tracing.samples(&id(low)), sampled, "{ratio} {low:x}");
+                tracing.shutdown(Duration::from_secs(1)).await;
+            }
+        });
     }
 }

@@ -39,6 +39,11 @@ impl UpstreamStats {
         &self.name
     }
 
+    /// The upstream's name, shared (for the spans of its requests).
+    pub fn shared_name(&self) -> std::sync::Arc<str> {
+        self.name.clone()
+    }
+
     /// A request was refused admission (in-flight bound and queue full, or queue timeout).
     pub fn admission_rejected(&self) {
         self.admission_rejected.fetch_add(1, Ordering::Relaxed);

@@ -42,12 +42,13 @@ pub(super) async fn serve(
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) {
-    let config = &frontend.gateway.config;
-    let limits = config.limits.clone();
     let graceful = GracefulShutdown::new();
-    let connections = Arc::new(Semaphore::new(config.listen.max_connections));
-    let per_ip = PerIp::new(limits.max_connections_per_ip);
-    let builder = builder(&limits);
+    let connections = Arc::new(Semaphore::new(frontend.gateway.config.listen.max_connections));
+    let per_ip = PerIp::default();
+    // Built again when a reload changes `[limits]`: each connection is served under the
+    // limits current when it was accepted.
+    let mut limits = frontend.gateway.limits().limits.clone();
+    let mut builder = builder(&limits);
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -65,7 +66,14 @@ pub(super) async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Some(slot) = per_ip.admit(peer.ip()) else {
+        {
+            let applied = frontend.gateway.limits();
+            if applied.limits != limits {
+                limits = applied.limits.clone();
+                builder = self::builder(&limits);
+            }
+        }
+        let Some(slot) = per_ip.admit(peer.ip(), limits.max_connections_per_ip) else {
             tracing::debug!(%peer, "per-IP connection limit reached; answered 503 and closed");
             let (tls, limit) = (frontend.tls.clone(), limits.max_connections_per_ip);
             let within = limits.header_read_timeout.0;
@@ -205,9 +213,9 @@ fn builder(limits: &LimitsConfig) -> auto::Builder<TokioExecutor> {
 // === impl PerIp ===
 
 /// Open connections per client IP; an address without any is not kept.
+#[derive(Default)]
 struct PerIp {
     open: Arc<DashMap<IpAddr, usize>>,
-    limit: usize,
 }
 
 /// One connection's place in [`PerIp`]; given back when dropped.
@@ -217,17 +225,11 @@ struct IpSlot {
 }
 
 impl PerIp {
-    fn new(limit: usize) -> PerIp {
-        PerIp {
-            open: Arc::default(),
-            limit,
-        }
-    }
-
-    fn admit(&self, ip: IpAddr) -> Option<IpSlot> {
+    /// A place for one more connection from `ip`, unless it holds `limit` already.
+    fn admit(&self, ip: IpAddr, limit: usize) -> Option<IpSlot> {
         let ip = ip.to_canonical();
         let mut count = self.open.entry(ip).or_insert(0);
-        if *count >= self.limit {
+        if *count >= limit {
             return None;
         }
         *count += 1;
@@ -337,15 +339,15 @@ mod tests {
 
     #[test]
     fn per_ip_slots_are_counted_and_given_back() {
-        let per_ip = PerIp::new(2);
+        let per_ip = PerIp::default();
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
-        let first = per_ip.admit(ip).unwrap();
-        let _second = per_ip.admit(mapped).unwrap();
-        assert!(per_ip.admit(ip).is_none(), "a mapped address is the same client");
-        assert!(per_ip.admit("10.0.0.1".parse().unwrap()).is_some());
+        let first = per_ip.admit(ip, 2).unwrap();
+        let _second = per_ip.admit(mapped, 2).unwrap();
+        assert!(per_ip.admit(ip, 2).is_none(), "a mapped address is the same client");
+        assert!(per_ip.admit("10.0.0.1".parse().unwrap(), 2).is_some());
         drop(first);
-        assert!(per_ip.admit(ip).is_some());
+        assert!(per_ip.admit(ip, 2).is_some());
     }
 
     #[tokio::test]
