@@ -1,6 +1,7 @@
 """Charts of a bench/run.sh run, for RESULTS.md (issue 17).
 
     python3 bench/charts.py WORK_DIR OUT_DIR
+    python3 bench/charts.py --scale SCALE_WORK_DIR OUT_DIR   (bench/scale.sh: OUT_DIR/scale.png)
 
 Reads the comparisons mcpload wrote to WORK_DIR (s1-json.json, ...) and writes
 OUT_DIR/throughput.png and OUT_DIR/p99.png (median over the rounds against
@@ -112,7 +113,79 @@ def cpu_chart(comparisons, out):
     plt.close(fig)
 
 
+def load_json(path: Path):
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def curve_points(curve):
+    """(count, RSS MiB) from the base through every step of an `mcpload scale` curve."""
+    points = [(0, curve["rss_base_kib"] / 1024)]
+    points += [(s["count"], s["rss_kib"] / 1024) for s in curve["steps"]]
+    return points
+
+
+def scale_chart(work: Path, out: Path):
+    """bench/scale.sh: RSS against idle sessions and against open streams (with the fitted
+    line), and the gateway's and the children's CPU per call against the stdio pool size."""
+    idle = load_json(work / "idle.json")
+    streams = [(name, load_json(work / f"{name}.json")) for name in ("get", "listen")]
+    pool = load_json(work / "pool.json")
+    fig, axes = plt.subplots(1, 3, figsize=(13.5, 3.8))
+
+    def rss_panel(ax, curves, title, xlabel):
+        for label, curve in curves:
+            if not curve:
+                continue
+            xs, ys = zip(*curve_points(curve))
+            ax.plot(xs, ys, marker="o", label=label)
+            n = len(xs)
+            mx, my = sum(xs) / n, sum(ys) / n
+            sxx = sum((x - mx) ** 2 for x in xs)
+            if sxx > 0:
+                slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+                ax.plot(
+                    [0, max(xs)],
+                    [my - slope * mx, my + slope * (max(xs) - mx)],
+                    linestyle="--",
+                    alpha=0.5,
+                    label=f"{label}: fit {slope * 1024 * 1024:.0f} B per unit",
+                )
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("eragate RSS MiB")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+
+    rss_panel(axes[0], [("idle legacy sessions", idle)], "RSS against idle legacy sessions", "sessions")
+    rss_panel(axes[1], streams, "RSS against open SSE streams", "streams (GET or subscriptions/listen)")
+    ax = axes[2]
+    if pool:
+        sizes, own, children = [], [], []
+        for target in pool["targets"]:
+            c = pool["concurrency"][-1]
+            sizes.append(target["name"].removeprefix("pool-"))
+            own.append(median_of(pool, target["name"], c, "cpu_us_per_op") or 0.0)
+            children.append(median_of(pool, target["name"], c, "upstream_cpu_us_per_op") or 0.0)
+        xs = range(len(sizes))
+        ax.bar(xs, own, label="eragate")
+        ax.bar(xs, children, bottom=own, label="stdio children", alpha=0.6)
+        ax.set_xticks(list(xs), sizes)
+        ax.set_xlabel("stdio pool size (children)")
+        ax.set_ylabel("CPU µs per call (median)")
+        ax.set_title(f"{pool['concurrency'][-1]} concurrent 2026-07-28 calls", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out / "scale.png", dpi=90)
+    plt.close(fig)
+
+
 def main():
+    if sys.argv[1] == "--scale":
+        work, out = Path(sys.argv[2]), Path(sys.argv[3])
+        out.mkdir(parents=True, exist_ok=True)
+        scale_chart(work, out)
+        return
     work, out = Path(sys.argv[1]), Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
     comparisons = load(work)

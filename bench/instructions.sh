@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions eragate executes per proxied `tools/call`, counted by callgrind:
 #
-#   bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry]
+#   bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list]
 #
 # Wall-clock and CPU-time figures need a quiet machine; instruction counts do not
 # (callgrind counts the same total whatever else runs). This runs eragate under
@@ -20,6 +20,7 @@ REPO="$(cd "$(dirname "$0")/.." && pwd)"
 SECONDS_PER_CASE=20
 BUILD=1
 TELEMETRY=0
+LIST=0
 OAUTH_CASES="off on"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -27,7 +28,9 @@ while [[ $# -gt 0 ]]; do
     --no-build) BUILD=0; shift ;; # measure the release binaries already in target/release
     --oauth) case "$2" in off|on) OAUTH_CASES="$2" ;; both) OAUTH_CASES="off on" ;; *) echo "--oauth off|on|both" >&2; exit 2 ;; esac; shift 2 ;;
     --telemetry) TELEMETRY=1; shift ;;
-    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry]" >&2; exit 2 ;;
+    # Issue 16: a 2026-07-28 tools/list answered from the list cache against a proxied tools/call.
+    --list) LIST=1; shift ;;
+    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list]" >&2; exit 2 ;;
   esac
 done
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
@@ -39,7 +42,7 @@ if ((BUILD)); then
   (cd "$REPO" && cargo build --release --quiet --locked --bin eragate -p eragate \
     && cargo build --release --quiet --locked -p eragate-bench)
 fi
-BIN="$REPO/target/release"
+BIN="${CARGO_TARGET_DIR:-$REPO/target}/release"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 PIDS=()
@@ -85,14 +88,17 @@ measure() { # NAME CONFIG URL PATTERN [TOKEN_FILE]
   echo "$instructions $ops"
 }
 
-config() { # PORT [oauth | SAMPLE_RATIO]
+config() { # PORT [oauth | list-cache | SAMPLE_RATIO]
   printf '[listen]\naddress = "127.0.0.1:%s"\n' "$1"
   case "${2:-}" in
-    "") ;;
+    "" | list-cache) ;;
     oauth) printf '[auth.oauth]\nissuer = "http://127.0.0.1:%s"\nrequired_scopes = ["mcp:tools"]\n' "$P_ISS" ;;
     *) printf '[telemetry]\notlp_endpoint = "%s/v1/traces"\nsample_ratio = %s\n' "$OTLP" "$2" ;;
   esac
   printf '[[upstreams]]\nname = "fast"\n[upstreams.http]\nurl = "http://127.0.0.1:%s/mcp"\n' "$P_UP"
+  # The fast upstream cannot announce list changes: its lists are kept for the re-list interval.
+  [[ ${2:-} == list-cache ]] && printf '[upstreams.cache]\nrelist_interval = "600s"\n'
+  return 0
 }
 
 # Prints one table row per client era for a case and keeps its figure in PER_CALL.
@@ -133,6 +139,20 @@ if ((TELEMETRY)); then
   ratio_rows "traces at 1 % / metrics only" traces-1pct metrics-only
   ratio_rows "traces at 100 % / metrics only" traces-100pct metrics-only
   echo "spans received by the OTLP receiver: $(curl -fsS "$OTLP/spans" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
+  exit 0
+fi
+if ((LIST)); then
+  port=$(free_port)
+  config "$port" list-cache > "$WORK/list.toml"
+  url="http://127.0.0.1:$port/mcp"
+  for pattern in list modern; do
+    read -r instructions ops < <(measure "list-cache-$pattern" "$WORK/list.toml" "$url" "$pattern")
+    PER_CALL[$pattern]=$((instructions / ops))
+    printf '| list cache on, 2026-07-28 %s (%s requests) | %s |\n' \
+      "$([[ $pattern == list ]] && echo 'tools/list (cached)' || echo 'tools/call')" "$ops" "${PER_CALL[$pattern]}"
+  done
+  python3 -c 'import sys; l, c = int(sys.argv[1]), int(sys.argv[2]); print(f"| cached tools/list / tools/call | {l/c:.3f} ({l-c:+d} instructions per request) |")' \
+    "${PER_CALL[list]}" "${PER_CALL[modern]}"
   exit 0
 fi
 for auth in $OAUTH_CASES; do

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper::client::conn::http1;
 use hyper_util::rt::TokioIo;
 
@@ -18,6 +19,9 @@ pub enum Pattern {
     Modern,
     /// Per request: `initialize`, `notifications/initialized`, the call, DELETE.
     Handshake,
+    /// 2026-07-28 `tools/list` (the first page) instead of a call, every request
+    /// self-contained: with eragate's list cache on, the cache's hit path.
+    List,
 }
 
 impl Pattern {
@@ -26,7 +30,8 @@ impl Pattern {
             "legacy" => Ok(Pattern::Legacy),
             "modern" => Ok(Pattern::Modern),
             "handshake" => Ok(Pattern::Handshake),
-            other => Err(format!("unknown pattern {other:?} (legacy, modern, handshake)")),
+            "list" => Ok(Pattern::List),
+            other => Err(format!("unknown pattern {other:?} (legacy, modern, handshake, list)")),
         }
     }
 
@@ -35,6 +40,7 @@ impl Pattern {
             Pattern::Legacy => "legacy",
             Pattern::Modern => "modern",
             Pattern::Handshake => "handshake",
+            Pattern::List => "list",
         }
     }
 }
@@ -119,6 +125,19 @@ impl Conn {
     }
 
     pub async fn send(&mut self, method: Method, headers: &[(&str, &str)], body: Bytes) -> Result<Reply, String> {
+        let (status, headers, body) = self.open_stream(method, headers, body).await?;
+        let body = body.collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
+        Ok(Reply { status, headers, body })
+    }
+
+    /// Sends a request and returns the answer's head and its body unread (an SSE
+    /// stream stays open while the body is held).
+    pub async fn open_stream(
+        &mut self,
+        method: Method,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<(StatusCode, HeaderMap, Incoming), String> {
         let mut builder = http::Request::builder()
             .method(method)
             .uri(self.endpoint.path.as_str())
@@ -141,12 +160,61 @@ impl Conn {
             .await
             .map_err(|e| format!("request: {e}"))?;
         let (parts, body) = response.into_parts();
-        let body = body.collect().await.map_err(|e| format!("body: {e}"))?.to_bytes();
-        Ok(Reply {
-            status: parts.status,
-            headers: parts.headers,
-            body,
-        })
+        Ok((parts.status, parts.headers, body))
+    }
+
+    /// `ping` on a legacy session: whether the session is alive (200 with a
+    /// result; an ended or evicted session gets 404).
+    pub async fn ping(&mut self, session: &str) -> Result<bool, String> {
+        let id = self.id();
+        let headers = [("mcp-session-id", session), ("mcp-protocol-version", LEGACY_VERSION)];
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        let reply = self.send(Method::POST, &headers, Bytes::from(body)).await?;
+        match reply.status {
+            StatusCode::OK if contains(&reply.body, b"\"result\"") => Ok(true),
+            StatusCode::NOT_FOUND => Ok(false),
+            status => Err(format!("ping: HTTP {status} {}", excerpt(&reply.body))),
+        }
+    }
+
+    /// Opens a legacy session's GET stream (server-to-client messages); the
+    /// body stays open while it is held.
+    pub async fn get_stream(&mut self, session: &str) -> Result<Incoming, String> {
+        let headers = [("mcp-session-id", session), ("mcp-protocol-version", LEGACY_VERSION)];
+        let (status, headers, body) = self.open_stream(Method::GET, &headers, Bytes::new()).await?;
+        expect_event_stream("GET", status, &headers)?;
+        Ok(body)
+    }
+
+    /// A 2026-07-28 `subscriptions/listen` for tool list changes; the body (an
+    /// SSE stream whose first event is the acknowledgement) stays open while held.
+    pub async fn listen(&mut self) -> Result<Incoming, String> {
+        let id = self.id();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"subscriptions/listen","params":{{"notifications":{{"toolsListChanged":true}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"{MODERN_VERSION}","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"mcpload","version":"0"}}}}}}}}"#
+        );
+        let headers = [
+            ("mcp-protocol-version", MODERN_VERSION),
+            ("mcp-method", "subscriptions/listen"),
+        ];
+        let (status, headers, body) = self.open_stream(Method::POST, &headers, Bytes::from(body)).await?;
+        expect_event_stream("subscriptions/listen", status, &headers)?;
+        Ok(body)
+    }
+
+    /// A 2026-07-28 `tools/list` (the first page); checks that it lists the echo tool.
+    pub async fn list_tools(&mut self) -> Result<(), String> {
+        let id = self.id();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{{"_meta":{{"io.modelcontextprotocol/protocolVersion":"{MODERN_VERSION}","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"mcpload","version":"0"}}}}}}}}"#
+        );
+        let headers = [("mcp-protocol-version", MODERN_VERSION), ("mcp-method", "tools/list")];
+        let reply = self.send(Method::POST, &headers, Bytes::from(body)).await?;
+        if reply.status != StatusCode::OK || !contains(&reply.body, b"\"tools\"") || !contains(&reply.body, b"\"echo\"")
+        {
+            return Err(format!("tools/list: HTTP {} {}", reply.status, excerpt(&reply.body)));
+        }
+        Ok(())
     }
 
     /// `initialize` + `notifications/initialized`; returns the session id.
@@ -232,6 +300,18 @@ impl Conn {
             }
         };
         check_call(&reply, sse)
+    }
+}
+
+fn expect_event_stream(what: &str, status: StatusCode, headers: &HeaderMap) -> Result<(), String> {
+    let content_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if status == StatusCode::OK && content_type.starts_with("text/event-stream") {
+        Ok(())
+    } else {
+        Err(format!("{what}: HTTP {status}, Content-Type {content_type:?}"))
     }
 }
 

@@ -6,6 +6,8 @@
 //!                 [--sse] [--concurrency 1,16,64] [--rounds N] [--warmup-ms N] [--duration-ms N] --out FILE
 //! mcpload memory  --url URL --pid PID [--sessions N] [--inflight N] [--sleep-ms N] --out FILE
 //! mcpload report  --work DIR --env FILE --criterion DIR --out FILE
+//! mcpload scale   --url URL --pid PID --unit session|get|listen [--steps 1000,10000,100000] [--idle-s 5] [--sample 200] --out FILE
+//! mcpload scale-report --work DIR --env FILE --out SCALE.md [--results RESULTS.md]
 //! mcpload soak    --target name=..,pattern=legacy|modern,url=.. ... --pid PID [--rate 200] [--duration 600]
 //!                 [--workers 4] [--rss-every 5] [--kill-every 30] [--warmup 60] [--timeout-ms 30000]
 //!                 --out FILE.json [--md FILE.md]
@@ -21,6 +23,8 @@ mod memory;
 mod procfs;
 mod report;
 mod run;
+mod scale;
+mod scale_report;
 mod soak;
 
 use std::path::PathBuf;
@@ -52,6 +56,8 @@ fn main() -> ExitCode {
             "compare" => compare(&options).await,
             "memory" => memory(&options).await,
             "report" => report::write(&options),
+            "scale" => scale(&options).await,
+            "scale-report" => scale_report::write(&options),
             "soak" => soak(&options).await,
             _ => Err(format!("unknown command {command:?}")),
         }
@@ -66,7 +72,9 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: mcpload probe|compare|memory|report|soak [options]  (see the source's header)");
+    eprintln!(
+        "usage: mcpload probe|compare|memory|report|scale|scale-report|soak [options]  (see the source's header)"
+    );
     ExitCode::from(2)
 }
 
@@ -142,6 +150,7 @@ async fn probe(options: &Options) -> Result<(), String> {
             conn.delete(&session).await?;
         }
         Pattern::Modern => conn.call(None, tool, &arguments, sse).await?,
+        Pattern::List => conn.list_tools().await?,
     }
     Ok(())
 }
@@ -181,6 +190,27 @@ async fn compare(options: &Options) -> Result<(), String> {
     let out = options.path("out")?;
     let comparison = run::compare(comparison).await;
     let json = serde_json::to_vec_pretty(&comparison).map_err(|e| e.to_string())?;
+    std::fs::write(&out, json).map_err(|e| format!("{}: {e}", out.display()))
+}
+
+async fn scale(options: &Options) -> Result<(), String> {
+    let steps = options
+        .get("steps")
+        .unwrap_or("1000,10000,100000")
+        .split(',')
+        .map(|c| c.trim().parse::<usize>().map_err(|_| format!("bad step {c:?}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let plan = scale::Plan {
+        url: options.require("url")?.to_owned(),
+        pid: options.number("pid", 0u32)?,
+        unit: scale::Unit::parse(options.require("unit")?)?,
+        steps,
+        idle_window: std::time::Duration::from_secs_f64(options.number("idle-s", 5.0)?),
+        sample: options.number("sample", 200)?,
+    };
+    let curve = scale::measure(plan).await?;
+    let out = options.path("out")?;
+    let json = serde_json::to_vec_pretty(&curve).map_err(|e| e.to_string())?;
     std::fs::write(&out, json).map_err(|e| format!("{}: {e}", out.display()))
 }
 

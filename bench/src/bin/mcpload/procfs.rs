@@ -24,3 +24,19 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
 }
+
+/// The direct children of `pid` (every thread's), from /proc.
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return found;
+    };
+    for task in tasks.flatten() {
+        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+            found.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    found.sort_unstable();
+    found.dedup();
+    found
+}

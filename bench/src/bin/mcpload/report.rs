@@ -723,6 +723,14 @@ pub fn write(options: &Options) -> Result<(), String> {
          - CPU µs/op = the change in the watched process's user + system time (`/proc/PID/stat`) over the measured window ÷ requests completed. \
          Unlike throughput on a 2-core machine it does not depend on who else was running.\n"
     );
+    // The Scale section `bench/scale.sh` spliced into the previous report stays.
+    let kept = std::fs::read_to_string(&out)
+        .ok()
+        .and_then(|old| crate::scale_report::block_of(&old).map(str::to_owned));
+    let md = match kept {
+        Some(block) => crate::scale_report::splice(&md, &block),
+        None => md,
+    };
     std::fs::write(&out, md).map_err(|e| format!("{}: {e}", out.display()))
 }
 

@@ -27,6 +27,10 @@ pub struct Target {
     /// The upstream's processes, whose CPU per request is reported beside.
     #[serde(default)]
     pub upstream_pids: Vec<u32>,
+    /// A process whose children are the upstream (a gateway's stdio children),
+    /// found when the measured window opens and added to `upstream_pids` then.
+    #[serde(default)]
+    pub upstream_children_of: Option<u32>,
     /// The echo tool's name (`echo` unless given).
     #[serde(default = "default_tool")]
     pub tool: String,
@@ -60,10 +64,10 @@ fn default_arg() -> String {
 }
 
 impl Target {
-    /// `name=N,pattern=P,url=U[,pid=PID[+PID…]][,upstream=PID[+PID…]][,tool=T][,arg=A][,token_file=F]`
+    /// `name=N,pattern=P,url=U[,pid=PID[+PID…]][,upstream=PID[+PID…]][,upstream_children=PID][,tool=T][,arg=A][,token_file=F]`
     pub fn parse(spec: &str) -> Result<Target, String> {
         let (mut name, mut pattern, mut url) = (None, None, None);
-        let (mut pids, mut upstream_pids) = (Vec::new(), Vec::new());
+        let (mut pids, mut upstream_pids, mut upstream_children_of) = (Vec::new(), Vec::new(), None);
         let (mut tool, mut arg, mut token_file) = (default_tool(), default_arg(), None);
         for part in spec.split(',') {
             let (key, value) = part
@@ -75,6 +79,9 @@ impl Target {
                 "url" => url = Some(value.to_owned()),
                 "pid" => pids = parse_pids(value)?,
                 "upstream" => upstream_pids = parse_pids(value)?,
+                "upstream_children" => {
+                    upstream_children_of = Some(value.parse().map_err(|_| format!("bad pid {value:?}"))?)
+                }
                 "tool" => tool = value.to_owned(),
                 "arg" => arg = value.to_owned(),
                 "token_file" => token_file = Some(value.to_owned()),
@@ -87,6 +94,7 @@ impl Target {
             url: url.ok_or("target needs url=")?,
             pids,
             upstream_pids,
+            upstream_children_of,
             tool,
             arg,
             token_file,
@@ -144,11 +152,19 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
     // CPU seconds (before, after) of the watched processes and of the upstream's.
     let cpu = Rc::new(Cell::new((None::<f64>, None::<f64>)));
     let upstream_cpu = Rc::new(Cell::new((None::<f64>, None::<f64>)));
-    let watcher = (!target.pids.is_empty() || !target.upstream_pids.is_empty()).then(|| {
+    // The upstream processes measured, once the window opens (children found then).
+    let measured_upstream = Rc::new(std::cell::RefCell::new(target.upstream_pids.clone()));
+    let watched = !target.pids.is_empty() || !target.upstream_pids.is_empty() || target.upstream_children_of.is_some();
+    let watcher = watched.then(|| {
         let (rss_max, cpu, upstream_cpu) = (rss_max.clone(), cpu.clone(), upstream_cpu.clone());
-        let (pids, upstream_pids) = (target.pids.clone(), target.upstream_pids.clone());
+        let pids = target.pids.clone();
+        let (measured_upstream, children_of) = (measured_upstream.clone(), target.upstream_children_of);
         tokio::task::spawn_local(async move {
             tokio::time::sleep_until(measure_from).await;
+            if let Some(parent) = children_of {
+                measured_upstream.borrow_mut().extend(procfs::children(parent));
+            }
+            let upstream_pids = measured_upstream.borrow().clone();
             cpu.set((cpu_us_of(&pids), None));
             upstream_cpu.set((cpu_us_of(&upstream_pids), None));
             let mut ticker = tokio::time::interval(Duration::from_millis(100));
@@ -200,7 +216,8 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
         _ => None,
     };
     let cpu_us_per_op = per_op(&target.pids, cpu.get());
-    let upstream_cpu_us_per_op = per_op(&target.upstream_pids, upstream_cpu.get());
+    let upstream_pids = measured_upstream.borrow().clone();
+    let upstream_cpu_us_per_op = per_op(&upstream_pids, upstream_cpu.get());
     RunResult {
         target: target.name.clone(),
         concurrency,
@@ -269,6 +286,7 @@ async fn worker(
             Pattern::Legacy => c.call(session.as_deref(), &call.tool, &call.arguments, sse).await,
             Pattern::Modern => c.call(None, &call.tool, &call.arguments, sse).await,
             Pattern::Handshake => per_request_handshake(c, &call.tool, &call.arguments, sse).await,
+            Pattern::List => c.list_tools().await,
         };
         let ended = Instant::now();
         match outcome {

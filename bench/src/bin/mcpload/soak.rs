@@ -194,14 +194,14 @@ async fn watch(plan: &Plan, start: Instant, end: Instant) -> (Vec<Sample>, Vec<K
             samples.push(Sample {
                 at_s: now.duration_since(start).as_secs_f64(),
                 rss_kib: procfs::rss_kib(plan.pid).unwrap_or(0),
-                children: children(plan.pid).len(),
+                children: procfs::children(plan.pid).len(),
             });
             next_sample += plan.rss_every;
         }
         if let Some(at) = next_kill
             && now >= at
         {
-            let pids = children(plan.pid);
+            let pids = procfs::children(plan.pid);
             if !pids.is_empty() {
                 // Turn by turn through whichever children live now.
                 let pid = pids[turn % pids.len()];
@@ -223,22 +223,6 @@ async fn watch(plan: &Plan, start: Instant, end: Instant) -> (Vec<Sample>, Vec<K
         tokio::time::sleep_until(wake).await;
     }
     (samples, kills)
-}
-
-/// The direct children of `pid` (every thread's), from /proc.
-pub fn children(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return found;
-    };
-    for task in tasks.flatten() {
-        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
-            found.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
-        }
-    }
-    found.sort_unstable();
-    found.dedup();
-    found
 }
 
 /// Least-squares slope of RSS (KiB per second) over the samples after `warmup_s`.
