@@ -9,6 +9,8 @@
 //! - calls suspended for a 2026-07-28 client's input: bounded per principal,
 //!   and a retry that answers nothing cannot keep a call alive past
 //!   `sessions.input_lifetime`;
+//! - legacy sessions: bounded per principal (the principal's own oldest ends)
+//!   and in all (the oldest of whoever holds the most ends);
 //! - requests in flight: one principal past `limits.max_in_flight_per_principal`
 //!   is refused (429, -32029) while another is served.
 
@@ -113,6 +115,56 @@ fn one_principal_cannot_take_every_child_from_another() {
     }
     assert_no_problems(&problems, &[("gateway", gateway.log())]);
     let _ = pools(&admin);
+}
+
+/// Legacy sessions past `sessions.max_sessions_per_principal`: the principal's own
+/// least recently used ends; past `sessions.max_sessions`, the least recently used
+/// of whoever holds the most. (The store counts sessions as they come and go, and
+/// walks them only when a bound is reached.)
+#[test]
+fn sessions_are_bounded_per_principal_and_in_all() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let sessions = "\n[sessions]\nmax_sessions = 3\nmax_sessions_per_principal = 2\n";
+    let gateway = gateway(&admin, &format!("{upstream}{sessions}"));
+    let url = gateway.url();
+    let mut problems = Vec::new();
+    let open = |who: &str, token: &str, i: usize, problems: &mut Vec<String>| match initialize_as(&url, token) {
+        (200, Some(session), _) => Some(session),
+        (status, _, body) => {
+            problems.push(format!("{who}'s session {i}: {status} {body}"));
+            None
+        }
+    };
+    // Alice's third session ends her first.
+    let alice: Vec<_> = (0..3).map(|i| open("alice", ALICE, i, &mut problems)).collect();
+    // Bob's first fits (3 in all); his second ends the least recently used of
+    // alice's, who holds the most.
+    let bob: Vec<_> = (0..2).map(|i| open("bob", BOB, i, &mut problems)).collect();
+    // (whose, session, token, status expected of an echo on it)
+    let expected = [
+        ("alice's first", &alice[0], ALICE, 404),
+        ("alice's second", &alice[1], ALICE, 404),
+        ("alice's third", &alice[2], ALICE, 200),
+        ("bob's first", &bob[0], BOB, 200),
+        ("bob's second", &bob[1], BOB, 200),
+    ];
+    for (what, session, token, status) in expected {
+        let Some(session) = session else { continue };
+        let (got, text) = echo_on(&url, session, token);
+        if got != status {
+            problems.push(format!("{what}: {got} {text}, expected {status}"));
+        }
+    }
+    // Ended sessions give their places back: alice may open another, which ends
+    // nobody but whoever holds the most in all (bob, 2) and not her third.
+    if open("alice", ALICE, 3, &mut problems).is_some() {
+        let (got, _) = echo_on(&url, alice[2].as_deref().unwrap_or(""), ALICE);
+        if got != 200 {
+            problems.push(format!("alice's third after her fourth: {got}, expected 200"));
+        }
+    }
+    assert_no_problems(&problems, &[("gateway", gateway.log())]);
 }
 
 /// The 2026-07-28 client capabilities of profile `n` (25 distinct ones toward a 2025-11-25
