@@ -386,7 +386,7 @@ pub fn server_issues(server: &AuthServerConfig, listen: &ListenConfig, oauth_iss
                 "required with storage = \"redis\"".into(),
             ),
             Some(url) => {
-                if let Err(why) = crate::store::redis::Endpoint::parse(url) {
+                if let Err(why) = super::RedisEndpoint::parse(url) {
                     push("auth.server.redis_url".into(), why);
                 }
             }

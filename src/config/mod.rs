@@ -12,6 +12,7 @@ mod limits;
 mod model;
 mod oauth;
 mod rate_limits;
+mod redis_url;
 mod tls;
 
 pub use auth::*;
@@ -21,6 +22,7 @@ pub use limits::LimitsConfig;
 pub use model::*;
 pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
 pub use rate_limits::{OnRedisError, RateLimit, RateLimitsConfig, RedisConfig};
+pub use redis_url::RedisEndpoint;
 pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
 
 use std::fmt;
