@@ -7,11 +7,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const URI: &str = "demo://resource/static/document/features.md";
 
@@ -128,44 +128,4 @@ fn a_listen_on_a_modern_upstream_is_tagged_with_the_clients_id() {
         update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 41,
         "{update}"
     );
-}
-
-/// The JSON-RPC messages of an SSE body, read as they come.
-/// POSTs a 2026-07-28 `subscriptions/listen` with id `id` for `notifications`; its 200 answer,
-/// read with a 30 s timeout.
-fn open_listen(url: &str, id: u64, notifications: serde_json::Value) -> reqwest::blocking::Response {
-    let body = modern_body(id, "subscriptions/listen", json!({"notifications": notifications}));
-    let mut request = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("client")
-        .post(url)
-        .body(body);
-    for (name, value) in modern_headers("subscriptions/listen", None) {
-        request = request.header(name, value);
-    }
-    let response = request.send().expect("listen");
-    assert_eq!(response.status().as_u16(), 200);
-    response
-}
-
-struct SseLines<R: BufRead>(R);
-
-impl<R: BufRead> SseLines<R> {
-    /// The next message, or `None` when the stream ends (the client's read timeout bounds the wait).
-    fn next_message(&mut self) -> Option<Value> {
-        let mut data = String::new();
-        loop {
-            let mut line = String::new();
-            if self.0.read_line(&mut line).ok()? == 0 {
-                return None;
-            }
-            let line = line.trim_end_matches(['\r', '\n']);
-            if let Some(rest) = line.strip_prefix("data:") {
-                data.push_str(rest.trim_start());
-            } else if line.is_empty() && !data.is_empty() {
-                return serde_json::from_str(&data).ok();
-            }
-        }
-    }
 }

@@ -543,6 +543,50 @@ pub fn modern_body(id: u64, method: &str, params: Value) -> String {
     request_body(id, method, params)
 }
 
+/// POSTs a 2026-07-28 `subscriptions/listen` with id `id` for `notifications`; its 200
+/// answer, read with a 30 s timeout.
+pub fn open_listen(url: &str, id: u64, notifications: Value) -> reqwest::blocking::Response {
+    let body = modern_body(
+        id,
+        "subscriptions/listen",
+        serde_json::json!({"notifications": notifications}),
+    );
+    let mut request = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+        .post(url)
+        .body(body);
+    for (name, value) in modern_headers("subscriptions/listen", None) {
+        request = request.header(name, value);
+    }
+    let response = request.send().expect("listen");
+    assert_eq!(response.status().as_u16(), 200);
+    response
+}
+
+/// The JSON-RPC messages of an SSE body, read as they come.
+pub struct SseLines<R: BufRead>(pub R);
+
+impl<R: BufRead> SseLines<R> {
+    /// The next message, or `None` when the stream ends (the client's read timeout bounds the wait).
+    pub fn next_message(&mut self) -> Option<Value> {
+        let mut data = String::new();
+        loop {
+            let mut line = String::new();
+            if self.0.read_line(&mut line).ok()? == 0 {
+                return None;
+            }
+            let line = line.trim_end_matches(['\r', '\n']);
+            if let Some(rest) = line.strip_prefix("data:") {
+                data.push_str(rest.trim_start());
+            } else if line.is_empty() && !data.is_empty() {
+                return serde_json::from_str(&data).ok();
+            }
+        }
+    }
+}
+
 /// Posts a modern request and returns the reply.
 pub fn post_modern(url: &str, id: u64, method: &str, name: Option<&str>, params: Value) -> Reply {
     send(
