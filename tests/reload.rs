@@ -49,6 +49,18 @@ fn wait_for_log(gateway: &Eragate, what: &str, count: usize) {
     }
 }
 
+/// Waits for the log to say a child of `upstream` exited (its era probe's, at start).
+fn wait_for_exit_of(gateway: &Eragate, upstream: &str) {
+    let exited = || {
+        let log = gateway.log();
+        log.lines()
+            .any(|line| line.contains("upstream child exited") && line.contains(upstream))
+    };
+    if !poll_until(Duration::from_secs(60), exited) {
+        panic!("no child of {upstream} exited:\n{}", gateway.log());
+    }
+}
+
 fn echo(url: &str, session: &str, id: u64) -> String {
     let reply = legacy_request(
         url,
@@ -97,6 +109,9 @@ fn a_file_change_adds_a_path_and_drains_a_changed_upstream_without_dropping_sess
     })
     .find_map(|line| line.strip_prefix("data:").map(|d| d.trim().to_owned()))
     .expect("the endpoint event");
+    // The child that learned the kept upstream's era is closed once it has, and may take
+    // the kill grace and more to exit; the children counted are the ones left serving.
+    wait_for_exit_of(&gateway, "kept");
     let kept_pids = pids_with(&kept);
     assert!(!kept_pids.is_empty());
 
