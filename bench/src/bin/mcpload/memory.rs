@@ -15,6 +15,11 @@ use crate::procfs;
 pub struct MemoryResult {
     pub pid: u32,
     pub rss_idle_kib: u64,
+    /// `RssAnon` and `RssFile` of the idle RSS (absent from older runs' JSON).
+    #[serde(default)]
+    pub rss_idle_anon_kib: Option<u64>,
+    #[serde(default)]
+    pub rss_idle_file_kib: Option<u64>,
     pub inflight: usize,
     pub inflight_peak: usize,
     pub inflight_ok: usize,
@@ -175,7 +180,8 @@ pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, slee
     let settle = || tokio::time::sleep(Duration::from_millis(1000));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss_idle_kib = rss(pid);
-    eprintln!("  [memory] idle RSS {rss_idle_kib} KiB");
+    let idle_split = procfs::rss_split_kib(pid);
+    eprintln!("  [memory] idle RSS {rss_idle_kib} KiB (anonymous, file-backed: {idle_split:?})");
 
     // Requests in flight, from a clean gateway.
     let flight = in_flight(&endpoint, pid, inflight, sleep_ms).await;
@@ -225,6 +231,8 @@ pub async fn measure(url: &str, pid: u32, sessions: usize, inflight: usize, slee
     MemoryResult {
         pid,
         rss_idle_kib,
+        rss_idle_anon_kib: idle_split.map(|(anon, _)| anon),
+        rss_idle_file_kib: idle_split.map(|(_, file)| file),
         inflight,
         inflight_peak: flight.peak,
         inflight_ok: flight.ok,

@@ -17,10 +17,22 @@ pub fn cpu_us(pid: u32) -> Option<f64> {
 
 /// Resident set size of `pid` in KiB (`VmRSS`).
 pub fn rss_kib(pid: u32) -> Option<u64> {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The two parts of `VmRSS` that say different things, in KiB: `RssAnon` (the
+/// process's own heap and stacks) and `RssFile` (clean pages of the executable
+/// and libraries, shared with the page cache, which the kernel maps as much by
+/// its read-ahead as by what the process runs).
+pub fn rss_split_kib(pid: u32) -> Option<(u64, u64)> {
+    Some((status_kib(pid, "RssAnon:")?, status_kib(pid, "RssFile:")?))
+}
+
+fn status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
 }
