@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use eragate::config::{
     AuthServerConfig, Config, ConfigError, HttpConfig, ListenTlsConfig, LocalUser, LogConfig, LogFormat, LoginSource,
-    OAuthConfig, SseConfig, StdioConfig, UpstreamConfig,
+    OAuthConfig, RuntimeConfig, SseConfig, StdioConfig, UpstreamConfig,
 };
 
 #[derive(Parser)]
@@ -193,10 +193,7 @@ fn report(source: &str, error: &ConfigError) {
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = run_config(&args).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
     let log_filter = init_tracing(&config.log);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let runtime = build_runtime(&config.runtime)?;
     let listen = config.listen.address;
     let reloader = args.upstream.config.clone().map(|file| eragate::reload::Reloader {
         load: {
@@ -215,6 +212,19 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             args.shutdown_grace,
         ))
         .with_context(|| format!("serving on {listen}"))
+}
+
+/// The runtime `[runtime]` asks for: one thread for everything, or a pool of workers
+/// (tokio's default count, the CPUs eragate may use, unless `workers` says otherwise).
+fn build_runtime(config: &RuntimeConfig) -> anyhow::Result<tokio::runtime::Runtime> {
+    let mut builder = match config.single_thread {
+        true => tokio::runtime::Builder::new_current_thread(),
+        false => tokio::runtime::Builder::new_multi_thread(),
+    };
+    if let Some(workers) = config.workers {
+        builder.worker_threads(workers);
+    }
+    builder.enable_all().build().context("starting the runtime")
 }
 
 /// The configuration `eragate run` serves: the file, then the command line's overrides.
@@ -236,10 +246,7 @@ fn run_config(args: &RunArgs) -> Result<Config, ConfigError> {
 fn stdio(args: StdioArgs) -> anyhow::Result<()> {
     let config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
     let _ = init_tracing(&config.log);
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
+    let runtime = build_runtime(&config.runtime)?;
     runtime
         .block_on(eragate::run_stdio(config, args.upstream_name.as_deref()))
         .context("serving stdio")

@@ -22,7 +22,7 @@
 //! moves the listen address or turns the TLS listener on or off is refused (the
 //! bound socket cannot change). The rest of `[listen]`, `[admin]`, `[sessions]`,
 //! `[auth]` (static tokens and eragate's own `[auth.server]`, whose keys it
-//! holds), `[log] format` and `limits.max_ended_sessions` are read at
+//! holds), `[runtime]`, `[log] format` and `limits.max_ended_sessions` are read at
 //! start: a change to them is logged as needing a restart and otherwise ignored.
 //! A reload that would name a new secret variable (an upstream credential's
 //! `value_env`...) is refused: children's environment filters are fixed at
@@ -307,6 +307,7 @@ fn needing_restart(running: &Config, new: &Config) -> Vec<&'static str> {
         ("auth", running.auth != auth),
         ("limits", running.limits != limits),
         ("log", running.log.format != new.log.format),
+        ("runtime", running.runtime != new.runtime),
     ];
     changed
         .into_iter()

@@ -115,6 +115,18 @@ fn check_config_accepts_a_good_file_with_exit_0() {
 /// Each mistake, the key path the explanation must name, and a word it must contain.
 const MISTAKES: &[(&str, &str, &str, &str)] = &[
     (
+        "no worker threads",
+        "[runtime]\nworkers = 0\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+        "runtime.workers",
+        "between 1 and",
+    ),
+    (
+        "workers with one thread for everything",
+        "[runtime]\nworkers = 2\nsingle_thread = true\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+        "runtime.workers",
+        "single_thread",
+    ),
+    (
         "unknown key",
         "[listen]\nadress = \"127.0.0.1:1\"\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
         "listen.adress",

@@ -29,6 +29,9 @@ use std::fmt;
 
 /// Where the built-in authorization server's endpoints live (`/oauth/authorize`, …).
 pub const AUTH_SERVER_PREFIX: &str = "/oauth/";
+
+/// Most `[runtime] workers`: far past any machine's useful count, short of a typo's.
+const MAX_WORKERS: usize = 1024;
 use std::path::Path;
 
 /// One problem with a configuration, located by its key path.
@@ -232,6 +235,7 @@ impl Config {
                 "rate_limits" => config.rate_limits = section(&key, value, &mut issues).unwrap_or_default(),
                 "log" => config.log = section(&key, value, &mut issues).unwrap_or_default(),
                 "telemetry" => config.telemetry = section(&key, value, &mut issues).unwrap_or_default(),
+                "runtime" => config.runtime = section(&key, value, &mut issues).unwrap_or_default(),
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -255,7 +259,7 @@ impl Config {
                 _ => issues.push(ConfigIssue {
                     path: key,
                     message:
-                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `log`, `telemetry`"
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `log`, `telemetry`, `runtime`"
                             .into(),
                 }),
             }
@@ -315,6 +319,17 @@ impl Config {
         };
         if entries == 0 {
             push("upstreams".into(), "at least one [[upstreams]] entry is required");
+        }
+        match (self.runtime.workers, self.runtime.single_thread) {
+            (Some(_), true) => push(
+                "runtime.workers".into(),
+                "cannot be set with single_thread = true (one thread serves everything)",
+            ),
+            (Some(workers), false) if workers == 0 || workers > MAX_WORKERS => push(
+                "runtime.workers".into(),
+                &format!("must be between 1 and {MAX_WORKERS}"),
+            ),
+            _ => {}
         }
         if self.listen.max_body_bytes == 0 {
             push("listen.max_body_bytes".into(), "must be greater than 0");

@@ -48,6 +48,22 @@ pub struct Config {
     /// Traces and the live `server/discover` summary.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// The threads that serve: how many, or one for everything.
+    #[serde(default)]
+    pub runtime: RuntimeConfig,
+}
+
+/// `[runtime]` (read at start)
+#[derive(Clone, Debug, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    /// Worker threads serving requests. Default: the CPUs eragate may run on
+    /// (its affinity mask and cgroup quota), or `TOKIO_WORKER_THREADS` when set.
+    pub workers: Option<usize>,
+    /// One thread serves everything (accepting, clients, upstreams, timers):
+    /// no hand-offs between threads, for a sidecar that has a share of one
+    /// core. `workers` must then be unset. Default false.
+    pub single_thread: bool,
 }
 
 /// `[log]`
