@@ -1,8 +1,9 @@
 //! Upstream pools with real processes: killed and crash-looping children,
 //! HTTP members leaving and rejoining rotation, per-method timeouts with
 //! cancellation, 1,000 concurrent calls over 4 children, overload (503),
-//! graceful shutdown, and replacement of worn children. State is read from
-//! the admin listener's `/pools`.
+//! graceful shutdown, replacement of worn children, and the bound on idle
+//! connections to an HTTP upstream after a burst. State is read from the admin
+//! listener's `/pools`.
 
 mod common;
 
@@ -801,4 +802,56 @@ fn worn_children_are_replaced_without_failing_requests() {
     wait_until("replaced children to exit", Duration::from_secs(5), || {
         pids_with(&tag).len() <= 2
     });
+}
+
+/// Established TCP connections from this machine to `port` on 127.0.0.1 (the client
+/// side of each: `/proc/net/tcp` lists both ends; only the client's has `port` remote).
+fn connections_to(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"01")
+        })
+        .count()
+}
+
+/// A burst of concurrent calls opens a connection per call to an HTTP upstream; once
+/// they end, no more than `http.max_idle_connections` stay open (the default, 64, keeps
+/// them all: the control that shows the bound is what closes the rest).
+#[test]
+fn idle_upstream_connections_are_bounded_after_a_burst() {
+    for (bound, kept_at_least, kept_at_most) in [(None, 12, usize::MAX), (Some(2), 0, 3)] {
+        let upstream = LegacyHttpServer::start(&[]);
+        let port: u16 = upstream
+            .url
+            .rsplit(':')
+            .next()
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|p| p.parse().ok())
+            .expect("the upstream's port");
+        let setting = bound
+            .map(|b| format!("max_idle_connections = {b}\n"))
+            .unwrap_or_default();
+        let gateway = Gateway::start(&format!(
+            "[[upstreams]]\nname = \"fixture\"\n[upstreams.http]\nurl = \"{}\"\n{setting}",
+            upstream.url
+        ));
+        for (id, reply) in concurrent_slow_calls(&gateway.url(), 1, 24, 10) {
+            assert_eq!(text_of(&reply, id), "done", "log:\n{}", gateway.log());
+        }
+        // Closed connections leave ESTABLISHED at once; give the pool a moment to drop them.
+        poll_until(Duration::from_secs(10), || connections_to(port) <= kept_at_most);
+        std::thread::sleep(Duration::from_millis(300));
+        let open = connections_to(port);
+        println!("max_idle_connections = {bound:?}: {open} connections to the upstream after the burst");
+        assert!(
+            (kept_at_least..=kept_at_most).contains(&open),
+            "max_idle_connections = {bound:?}: {open} connections open, expected {kept_at_least}..={kept_at_most}\nlog:\n{}",
+            gateway.log()
+        );
+    }
 }

@@ -374,6 +374,15 @@ pub struct HttpConfig {
     /// Several endpoints of one service, balanced by least outstanding requests.
     #[serde(default, deserialize_with = "deserialize_uris")]
     pub urls: Vec<http::Uri>,
+    /// Idle keep-alive connections kept open to each endpoint for the next
+    /// requests; past it a connection is closed once its request ends (a burst
+    /// of concurrent requests leaves no more than this behind). Default 64.
+    #[serde(default = "default_max_idle_connections")]
+    pub max_idle_connections: usize,
+}
+
+fn default_max_idle_connections() -> usize {
+    64
 }
 
 impl HttpConfig {
@@ -382,6 +391,7 @@ impl HttpConfig {
         HttpConfig {
             url: Some(url),
             urls: Vec::new(),
+            max_idle_connections: default_max_idle_connections(),
         }
     }
 

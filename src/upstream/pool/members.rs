@@ -14,6 +14,10 @@ use crate::upstream::credentials::{Subject, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
 use crate::upstream::member::{Member, Target};
 use crate::upstream::session::{UnsolicitedRequests, UpstreamSession};
+
+/// Idle connections kept to an HTTP+SSE endpoint: its messages are POSTs of a
+/// few hundred bytes answered 202 while the answers come on the one SSE stream.
+const SSE_MAX_IDLE_CONNECTIONS: usize = 16;
 use crate::upstream::transport::Link;
 use crate::upstream::transport::sse::SseLink;
 use crate::upstream::transport::stdio::{ChildSupervisor, StdioLink, StdioSpawner};
@@ -148,7 +152,7 @@ pub(super) fn members(
         return vec![Member::new(Target::Stdio(spawner), "stdio".into(), health)];
     }
     if let Some(http) = &config.http {
-        let client = streamable_http::client(name, &config.tls);
+        let client = streamable_http::client(name, &config.tls, http.max_idle_connections);
         return http
             .members()
             .into_iter()
@@ -164,7 +168,7 @@ pub(super) fn members(
     }
     if let Some(sse) = &config.sse {
         let target = Target::Sse(Arc::new(Endpoint {
-            client: streamable_http::client(name, &config.tls),
+            client: streamable_http::client(name, &config.tls, SSE_MAX_IDLE_CONNECTIONS),
             url: sse.url.clone(),
             credentials: credentials.clone(),
         }));

@@ -35,11 +35,12 @@ const MAX_UPSTREAM_MESSAGE: usize = 64 * 1024 * 1024;
 /// pooling): `http://`, or `https://` checked as `[upstreams.tls]` says.
 pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
-/// A client with sensible pooling for one upstream. When its TLS files cannot
+/// A client for one upstream keeping at most `max_idle_per_endpoint` idle
+/// connections to each of its endpoints, for 90 s at most. When its TLS files cannot
 /// be loaded (they were checked at start; one vanished since), the client
 /// trusts nothing: every `https://` connection fails with the reason logged
 /// here, rather than falling back to roots the operator did not choose.
-pub fn client(upstream: &str, tls: &UpstreamTlsConfig) -> HttpClient {
+pub fn client(upstream: &str, tls: &UpstreamTlsConfig, max_idle_per_endpoint: usize) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(Duration::from_secs(10)));
@@ -55,6 +56,7 @@ pub fn client(upstream: &str, tls: &UpstreamTlsConfig) -> HttpClient {
         .wrap_connector(connector);
     Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(max_idle_per_endpoint)
         .build(connector)
 }
 
