@@ -249,6 +249,8 @@ mod tests {
              policy(None, Some(Public), Blind, PerCaller), None, None, (0, Private)),
             ("a cap of 0 states nothing",
              policy(Some(0), None, Notified, Anyone), Some(9), Some(Public), (0, Public)),
+            ("narrowed by [[policies]] (or a token's scopes): private, the freshness it had",
+             policy(Some(u64::MAX), None, Blind, PerCaller), Some(30_000), Some(Public), (30_000, Private)),
         ];
         for (what, policy, ttl, scope, expected) in cases {
             assert_eq!(policy.hints(*ttl, *scope), *expected, "{what}");
@@ -275,6 +277,27 @@ mod tests {
             let mut object = input.as_object().cloned().unwrap();
             CachePolicy::default().apply(&mut object);
             assert_eq!(Value::Object(object), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn a_list_narrowed_for_its_caller_is_private() {
+        let cases = [
+            (
+                "a public page filtered or renamed: private, its ttl kept",
+                json!({"tools": [], "ttlMs": 30000, "cacheScope": "public"}),
+                json!({"tools": [], "ttlMs": 30000, "cacheScope": "private"}),
+            ),
+            (
+                "a page without hints: nothing promised",
+                json!({"prompts": []}),
+                json!({"prompts": [], "ttlMs": 0, "cacheScope": "private"}),
+            ),
+        ];
+        for (what, input, expected) in cases {
+            let mut object = input.as_object().cloned().unwrap();
+            narrowed_for_caller(&mut object);
+            assert_eq!(Value::Object(object), expected, "{what}");
         }
     }
 
