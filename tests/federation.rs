@@ -585,7 +585,8 @@ fn a_reload_turns_a_path_into_a_federation_and_back() {
 }
 
 /// The suites' scenarios that need no fixture and do not depend on the names of a single
-/// server (`tools-call-error` calls `test_error_handling`, which on a federated path is a prefixed name).
+/// server (`tools-call-error` calls `test_error_handling`, which under `always` is a prefixed
+/// name: it has a test of its own below, under `on_collision`).
 #[test]
 fn the_conformance_suites_list_and_caching_scenarios_pass_on_the_federated_path() {
     let federation = Federation::start("always");
@@ -620,6 +621,45 @@ fn the_conformance_suites_list_and_caching_scenarios_pass_on_the_federated_path(
         &federation.eragate,
         &handshake,
         "stable scenario(s) on the federated path",
+    );
+}
+
+/// `tools-call-error` calls `test_error_handling`, a name only the Python fixture run with
+/// `--conformance` has: under `on_collision` it keeps its own name on the federated path, and
+/// the tool error (isError) reaches clients of both eras as it would from the member alone.
+#[test]
+fn the_conformance_tools_call_error_scenario_passes_on_the_federated_path() {
+    let py = LegacyHttpServer::start(&["--conformance"]);
+    let ts2 = ts2_http_server();
+    let config = format!(
+        "[[upstreams]]\nname = \"py\"\nprefix_mode = \"on_collision\"\nrequest_timeout = \"10s\"\n[upstreams.http]\nurl = \"{}\"\n\n\
+         [[upstreams]]\nname = \"ts2\"\n[upstreams.http]\nurl = \"{}\"\n",
+        py.url, ts2.url
+    );
+    let eragate = Eragate::start(&config);
+    let listed = answer(&post_modern(&eragate.url(), 1, "tools/list", None, json!({})), 1);
+    let tools = tool_names(&listed["result"]);
+    assert!(tools.contains(&"test_error_handling".to_owned()), "{listed}");
+    assert!(
+        tools.contains(&"py_echo".to_owned()) && tools.contains(&"ts2_echo".to_owned()),
+        "a shared name is still prefixed: {listed}"
+    );
+    let scenario = |extra: &[&'static str]| {
+        let mut args = vec!["--scenario", "tools-call-error"];
+        args.extend_from_slice(extra);
+        args
+    };
+    common::conformance::assert_runs_pass(
+        "CONFORMANCE_ALPHA_JS",
+        &eragate,
+        &[scenario(&[])],
+        "alpha tools-call-error on the federated path",
+    );
+    common::conformance::assert_runs_pass(
+        "CONFORMANCE_STABLE_JS",
+        &eragate,
+        &[scenario(&["--spec-version", "2025-11-25"])],
+        "stable tools-call-error on the federated path",
     );
 }
 
