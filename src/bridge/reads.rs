@@ -78,7 +78,7 @@ pub fn keep(backend: &Backend, miss: ReadMiss, principal: &Principal, reply: Rep
         Reply::Stream(mut from_call, era) => {
             let (to_client, rx) = mpsc::channel(RELAY_QUEUE);
             tokio::spawn(async move {
-                while let Some(message) = from_call.recv().await {
+                while let Some(message) = from_call.recv_for(&to_client).await {
                     keep_result(&message);
                     if to_client.send(message).await.is_err() {
                         break; // the client left; dropping `from_call` stops the pump

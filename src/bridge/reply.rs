@@ -51,6 +51,17 @@ impl Responses {
         message
     }
 
+    /// The next message to relay to `client`: `None` once the producer is
+    /// done, or as soon as `client`'s receiver is gone (not at the next
+    /// message, which a hanging call never sends): the relay then drops
+    /// `self`, which cancels the call behind it.
+    pub async fn recv_for(&mut self, client: &mpsc::Sender<Message>) -> Option<Message> {
+        tokio::select! {
+            message = self.recv() => message,
+            () = client.closed() => None,
+        }
+    }
+
     /// A message already queued, without waiting.
     pub fn try_recv(&mut self) -> Result<Message, mpsc::error::TryRecvError> {
         let message = self.messages.try_recv();

@@ -110,7 +110,7 @@ fn rewrite_results(reply: Reply, rewrite: impl Fn(&mut Value) + Send + 'static) 
         Reply::Stream(mut from_call, era) => {
             let (to_client, rx) = mpsc::channel(RELAY_QUEUE);
             tokio::spawn(async move {
-                while let Some(message) = from_call.recv().await {
+                while let Some(message) = from_call.recv_for(&to_client).await {
                     if to_client.send(rewritten(message)).await.is_err() {
                         break; // the client left; dropping `from_call` stops the pump
                     }

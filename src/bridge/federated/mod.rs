@@ -408,7 +408,7 @@ impl Asking<'_> {
             let tx = tx.clone();
             let federation = self.federation.clone();
             tokio::spawn(async move {
-                while let Some(message) = responses.recv().await {
+                while let Some(message) = responses.recv_for(&tx).await {
                     let Message::Notification(mut notification) = message else {
                         return; // the member ended its listen; the others go on
                     };
@@ -552,7 +552,7 @@ fn reshape(reply: Reply, method: ModernMethod, era: ClientEra, prefix: String) -
         Reply::Stream(mut responses, _) => {
             let (tx, rx) = mpsc::channel(FEDERATED_QUEUE);
             tokio::spawn(async move {
-                while let Some(message) = responses.recv().await {
+                while let Some(message) = responses.recv_for(&tx).await {
                     if tx.send(reshape_message(message)).await.is_err() {
                         return; // the client is gone: dropping the member's answer cancels it
                     }
