@@ -6,16 +6,12 @@
 use std::time::Instant;
 
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use super::reply::Reply;
 use crate::auth::Principal;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Message, Request, Response};
 use crate::router::Backend;
-
-/// Bound of messages queued between the read's pump and the client.
-const RELAY_QUEUE: usize = 32;
 
 /// A read eragate has no current result for: sent upstream, its answer to keep.
 pub struct ReadMiss {
@@ -75,18 +71,13 @@ pub fn keep(backend: &Backend, miss: ReadMiss, principal: &Principal, reply: Rep
             keep_result(&message);
             Reply::Message(status, message)
         }
-        Reply::Stream(mut from_call, era) => {
-            let (to_client, rx) = mpsc::channel(RELAY_QUEUE);
-            tokio::spawn(async move {
-                while let Some(message) = from_call.recv_for(&to_client).await {
-                    keep_result(&message);
-                    if to_client.send(message).await.is_err() {
-                        break; // the client left; dropping `from_call` stops the pump
-                    }
-                }
-            });
-            Reply::Stream(rx.into(), era)
-        }
+        Reply::Stream(from_call, era) => Reply::Stream(
+            from_call.reshaped_by(move |message| {
+                keep_result(&message);
+                message
+            }),
+            era,
+        ),
         other => other,
     }
 }

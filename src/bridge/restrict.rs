@@ -2,13 +2,12 @@
 //! check the names a request uses and narrow the lists it gets
 //! ([`crate::policy::catalog`]); a `tools/list` answer reaches a caller whose
 //! token may not call every tool without those tools ([`crate::policy::tools`]).
-//! A streamed answer is relayed through a bounded channel so that only its final
-//! response is rewritten; dropping the client's end still cancels the call.
+//! A streamed answer's final response is rewritten as the client takes it;
+//! dropping the client's end still cancels the call.
 
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::mpsc;
 
 use super::Gateway;
 use super::reply::{Reply, Status};
@@ -90,8 +89,9 @@ impl NarrowedList {
     }
 }
 
-/// `reply` with `rewrite` applied to its result (the final response of a stream).
-fn rewrite_results(reply: Reply, rewrite: impl Fn(&mut Value) + Send + 'static) -> Reply {
+/// `reply` with `rewrite` applied to its result (the final response of a
+/// stream, as the client takes it: no relay task).
+fn rewrite_results(reply: Reply, rewrite: impl Fn(&mut Value) + Send + Sync + 'static) -> Reply {
     let rewritten = move |message: Message| match message {
         Message::Response(Response {
             id,
@@ -107,23 +107,10 @@ fn rewrite_results(reply: Reply, rewrite: impl Fn(&mut Value) + Send + 'static) 
     };
     match reply {
         Reply::Message(status, message) => Reply::Message(status, rewritten(message)),
-        Reply::Stream(mut from_call, era) => {
-            let (to_client, rx) = mpsc::channel(RELAY_QUEUE);
-            tokio::spawn(async move {
-                while let Some(message) = from_call.recv_for(&to_client).await {
-                    if to_client.send(rewritten(message)).await.is_err() {
-                        break; // the client left; dropping `from_call` stops the pump
-                    }
-                }
-            });
-            Reply::Stream(rx.into(), era)
-        }
+        Reply::Stream(from_call, era) => Reply::Stream(from_call.reshaped_by(rewritten), era),
         other => other,
     }
 }
-
-/// Bound of messages queued between the call's pump and the client.
-const RELAY_QUEUE: usize = 32;
 
 /// `reply` to a `tools/list` from a client of `era`, as `view` may see it.
 pub fn tools_list(reply: Reply, era: Era, view: ToolView) -> Reply {

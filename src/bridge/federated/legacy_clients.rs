@@ -8,9 +8,8 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
-use super::{Asking, ClientEra, FEDERATED_QUEUE, error_reply};
+use super::{Asking, ClientEra, error_reply};
 use crate::auth::Principal;
 use crate::bridge::Gateway;
 use crate::bridge::legacy::SessionLookup;
@@ -104,26 +103,13 @@ async fn cancellable(serving: impl Future<Output = Reply>, tracked: TrackedCall)
         reply = serving => reply,
         () = cancelled.cancelled() => return Reply::Accepted,
     };
-    let Reply::Stream(mut from_member, era) = reply else {
-        return reply;
-    };
-    let (to_client, rx) = mpsc::channel(FEDERATED_QUEUE);
-    tokio::spawn(async move {
-        let _tracked = tracked;
-        loop {
-            let message = tokio::select! {
-                message = from_member.recv_for(&to_client) => message,
-                () = cancelled.cancelled() => return, // dropping `from_member` cancels the call
-            };
-            let Some(message) = message else {
-                return;
-            };
-            if to_client.send(message).await.is_err() {
-                return; // the client left: dropping the member's answer cancels it
-            }
+    match reply {
+        Reply::Stream(from_member, era) => {
+            let token = tracked.token.clone();
+            Reply::Stream(from_member.cancelled_by(token, tracked), era)
         }
-    });
-    Reply::Stream(rx.into(), era)
+        other => other,
+    }
 }
 
 /// A legacy client's `initialize` on a federated path: the merged handshake,
