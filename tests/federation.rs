@@ -3,7 +3,9 @@
 //! SDK fixture (`legacy_server.py`) over Streamable HTTP (legacy) and the TypeScript SDK v2
 //! fixture (`ts2_server.mjs`) over Streamable HTTP (2026-07-28). Clients: the Python SDK
 //! client in `legacy` and `2026-07-28` modes (`py_client.py --scenario plan`), and raw
-//! 2026-07-28 HTTP for what the SDK does not expose (`_meta`, listens).
+//! 2026-07-28 HTTP for what the SDK does not expose (`_meta`, listens); the Python SDK client
+//! also over the old HTTP+SSE transport and over stdio (`eragate stdio --config`), and a raw
+//! legacy client cancelling a call.
 //! The fixture and ts2 serve the same names (`echo`, `add`, `greet`…), and server-everything
 //! has an `echo` too: every prefix mode meets collisions.
 
@@ -585,7 +587,8 @@ fn a_reload_turns_a_path_into_a_federation_and_back() {
 }
 
 /// The suites' scenarios that need no fixture and do not depend on the names of a single
-/// server (`tools-call-error` calls `test_error_handling`, which on a federated path is a prefixed name).
+/// server (`tools-call-error` calls `test_error_handling`, which under `always` is a prefixed
+/// name: it has a test of its own below, under `on_collision`).
 #[test]
 fn the_conformance_suites_list_and_caching_scenarios_pass_on_the_federated_path() {
     let federation = Federation::start("always");
@@ -621,6 +624,183 @@ fn the_conformance_suites_list_and_caching_scenarios_pass_on_the_federated_path(
         &handshake,
         "stable scenario(s) on the federated path",
     );
+}
+
+/// `tools-call-error` calls `test_error_handling`, a name only the Python fixture run with
+/// `--conformance` has: under `on_collision` it keeps its own name on the federated path, and
+/// the tool error (isError) reaches clients of both eras as it would from the member alone.
+#[test]
+fn the_conformance_tools_call_error_scenario_passes_on_the_federated_path() {
+    let py = LegacyHttpServer::start(&["--conformance"]);
+    let ts2 = ts2_http_server();
+    let config = format!(
+        "[[upstreams]]\nname = \"py\"\nprefix_mode = \"on_collision\"\nrequest_timeout = \"10s\"\n[upstreams.http]\nurl = \"{}\"\n\n\
+         [[upstreams]]\nname = \"ts2\"\n[upstreams.http]\nurl = \"{}\"\n",
+        py.url, ts2.url
+    );
+    let eragate = Eragate::start(&config);
+    let listed = answer(&post_modern(&eragate.url(), 1, "tools/list", None, json!({})), 1);
+    let tools = tool_names(&listed["result"]);
+    assert!(tools.contains(&"test_error_handling".to_owned()), "{listed}");
+    assert!(
+        tools.contains(&"py_echo".to_owned()) && tools.contains(&"ts2_echo".to_owned()),
+        "a shared name is still prefixed: {listed}"
+    );
+    let scenario = |extra: &[&'static str]| {
+        let mut args = vec!["--scenario", "tools-call-error"];
+        args.extend_from_slice(extra);
+        args
+    };
+    common::conformance::assert_runs_pass(
+        "CONFORMANCE_ALPHA_JS",
+        &eragate,
+        &[scenario(&[])],
+        "alpha tools-call-error on the federated path",
+    );
+    common::conformance::assert_runs_pass(
+        "CONFORMANCE_STABLE_JS",
+        &eragate,
+        &[scenario(&["--spec-version", "2025-11-25"])],
+        "stable tools-call-error on the federated path",
+    );
+}
+
+/// The federated path through eragate's other client edges: the Python SDK client over the
+/// old HTTP+SSE transport (`/mcp/sse`, 2024-11-05 framing) and over stdio (`eragate stdio
+/// --config`, which serves the first upstream's path: the federation), of both eras.
+#[test]
+fn http_sse_and_stdio_clients_reach_every_member() {
+    let federation = Federation::start("always");
+    let plan = json!([
+        ["list_tools"],
+        ["call", "everything_echo", {"message": "hi"}],
+        ["call", "py_echo", {"text": "from py"}],
+        ["call", "ts2_add", {"a": 2, "b": 3}],
+        ["read", "ts2+test://items/7"],
+        ["prompt", "py_greet", {"name": "Ada"}],
+    ])
+    .to_string();
+    let check = |how: &str, report: &Value| {
+        let results = &report["results"];
+        let tools = names(&results["0:list_tools"]["names"]);
+        for tool in ["everything_echo", "py_echo", "ts2_add"] {
+            assert!(tools.contains(&tool.to_owned()), "{how}: {tool} in {tools:?}");
+        }
+        assert_eq!(results["1:call"]["text"], "Echo: hi", "{how}: {report}");
+        assert_eq!(results["2:call"]["text"], "echo: from py", "{how}: {report}");
+        assert_eq!(results["3:call"]["text"], "5", "{how}: {report}");
+        assert_eq!(results["4:read"]["text"], "item 7", "{how}: {report}");
+        assert_eq!(results["4:read"]["uri"], "ts2+test://items/7", "{how}: {report}");
+        assert_eq!(results["5:prompt"]["text"], "Hello, Ada!", "{how}: {report}");
+    };
+    let sse = federation.eragate.url() + "/sse";
+    let report = py_client(&["--mode", "legacy", "--sse", &sse, "--scenario", "plan", "--plan", &plan])
+        .unwrap_or_else(|e| panic!("{e}\nlog:\n{}", federation.eragate.log()));
+    check("HTTP+SSE", &report);
+
+    let stdio = format!(
+        "{} stdio --config {}",
+        env!("CARGO_BIN_EXE_eragate"),
+        federation.eragate.config_path().display()
+    );
+    for mode in ["legacy", "2026-07-28"] {
+        let report = py_client(&["--mode", mode, "--stdio", &stdio, "--scenario", "plan", "--plan", &plan])
+            .unwrap_or_else(|e| panic!("stdio {mode}: {e}"));
+        check(&format!("stdio, {mode}"), &report);
+    }
+}
+
+/// A legacy client's `notifications/cancelled` on a federated path reaches the member owning
+/// the call (the Python fixture records the cancellation of its `hang`), frees the member's
+/// admission slot at once, and the client gets no answer for it; the session goes on.
+#[test]
+fn a_legacy_clients_cancellation_reaches_the_owning_member() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let events = dir.path().join("events.jsonl");
+    let events_arg = events.display().to_string();
+    let py = LegacyHttpServer::start(&["--events", &events_arg]);
+    let ts2 = ts2_http_server();
+    let admin = format!("127.0.0.1:{}", free_port());
+    let eragate = Eragate::start(&format!(
+        "[admin]\naddress = \"{admin}\"\n\n[[upstreams]]\nname = \"py\"\nrequest_timeout = \"60s\"\n\
+         [upstreams.http]\nurl = \"{}\"\n\n[[upstreams]]\nname = \"ts2\"\n[upstreams.http]\nurl = \"{}\"\n",
+        py.url, ts2.url
+    ));
+    wait_until("the admin listener", Duration::from_secs(10), || {
+        std::net::TcpStream::connect(&admin).is_ok()
+    });
+    let py_in_flight = || {
+        let pools = send("GET", &format!("http://{admin}/pools"), &[], None).json();
+        let upstreams = pools["upstreams"].as_array().cloned().unwrap_or_default();
+        let py = upstreams
+            .iter()
+            .find(|u| u["upstream"] == "py")
+            .cloned()
+            .unwrap_or_default();
+        py["in_flight"].as_u64().unwrap_or(u64::MAX)
+    };
+    let seen = |event: &str| -> Vec<Value> {
+        std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["event"] == event)
+            .collect()
+    };
+    let url = eragate.url();
+    let (session, _) = legacy_initialize(&url, "2025-06-18");
+    let hang = {
+        let (url, session) = (url.clone(), session.clone());
+        let arguments = json!({"name": "py_hang", "arguments": {}});
+        std::thread::spawn(move || legacy_request(&url, &session, "2025-06-18", 7, "tools/call", arguments))
+    };
+    wait_until("hang to start on the member", Duration::from_secs(10), || {
+        !seen("started").is_empty()
+    });
+    assert_eq!(py_in_flight(), 1);
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "user pressed stop"}});
+    let ack = send(
+        "POST",
+        &url,
+        &legacy_headers(&session, "2025-06-18"),
+        Some(&cancel.to_string()),
+    );
+    assert_eq!(ack.status, 202, "{ack:?}");
+    assert!(
+        poll_until(Duration::from_secs(5), || py_in_flight() == 0),
+        "the member's slot stayed taken; log:\n{}",
+        eragate.log()
+    );
+    let reply = hang.join().expect("hang thread");
+    let answered = !reply.body.trim().is_empty() && reply.messages().iter().any(|m| m.get("id").is_some());
+    assert!(!answered, "a cancelled request gets no answer: {reply:?}");
+    wait_until("the member to see the cancellation", Duration::from_secs(10), || {
+        !seen("cancelled").is_empty()
+    });
+
+    // The session goes on; a cancellation naming nothing in flight changes nothing.
+    let ack = send(
+        "POST",
+        &url,
+        &legacy_headers(&session, "2025-06-18"),
+        Some(&cancel.to_string()),
+    );
+    assert_eq!(ack.status, 202, "{ack:?}");
+    let reply = legacy_request(
+        &url,
+        &session,
+        "2025-06-18",
+        8,
+        "tools/call",
+        json!({"name": "ts2_echo", "arguments": {"text": "after"}}),
+    );
+    let answer = reply
+        .messages()
+        .into_iter()
+        .find(|m| m["id"] == 8)
+        .unwrap_or_else(|| panic!("{reply:?}"));
+    assert_eq!(tool_text(&answer["result"]), "echo: after", "{answer}");
 }
 
 fn names(list: &Value) -> Vec<String> {

@@ -2,7 +2,8 @@
 //! seen from a 2026-07-28 client over HTTP: the Python SDK fixture (`legacy_server.py`) over
 //! stdio, with `--conformance` (it declares tools `listChanged` and has a tool that sends
 //! `notifications/tools/list_changed`) or without (it cannot announce changes). Hits and
-//! misses are read from `/metrics`.
+//! misses are read from `/metrics`. And the `resources/read` results a modern upstream (the
+//! TypeScript SDK v2 fixture, `ts2_server.mjs --cached-reads`) lets eragate keep.
 
 mod common;
 
@@ -163,4 +164,92 @@ fn pages_are_kept_per_principal_and_public_only_once_two_got_the_same() {
     // The operator can keep everything private.
     let private = Cached::start(&["--conformance"], "scope = \"private\"", "");
     assert_eq!(hints(&private.tools_list(1, None)), (json!(60000), json!("private")));
+}
+
+/// A 2026-07-28 `resources/read` of `uri` as the bearer of `token`: its result.
+fn read_as(eragate: &Eragate, id: u64, uri: &str, token: &str) -> Value {
+    let bearer = format!("Bearer {token}");
+    let mut headers = modern_headers("resources/read", Some(uri));
+    headers.push(("Authorization", &bearer));
+    let reply = send(
+        "POST",
+        &eragate.url(),
+        &headers,
+        Some(&modern_body(id, "resources/read", json!({"uri": uri}))),
+    );
+    let message = answer(&reply, id);
+    assert!(message.get("result").is_some(), "resources/read {uri}: {message}");
+    message["result"].clone()
+}
+
+#[test]
+fn a_modern_upstreams_reads_are_kept_as_it_says_and_private_ones_per_principal() {
+    let ts2 = ts2_http_server_with(&["--cached-reads"]);
+    let admin = format!("127.0.0.1:{}", free_port());
+    let config = format!(
+        "[admin]\naddress = \"{admin}\"\n{auth}\n[[upstreams]]\nname = \"ts2\"\n[upstreams.http]\nurl = \"{url}\"\n",
+        auth = auth_toml(),
+        url = ts2.url
+    );
+    let eragate = Eragate::start(&config);
+    let counted = || {
+        let text = http_client()
+            .get(format!("http://{admin}/metrics"))
+            .send()
+            .and_then(|r| r.text())
+            .expect("/metrics");
+        let sample = |metric: &str| {
+            let prefix = format!("{metric}{{upstream=\"ts2\"}} ");
+            text.lines()
+                .find_map(|line| line.strip_prefix(&prefix))
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("{metric} in /metrics:\n{text}")) as u64
+        };
+        (
+            sample("eragate_read_cache_hits_total"),
+            sample("eragate_read_cache_misses_total"),
+        )
+    };
+    let text = |result: &Value| result["contents"][0]["text"].as_str().unwrap_or_default().to_owned();
+
+    // public: read once upstream, then served to alice and bob alike from what eragate kept.
+    let first = read_as(&eragate, 1, "test://cached/public", ALICE);
+    assert_eq!(text(&first), "public read 1", "{first}");
+    assert_eq!(first["cacheScope"], "public", "{first}");
+    let again = read_as(&eragate, 2, "test://cached/public", BOB);
+    assert_eq!(text(&again), "public read 1", "kept for everyone: {again}");
+    assert_eq!(again["cacheScope"], "public", "{again}");
+    let left = again["ttlMs"].as_u64().unwrap_or(0);
+    assert!(
+        left > 0 && left <= 60_000,
+        "what is left of the upstream's ttl: {again}"
+    );
+    assert_eq!(counted(), (1, 1), "one miss, then one hit");
+
+    // private: kept for the principal that read it, never served to another.
+    let alices = read_as(&eragate, 3, "test://cached/private", ALICE);
+    assert_eq!(text(&alices), "private read 1", "{alices}");
+    assert_eq!(
+        text(&read_as(&eragate, 4, "test://cached/private", ALICE)),
+        "private read 1"
+    );
+    let bobs = read_as(&eragate, 5, "test://cached/private", BOB);
+    assert_eq!(
+        text(&bobs),
+        "private read 2",
+        "bob's own read reached the upstream: {bobs}"
+    );
+    assert_eq!(bobs["cacheScope"], "private", "{bobs}");
+    assert_eq!(
+        text(&read_as(&eragate, 6, "test://cached/private", BOB)),
+        "private read 2"
+    );
+    assert_eq!(counted(), (3, 3), "alice's and bob's own copies");
+
+    // A read the upstream says nothing for (ttlMs 0) is never kept.
+    for id in [7, 8] {
+        let hello = read_as(&eragate, id, "test://static/hello", ALICE);
+        assert_eq!(hello["ttlMs"], 0, "{hello}");
+    }
+    assert_eq!(counted(), (3, 5), "two misses, nothing kept");
 }

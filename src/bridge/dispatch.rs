@@ -110,6 +110,11 @@ async fn serve(
         Message::Request(r) if r.method == "tools/list" => gateway.auth.tool_view(caller),
         _ => None,
     };
+    let narrowing = match &message {
+        Message::Request(_) => super::restrict::Narrowing::of(gateway, backend, caller),
+        _ => None,
+    };
+
     let verdict = match &message {
         Message::Request(r) => classify::classify(&r.method, r.params.as_ref(), true, routing),
         Message::Notification(n) => classify::classify(&n.method, n.params.as_ref(), false, routing),
@@ -121,6 +126,13 @@ async fn serve(
     } else if !matches!(verdict, Classification::Legacy) {
         exchange.classified(Era::Modern, None);
     }
+    // After classification: the routing headers name what the caller sent.
+    let mut message = message;
+    let narrowed_list = match narrowing.map(|narrowing| narrowing.admit(&mut message)) {
+        Some(Err(refusal)) => return *refusal,
+        Some(Ok(list)) => list,
+        None => None,
+    };
     let (reply, era) = match (verdict, message) {
         (Classification::Legacy, message) => match backend.federation() {
             Some(federation) => (
@@ -151,6 +163,10 @@ async fn serve(
             };
             return Reply::rejected(id, Rejection::Classified(error));
         }
+    };
+    let reply = match narrowed_list {
+        Some(list) => list.reply(reply, era),
+        None => reply,
     };
     let reply = match tool_view {
         Some(view) => super::restrict::tools_list(reply, era, view),

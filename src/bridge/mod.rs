@@ -25,6 +25,7 @@ mod pooled;
 mod pump;
 pub mod quota;
 pub mod rate;
+mod reads;
 pub mod reply;
 mod restrict;
 pub mod sessions;

@@ -44,6 +44,18 @@ pub async fn serve(
             let reply = passthrough(backend, request, modern.method, forwarded, principal, None).await;
             super::live::with_summary(reply, backend)
         }
+        Ok(Era::Modern) if modern.method == ModernMethod::ResourcesRead => {
+            match super::reads::lookup(backend, &request, principal) {
+                Ok(kept) => kept,
+                Err(miss) => {
+                    let reply = passthrough(backend, request, modern.method, forwarded, principal, None).await;
+                    match miss {
+                        Some(miss) => super::reads::keep(backend, miss, principal, reply),
+                        None => reply,
+                    }
+                }
+            }
+        }
         Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded, principal, None).await,
         Ok(Era::Legacy) => match modern.method {
             ModernMethod::Discover => discover(gateway, backend, request.id, principal).await,

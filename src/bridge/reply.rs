@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use super::quota::Hold;
 use super::sessions::ClientSession;
@@ -41,19 +42,72 @@ pub struct Responses {
     exchange: Option<(Exchange, Era)>,
     /// The request's place in its principal's in-flight quota, given back with the response.
     in_flight: Option<Hold>,
+    /// Reshapes each message as it is received (a federated or narrowed
+    /// answer), instead of a relay task and channel per request.
+    reshape: Option<Reshape>,
+    /// Ends the stream early once cancelled (dropping it then cancels the call
+    /// behind it); the guard is kept as long as the stream.
+    cancel: Option<Box<(CancellationToken, Box<dyn Send + Sync>)>>,
 }
+
+/// A change made to each message of a stream as it is received.
+pub type Reshape = Box<dyn FnMut(Message) -> Message + Send + Sync>;
 
 impl Responses {
     /// The next message; `None` once the producer is done.
     pub async fn recv(&mut self) -> Option<Message> {
-        let message = self.messages.recv().await;
+        let message = match &self.cancel {
+            None => self.messages.recv().await,
+            Some(cancel) => tokio::select! {
+                message = self.messages.recv() => message,
+                () = cancel.0.cancelled() => None,
+            },
+        };
+        let message = self.reshaped(message);
         self.observe(message.as_ref());
         message
     }
 
+    fn reshaped(&mut self, message: Option<Message>) -> Option<Message> {
+        match (&mut self.reshape, message) {
+            (Some(reshape), Some(message)) => Some(reshape(message)),
+            (_, message) => message,
+        }
+    }
+
+    /// These messages, each changed by `reshape` as it is received (after any
+    /// change already asked for).
+    pub fn reshaped_by(mut self, mut reshape: impl FnMut(Message) -> Message + Send + Sync + 'static) -> Responses {
+        self.reshape = Some(match self.reshape.take() {
+            None => Box::new(reshape),
+            Some(mut first) => Box::new(move |message| reshape(first(message))),
+        });
+        self
+    }
+
+    /// These messages until `token` is cancelled; `guard` is dropped with them.
+    pub fn cancelled_by(mut self, token: CancellationToken, guard: impl Send + Sync + 'static) -> Responses {
+        self.cancel = Some(Box::new((token, Box::new(guard))));
+        self
+    }
+
+    /// The next message to relay to `client`: `None` once the producer is
+    /// done, or as soon as `client`'s receiver is gone (not at the next
+    /// message, which a hanging call never sends): the relay then drops
+    /// `self`, which cancels the call behind it.
+    pub async fn recv_for(&mut self, client: &mpsc::Sender<Message>) -> Option<Message> {
+        tokio::select! {
+            message = self.recv() => message,
+            () = client.closed() => None,
+        }
+    }
+
     /// A message already queued, without waiting.
     pub fn try_recv(&mut self) -> Result<Message, mpsc::error::TryRecvError> {
-        let message = self.messages.try_recv();
+        let message = self.messages.try_recv().map(|message| match &mut self.reshape {
+            Some(reshape) => reshape(message),
+            None => message,
+        });
         match &message {
             Ok(message) => self.observe(Some(message)),
             Err(mpsc::error::TryRecvError::Disconnected) => self.observe(None),
@@ -99,6 +153,8 @@ impl From<mpsc::Receiver<Message>> for Responses {
             messages,
             exchange: None,
             in_flight: None,
+            reshape: None,
+            cancel: None,
         }
     }
 }

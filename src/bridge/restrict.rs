@@ -1,53 +1,123 @@
-//! The policy stage applied to a [`Reply`]: a `tools/list` answer reaches a caller
-//! whose token may not call every tool without those tools ([`crate::policy::tools`]).
-//! A streamed answer is relayed through a bounded channel so that only its final
-//! response is rewritten; dropping the client's end still cancels the call.
+//! The policy stage applied to a request and its [`Reply`]: `[[policies]]`
+//! check the names a request uses and narrow the lists it gets
+//! ([`crate::policy::catalog`]); a `tools/list` answer reaches a caller whose
+//! token may not call every tool without those tools ([`crate::policy::tools`]).
+//! A streamed answer's final response is rewritten as the client takes it;
+//! dropping the client's end still cancels the call.
 
-use tokio::sync::mpsc;
+use std::sync::Arc;
 
-use super::reply::Reply;
-use crate::auth::ToolView;
+use serde_json::Value;
+
+use super::Gateway;
+use super::reply::{Reply, Status};
+use crate::auth::{Admitted, ToolView};
+use crate::config::Config;
+use crate::policy::catalog::{self, Caller, Catalog, ListShape, Selection};
 use crate::policy::tools::restrict_tools_list;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, Message, Response};
+use crate::router::Backend;
 
-/// Bound of messages queued between the call's pump and the client.
-const RELAY_QUEUE: usize = 32;
+/// The `[[policies]]` one caller is served under on one path: the
+/// configuration applied when its request came (a reload serves the next one
+/// under the new) and the entry that names the caller, if any.
+pub struct Narrowing {
+    config: Arc<Config>,
+    entry: Option<usize>,
+}
 
-/// `reply` to a `tools/list` from a client of `era`, as `view` may see it.
-pub fn tools_list(reply: Reply, era: Era, view: ToolView) -> Reply {
-    match reply {
-        Reply::Message(status, message) => Reply::Message(status, restricted(message, era, &view)),
-        Reply::Stream(mut from_call, era) => {
-            let (to_client, rx) = mpsc::channel(RELAY_QUEUE);
-            tokio::spawn(async move {
-                while let Some(message) = from_call.recv().await {
-                    if to_client.send(restricted(message, era, &view)).await.is_err() {
-                        break; // the client left; dropping `from_call` stops the pump
-                    }
-                }
-            });
-            Reply::Stream(rx.into(), era)
+impl Narrowing {
+    /// The narrowing of `caller` on `backend`'s path; `None` when the path has no policies.
+    pub fn of(gateway: &Gateway, backend: &Backend, caller: &Admitted) -> Option<Narrowing> {
+        let config = gateway.limits();
+        if config.policies.is_empty() {
+            return None;
         }
-        other => other,
+        let caller_view = Caller {
+            subject: caller.principal.as_str(),
+            scopes: caller.scopes.as_deref(),
+        };
+        match catalog::select(&config.policies, &config.groups, &backend.config().path, caller_view) {
+            Selection::Unrestricted => None,
+            Selection::Narrowed(entry) => Some(Narrowing {
+                config: Arc::clone(&config),
+                entry,
+            }),
+        }
+    }
+
+    fn catalog(&self) -> Catalog<'_> {
+        Catalog::new(self.entry.and_then(|i| self.config.policies.get(i)))
+    }
+
+    /// Checks the request in `message` and gives what it names its path name
+    /// back. `Err` is the answer (a reply to send as it is) to a name the
+    /// caller may not use; `Ok(Some)`
+    /// when the request is a list, whose answer must then be narrowed.
+    pub fn admit(self, message: &mut Message) -> Result<Option<NarrowedList>, Box<Reply>> {
+        let Message::Request(request) = message else {
+            return Ok(None);
+        };
+        match self.catalog().admit(&request.method, request.params.as_mut()) {
+            Ok(()) => Ok(ListShape::of(&request.method).map(|shape| NarrowedList { narrowing: self, shape })),
+            Err(error) => {
+                tracing::debug!(method = %request.method, "a name this caller may not use");
+                let answer = Response::error(Some(request.id.clone()), error).into_message();
+                Err(Box::new(Reply::Message(Status::Ok, answer)))
+            }
+        }
     }
 }
 
-fn restricted(message: Message, era: Era, view: &ToolView) -> Message {
-    match message {
+/// A list request admitted under `[[policies]]`: its answer is yet to be narrowed.
+pub struct NarrowedList {
+    narrowing: Narrowing,
+    shape: ListShape,
+}
+
+impl NarrowedList {
+    /// The list's answer `reply`, for a client of `era`, as the caller may see it.
+    pub fn reply(self, reply: Reply, era: Era) -> Reply {
+        let NarrowedList { narrowing, shape } = self;
+        rewrite_results(reply, move |result| {
+            let hidden = narrowing.catalog().restrict(shape, result, era);
+            if hidden > 0 {
+                tracing::debug!(hidden, "a list narrowed by [[policies]]");
+            }
+        })
+    }
+}
+
+/// `reply` with `rewrite` applied to its result (the final response of a
+/// stream, as the client takes it: no relay task).
+fn rewrite_results(reply: Reply, rewrite: impl Fn(&mut Value) + Send + Sync + 'static) -> Reply {
+    let rewritten = move |message: Message| match message {
         Message::Response(Response {
             id,
             outcome: Outcome::Result(mut result),
         }) => {
-            let hidden = restrict_tools_list(&mut result, era, |name| view.may_call(name));
-            if hidden > 0 {
-                tracing::debug!(hidden, "tools/list: hid tools the caller's token may not call");
-            }
+            rewrite(&mut result);
             Message::Response(Response {
                 id,
                 outcome: Outcome::Result(result),
             })
         }
         other => other,
+    };
+    match reply {
+        Reply::Message(status, message) => Reply::Message(status, rewritten(message)),
+        Reply::Stream(from_call, era) => Reply::Stream(from_call.reshaped_by(rewritten), era),
+        other => other,
     }
+}
+
+/// `reply` to a `tools/list` from a client of `era`, as `view` may see it.
+pub fn tools_list(reply: Reply, era: Era, view: ToolView) -> Reply {
+    rewrite_results(reply, move |result| {
+        let hidden = restrict_tools_list(result, era, |name| view.may_call(name));
+        if hidden > 0 {
+            tracing::debug!(hidden, "tools/list: hid tools the caller's token may not call");
+        }
+    })
 }

@@ -11,6 +11,7 @@ mod duration;
 mod limits;
 mod model;
 mod oauth;
+mod policies;
 mod rate_limits;
 mod redis_url;
 mod tls;
@@ -21,6 +22,7 @@ pub use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential
 pub use limits::LimitsConfig;
 pub use model::*;
 pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
+pub use policies::{GroupsConfig, KindPolicyConfig, PolicyConfig};
 pub use rate_limits::{OnRedisError, RateLimit, RateLimitsConfig, RedisConfig};
 pub use redis_url::RedisEndpoint;
 pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
@@ -236,6 +238,21 @@ impl Config {
                 "log" => config.log = section(&key, value, &mut issues).unwrap_or_default(),
                 "telemetry" => config.telemetry = section(&key, value, &mut issues).unwrap_or_default(),
                 "runtime" => config.runtime = section(&key, value, &mut issues).unwrap_or_default(),
+                "groups" => config.groups = section(&key, value, &mut issues).unwrap_or_default(),
+                "policies" => {
+                    let toml::Value::Array(items) = value else {
+                        issues.push(ConfigIssue {
+                            path: key,
+                            message: "must be an array of tables: [[policies]]".into(),
+                        });
+                        continue;
+                    };
+                    for (i, item) in items.into_iter().enumerate() {
+                        // A broken entry stays in place (empty), so later entries keep their index.
+                        let policy = section(&format!("policies[{i}]"), item, &mut issues);
+                        config.policies.push(policy.unwrap_or_default());
+                    }
+                }
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -259,7 +276,7 @@ impl Config {
                 _ => issues.push(ConfigIssue {
                     path: key,
                     message:
-                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `log`, `telemetry`, `runtime`"
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `log`, `telemetry`, `runtime`, `policies`, `groups`"
                             .into(),
                 }),
             }
@@ -381,6 +398,11 @@ impl Config {
         }
         issues.extend(self.telemetry_issues());
         issues.extend(federation_issues(&self.upstreams, indexes));
+        issues.extend(policies::policy_issues(
+            &self.policies,
+            &self.groups,
+            self.upstreams.iter().map(|u| u.path.as_str()),
+        ));
         for (upstream, &i) in self.upstreams.iter().zip(indexes) {
             issues.extend(upstream_issues(upstream, i));
         }

@@ -48,6 +48,12 @@ pub struct Config {
     /// Traces and the live `server/discover` summary.
     #[serde(default)]
     pub telemetry: TelemetryConfig,
+    /// `[[policies]]`: what each principal may see and call on a path.
+    #[serde(default)]
+    pub policies: Vec<super::PolicyConfig>,
+    /// `[groups]`: named groups of principals, for `[[policies]] groups`.
+    #[serde(default)]
+    pub groups: super::GroupsConfig,
     /// The threads that serve: how many, or one for everything.
     #[serde(default)]
     pub runtime: RuntimeConfig,

@@ -100,6 +100,9 @@ pub enum Owner {
     Unknown(String),
 }
 
+/// A request no member owns: the name or URI it used, and its params untouched.
+pub type Unrouted = (String, Value);
+
 impl Naming<'_> {
     /// The member owning exposed `name` of `kind`, and its own name for it.
     pub fn owner(&self, exposed: &str) -> Option<(usize, String)> {
@@ -126,7 +129,17 @@ impl Naming<'_> {
 
     /// Whose request of `method` with `params` is: by its name, URI or reference.
     pub fn route(&self, method: ModernMethod, params: Option<&Value>) -> Owner {
-        let mut params = params.cloned().unwrap_or_else(|| Value::Object(Map::new()));
+        match self.route_owned(method, params.cloned()) {
+            Ok((member, params)) => Owner::Member(member, params),
+            Err((exposed, _)) => Owner::Unknown(exposed),
+        }
+    }
+
+    /// [`Naming::route`] of the request's own params (no copy of them, which
+    /// a call's arguments can make large): the owner and its params, or the
+    /// unknown name and the params as they came.
+    pub fn route_owned(&self, method: ModernMethod, params: Option<Value>) -> Result<(usize, Value), Unrouted> {
+        let mut params = params.unwrap_or_else(|| Value::Object(Map::new()));
         let (slot, by_uri): (Option<&mut Value>, bool) = match method {
             ModernMethod::ToolsCall | ModernMethod::PromptsGet => (params.get_mut("name"), false),
             ModernMethod::ResourcesRead => (params.get_mut("uri"), true),
@@ -139,7 +152,7 @@ impl Naming<'_> {
             _ => (None, false),
         };
         let Some(slot) = slot else {
-            return Owner::Unknown(String::new());
+            return Err((String::new(), params));
         };
         let exposed = slot.as_str().unwrap_or_default().to_owned();
         let owner = if by_uri {
@@ -150,9 +163,9 @@ impl Naming<'_> {
         match owner {
             Some((member, own)) => {
                 *slot = Value::from(own);
-                Owner::Member(member, params)
+                Ok((member, params))
             }
-            None => Owner::Unknown(exposed),
+            None => Err((exposed, params)),
         }
     }
 

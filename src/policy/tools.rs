@@ -1,7 +1,9 @@
-//! `tools/list` as one caller may see it: only the tools it may call, and, for a
-//! 2026-07-28 client, `cacheScope: "private"`, since the list now depends on who asks.
+//! A list as one caller may see it: only the tools its token may call
+//! ([`restrict_tools_list`]), or the items a `[[policies]]` entry lets it see
+//! ([`restrict_list`], used by [`super::catalog`]); and, for a 2026-07-28
+//! client, `cacheScope: "private"`, since the list now depends on who asks.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::protocol::Era;
 use crate::translate::cache::narrowed_for_caller;
@@ -13,15 +15,37 @@ use crate::translate::cache::narrowed_for_caller;
 /// For a modern client the page is marked `cacheScope: "private"` whether or not a
 /// tool was removed: another caller's page may differ, so no shared cache may keep it.
 pub fn restrict_tools_list(result: &mut Value, era: Era, may_call: impl Fn(&str) -> bool) -> usize {
+    restrict_list(result, "tools", "name", era, |name, _| may_call(name))
+}
+
+/// The shape of every per-caller list: keeps the items of `result[items]` that
+/// `keep` accepts, given each item's `key` (its name or URI) and the item itself,
+/// which `keep` may change (rename, describe). An item without a string `key` is
+/// dropped: nobody could call it. Returns how many were removed; a modern page is
+/// made private ([`narrowed_for_caller`]) whatever was removed.
+pub fn restrict_list(
+    result: &mut Value,
+    items: &str,
+    key: &str,
+    era: Era,
+    mut keep: impl FnMut(&str, &mut Map<String, Value>) -> bool,
+) -> usize {
     let Some(object) = result.as_object_mut() else {
         return 0;
     };
     let mut removed = 0;
-    if let Some(Value::Array(tools)) = object.get_mut("tools") {
-        let before = tools.len();
-        // A tool without a name cannot be called by anyone: it stays hidden.
-        tools.retain(|tool| tool.get("name").and_then(Value::as_str).is_some_and(&may_call));
-        removed = before - tools.len();
+    if let Some(Value::Array(list)) = object.get_mut(items) {
+        let before = list.len();
+        list.retain_mut(|item| {
+            let Some(item) = item.as_object_mut() else {
+                return false;
+            };
+            match item.get(key).and_then(Value::as_str).map(str::to_owned) {
+                Some(name) => keep(&name, item),
+                None => false,
+            }
+        });
+        removed = before - list.len();
     }
     if era == Era::Modern {
         narrowed_for_caller(object);

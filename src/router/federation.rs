@@ -1,7 +1,8 @@
 //! A federated backend: several upstream pools served as one MCP server on one
 //! path. It owns its members (each an ordinary [`Backend::Pool`]), their
 //! prefixes and the prefix mode, the exposed-name tables it last built, and the
-//! channel on which members' list changes reach listening clients. How names,
+//! channel on which members' list changes reach listening clients, and the
+//! legacy clients' calls in flight a `notifications/cancelled` may name. How names,
 //! cursors and handshakes combine is [`crate::federate`]'s; fetching from the
 //! members is the bridge's (`bridge/federated/`).
 
@@ -11,17 +12,26 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, broadcast};
+use tokio_util::sync::CancellationToken;
 
 use super::Backend;
 use crate::config::UpstreamConfig;
 use crate::federate::names::{Names, PrefixMode};
 use crate::federate::route::NameKind;
+use crate::protocol::Id;
 use crate::telemetry::UpstreamStats;
 use crate::translate::{CachePolicy, CacheScope};
 
 /// Bound of the list-change broadcast; a listener too slow loses the oldest
 /// (one `list_changed` stands for any number of changes).
 const CHANGES_QUEUE: usize = 16;
+
+/// Most legacy clients' calls tracked for cancellation at once; past it a call
+/// is served all the same, but a `notifications/cancelled` cannot reach it.
+const MAX_TRACKED_CALLS: usize = 4096;
+
+/// A legacy client's call: its session id, and its request id as JSON text.
+type CallKey = (Arc<str>, String);
 
 /// One member of a federation: its backend and the prefix of its names.
 #[derive(Clone)]
@@ -52,6 +62,10 @@ pub struct Federation {
     left_out: AtomicU64,
     /// Members' list changes, by the notification method clients get.
     changes: broadcast::Sender<&'static str>,
+    /// Legacy clients' calls being served, by (session id, request id as JSON
+    /// text): a serial (which call holds the entry) and the call's token.
+    calls: Mutex<HashMap<CallKey, (u64, CancellationToken)>>,
+    next_call: AtomicU64,
     /// The bounds of the federation's own hints: the shortest cap of any
     /// member; `private` if any member is configured so, `public` only if all are.
     cache_policy: CachePolicy,
@@ -87,6 +101,8 @@ impl Federation {
             mode,
             names: Mutex::new(HashMap::new()),
             left_out: AtomicU64::new(0),
+            calls: Mutex::new(HashMap::new()),
+            next_call: AtomicU64::new(0),
             changes: broadcast::channel(CHANGES_QUEUE).0,
         }
     }
@@ -148,6 +164,47 @@ impl Federation {
     /// A member was left out of a list.
     pub fn count_left_out(&self) {
         self.left_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Tracks the call `id` of the legacy client session `session` until the
+    /// returned guard is dropped; `None` when as many are tracked as may be, or
+    /// the client already has a call of that id in flight (the spec forbids it).
+    pub fn track_call(self: &Arc<Self>, session: &Arc<str>, id: &Id) -> Option<TrackedCall> {
+        let key = (session.clone(), id.to_value().to_string());
+        let mut calls = lock(&self.calls);
+        if calls.len() >= MAX_TRACKED_CALLS || calls.contains_key(&key) {
+            return None;
+        }
+        let serial = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let token = CancellationToken::new();
+        calls.insert(key.clone(), (serial, token.clone()));
+        Some(TrackedCall {
+            federation: self.clone(),
+            key,
+            serial,
+            token,
+        })
+    }
+
+    /// Cancels the call `request_id` (as the client's `notifications/cancelled`
+    /// names it) of session `session`, if it is in flight. Returns whether it was.
+    pub fn cancel_call(&self, session: &str, request_id: &Value) -> bool {
+        let key = (Arc::from(session), request_id.to_string());
+        let calls = lock(&self.calls);
+        match calls.get(&key) {
+            Some((_, token)) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn forget_call(&self, key: &CallKey, serial: u64) {
+        let mut calls = lock(&self.calls);
+        if calls.get(key).is_some_and(|(held_by, _)| *held_by == serial) {
+            calls.remove(key);
+        }
     }
 
     /// Members' list changes from now on (`notifications/tools/list_changed`…).
@@ -226,6 +283,22 @@ fn combined_policy(policies: impl Iterator<Item = CachePolicy>) -> CachePolicy {
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Poisoning only means a panic elsewhere mid-update; a names table is replaced whole.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A legacy client's call in flight on a federated path: cancelled when the
+/// client's `notifications/cancelled` names it; forgotten when dropped.
+pub struct TrackedCall {
+    federation: Arc<Federation>,
+    key: CallKey,
+    serial: u64,
+    /// Cancelled by the client's `notifications/cancelled`.
+    pub token: CancellationToken,
+}
+
+impl Drop for TrackedCall {
+    fn drop(&mut self) {
+        self.federation.forget_call(&self.key, self.serial);
+    }
 }
 
 #[cfg(test)]

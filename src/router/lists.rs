@@ -6,6 +6,8 @@
 //! ([`ListCache::watch`]), or the page is re-listed once older than the
 //! configured interval. Bounded by entry count; never shared across principals.
 //! The caching hints the pages get are decided in [`crate::translate::cache`].
+//! Next to the pages: the `resources/read` results a modern upstream lets
+//! eragate keep ([`ListCache::reads`], [`super::reads`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -140,6 +142,7 @@ pub struct ListCache {
     relist: Option<Duration>,
     max_entries: usize,
     inner: Mutex<Inner>,
+    reads: super::reads::ReadCache,
 }
 
 #[derive(Default)]
@@ -160,7 +163,13 @@ impl ListCache {
             relist: config.relist_interval(),
             max_entries: config.max_entries(),
             inner: Mutex::new(Inner::default()),
+            reads: super::reads::ReadCache::new(config.max_entries()),
         }
+    }
+
+    /// The `resources/read` results kept for the backend (bounded like the pages).
+    pub fn reads(&self) -> &super::reads::ReadCache {
+        &self.reads
     }
 
     /// The page `key`, if it is kept and still current at `now`.

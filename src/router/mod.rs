@@ -6,6 +6,7 @@
 mod backend;
 pub mod federation;
 pub mod lists;
+pub mod reads;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -17,6 +17,8 @@ pub struct UpstreamStats {
     initialize_saved: AtomicU64,
     list_cache_hits: AtomicU64,
     list_cache_misses: AtomicU64,
+    read_cache_hits: AtomicU64,
+    read_cache_misses: AtomicU64,
     /// Milliseconds since the Unix epoch; 0 = never.
     last_success_ms: AtomicU64,
 }
@@ -30,6 +32,8 @@ impl UpstreamStats {
             initialize_saved: AtomicU64::new(0),
             list_cache_hits: AtomicU64::new(0),
             list_cache_misses: AtomicU64::new(0),
+            read_cache_hits: AtomicU64::new(0),
+            read_cache_misses: AtomicU64::new(0),
             last_success_ms: AtomicU64::new(0),
         }
     }
@@ -64,6 +68,16 @@ impl UpstreamStats {
         self.list_cache_misses.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A `resources/read` was answered from the results eragate keeps.
+    pub fn read_cache_hit(&self) {
+        self.read_cache_hits.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A `resources/read` eragate could have kept had to be sent to the upstream.
+    pub fn read_cache_miss(&self) {
+        self.read_cache_misses.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A call through this upstream succeeded now.
     pub fn succeeded(&self) {
         let now = std::time::SystemTime::now()
@@ -84,6 +98,8 @@ impl UpstreamStats {
             "initialize_saved": self.initialize_saved.load(Ordering::Relaxed),
             "list_cache_hits": self.list_cache_hits.load(Ordering::Relaxed),
             "list_cache_misses": self.list_cache_misses.load(Ordering::Relaxed),
+            "read_cache_hits": self.read_cache_hits.load(Ordering::Relaxed),
+            "read_cache_misses": self.read_cache_misses.load(Ordering::Relaxed),
             "last_success_ms": self.last_success_ms(),
         })
     }
@@ -92,7 +108,7 @@ impl UpstreamStats {
 /// Gauges and counters of every upstream, from the admin view (`/pools`).
 pub fn render_pools(pools: &Value, out: &mut String) {
     let upstreams = pools["upstreams"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let per_upstream: [(&str, &str, &str, &str); 8] = [
+    let per_upstream: [(&str, &str, &str, &str); 10] = [
         (
             "eragate_upstream_in_flight",
             "gauge",
@@ -134,6 +150,18 @@ pub fn render_pools(pools: &Value, out: &mut String) {
             "counter",
             "list_cache_misses",
             "List requests sent to the upstream (nothing current kept).",
+        ),
+        (
+            "eragate_read_cache_hits_total",
+            "counter",
+            "read_cache_hits",
+            "resources/read answered from the results a modern upstream let eragate keep.",
+        ),
+        (
+            "eragate_read_cache_misses_total",
+            "counter",
+            "read_cache_misses",
+            "resources/read of a modern upstream sent to it (nothing current kept).",
         ),
         (
             "eragate_upstream_last_success_timestamp_seconds",

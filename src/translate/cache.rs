@@ -157,6 +157,27 @@ impl CachePolicy {
     }
 }
 
+impl CachePolicy {
+    /// Whether eragate may keep a modern upstream's `resources/read` result,
+    /// and for how long and whom: only when the upstream itself gave it a
+    /// positive `ttlMs` (a read eragate cannot watch), bounded by
+    /// [`CachePolicy::hints`] (the cap, a configured or per-caller `private`).
+    /// `None`: not kept.
+    pub fn keep_read(&self, result: &Map<String, Value>) -> Option<(u64, CacheScope)> {
+        let upstream_ttl = result.get("ttlMs").and_then(Value::as_u64)?;
+        let upstream_scope = result
+            .get("cacheScope")
+            .and_then(Value::as_str)
+            .and_then(CacheScope::parse);
+        let blind = CachePolicy {
+            watch: Watch::Blind,
+            ..*self
+        };
+        let (ttl, scope) = blind.hints(Some(upstream_ttl), upstream_scope);
+        (ttl > 0).then_some((ttl, scope))
+    }
+}
+
 /// Restates the hints of a result eragate narrowed for its caller (a list
 /// filtered or renamed per principal): the freshness it had, and private.
 pub fn narrowed_for_caller(result: &mut Map<String, Value>) {
@@ -249,6 +270,8 @@ mod tests {
              policy(None, Some(Public), Blind, PerCaller), None, None, (0, Private)),
             ("a cap of 0 states nothing",
              policy(Some(0), None, Notified, Anyone), Some(9), Some(Public), (0, Public)),
+            ("narrowed by [[policies]] (or a token's scopes): private, the freshness it had",
+             policy(Some(u64::MAX), None, Blind, PerCaller), Some(30_000), Some(Public), (30_000, Private)),
         ];
         for (what, policy, ttl, scope, expected) in cases {
             assert_eq!(policy.hints(*ttl, *scope), *expected, "{what}");
@@ -275,6 +298,60 @@ mod tests {
             let mut object = input.as_object().cloned().unwrap();
             CachePolicy::default().apply(&mut object);
             assert_eq!(Value::Object(object), expected, "{input}");
+        }
+    }
+
+    #[test]
+    fn a_read_is_kept_only_as_its_upstream_says() {
+        use Audience::{PerCaller, Unproven};
+        use Watch::Blind;
+        #[rustfmt::skip]
+        let cases = [
+            ("public with a ttl: kept for everyone",
+             policy(None, None, Blind, Unproven), json!({"ttlMs": 5000, "cacheScope": "public"}), Some((5_000, Public))),
+            ("private with a ttl: kept per principal",
+             policy(None, None, Blind, Unproven), json!({"ttlMs": 5000, "cacheScope": "private"}), Some((5_000, Private))),
+            ("a ttl without a scope: per principal",
+             policy(None, None, Blind, Unproven), json!({"ttlMs": 5000}), Some((5_000, Private))),
+            ("ttl 0: not kept",
+             policy(None, None, Blind, Unproven), json!({"ttlMs": 0, "cacheScope": "public"}), None),
+            ("no ttl (a legacy answer): not kept",
+             policy(None, None, Blind, Unproven), json!({"contents": []}), None),
+            ("a negative ttl: not kept",
+             policy(None, None, Blind, Unproven), json!({"ttlMs": -1, "cacheScope": "public"}), None),
+            ("capped by ttl_ms",
+             policy(Some(1_000), None, Blind, Unproven), json!({"ttlMs": 5000, "cacheScope": "public"}), Some((1_000, Public))),
+            ("a cap of 0: not kept",
+             policy(Some(0), None, Blind, Unproven), json!({"ttlMs": 5000, "cacheScope": "public"}), None),
+            ("configured private: per principal",
+             policy(None, Some(Private), Blind, Unproven), json!({"ttlMs": 5000, "cacheScope": "public"}), Some((5_000, Private))),
+            ("per-principal credentials: per principal",
+             policy(None, None, Blind, PerCaller), json!({"ttlMs": 5000, "cacheScope": "public"}), Some((5_000, Private))),
+        ];
+        for (what, policy, result, expected) in cases {
+            let result = result.as_object().cloned().unwrap();
+            assert_eq!(policy.keep_read(&result), expected, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_list_narrowed_for_its_caller_is_private() {
+        let cases = [
+            (
+                "a public page filtered or renamed: private, its ttl kept",
+                json!({"tools": [], "ttlMs": 30000, "cacheScope": "public"}),
+                json!({"tools": [], "ttlMs": 30000, "cacheScope": "private"}),
+            ),
+            (
+                "a page without hints: nothing promised",
+                json!({"prompts": []}),
+                json!({"prompts": [], "ttlMs": 0, "cacheScope": "private"}),
+            ),
+        ];
+        for (what, input, expected) in cases {
+            let mut object = input.as_object().cloned().unwrap();
+            narrowed_for_caller(&mut object);
+            assert_eq!(Value::Object(object), expected, "{what}");
         }
     }
 

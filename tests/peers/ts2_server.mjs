@@ -3,11 +3,14 @@
 // TypeScript SDK v2 server, @modelcontextprotocol/server 2.4.0: a modern (2026-07-28) server
 // that also serves 2025-era requests statelessly (the SDK's default). Run on the system Node 20.
 //
-//   node ts2_server.mjs http --port N [--trace FILE]   # createMcpHandler on 127.0.0.1:N/mcp
+//   node ts2_server.mjs http --port N [--trace FILE] [--cached-reads]   # createMcpHandler on 127.0.0.1:N/mcp
 //   node ts2_server.mjs stdio             # serveStdio (era chosen by the opening message)
 //
 // --trace FILE appends one JSON line per HTTP request, {"method", "headers": {name: value}}, so a
 // test can check which headers reached the upstream.
+// --cached-reads adds two resources whose reads carry the SDK's cache hints (a `cacheHint` of
+// ttlMs 60000): test://cached/public (cacheScope public) and test://cached/private (private),
+// each answering "<name> read <n>", n counting the reads this process served of it.
 // --port 0 picks a free port; once listening, http prints one line to stdout:
 //   {"listening": "http://127.0.0.1:PORT/mcp", "port": PORT}
 //
@@ -39,6 +42,8 @@ const LOG_LEVELS = ['debug', 'info', 'notice', 'warning', 'error', 'critical', '
 const NAMES = ['alice', 'bob', 'carol'];
 const text = (t) => ({ content: [{ type: 'text', text: t }] });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const CACHED_READS = process.argv.includes('--cached-reads');
+const readsServed = { public: 0, private: 0 };
 
 function buildServer() {
   const server = new McpServer(
@@ -98,6 +103,17 @@ function buildServer() {
     async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'hello world' }] }));
   server.registerResource('item', new ResourceTemplate('test://items/{id}', { list: undefined }), { mimeType: 'text/plain' },
     async (uri, { id }) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: `item ${id}` }] }));
+
+  if (CACHED_READS) {
+    for (const scope of ['public', 'private']) {
+      server.registerResource(`cached-${scope}`, `test://cached/${scope}`,
+        { mimeType: 'text/plain', cacheHint: { ttlMs: 60000, cacheScope: scope } },
+        async (uri) => {
+          readsServed[scope] += 1;
+          return { contents: [{ uri: uri.href, mimeType: 'text/plain', text: `${scope} read ${readsServed[scope]}` }] };
+        });
+    }
+  }
 
   server.registerPrompt('greet', {
     description: 'Greets someone',
@@ -163,7 +179,7 @@ if (mode === 'http') {
   const i = rest.indexOf('--port');
   const port = i >= 0 ? Number(rest[i + 1]) : NaN;
   if (!Number.isInteger(port)) {
-    process.stderr.write('usage: ts2_server.mjs http --port N [--trace FILE] | stdio\n');
+    process.stderr.write('usage: ts2_server.mjs http --port N [--trace FILE] [--cached-reads] | stdio\n');
     process.exit(2);
   }
   const t = rest.indexOf('--trace');
@@ -171,6 +187,6 @@ if (mode === 'http') {
 } else if (mode === 'stdio') {
   await serveStdioMode();
 } else {
-  process.stderr.write('usage: ts2_server.mjs http --port N [--trace FILE] | stdio\n');
+  process.stderr.write('usage: ts2_server.mjs http --port N [--trace FILE] [--cached-reads] | stdio\n');
   process.exit(2);
 }

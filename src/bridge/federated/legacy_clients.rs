@@ -1,7 +1,9 @@
 //! Handshake-era clients on a federated path: eragate answers `initialize`
 //! with the merged handshake and a sealed session holding no upstream session;
 //! each later request is served by the members like a 2026-07-28 one, and the
-//! answer reshaped for the client's revision.
+//! answer reshaped for the client's revision. A client's `notifications/cancelled`
+//! cancels the call it names: the member's request is dropped (and so cancelled
+//! toward the member in its own era), and the client gets no answer.
 
 use std::sync::Arc;
 
@@ -17,7 +19,7 @@ use crate::protocol::errors::Rejection;
 use crate::protocol::method::MethodClass;
 use crate::protocol::{ErrorCode, ErrorObject, Message, ModernMethod, Request, Response, Revision};
 use crate::router::Backend;
-use crate::router::federation::Federation;
+use crate::router::federation::{Federation, TrackedCall};
 
 /// Answers one handshake-era message on `federation`'s path (`backend`).
 /// eragate answers `initialize` itself with the merged handshake and a sealed
@@ -36,20 +38,32 @@ pub async fn serve_legacy(
         (Message::Request(request), _) if request.method == "initialize" => {
             return initialize_session(gateway, backend, federation, request, principal).await;
         }
-        // Notifications and responses: nothing of them reaches a member.
+        (Message::Notification(notification), SessionLookup::Found(session))
+            if notification.method == "notifications/cancelled" && session.backend.same_route(backend) =>
+        {
+            let named = notification.params.as_ref().and_then(|p| p.get("requestId"));
+            if let Some(request_id) = named
+                && federation.cancel_call(&session.id, request_id)
+            {
+                tracing::debug!(federation = %federation.name(), "a legacy client cancelled a call");
+            }
+            return Reply::Accepted;
+        }
+        // Other notifications and responses: nothing of them reaches a member.
         (Message::Notification(_) | Message::Response(_), _) => return Reply::Accepted,
         (Message::Request(request), SessionLookup::Found(session)) if session.backend.same_route(backend) => {
-            (request, session.revision)
+            let tracked = federation.track_call(&session.id, &request.id);
+            (request, session.revision, tracked)
         }
         (Message::Request(request), SessionLookup::Found(_) | SessionLookup::Unknown) => {
             return Reply::rejected(Some(request.id), Rejection::SessionNotFound);
         }
         (Message::Request(request), SessionLookup::Absent) => match request.method.as_str() {
-            "ping" | "server/discover" => (request, Revision::LATEST_LEGACY),
+            "ping" | "server/discover" => (request, Revision::LATEST_LEGACY, None),
             _ => return Reply::rejected(Some(request.id), Rejection::SessionRequired),
         },
     };
-    let (request, revision) = request;
+    let (request, revision, tracked) = request;
     // Without a session, nothing is known of the client's capabilities: members never ask it.
     let envelope = stateless_envelope(&json!({}), &Value::Null);
     let asking = Asking {
@@ -67,12 +81,34 @@ pub async fn serve_legacy(
             Reply::result(request.id, result)
         }
         (_, MethodClass::Modern(method)) if method != ModernMethod::SubscriptionsListen => {
-            asking.serve(request, method, ClientEra::Legacy(revision)).await
+            let serving = asking.serve(request, method, ClientEra::Legacy(revision));
+            match tracked {
+                Some(tracked) => cancellable(serving, tracked).await,
+                None => serving.await,
+            }
         }
         _ => {
             let message = format!("Method not found: {method} is not served on a federated path");
             error_reply(request.id, ErrorObject::new(ErrorCode::METHOD_NOT_FOUND, message))
         }
+    }
+}
+
+/// A call served until the client cancels it: then the member's request is
+/// dropped (which cancels it toward the member) and the client gets no answer:
+/// `202` if it had none yet, else the end of its stream.
+async fn cancellable(serving: impl Future<Output = Reply>, tracked: TrackedCall) -> Reply {
+    let cancelled = tracked.token.clone();
+    let reply = tokio::select! {
+        reply = serving => reply,
+        () = cancelled.cancelled() => return Reply::Accepted,
+    };
+    match reply {
+        Reply::Stream(from_member, era) => {
+            let token = tracked.token.clone();
+            Reply::Stream(from_member.cancelled_by(token, tracked), era)
+        }
+        other => other,
     }
 }
 

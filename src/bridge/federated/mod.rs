@@ -20,7 +20,7 @@ use crate::federate::cursor::{Opened, Positions};
 use crate::federate::merge::{self, MEMBERS_META, MemberResult};
 use crate::federate::names::{Names, PrefixMode};
 use crate::federate::page::MergedPage;
-use crate::federate::route::{self, ListShape, NameKind, Naming, Owner, StaleNames};
+use crate::federate::route::{self, ListShape, NameKind, Naming, StaleNames};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, ModernMethod, Request, Response, Revision};
@@ -36,7 +36,7 @@ mod watch;
 pub use legacy_clients::serve_legacy;
 pub use watch::{never_collisions, spawn_watcher, spawn_watchers};
 
-/// Bound of the messages queued on a reshaped answer or a joined listen.
+/// Bound of the messages queued on a joined listen.
 const FEDERATED_QUEUE: usize = 64;
 
 /// Most pages of one member read to learn its names.
@@ -312,24 +312,30 @@ impl Asking<'_> {
         if let (true, Some(kind)) = (needs_names, kind) {
             names = self.names(kind, false).await.ok();
         }
-        let mut owner = self.naming(names.as_deref()).route(method, request.params.as_ref());
-        if let (Owner::Unknown(_), true, Some(kind)) = (&owner, needs_names, kind) {
+        let Request { id, params, .. } = request;
+        let mut owner = self.naming(names.as_deref()).route_owned(method, params);
+        if let (Err((_, params)), true, Some(kind)) = (&mut owner, needs_names, kind) {
             // The names may be older than the member's list: learn them again once.
             names = self.names(kind, true).await.ok();
-            owner = self.naming(names.as_deref()).route(method, request.params.as_ref());
+            let params = std::mem::take(params);
+            owner = self.naming(names.as_deref()).route_owned(method, Some(params));
         }
         match owner {
-            Owner::Member(member, params) => {
+            Ok((member, params)) => {
                 let prefix = self
                     .federation
                     .members()
                     .get(member)
                     .map(|m| m.prefix.clone())
                     .unwrap_or_default();
-                let reply = self.ask(member, request.id, method, Some(params)).await;
+                let reply = match era {
+                    // A modern client's params carry its envelope already.
+                    ClientEra::Modern => self.ask_as_sent(member, id, method, params).await,
+                    ClientEra::Legacy(_) => self.ask(member, id, method, Some(params)).await,
+                };
                 reshape(reply, method, era, prefix)
             }
-            Owner::Unknown(name) => {
+            Err((name, _)) => {
                 let what = match method {
                     ModernMethod::ResourcesRead => "resource",
                     ModernMethod::PromptsGet => "prompt",
@@ -351,7 +357,7 @@ impl Asking<'_> {
                     ModernMethod::ResourcesRead => ErrorCode::RESOURCE_NOT_FOUND,
                     _ => ErrorCode::INVALID_PARAMS,
                 };
-                error_reply(request.id, ErrorObject::new(code, message))
+                error_reply(id, ErrorObject::new(code, message))
             }
         }
     }
@@ -408,7 +414,7 @@ impl Asking<'_> {
             let tx = tx.clone();
             let federation = self.federation.clone();
             tokio::spawn(async move {
-                while let Some(message) = responses.recv().await {
+                while let Some(message) = responses.recv_for(&tx).await {
                     let Message::Notification(mut notification) = message else {
                         return; // the member ended its listen; the others go on
                     };
@@ -427,13 +433,19 @@ impl Asking<'_> {
 
     /// Asks member `member` one request, in the member's own era.
     async fn ask(&self, member: usize, id: Id, method: ModernMethod, params: Option<Value>) -> Reply {
+        let params = down::legacy_params_for_modern(params, self.envelope);
+        self.ask_as_sent(member, id, method, params).await
+    }
+
+    /// [`Asking::ask`] with `params` that already carry the envelope.
+    async fn ask_as_sent(&self, member: usize, id: Id, method: ModernMethod, params: Value) -> Reply {
         let Some(backend) = self.federation.members().get(member).map(|m| &m.backend) else {
             return error_reply(id, ErrorObject::internal("no such member"));
         };
         let request = Request {
             id,
             method: method.as_str().into(),
-            params: Some(down::legacy_params_for_modern(params, self.envelope)),
+            params: Some(params),
         };
         let modern = ModernRequest {
             method,
@@ -549,17 +561,9 @@ fn reshape(reply: Reply, method: ModernMethod, era: ClientEra, prefix: String) -
     };
     match reply {
         Reply::Message(status, message) => Reply::Message(status, reshape_message(message)),
-        Reply::Stream(mut responses, _) => {
-            let (tx, rx) = mpsc::channel(FEDERATED_QUEUE);
-            tokio::spawn(async move {
-                while let Some(message) = responses.recv().await {
-                    if tx.send(reshape_message(message)).await.is_err() {
-                        return; // the client is gone: dropping the member's answer cancels it
-                    }
-                }
-            });
-            Reply::Stream(rx.into(), era.era())
-        }
+        // Reshaped as the client takes each message: no relay task, and the
+        // client's end dropped is the member's answer dropped (which cancels it).
+        Reply::Stream(responses, _) => Reply::Stream(responses.reshaped_by(reshape_message), era.era()),
         other => other,
     }
 }

@@ -40,6 +40,8 @@ impl Upstream {
             "initialize_saved": stats["initialize_saved"],
             "list_cache_hits": stats["list_cache_hits"],
             "list_cache_misses": stats["list_cache_misses"],
+            "read_cache_hits": stats["read_cache_hits"],
+            "read_cache_misses": stats["read_cache_misses"],
             "last_success_ms": stats["last_success_ms"],
         })
     }
