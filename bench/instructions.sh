@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions eragate executes per proxied `tools/call`, counted by callgrind:
 #
-#   bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list]
+#   bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list] [--federated]
 #
 # Wall-clock and CPU-time figures need a quiet machine; instruction counts do not
 # (callgrind counts the same total whatever else runs). This runs eragate under
@@ -12,7 +12,9 @@
 # completed call for each case, and the OAuth cost as a ratio. With --telemetry it
 # measures traces instead (issue 14's overhead target): OAuth off, spans exported as
 # OTLP to a real receiver (tests/peers/otlp_receiver.py) sampled at 1 % and 100 %,
-# against metrics only (always on). Needs valgrind.
+# against metrics only (always on). With --federated it measures a `tools/call` on a
+# federated path (two fast upstreams as members, `fast_echo`) against the same call to a
+# single upstream (issue 16's target: within 10 %). Needs valgrind.
 # Scratch files go to bench/work/instructions/.
 set -euo pipefail
 
@@ -21,6 +23,7 @@ SECONDS_PER_CASE=20
 BUILD=1
 TELEMETRY=0
 LIST=0
+FEDERATED=0
 OAUTH_CASES="off on"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -30,7 +33,9 @@ while [[ $# -gt 0 ]]; do
     --telemetry) TELEMETRY=1; shift ;;
     # Issue 16: a 2026-07-28 tools/list answered from the list cache against a proxied tools/call.
     --list) LIST=1; shift ;;
-    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list]" >&2; exit 2 ;;
+    # Issue 16: a tools/call through a federation of two members against a single upstream's.
+    --federated) FEDERATED=1; shift ;;
+    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list] [--federated]" >&2; exit 2 ;;
   esac
 done
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
@@ -58,9 +63,10 @@ until_ok "$BIN/mcpload" probe --url "http://127.0.0.1:$P_UP/mcp" --pattern legac
 until_ok curl -fsS "http://127.0.0.1:$P_ISS/.well-known/oauth-authorization-server"
 
 # One eragate under callgrind per case; prints "INSTRUCTIONS OPS".
-measure() { # NAME CONFIG URL PATTERN [TOKEN_FILE]
-  local name="$1" config="$2" url="$3" pattern="$4" token="${5:-}" extra=() target
+measure() { # NAME CONFIG URL PATTERN [TOKEN_FILE]; the tool called is $TOOL (default echo)
+  local name="$1" config="$2" url="$3" pattern="$4" token="${5:-}" extra=() target tool="${TOOL:-echo}"
   [[ -n $token ]] && extra=(--token-file "$token")
+  extra+=(--tool "$tool")
   valgrind --tool=callgrind --callgrind-out-file="$WORK/$name.%p.out" \
     "$BIN/eragate" run --config "$config" > "$WORK/$name.log" 2>&1 &
   local pid=$!
@@ -68,7 +74,7 @@ measure() { # NAME CONFIG URL PATTERN [TOKEN_FILE]
   until_ok "$BIN/mcpload" probe --url "$url" --pattern "$pattern" "${extra[@]}" \
     || { echo "$name: eragate did not answer; see $WORK/$name.log" >&2; exit 1; }
   # mcpload compares two targets: both are this eragate (measured one after the other).
-  target="pattern=$pattern,url=$url"
+  target="pattern=$pattern,url=$url,tool=$tool"
   [[ -n $token ]] && target+=",token_file=$token"
   # Warm-up (sessions, caches, the token's first verification), then zero and measure.
   "$BIN/mcpload" compare --name "$name-warm" --title warm --subject "$name-a" \
@@ -139,6 +145,21 @@ if ((TELEMETRY)); then
   ratio_rows "traces at 1 % / metrics only" traces-1pct metrics-only
   ratio_rows "traces at 100 % / metrics only" traces-100pct metrics-only
   echo "spans received by the OTLP receiver: $(curl -fsS "$OTLP/spans" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
+  exit 0
+fi
+if ((FEDERATED)); then
+  # A second member, so that the path really is a federation (names prefixed, calls routed).
+  P_UP2=$(free_port)
+  "$BIN/fast-upstream" --http "127.0.0.1:$P_UP2" > "$WORK/upstream2.log" 2>&1 & PIDS+=($!)
+  until_ok "$BIN/mcpload" probe --url "http://127.0.0.1:$P_UP2/mcp" --pattern legacy
+  port=$(free_port)
+  config "$port" > "$WORK/single.toml"
+  measure_case single "single upstream" "$WORK/single.toml" "http://127.0.0.1:$port/mcp"
+  port=$(free_port)
+  { config "$port"; printf '[[upstreams]]\nname = "other"\n[upstreams.http]\nurl = "http://127.0.0.1:%s/mcp"\n' "$P_UP2"; } \
+    > "$WORK/federated.toml"
+  TOOL=fast_echo measure_case federated "federated, 2 members" "$WORK/federated.toml" "http://127.0.0.1:$port/mcp"
+  ratio_rows "federated / single" federated single
   exit 0
 fi
 if ((LIST)); then

@@ -175,6 +175,14 @@ impl Backend {
         }
     }
 
+    /// The era, when already known (no probe); `None` for a federation.
+    pub fn era_if_known(&self) -> Option<Era> {
+        match self {
+            Backend::Pool(pool, _) => pool.era_if_known(),
+            Backend::Federated(..) => None,
+        }
+    }
+
     /// A legacy backend's `InitializeResult` (its capabilities and identity),
     /// from a warm session (opened on behalf of `asking` if need be).
     pub async fn initialize_result(&self, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {

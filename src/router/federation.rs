@@ -30,8 +30,10 @@ const CHANGES_QUEUE: usize = 16;
 /// is served all the same, but a `notifications/cancelled` cannot reach it.
 const MAX_TRACKED_CALLS: usize = 4096;
 
-/// A legacy client's call: its session id, and its request id as JSON text.
-type CallKey = (Arc<str>, String);
+/// A legacy client's call: its session (the address of the id the session
+/// store holds, which its tracked calls keep alive: cheap to hash, unlike the
+/// sealed id's few hundred bytes), and its request id as JSON text.
+type CallKey = (usize, String);
 
 /// One member of a federation: its backend and the prefix of its names.
 #[derive(Clone)]
@@ -170,7 +172,7 @@ impl Federation {
     /// returned guard is dropped; `None` when as many are tracked as may be, or
     /// the client already has a call of that id in flight (the spec forbids it).
     pub fn track_call(self: &Arc<Self>, session: &Arc<str>, id: &Id) -> Option<TrackedCall> {
-        let key = (session.clone(), id.to_value().to_string());
+        let key = (session_address(session), id.to_value().to_string());
         let mut calls = lock(&self.calls);
         if calls.len() >= MAX_TRACKED_CALLS || calls.contains_key(&key) {
             return None;
@@ -180,6 +182,7 @@ impl Federation {
         calls.insert(key.clone(), (serial, token.clone()));
         Some(TrackedCall {
             federation: self.clone(),
+            _session: session.clone(),
             key,
             serial,
             token,
@@ -188,8 +191,8 @@ impl Federation {
 
     /// Cancels the call `request_id` (as the client's `notifications/cancelled`
     /// names it) of session `session`, if it is in flight. Returns whether it was.
-    pub fn cancel_call(&self, session: &str, request_id: &Value) -> bool {
-        let key = (Arc::from(session), request_id.to_string());
+    pub fn cancel_call(&self, session: &Arc<str>, request_id: &Value) -> bool {
+        let key = (session_address(session), request_id.to_string());
         let calls = lock(&self.calls);
         match calls.get(&key) {
             Some((_, token)) => {
@@ -280,6 +283,11 @@ fn combined_policy(policies: impl Iterator<Item = CachePolicy>) -> CachePolicy {
     combined.unwrap_or_default()
 }
 
+/// The address of a session's id, which names the session while it is held.
+fn session_address(session: &Arc<str>) -> usize {
+    Arc::as_ptr(session).cast::<u8>() as usize
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Poisoning only means a panic elsewhere mid-update; a names table is replaced whole.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
@@ -289,6 +297,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// client's `notifications/cancelled` names it; forgotten when dropped.
 pub struct TrackedCall {
     federation: Arc<Federation>,
+    /// The session's id, kept so that its address (the key) is not reused meanwhile.
+    _session: Arc<str>,
     key: CallKey,
     serial: u64,
     /// Cancelled by the client's `notifications/cancelled`.

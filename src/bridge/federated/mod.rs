@@ -433,7 +433,16 @@ impl Asking<'_> {
 
     /// Asks member `member` one request, in the member's own era.
     async fn ask(&self, member: usize, id: Id, method: ModernMethod, params: Option<Value>) -> Reply {
-        let params = down::legacy_params_for_modern(params, self.envelope);
+        let era = self
+            .federation
+            .members()
+            .get(member)
+            .and_then(|m| m.backend.era_if_known());
+        let params = match (era, params) {
+            // A legacy member's request has the envelope stripped again: none to insert.
+            (Some(Era::Legacy), Some(params)) => params,
+            (_, params) => down::legacy_params_for_modern(params, self.envelope),
+        };
         self.ask_as_sent(member, id, method, params).await
     }
 
