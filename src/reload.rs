@@ -18,7 +18,10 @@
 //! flight finishes under the one that admitted it), and so are `[telemetry]`
 //! (a new trace pipeline: spans of requests begun before end in the old one,
 //! flushed once they have) and `[log]` but for `format` (the logger's shape is
-//! built at start). Requests in flight are not disturbed. A reload that
+//! built at start). `listen.sse_keep_alive` and `listen.stream_after` are read
+//! for each answer and stream: a reload applies them to the next one (a stream
+//! already open keeps its keep-alive interval). Requests in flight are not
+//! disturbed. A reload that
 //! moves the listen address or turns the TLS listener on or off is refused (the
 //! bound socket cannot change). The rest of `[listen]`, `[admin]`, `[sessions]`,
 //! `[auth]` (static tokens and eragate's own `[auth.server]`, whose keys it
@@ -254,6 +257,14 @@ fn apply_policies(gateway: &Gateway, running: &Config, new: &Config) {
     if running.limits != *limits || running.listen.max_body_bytes != new.listen.max_body_bytes {
         tracing::info!("[limits] reloaded");
     }
+    let (was, now) = (&running.listen, &new.listen);
+    if (was.sse_keep_alive, was.stream_after) != (now.sse_keep_alive, now.stream_after) {
+        tracing::info!(
+            sse_keep_alive = ?now.sse_keep_alive.0,
+            stream_after = ?now.stream_after.0,
+            "[listen] stream timing reloaded"
+        );
+    }
     if !same_quotas(&running.limits, limits) {
         gateway
             .in_flight
@@ -287,9 +298,11 @@ fn same_quotas(a: &LimitsConfig, b: &LimitsConfig) -> bool {
 
 /// The sections read at start only that differ.
 fn needing_restart(running: &Config, new: &Config) -> Vec<&'static str> {
-    // `max_body_bytes` is read per request.
+    // `max_body_bytes` is read per request, the stream timing per answer or stream.
     let mut listen = new.listen.clone();
     listen.max_body_bytes = running.listen.max_body_bytes;
+    listen.sse_keep_alive = running.listen.sse_keep_alive;
+    listen.stream_after = running.listen.stream_after;
     // Every key of `[limits]` is read per request or per connection but the size
     // of the ended-session set, made at start.
     let mut limits = running.limits.clone();
