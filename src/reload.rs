@@ -21,12 +21,13 @@
 //! built at start). `listen.sse_keep_alive` and `listen.stream_after` are read
 //! for each answer and stream: a reload applies them to the next one (a stream
 //! already open keeps its keep-alive interval). Requests in flight are not
-//! disturbed. A reload that
-//! moves the listen address or turns the TLS listener on or off is refused (the
-//! bound socket cannot change). The rest of `[listen]`, `[admin]`, `[sessions]`,
+//! disturbed. A reload that moves the listen address or turns the TLS listener
+//! on or off is refused (the bound socket cannot change). The rest of `[listen]`, `[admin]`, `[sessions]`,
 //! `[auth]` (static tokens and eragate's own `[auth.server]`, whose keys it
-//! holds), `[log] format` and `limits.max_ended_sessions` are read at
-//! start: a change to them is logged as needing a restart and otherwise ignored.
+//! holds), `[log] format` (the process-wide logger is installed once) and
+//! `limits.max_ended_sessions` (the session store's bound, fixed when it is
+//! made) are read at start: a change to them is logged as needing a restart and
+//! otherwise ignored (README, "Reload", says why each stays so).
 //! A reload that would name a new secret variable (an upstream credential's
 //! `value_env`...) is refused: children's environment filters are fixed at
 //! start. SIGHUP also reloads the TLS certificate at once.
