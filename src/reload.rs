@@ -18,12 +18,16 @@
 //! flight finishes under the one that admitted it), and so are `[telemetry]`
 //! (a new trace pipeline: spans of requests begun before end in the old one,
 //! flushed once they have) and `[log]` but for `format` (the logger's shape is
-//! built at start). Requests in flight are not disturbed. A reload that
-//! moves the listen address or turns the TLS listener on or off is refused (the
-//! bound socket cannot change). The rest of `[listen]`, `[admin]`, `[sessions]`,
+//! built at start). `listen.sse_keep_alive` and `listen.stream_after` are read
+//! for each answer and stream: a reload applies them to the next one (a stream
+//! already open keeps its keep-alive interval). Requests in flight are not
+//! disturbed. A reload that moves the listen address or turns the TLS listener
+//! on or off is refused (the bound socket cannot change). The rest of `[listen]`, `[admin]`, `[sessions]`,
 //! `[auth]` (static tokens and eragate's own `[auth.server]`, whose keys it
-//! holds), `[runtime]`, `[log] format` and `limits.max_ended_sessions` are read at
-//! start: a change to them is logged as needing a restart and otherwise ignored.
+//! holds), `[runtime]`, `[log] format` (the process-wide logger is installed once) and
+//! `limits.max_ended_sessions` (the session store's bound, fixed when it is
+//! made) are read at start: a change to them is logged as needing a restart and
+//! otherwise ignored (README, "Reload", says why each stays so).
 //! A reload that would name a new secret variable (an upstream credential's
 //! `value_env`...) is refused: children's environment filters are fixed at
 //! start. SIGHUP also reloads the TLS certificate at once.
@@ -254,6 +258,14 @@ fn apply_policies(gateway: &Gateway, running: &Config, new: &Config) {
     if running.limits != *limits || running.listen.max_body_bytes != new.listen.max_body_bytes {
         tracing::info!("[limits] reloaded");
     }
+    let (was, now) = (&running.listen, &new.listen);
+    if (was.sse_keep_alive, was.stream_after) != (now.sse_keep_alive, now.stream_after) {
+        tracing::info!(
+            sse_keep_alive = ?now.sse_keep_alive.0,
+            stream_after = ?now.stream_after.0,
+            "[listen] stream timing reloaded"
+        );
+    }
     if !same_quotas(&running.limits, limits) {
         gateway
             .in_flight
@@ -287,9 +299,11 @@ fn same_quotas(a: &LimitsConfig, b: &LimitsConfig) -> bool {
 
 /// The sections read at start only that differ.
 fn needing_restart(running: &Config, new: &Config) -> Vec<&'static str> {
-    // `max_body_bytes` is read per request.
+    // `max_body_bytes` is read per request, the stream timing per answer or stream.
     let mut listen = new.listen.clone();
     listen.max_body_bytes = running.listen.max_body_bytes;
+    listen.sse_keep_alive = running.listen.sse_keep_alive;
+    listen.stream_after = running.listen.stream_after;
     // Every key of `[limits]` is read per request or per connection but the size
     // of the ended-session set, made at start.
     let mut limits = running.limits.clone();

@@ -7,7 +7,8 @@
 //! `[rate_limits]` and the `[limits]` quotas are applied by a reload while a call
 //! is in flight; a file that moves the listen address is refused whole.
 //! `[auth.oauth]` is swapped by a reload (a token for the old audience is then
-//! refused, a call admitted before finishes), and so is `[log] level`.
+//! refused, a call admitted before finishes), and so is `[log] level`; a reload of
+//! `listen.sse_keep_alive` and `listen.stream_after` reaches the next answer and stream.
 
 mod common;
 #[path = "common/oauth.rs"]
@@ -419,5 +420,58 @@ fn a_reload_applies_a_lowered_value_bound_and_body_size_to_the_next_request() {
     rewrite(&gateway, &base);
     wait_for_log(&gateway, "[limits] reloaded", 3);
     assert_eq!(echo(&url, &session, 4), "echo: hi");
+    assert!(!gateway.log().contains("restart eragate"), "{}", gateway.log());
+}
+
+#[test]
+fn a_reload_applies_stream_timing_to_the_next_answer_and_stream() {
+    let tag = unique_tag("reload_streams");
+    let timing = |keep_alive: &str, stream_after: &str| {
+        config(&[("fixture", "/mcp", &tag)]).replacen(
+            "sse_keep_alive = \"300ms\"",
+            &format!("sse_keep_alive = \"{keep_alive}\"\nstream_after = \"{stream_after}\""),
+            1,
+        )
+    };
+    let gateway = Eragate::start(&timing("1h", "1h"));
+    wait_ready(&gateway);
+    let url = gateway.url();
+    let (session, _) = legacy_initialize(&url, VERSION);
+    // Silent for at least half a second (ten steps of 50 ms, no progressToken to report to).
+    let silent_call = |id: u64| {
+        let reply = legacy_request(
+            &url,
+            &session,
+            VERSION,
+            id,
+            "tools/call",
+            json!({"name": "slow_progress", "arguments": {"steps": 10}}),
+        );
+        assert_eq!(reply.status, 200, "{reply:?}");
+        assert_eq!(tool_text(&answer(&reply, id)["result"]), "done", "{reply:?}");
+        reply
+    };
+    let before = silent_call(1);
+    assert!(
+        before.content_type_is("application/json"),
+        "within stream_after (1h): {before:?}"
+    );
+
+    rewrite(&gateway, &timing("200ms", "100ms"));
+    wait_for_log(&gateway, "[listen] stream timing reloaded", 1);
+    let after = silent_call(2);
+    assert!(
+        after.content_type_is("text/event-stream"),
+        "silent past the reloaded stream_after (100ms): {after:?}"
+    );
+    // A GET stream opened now gets keep-alive comments (with the start's 1h, none would come
+    // before the stream's read timeout).
+    let stream = open_legacy_stream(&url, &session, VERSION, Duration::from_secs(30));
+    assert_eq!(stream.status(), 200);
+    let comment = BufReader::new(stream)
+        .lines()
+        .map(|line| line.expect("a keep-alive comment before the read timeout"))
+        .find(|line| line.starts_with(':'));
+    assert!(comment.is_some(), "the stream ended without a keep-alive comment");
     assert!(!gateway.log().contains("restart eragate"), "{}", gateway.log());
 }

@@ -55,12 +55,14 @@ pub async fn dispatch(gateway: &Gateway, backend: &Backend, inbound: Inbound<'_>
         exchange.in_session(&s.id, s.revision);
     }
     exchange.names(|| named(message));
-    // Built where it is awaited: each move of the request's future is a copy of it.
-    let reply = match exchange.trace() {
-        None => serve(gateway, backend, inbound, caller, &mut exchange).await,
-        Some(parent) => {
-            let serving = serve(gateway, backend, inbound, caller, &mut exchange);
-            trace::in_request(parent, serving).await
+    // Pinned where it is built, and awaited there or through the task-local by
+    // reference: each move of the request's future is a copy of several KiB.
+    let reply = {
+        let trace = exchange.trace();
+        let serving = std::pin::pin!(serve(gateway, backend, inbound, caller, &mut exchange));
+        match trace {
+            None => serving.await,
+            Some(parent) => trace::in_request(parent, serving).await,
         }
     };
     super::reply::observed(reply, exchange)

@@ -166,11 +166,13 @@ pub struct ListenConfig {
     /// bind, `localhost`. A request without `Origin` naming any other `Host`
     /// gets 421 (DNS rebinding defence); `"*"` allows every host. Default none.
     pub allowed_hosts: Vec<String>,
-    /// Interval of SSE keep-alive comments. Default 15 s.
+    /// Interval of SSE keep-alive comments. Default 15 s. Read when a stream opens
+    /// (a reload applies it to the next one).
     pub sse_keep_alive: Humantime,
     /// How long a request may stay silent before its answer switches from
     /// `application/json` to an SSE stream (so keep-alives flow and a client
-    /// disconnect is noticed). Default 2 s.
+    /// disconnect is noticed). Default 2 s. Read for each answer (a reload applies it
+    /// to the next one).
     pub stream_after: Humantime,
     /// Most concurrent client connections. Default 10 000.
     pub max_connections: usize,

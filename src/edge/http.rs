@@ -98,7 +98,8 @@ impl HttpFrontend {
             Endpoint::Mcp => {}
             Endpoint::SseStream if request.method() == Method::GET => {
                 let messages_path = format!("{}/messages", path.trim_end_matches('/').trim_end_matches("/sse"));
-                let keep_alive = self.gateway.config.listen.sse_keep_alive.0;
+                // As applied now: a reload's keep-alive reaches the next stream opened.
+                let keep_alive = self.gateway.limits().listen.sse_keep_alive.0;
                 return self.sse_connections.open(
                     backend,
                     principal,
@@ -345,10 +346,12 @@ impl HttpFrontend {
         respond::render(reply, self.timing()).await
     }
 
+    /// The stream settings as applied now (a reload's apply to the next answer).
     fn timing(&self) -> StreamTiming {
+        let applied = self.gateway.limits();
         StreamTiming {
-            stream_after: self.gateway.config.listen.stream_after.0,
-            keep_alive: self.gateway.config.listen.sse_keep_alive.0,
+            stream_after: applied.listen.stream_after.0,
+            keep_alive: applied.listen.sse_keep_alive.0,
         }
     }
 
@@ -371,7 +374,7 @@ impl HttpFrontend {
             Ok(messages) => respond::stream(
                 None,
                 messages.into(),
-                self.gateway.config.listen.sse_keep_alive.0,
+                self.gateway.limits().listen.sse_keep_alive.0,
                 Some(self.gateway.closing.clone()),
             ),
             Err(AttachError::AlreadyOpen) => reject(Rejection::StreamAlreadyOpen),

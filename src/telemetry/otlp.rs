@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{BufMut, BytesMut};
 use opentelemetry_http::HttpClient;
 
 /// Protobuf wire types.
@@ -29,13 +29,15 @@ const CONTEXT_IS_REMOTE: u32 = 0x200;
 const SCOPE: &str = "eragate";
 
 /// Text in a span: most is static (method names, labels), some shared with the gateway
-/// (an upstream's name), some the span's own (a tool name).
+/// (an upstream's name), some the span's own (a tool name): short, it is kept inline.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Text {
     /// A label known at compile time.
     Static(&'static str),
     /// Shared with what the span describes.
     Shared(Arc<str>),
+    /// The span's own, short: kept in the span (see [`Text::own`]).
+    Inline(InlineText),
     /// The span's own.
     Owned(String),
 }
@@ -46,8 +48,44 @@ impl Text {
         match self {
             Text::Static(text) => text,
             Text::Shared(text) => text,
+            Text::Inline(text) => text.as_str(),
             Text::Owned(text) => text,
         }
+    }
+
+    /// `text` as the span's own: inline when short. A queued span then holds no
+    /// allocation of its own (the export task frees nothing the request's thread
+    /// allocated: such cross-thread frees cost glibc's malloc its thread caches).
+    pub fn own(text: &str) -> Text {
+        InlineText::new(text).map_or_else(|| Text::Owned(text.to_owned()), Text::Inline)
+    }
+}
+
+/// Most bytes of an [`InlineText`] (it makes [`Text`] no larger than a `String` does).
+pub const INLINE_TEXT: usize = 30;
+
+/// A short text kept inline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InlineText {
+    len: u8,
+    bytes: [u8; INLINE_TEXT],
+}
+
+impl InlineText {
+    /// `text`, when it has at most [`INLINE_TEXT`] bytes.
+    pub fn new(text: &str) -> Option<InlineText> {
+        let mut bytes = [0u8; INLINE_TEXT];
+        bytes.get_mut(..text.len())?.copy_from_slice(text.as_bytes());
+        Some(InlineText {
+            len: text.len() as u8,
+            bytes,
+        })
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        // Copied whole from a `str`: valid UTF-8.
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
     }
 }
 
@@ -166,16 +204,16 @@ pub fn now_unix_nanos() -> u64 {
 /// put in front when they end.
 #[derive(Default)]
 struct Writer {
-    buf: Vec<u8>,
+    buf: BytesMut,
 }
 
 impl Writer {
     fn varint(&mut self, mut value: u64) {
         while value >= 0x80 {
-            self.buf.push((value as u8) | 0x80);
+            self.buf.put_u8((value as u8) | 0x80);
             value >>= 7;
         }
-        self.buf.push(value as u8);
+        self.buf.put_u8(value as u8);
     }
 
     fn tag(&mut self, field: u32, wire: u32) {
@@ -223,7 +261,7 @@ impl Writer {
     fn message(&mut self, field: u32, body: impl FnOnce(&mut Writer)) {
         self.tag(field, LEN);
         let at = self.buf.len();
-        self.buf.push(0);
+        self.buf.put_u8(0);
         body(self);
         let len = self.buf.len() - at - 1;
         if len < 0x80 {
@@ -269,6 +307,38 @@ impl Writer {
             1 + varint_len(key.len() as u64) + key.len()
         };
         let len = key_len + 1 + varint_len(any_len as u64) + any_len;
+        if field < 16 && len < 0x80 && !key.is_empty() {
+            // The usual attribute: every tag and length is one byte, so it is written in
+            // four slices (a byte at a time, it cost 145 instructions an attribute).
+            self.buf.reserve(2 + len);
+            let head = [
+                (field << 3 | LEN) as u8,
+                len as u8,
+                (1 << 3 | LEN) as u8,
+                key.len() as u8,
+            ];
+            self.buf.extend_from_slice(&head);
+            self.buf.extend_from_slice(key.as_bytes());
+            match value {
+                AttributeValue::Text(text) => {
+                    let text = text.as_str();
+                    let head = [
+                        (2 << 3 | LEN) as u8,
+                        any_len as u8,
+                        (1 << 3 | LEN) as u8,
+                        text.len() as u8,
+                    ];
+                    self.buf.extend_from_slice(&head);
+                    self.buf.extend_from_slice(text.as_bytes());
+                }
+                AttributeValue::Int(number) => {
+                    self.buf
+                        .extend_from_slice(&[(2 << 3 | LEN) as u8, any_len as u8, (3 << 3 | VARINT) as u8]);
+                    self.varint(*number as u64);
+                }
+            }
+            return;
+        }
         self.tag(field, LEN);
         self.varint(len as u64);
         self.string(1, key);
@@ -332,16 +402,23 @@ fn encoded_resource(service_name: &str) -> Vec<u8> {
         ("telemetry.sdk.language", "rust"),
         ("telemetry.sdk.name", "eragate"),
     ] {
-        w.attribute(1, key, &AttributeValue::Text(Text::Owned(value.into())));
+        w.attribute(1, key, &AttributeValue::Text(Text::own(value)));
     }
-    w.buf
+    w.buf.to_vec()
 }
 
 /// `ExportTraceServiceRequest` for `spans`: one resource, one scope.
+#[cfg(test)]
 fn export_request(resource: &[u8], spans: &[SpanRecord]) -> Vec<u8> {
-    let mut w = Writer {
-        buf: Vec::with_capacity(128 + spans.len() * 360),
-    };
+    encode_request(BytesMut::new(), resource, spans).to_vec()
+}
+
+/// `ExportTraceServiceRequest` for `spans` written into `buf` (emptied first; its
+/// room is reused when nothing else holds it).
+fn encode_request(mut buf: BytesMut, resource: &[u8], spans: &[SpanRecord]) -> BytesMut {
+    buf.clear();
+    buf.reserve(128 + spans.len() * 360);
+    let mut w = Writer { buf };
     w.message(1, |w| {
         w.message(1, |w| w.buf.extend_from_slice(resource));
         w.message(2, |w| {
@@ -361,6 +438,9 @@ pub struct OtlpExporter<C> {
     endpoint: http::Uri,
     resource: Vec<u8>,
     timeout: Duration,
+    /// The buffer batches are encoded into: its room is taken back once the last
+    /// batch's body is dropped, so a batch does not allocate (and free) a large buffer.
+    body: BytesMut,
 }
 
 impl<C: HttpClient> OtlpExporter<C> {
@@ -372,15 +452,18 @@ impl<C: HttpClient> OtlpExporter<C> {
             endpoint,
             resource: encoded_resource(service_name),
             timeout,
+            body: BytesMut::new(),
         }
     }
 
     /// Posts `batch`; `Err` says why the receiver did not take it.
-    pub async fn export(&self, batch: &[SpanRecord]) -> Result<(), String> {
-        let body = export_request(&self.resource, batch);
+    pub async fn export(&mut self, batch: &[SpanRecord]) -> Result<(), String> {
+        let mut body = encode_request(std::mem::take(&mut self.body), &self.resource, batch);
+        let encoded = body.split().freeze();
+        self.body = body;
         let request = http::Request::post(&self.endpoint)
             .header(http::header::CONTENT_TYPE, "application/x-protobuf")
-            .body(Bytes::from(body))
+            .body(encoded)
             .map_err(|e| e.to_string())?;
         let response = tokio::time::timeout(self.timeout, self.client.send_bytes(request))
             .await
@@ -515,6 +598,28 @@ mod tests {
     }
 
     #[test]
+    fn short_text_is_kept_inline() {
+        let long = "x".repeat(INLINE_TEXT + 1);
+        let at_bound = "é".repeat(INLINE_TEXT / 2);
+        // (text, kept inline)
+        let cases = [
+            ("", true),
+            ("echo", true),
+            (at_bound.as_str(), true),
+            (long.as_str(), false),
+        ];
+        for (text, inline) in cases {
+            let own = Text::own(text);
+            assert_eq!(own.as_str(), text);
+            assert_eq!(matches!(own, Text::Inline(_)), inline, "{text}");
+        }
+        assert!(
+            std::mem::size_of::<Text>() <= 32,
+            "a Text is no larger than with a String"
+        );
+    }
+
+    #[test]
     fn varint_lengths() {
         for (value, len) in [
             (0, 1),
@@ -528,6 +633,33 @@ mod tests {
             let mut w = Writer::default();
             w.varint(value);
             assert_eq!((varint_len(value), w.buf.len()), (len, len), "{value}");
+        }
+    }
+
+    #[test]
+    fn a_reused_buffer_encodes_each_batch_afresh() {
+        let resource = encoded_resource("eragate-test");
+        let batches = [
+            vec![
+                record(Text::Static("tools/call"), None, SpanStatus::Ok),
+                record(Text::Static("ping"), Some(([1; 8], false)), SpanStatus::Unset),
+            ],
+            vec![record(
+                Text::Owned("tools/list".into()),
+                None,
+                SpanStatus::Error("failed"),
+            )],
+            Vec::new(),
+        ];
+        // As the exporter does: encode, split the body off, drop it once sent, encode again.
+        let mut buf = BytesMut::new();
+        for spans in &batches {
+            let mut encoded = encode_request(std::mem::take(&mut buf), &resource, spans);
+            let body = encoded.split().freeze();
+            buf = encoded;
+            assert_eq!(&body[..], export_request(&resource, spans).as_slice());
+            let request = ExportTraceServiceRequest::decode(&body[..]).expect("decodes as OTLP");
+            assert_eq!(request.resource_spans[0].scope_spans[0].spans.len(), spans.len());
         }
     }
 

@@ -94,15 +94,14 @@ impl Queue {
         }
     }
 
-    /// What is queued, leaving a queue as large as it was (so it does not grow again span by span).
-    fn take(&self) -> Vec<SpanRecord> {
-        self.spans
-            .lock()
-            .map(|mut spans| {
-                let room = spans.len().min(QUEUE_BOUND);
-                std::mem::replace(&mut *spans, Vec::with_capacity(room))
-            })
-            .unwrap_or_default()
+    /// What is queued, swapped with `spare` (emptied, its room kept): the two buffers
+    /// take turns, so the queue neither grows again span by span nor allocates a
+    /// new buffer (hundreds of KiB) for each batch.
+    fn take(&self, spare: &mut Vec<SpanRecord>) {
+        spare.clear();
+        if let Ok(mut spans) = self.spans.lock() {
+            std::mem::swap(&mut *spans, spare);
+        }
     }
 }
 
@@ -231,9 +230,10 @@ impl Drop for Tracing {
 /// Drains `queue` every [`EXPORT_EVERY`], or when a batch is full, until `stop`; then once more.
 async fn export<C: opentelemetry_http::HttpClient + 'static>(
     queue: Arc<Queue>,
-    exporter: OtlpExporter<C>,
+    mut exporter: OtlpExporter<C>,
     stop: tokio_util::sync::CancellationToken,
 ) {
+    let mut batch = Vec::new();
     loop {
         let stopping = tokio::select! {
             () = tokio::time::sleep(EXPORT_EVERY) => false,
@@ -241,7 +241,7 @@ async fn export<C: opentelemetry_http::HttpClient + 'static>(
             () = stop.cancelled() => true,
         };
         loop {
-            let batch = queue.take();
+            queue.take(&mut batch);
             if batch.is_empty() {
                 break;
             }
@@ -317,7 +317,7 @@ impl Traced {
             attributes.push(("rpc.jsonrpc.error_code", AttributeValue::Int(code)));
         }
         if let Some(target) = end.target {
-            attributes.push(("eragate.target", AttributeValue::Text(Text::Owned(target))));
+            attributes.push(("eragate.target", AttributeValue::Text(Text::own(&target))));
         }
         span.tracing.queue.push(SpanRecord {
             trace_id: span.context.trace_id,
@@ -341,6 +341,7 @@ impl Traced {
 
 /// Runs `future` (a request's dispatch) with `request` as the parent of the upstream
 /// calls it makes; untraced requests are awaited as they are (see [`with_header`]).
+/// Give it the future pinned where it was built (`Pin<&mut F>`), so that it is not copied.
 pub fn in_request<F: Future>(request: Traced, future: F) -> impl Future<Output = F::Output> {
     REQUEST.scope(request, future)
 }
@@ -349,16 +350,22 @@ pub fn in_request<F: Future>(request: Traced, future: F) -> impl Future<Output =
 pub struct UpstreamSpan {
     request: Traced,
     span_id: [u8; 8],
-    method: Arc<str>,
+    /// The request's own method (static) when the call is for the same one, as it mostly is.
+    method: Text,
     start_unix_nanos: u64,
     target: OwnedTarget,
     /// 0: unknown, 1: ok, 2: failed.
     outcome: std::sync::atomic::AtomicU8,
-    /// The call's trace context, for the upstream (W3C `traceparent`).
-    pub traceparent: String,
+    /// The call's trace context, for the upstream (W3C `traceparent`), kept inline.
+    traceparent: [u8; TRACEPARENT_LEN],
 }
 
 impl UpstreamSpan {
+    /// The call's trace context, for the upstream (W3C `traceparent`).
+    pub fn traceparent(&self) -> &str {
+        std::str::from_utf8(&self.traceparent).unwrap_or_default()
+    }
+
     /// The call ended: `ok` or not.
     pub fn finish(&self, ok: bool) {
         self.outcome.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
@@ -373,15 +380,12 @@ impl Drop for UpstreamSpan {
             _ => (None, SpanStatus::Unset),
         };
         let upstream = std::mem::replace(&mut self.target.upstream, Text::Static(""));
-        let member = std::mem::take(&mut self.target.member);
+        let member = std::mem::replace(&mut self.target.member, Text::Static(""));
         let mut attributes = Attributes::default();
         attributes.extend([
-            (
-                "mcp.method.name",
-                AttributeValue::Text(Text::Shared(self.method.clone())),
-            ),
+            ("mcp.method.name", AttributeValue::Text(self.method.clone())),
             ("eragate.upstream", AttributeValue::Text(upstream)),
-            ("eragate.member", AttributeValue::Text(Text::Owned(member))),
+            ("eragate.member", AttributeValue::Text(member)),
             (
                 "eragate.session_kind",
                 AttributeValue::Text(Text::Static(self.target.session)),
@@ -404,7 +408,7 @@ impl Drop for UpstreamSpan {
             flags: request.context.flags,
             kind: Kind::Client,
             name_prefix: "upstream ",
-            name: Text::Shared(self.method.clone()),
+            name: std::mem::replace(&mut self.method, Text::Static("")),
             start_unix_nanos: self.start_unix_nanos,
             end_unix_nanos: now_unix_nanos(),
             status,
@@ -417,8 +421,8 @@ impl Drop for UpstreamSpan {
 pub struct CallTarget<'a> {
     /// The upstream's configured name.
     pub upstream: &'a str,
-    /// The member (its URL, or the transport's name).
-    pub member: String,
+    /// The member (its URL, or the transport's name), as the session keeps it.
+    pub member: Arc<str>,
     /// `pooled` or `dedicated`.
     pub session: &'static str,
     /// The revision spoken with the upstream, if known.
@@ -428,7 +432,7 @@ pub struct CallTarget<'a> {
 /// [`CallTarget`] as a span keeps it.
 struct OwnedTarget {
     upstream: Text,
-    member: String,
+    member: Text,
     session: &'static str,
     revision: Option<&'static str>,
 }
@@ -439,21 +443,25 @@ pub fn upstream_call<'a>(method: &str, target: impl FnOnce() -> CallTarget<'a>) 
     let request = REQUEST.try_with(Traced::clone).ok()?;
     let target = target();
     let span_id = new_span_id();
-    let traceparent = format_traceparent(&TraceContext {
+    let traceparent = traceparent_bytes(&TraceContext {
         span_id,
         ..request.context()
     });
     Some(UpstreamSpan {
         span_id,
-        method: Arc::from(method),
+        method: if method == request.0.method {
+            Text::Static(request.0.method)
+        } else {
+            Text::own(method)
+        },
         start_unix_nanos: now_unix_nanos(),
         target: OwnedTarget {
             upstream: if *target.upstream == *request.0.upstream {
                 Text::Shared(request.0.upstream.clone())
             } else {
-                Text::Owned(target.upstream.into())
+                Text::own(target.upstream)
             },
-            member: target.member,
+            member: Text::Shared(target.member),
             session: target.session,
             revision: target.revision,
         },
@@ -528,23 +536,31 @@ fn unhex(text: &str, out: &mut [u8]) -> Option<()> {
     Some(())
 }
 
-/// The W3C `traceparent` of `context` (written without `format!`: it is made for every traced upstream call).
+/// The length of a version-00 `traceparent`.
+const TRACEPARENT_LEN: usize = 55;
+
+/// The W3C `traceparent` of `context`.
 pub fn format_traceparent(context: &TraceContext) -> String {
-    fn hex(bytes: &[u8], text: &mut Vec<u8>) {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        for byte in bytes {
-            text.extend_from_slice(&[DIGITS[usize::from(byte >> 4)], DIGITS[usize::from(byte & 0x0f)]]);
-        }
-    }
-    let mut text = Vec::with_capacity(55);
-    text.extend_from_slice(b"00-");
-    hex(&context.trace_id, &mut text);
-    text.push(b'-');
-    hex(&context.span_id, &mut text);
-    text.push(b'-');
-    hex(&[context.flags], &mut text);
     // Hex digits and dashes: always ASCII.
-    String::from_utf8(text).unwrap_or_default()
+    String::from_utf8(traceparent_bytes(context).to_vec()).unwrap_or_default()
+}
+
+/// The W3C `traceparent` of `context`, as ASCII bytes (written in place, without
+/// `format!`: it is made for every traced upstream call).
+fn traceparent_bytes(context: &TraceContext) -> [u8; TRACEPARENT_LEN] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = [b'-'; TRACEPARENT_LEN];
+    text[..2].copy_from_slice(b"00");
+    let hex = |bytes: &[u8], out: &mut [u8]| {
+        for (byte, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
+            pair[0] = DIGITS[usize::from(byte >> 4)];
+            pair[1] = DIGITS[usize::from(byte & 0x0f)];
+        }
+    };
+    hex(&context.trace_id, &mut text[3..35]);
+    hex(&context.span_id, &mut text[36..52]);
+    hex(&[context.flags], &mut text[53..55]);
+    text
 }
 
 #[cfg(test)]

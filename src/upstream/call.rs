@@ -77,7 +77,7 @@ impl UpstreamSession {
     ) -> Result<Call, UpstreamError> {
         let span = trace::upstream_call(method, || self.call_target()).map(Box::new);
         let (params, traced_headers) = match &span {
-            Some(span) => self.carry_trace(params, extra_headers, &span.traceparent),
+            Some(span) => self.carry_trace(params, extra_headers, span.traceparent()),
             None => (params, None),
         };
         let (upstream_id, slot, message) = self.open_call(method, params, original_id)?;
