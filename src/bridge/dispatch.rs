@@ -164,6 +164,11 @@ async fn serve(
             return Reply::rejected(id, Rejection::Classified(error));
         }
     };
+    if let Reply::Initialized(_, session) = &reply
+        && let Some(narrowing) = super::restrict::Narrowing::of(gateway, backend, caller)
+    {
+        session.narrow(narrowing);
+    }
     let reply = match narrowed_list {
         Some(list) => list.reply(reply, era),
         None => reply,

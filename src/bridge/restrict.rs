@@ -51,6 +51,15 @@ impl Narrowing {
         Catalog::new(self.entry.and_then(|i| self.config.policies.get(i)))
     }
 
+    /// Whether `message`, sent by the server on its own, may reach the caller
+    /// (a `notifications/resources/updated` only for a resource it may see).
+    pub fn shows(&self, message: &Message) -> bool {
+        match message {
+            Message::Notification(n) => self.catalog().shows(&n.method, n.params.as_ref()),
+            Message::Request(_) | Message::Response(_) => true,
+        }
+    }
+
     /// Checks the request in `message` and gives what it names its path name
     /// back. `Err` is the answer (a reply to send as it is) to a name the
     /// caller may not use; `Ok(Some)`
