@@ -128,9 +128,9 @@ async fn serve(
     }
     // After classification: the routing headers name what the caller sent.
     let mut message = message;
-    let narrowed_list = match narrowing.map(|narrowing| narrowing.admit(&mut message)) {
+    let narrowed = match narrowing.map(|narrowing| narrowing.admit(&mut message)) {
         Some(Err(refusal)) => return *refusal,
-        Some(Ok(list)) => list,
+        Some(Ok(answer)) => answer,
         None => None,
     };
     let (reply, era) = match (verdict, message) {
@@ -169,8 +169,8 @@ async fn serve(
     {
         session.narrow(narrowing);
     }
-    let reply = match narrowed_list {
-        Some(list) => list.reply(reply, era),
+    let reply = match narrowed {
+        Some(answer) => answer.reply(reply, era),
         None => reply,
     };
     let reply = match tool_view {

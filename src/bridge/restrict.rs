@@ -62,14 +62,17 @@ impl Narrowing {
 
     /// Checks the request in `message` and gives what it names its path name
     /// back. `Err` is the answer (a reply to send as it is) to a name the
-    /// caller may not use; `Ok(Some)`
-    /// when the request is a list, whose answer must then be narrowed.
-    pub fn admit(self, message: &mut Message) -> Result<Option<NarrowedList>, Box<Reply>> {
+    /// caller may not use; `Ok(Some)` for a request, whose answer must then be
+    /// narrowed.
+    pub fn admit(self, message: &mut Message) -> Result<Option<NarrowedAnswer>, Box<Reply>> {
         let Message::Request(request) = message else {
             return Ok(None);
         };
         match self.catalog().admit(&request.method, request.params.as_mut()) {
-            Ok(()) => Ok(ListShape::of(&request.method).map(|shape| NarrowedList { narrowing: self, shape })),
+            Ok(()) => Ok(Some(NarrowedAnswer {
+                list: ListShape::of(&request.method),
+                narrowing: Arc::new(self),
+            })),
             Err(error) => {
                 tracing::debug!(method = %request.method, "a name this caller may not use");
                 let answer = Response::error(Some(request.id.clone()), error).into_message();
@@ -79,22 +82,37 @@ impl Narrowing {
     }
 }
 
-/// A list request admitted under `[[policies]]`: its answer is yet to be narrowed.
-pub struct NarrowedList {
-    narrowing: Narrowing,
-    shape: ListShape,
+/// A request admitted under `[[policies]]`: its answer is yet to be narrowed.
+pub struct NarrowedAnswer {
+    narrowing: Arc<Narrowing>,
+    /// The request is a list of this shape.
+    list: Option<ListShape>,
 }
 
-impl NarrowedList {
-    /// The list's answer `reply`, for a client of `era`, as the caller may see it.
+impl NarrowedAnswer {
+    /// The answer `reply`, for a client of `era`, as the caller may see it: a
+    /// list narrowed, and a stream (a listen's, a call's) without the
+    /// notifications the caller's policy hides.
     pub fn reply(self, reply: Reply, era: Era) -> Reply {
-        let NarrowedList { narrowing, shape } = self;
-        rewrite_results(reply, move |result| {
-            let hidden = narrowing.catalog().restrict(shape, result, era);
-            if hidden > 0 {
-                tracing::debug!(hidden, "a list narrowed by [[policies]]");
+        let NarrowedAnswer { narrowing, list } = self;
+        let reply = match list {
+            Some(shape) => {
+                let narrowing = Arc::clone(&narrowing);
+                rewrite_results(reply, move |result| {
+                    let hidden = narrowing.catalog().restrict(shape, result, era);
+                    if hidden > 0 {
+                        tracing::debug!(hidden, "a list narrowed by [[policies]]");
+                    }
+                })
             }
-        })
+            None => reply,
+        };
+        match reply {
+            Reply::Stream(responses, era) => {
+                Reply::Stream(responses.filtered_by(move |message| narrowing.shows(message)), era)
+            }
+            other => other,
+        }
     }
 }
 
