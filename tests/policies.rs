@@ -555,3 +555,82 @@ fn every_client_edge_calls_and_completes_under_the_policy() {
         check(&format!("stdio, {mode}"), &report);
     }
 }
+
+/// Touches `uris` in rounds until each of `streams` has carried an update of `last`,
+/// collecting what they carry (a subscription may become a listen upstream in the background).
+fn touch_until(
+    gateway: &Eragate,
+    id: &mut u64,
+    uris: &[&str],
+    last: &str,
+    streams: &[&mpsc::Receiver<Value>],
+) -> Vec<Vec<Value>> {
+    let url = gateway.url();
+    let mut seen: Vec<Vec<Value>> = streams.iter().map(|_| Vec::new()).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !seen.iter().all(|messages| updated(messages).contains(&last.to_owned())) {
+        assert!(Instant::now() < deadline, "{seen:?}; log:\n{}", gateway.log());
+        touch(&url, *id, uris);
+        *id += uris.len() as u64;
+        std::thread::sleep(Duration::from_millis(200));
+        for (stream, messages) in streams.iter().zip(&mut seen) {
+            messages.extend(stream.try_iter());
+        }
+    }
+    seen
+}
+
+/// Open streams follow a reload: once alice's policy hides a resource, the updates of it
+/// her listen and her legacy GET stream were already subscribed to stop reaching her.
+#[test]
+fn a_reload_that_hides_a_resource_stops_its_updates_on_open_streams() {
+    let upstream = LegacyHttpServer::start(&["--dual-era", "--subscriptions"]);
+    let config = |denied: &str| {
+        format!(
+            "{auth}\n[[policies]]\npath = \"/mcp\"\nsubjects = [\"alice\"]\n[policies.resources]\n\
+             deny = [\"{denied}\"]\n\n{upstream}",
+            auth = auth_toml(),
+            upstream = remote_upstream_toml("http", &upstream.url, ""),
+        )
+    };
+    let gateway = Eragate::start(&config("test://items/other*"));
+    let url = gateway.url();
+    let (ack, listen) = listen_as(&url, ALICE, 1, &[SECRET, OPEN]);
+    let subscribed = &ack["params"]["notifications"]["resourceSubscriptions"];
+    assert_eq!(subscribed, &json!([SECRET, OPEN]), "not hidden yet: {ack}");
+    let session = legacy_session_as(&url, ALICE);
+    for (id, uri) in [(2, SECRET), (3, OPEN)] {
+        let taken = legacy_subscribe(&url, ALICE, &session, id, uri);
+        assert!(taken.get("result").is_some(), "{taken}");
+    }
+    let stream = legacy_stream_as(&url, ALICE, &session);
+    let mut id = 10;
+    // Before: both streams carry both updates, in the order they were touched.
+    let before = touch_until(&gateway, &mut id, &[SECRET, OPEN], OPEN, &[&listen, &stream]);
+    for (what, messages) in ["listen", "GET stream"].iter().zip(&before) {
+        assert!(
+            updated(messages).contains(&SECRET.to_owned()),
+            "{what} before the reload: {messages:?}"
+        );
+    }
+
+    let text = std::fs::read_to_string(gateway.config_path()).expect("config");
+    let text = text.replace("test://items/other*", "test://items/secret*");
+    let partial = gateway.config_path().with_extension("partial");
+    std::fs::write(&partial, text).expect("write config");
+    std::fs::rename(&partial, gateway.config_path()).expect("rename config");
+    let mut probe = 100;
+    wait_until("the reloaded policy", Duration::from_secs(30), || {
+        probe += 1;
+        legacy_subscribe(&url, ALICE, &session, probe, SECRET)["error"]["code"] == -32002
+    });
+    // Every update touched before is delivered before an update of OPEN touched now.
+    touch_until(&gateway, &mut id, &[OPEN], OPEN, &[&listen, &stream]);
+    let after = touch_until(&gateway, &mut id, &[SECRET, OPEN], OPEN, &[&listen, &stream]);
+    for (what, messages) in ["listen", "GET stream"].iter().zip(&after) {
+        assert!(
+            !updated(messages).contains(&SECRET.to_owned()),
+            "{what} after the reload: {messages:?}"
+        );
+    }
+}

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::AbortHandle;
 
-use super::restrict::Narrowing;
+use super::restrict::LiveNarrowing;
 use crate::protocol::Era;
 use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Id, Message, Request, Response, Revision};
@@ -67,9 +67,9 @@ pub struct ClientSession {
     /// listen that carries their notifications.
     listen: Mutex<(BTreeSet<String>, Option<AbortHandle>)>,
     forwarder: Mutex<Option<AbortHandle>>,
-    /// The `[[policies]]` its principal is served under, as when it initialized:
+    /// The `[[policies]]` its caller is served under (as a reload leaves them):
     /// what the server sends on its own reaches the GET stream only if they show it.
-    narrowing: OnceLock<Narrowing>,
+    narrowing: OnceLock<LiveNarrowing>,
 }
 
 /// Bound of the messages queued toward one GET stream.
@@ -214,7 +214,7 @@ impl ClientSession {
 
     /// Narrows what reaches its GET stream to what `narrowing` shows (set once,
     /// when the session is initialized).
-    pub fn narrow(&self, narrowing: Narrowing) {
+    pub fn narrow(&self, narrowing: LiveNarrowing) {
         let _ = self.narrowing.set(narrowing);
     }
 

@@ -164,10 +164,8 @@ async fn serve(
             return Reply::rejected(id, Rejection::Classified(error));
         }
     };
-    if let Reply::Initialized(_, session) = &reply
-        && let Some(narrowing) = super::restrict::Narrowing::of(gateway, backend, caller)
-    {
-        session.narrow(narrowing);
+    if let Reply::Initialized(_, session) = &reply {
+        session.narrow(super::restrict::LiveNarrowing::of(gateway, backend, caller));
     }
     let reply = match narrowed {
         Some(answer) => answer.reply(reply, era),

@@ -25,6 +25,51 @@ use crate::router::Backend;
 pub struct Narrowing {
     config: Arc<Config>,
     entry: Option<usize>,
+    /// The same caller under the policies a reload leaves, for its answer's stream.
+    live: LiveNarrowing,
+}
+
+/// The `[[policies]]` one caller is served under on one path as a reload
+/// leaves them: what a long-lived stream (a listen, a legacy session's GET
+/// stream) checks each notification the server sends on its own against.
+pub struct LiveNarrowing {
+    applied: Arc<arc_swap::ArcSwap<Config>>,
+    path: Box<str>,
+    subject: Box<str>,
+    scopes: Option<Arc<[String]>>,
+}
+
+impl LiveNarrowing {
+    /// `caller` on `backend`'s path, under whatever policies apply when asked.
+    pub fn of(gateway: &Gateway, backend: &Backend, caller: &Admitted) -> LiveNarrowing {
+        LiveNarrowing {
+            applied: Arc::clone(&gateway.applied),
+            path: backend.config().path.as_str().into(),
+            subject: caller.principal.as_str().into(),
+            scopes: caller.scopes.clone(),
+        }
+    }
+
+    /// Whether `message`, sent by the server on its own, may reach the caller
+    /// now (a `notifications/resources/updated` only for a resource it may see).
+    pub fn shows(&self, message: &Message) -> bool {
+        let Message::Notification(notification) = message else {
+            return true;
+        };
+        let config = self.applied.load();
+        if config.policies.is_empty() {
+            return true;
+        }
+        let caller = Caller {
+            subject: &self.subject,
+            scopes: self.scopes.as_deref(),
+        };
+        let rules = match catalog::select(&config.policies, &config.groups, &self.path, caller) {
+            Selection::Unrestricted => return true,
+            Selection::Narrowed(entry) => entry.and_then(|i| config.policies.get(i)),
+        };
+        Catalog::new(rules).shows(&notification.method, notification.params.as_ref())
+    }
 }
 
 impl Narrowing {
@@ -43,21 +88,13 @@ impl Narrowing {
             Selection::Narrowed(entry) => Some(Narrowing {
                 config: Arc::clone(&config),
                 entry,
+                live: LiveNarrowing::of(gateway, backend, caller),
             }),
         }
     }
 
     fn catalog(&self) -> Catalog<'_> {
         Catalog::new(self.entry.and_then(|i| self.config.policies.get(i)))
-    }
-
-    /// Whether `message`, sent by the server on its own, may reach the caller
-    /// (a `notifications/resources/updated` only for a resource it may see).
-    pub fn shows(&self, message: &Message) -> bool {
-        match message {
-            Message::Notification(n) => self.catalog().shows(&n.method, n.params.as_ref()),
-            Message::Request(_) | Message::Response(_) => true,
-        }
     }
 
     /// Checks the request in `message` and gives what it names its path name
@@ -92,7 +129,7 @@ pub struct NarrowedAnswer {
 impl NarrowedAnswer {
     /// The answer `reply`, for a client of `era`, as the caller may see it: a
     /// list narrowed, and a stream (a listen's, a call's) without the
-    /// notifications the caller's policy hides.
+    /// notifications the caller's policy hides (as a reload leaves it).
     pub fn reply(self, reply: Reply, era: Era) -> Reply {
         let NarrowedAnswer { narrowing, list } = self;
         let reply = match list {
@@ -109,7 +146,7 @@ impl NarrowedAnswer {
         };
         match reply {
             Reply::Stream(responses, era) => {
-                Reply::Stream(responses.filtered_by(move |message| narrowing.shows(message)), era)
+                Reply::Stream(responses.filtered_by(move |message| narrowing.live.shows(message)), era)
             }
             other => other,
         }
