@@ -3,7 +3,9 @@
 //! ([`crate::policy::catalog`]); a `tools/list` answer reaches a caller whose
 //! token may not call every tool without those tools ([`crate::policy::tools`]).
 //! A streamed answer's final response is rewritten as the client takes it;
-//! dropping the client's end still cancels the call.
+//! dropping the client's end still cancels the call. Long-lived streams (a
+//! listen, a legacy session's GET stream) skip the `notifications/resources/updated`
+//! the caller's policies hide as a reload leaves them ([`LiveNarrowing`]).
 
 use std::sync::Arc;
 
