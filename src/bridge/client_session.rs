@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::AbortHandle;
 
+use super::restrict::LiveNarrowing;
 use crate::protocol::Era;
 use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Id, Message, Request, Response, Revision};
@@ -66,6 +67,9 @@ pub struct ClientSession {
     /// listen that carries their notifications.
     listen: Mutex<(BTreeSet<String>, Option<AbortHandle>)>,
     forwarder: Mutex<Option<AbortHandle>>,
+    /// The `[[policies]]` its caller is served under (as a reload leaves them):
+    /// what the server sends on its own reaches the GET stream only if they show it.
+    narrowing: OnceLock<LiveNarrowing>,
 }
 
 /// Bound of the messages queued toward one GET stream.
@@ -160,6 +164,7 @@ impl ClientSession {
             stream: Mutex::new(None),
             listen: Mutex::new((BTreeSet::new(), None)),
             forwarder: Mutex::new(None),
+            narrowing: OnceLock::new(),
         })
     }
 
@@ -207,9 +212,21 @@ impl ClientSession {
         }
     }
 
-    /// Delivers a message on the client's GET stream (dropped when none is open).
+    /// Narrows what reaches its GET stream to what `narrowing` shows (set once,
+    /// when the session is initialized).
+    pub fn narrow(&self, narrowing: LiveNarrowing) {
+        let _ = self.narrowing.set(narrowing);
+    }
+
+    /// Whether its `[[policies]]` let `message` reach the client.
+    fn shows(&self, message: &Message) -> bool {
+        self.narrowing.get().is_none_or(|narrowing| narrowing.shows(message))
+    }
+
+    /// Delivers a message on the client's GET stream (dropped when none is open,
+    /// or when the client's policies hide what it names).
     pub fn push(&self, message: Message) {
-        if let Some(stream) = self.stream() {
+        if let Some(stream) = self.stream().filter(|_| self.shows(&message)) {
             let _ = stream.try_send(message);
         }
     }
@@ -372,10 +389,10 @@ async fn forward_unsolicited(session: Weak<ClientSession>, mut unsolicited: broa
                 }
             }
             (Message::Request(request), None) => refuse(&session, &request).await,
-            (other, Some(stream)) => {
+            (other, Some(stream)) if session.shows(&other) => {
                 let _ = stream.try_send(other);
             }
-            (_, None) => {}
+            (_, _) => {}
         }
     }
 }

@@ -130,9 +130,9 @@ async fn serve(
     }
     // After classification: the routing headers name what the caller sent.
     let mut message = message;
-    let narrowed_list = match narrowing.map(|narrowing| narrowing.admit(&mut message)) {
+    let narrowed = match narrowing.map(|narrowing| narrowing.admit(&mut message)) {
         Some(Err(refusal)) => return *refusal,
-        Some(Ok(list)) => list,
+        Some(Ok(answer)) => answer,
         None => None,
     };
     let (reply, era) = match (verdict, message) {
@@ -166,8 +166,11 @@ async fn serve(
             return Reply::rejected(id, Rejection::Classified(error));
         }
     };
-    let reply = match narrowed_list {
-        Some(list) => list.reply(reply, era),
+    if let Reply::Initialized(_, session) = &reply {
+        session.narrow(super::restrict::LiveNarrowing::of(gateway, backend, caller));
+    }
+    let reply = match narrowed {
+        Some(answer) => answer.reply(reply, era),
         None => reply,
     };
     let reply = match tool_view {

@@ -51,7 +51,7 @@ pub struct Gateway {
     /// The configuration applied last (the start's, then each accepted reload's): the
     /// keys read per request or per connection (`[limits]`, `listen.max_body_bytes`)
     /// come from here, so a reload applies them to the next one. See [`Gateway::limits`].
-    pub applied: arc_swap::ArcSwap<Config>,
+    pub applied: Arc<arc_swap::ArcSwap<Config>>,
     /// Backends by path.
     pub router: Router,
     /// Legacy client sessions.
@@ -98,7 +98,7 @@ impl Gateway {
         let telemetry = Arc::new(telemetry);
         let config = Arc::new(config);
         Ok(Arc::new(Gateway {
-            applied: arc_swap::ArcSwap::new(config.clone()),
+            applied: Arc::new(arc_swap::ArcSwap::new(config.clone())),
             config,
             router,
             sessions,

@@ -45,6 +45,8 @@ pub struct Responses {
     /// Reshapes each message as it is received (a federated or narrowed
     /// answer), instead of a relay task and channel per request.
     reshape: Option<Reshape>,
+    /// Which (reshaped) messages the client may see; the others are skipped.
+    keep: Option<Keep>,
     /// Ends the stream early once cancelled (dropping it then cancels the call
     /// behind it); the guard is kept as long as the stream.
     cancel: Option<Box<(CancellationToken, Box<dyn Send + Sync>)>>,
@@ -53,19 +55,37 @@ pub struct Responses {
 /// A change made to each message of a stream as it is received.
 pub type Reshape = Box<dyn FnMut(Message) -> Message + Send + Sync>;
 
+/// Whether a message of a stream reaches the client.
+pub type Keep = Box<dyn Fn(&Message) -> bool + Send + Sync>;
+
 impl Responses {
     /// The next message; `None` once the producer is done.
     pub async fn recv(&mut self) -> Option<Message> {
-        let message = match &self.cancel {
-            None => self.messages.recv().await,
-            Some(cancel) => tokio::select! {
-                message = self.messages.recv() => message,
-                () = cancel.0.cancelled() => None,
-            },
-        };
-        let message = self.reshaped(message);
-        self.observe(message.as_ref());
-        message
+        loop {
+            let message = match &self.cancel {
+                None => self.messages.recv().await,
+                Some(cancel) => tokio::select! {
+                    message = self.messages.recv() => message,
+                    () = cancel.0.cancelled() => None,
+                },
+            };
+            let message = self.reshaped(message);
+            if message.as_ref().is_some_and(|m| !self.kept(m)) {
+                continue;
+            }
+            self.observe(message.as_ref());
+            return message;
+        }
+    }
+
+    fn kept(&self, message: &Message) -> bool {
+        self.keep.as_ref().is_none_or(|keep| keep(message))
+    }
+
+    /// These messages without those `keep` refuses (judged after every reshaping).
+    pub fn filtered_by(mut self, keep: impl Fn(&Message) -> bool + Send + Sync + 'static) -> Responses {
+        self.keep = Some(Box::new(keep));
+        self
     }
 
     fn reshaped(&mut self, message: Option<Message>) -> Option<Message> {
@@ -104,10 +124,16 @@ impl Responses {
 
     /// A message already queued, without waiting.
     pub fn try_recv(&mut self) -> Result<Message, mpsc::error::TryRecvError> {
-        let message = self.messages.try_recv().map(|message| match &mut self.reshape {
-            Some(reshape) => reshape(message),
-            None => message,
-        });
+        let message = loop {
+            let message = self.messages.try_recv().map(|message| match &mut self.reshape {
+                Some(reshape) => reshape(message),
+                None => message,
+            });
+            match message {
+                Ok(m) if !self.kept(&m) => continue,
+                message => break message,
+            }
+        };
         match &message {
             Ok(message) => self.observe(Some(message)),
             Err(mpsc::error::TryRecvError::Disconnected) => self.observe(None),
@@ -154,6 +180,7 @@ impl From<mpsc::Receiver<Message>> for Responses {
             exchange: None,
             in_flight: None,
             reshape: None,
+            keep: None,
             cancel: None,
         }
     }
@@ -299,4 +326,72 @@ pub fn forward_unsolicited(session: &Arc<ClientSession>, out: mpsc::Sender<Messa
 /// A refusal as the JSON-RPC error a message channel carries.
 pub fn rejection_message(id: Option<Id>, rejection: &Rejection) -> Message {
     Response::error(id, rejection.in_band()).into_message()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Notification;
+    use serde_json::json;
+
+    fn updated(uri: &str) -> Message {
+        Message::Notification(Notification {
+            method: "notifications/resources/updated".into(),
+            params: Some(json!({ "uri": uri })),
+        })
+    }
+
+    fn uri(message: &Message) -> Option<String> {
+        match message {
+            Message::Notification(n) => n.params.as_ref()?.get("uri")?.as_str().map(str::to_owned),
+            _ => None,
+        }
+    }
+
+    /// A stream's filter judges each message after every reshaping, skips what
+    /// it refuses whichever way the stream is read, and lets the response end it.
+    #[tokio::test]
+    async fn a_filtered_stream_skips_what_its_filter_refuses() {
+        let sent = ["a://1", "b://2", "b://3", "a://4"];
+        let expected = ["x+a://1", "x+a://4"];
+        for reading in ["recv", "try_recv"] {
+            let (tx, rx) = mpsc::channel(8);
+            for uri in sent {
+                tx.send(updated(uri)).await.expect("queued");
+            }
+            tx.send(Response::result(Id::number(1), json!({})).into_message())
+                .await
+                .expect("queued");
+            drop(tx);
+            let mut responses = Responses::from(rx)
+                .reshaped_by(|message| match message {
+                    Message::Notification(mut n) => {
+                        let prefixed = n
+                            .params
+                            .as_ref()
+                            .and_then(|p| p.get("uri")?.as_str().map(|u| format!("x+{u}")));
+                        n.params = prefixed.map(|u| json!({ "uri": u }));
+                        Message::Notification(n)
+                    }
+                    other => other,
+                })
+                .filtered_by(|message| uri(message).is_none_or(|u| u.starts_with("x+a:")));
+            let mut seen = Vec::new();
+            loop {
+                let message = match reading {
+                    "recv" => responses.recv().await,
+                    _ => responses.try_recv().ok(),
+                };
+                let Some(message) = message else { break };
+                match (uri(&message), &message) {
+                    (Some(u), _) => seen.push(u),
+                    (None, Message::Response(_)) => seen.push("response".into()),
+                    (None, other) => panic!("{reading}: {other:?}"),
+                }
+            }
+            let mut want: Vec<String> = expected.iter().map(|s| (*s).to_owned()).collect();
+            want.push("response".into());
+            assert_eq!(seen, want, "{reading}");
+        }
+    }
 }

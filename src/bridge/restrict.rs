@@ -3,7 +3,9 @@
 //! ([`crate::policy::catalog`]); a `tools/list` answer reaches a caller whose
 //! token may not call every tool without those tools ([`crate::policy::tools`]).
 //! A streamed answer's final response is rewritten as the client takes it;
-//! dropping the client's end still cancels the call.
+//! dropping the client's end still cancels the call. Long-lived streams (a
+//! listen, a legacy session's GET stream) skip the `notifications/resources/updated`
+//! the caller's policies hide as a reload leaves them ([`LiveNarrowing`]).
 
 use std::sync::Arc;
 
@@ -25,6 +27,51 @@ use crate::router::Backend;
 pub struct Narrowing {
     config: Arc<Config>,
     entry: Option<usize>,
+    /// The same caller under the policies a reload leaves, for its answer's stream.
+    live: LiveNarrowing,
+}
+
+/// The `[[policies]]` one caller is served under on one path as a reload
+/// leaves them: what a long-lived stream (a listen, a legacy session's GET
+/// stream) checks each notification the server sends on its own against.
+pub struct LiveNarrowing {
+    applied: Arc<arc_swap::ArcSwap<Config>>,
+    path: Box<str>,
+    subject: Box<str>,
+    scopes: Option<Arc<[String]>>,
+}
+
+impl LiveNarrowing {
+    /// `caller` on `backend`'s path, under whatever policies apply when asked.
+    pub fn of(gateway: &Gateway, backend: &Backend, caller: &Admitted) -> LiveNarrowing {
+        LiveNarrowing {
+            applied: Arc::clone(&gateway.applied),
+            path: backend.config().path.as_str().into(),
+            subject: caller.principal.as_str().into(),
+            scopes: caller.scopes.clone(),
+        }
+    }
+
+    /// Whether `message`, sent by the server on its own, may reach the caller
+    /// now (a `notifications/resources/updated` only for a resource it may see).
+    pub fn shows(&self, message: &Message) -> bool {
+        let Message::Notification(notification) = message else {
+            return true;
+        };
+        let config = self.applied.load();
+        if config.policies.is_empty() {
+            return true;
+        }
+        let caller = Caller {
+            subject: &self.subject,
+            scopes: self.scopes.as_deref(),
+        };
+        let rules = match catalog::select(&config.policies, &config.groups, &self.path, caller) {
+            Selection::Unrestricted => return true,
+            Selection::Narrowed(entry) => entry.and_then(|i| config.policies.get(i)),
+        };
+        Catalog::new(rules).shows(&notification.method, notification.params.as_ref())
+    }
 }
 
 impl Narrowing {
@@ -43,6 +90,7 @@ impl Narrowing {
             Selection::Narrowed(entry) => Some(Narrowing {
                 config: Arc::clone(&config),
                 entry,
+                live: LiveNarrowing::of(gateway, backend, caller),
             }),
         }
     }
@@ -53,14 +101,17 @@ impl Narrowing {
 
     /// Checks the request in `message` and gives what it names its path name
     /// back. `Err` is the answer (a reply to send as it is) to a name the
-    /// caller may not use; `Ok(Some)`
-    /// when the request is a list, whose answer must then be narrowed.
-    pub fn admit(self, message: &mut Message) -> Result<Option<NarrowedList>, Box<Reply>> {
+    /// caller may not use; `Ok(Some)` for a request, whose answer must then be
+    /// narrowed.
+    pub fn admit(self, message: &mut Message) -> Result<Option<NarrowedAnswer>, Box<Reply>> {
         let Message::Request(request) = message else {
             return Ok(None);
         };
         match self.catalog().admit(&request.method, request.params.as_mut()) {
-            Ok(()) => Ok(ListShape::of(&request.method).map(|shape| NarrowedList { narrowing: self, shape })),
+            Ok(()) => Ok(Some(NarrowedAnswer {
+                list: ListShape::of(&request.method),
+                narrowing: Arc::new(self),
+            })),
             Err(error) => {
                 tracing::debug!(method = %request.method, "a name this caller may not use");
                 let answer = Response::error(Some(request.id.clone()), error).into_message();
@@ -70,22 +121,37 @@ impl Narrowing {
     }
 }
 
-/// A list request admitted under `[[policies]]`: its answer is yet to be narrowed.
-pub struct NarrowedList {
-    narrowing: Narrowing,
-    shape: ListShape,
+/// A request admitted under `[[policies]]`: its answer is yet to be narrowed.
+pub struct NarrowedAnswer {
+    narrowing: Arc<Narrowing>,
+    /// The request is a list of this shape.
+    list: Option<ListShape>,
 }
 
-impl NarrowedList {
-    /// The list's answer `reply`, for a client of `era`, as the caller may see it.
+impl NarrowedAnswer {
+    /// The answer `reply`, for a client of `era`, as the caller may see it: a
+    /// list narrowed, and a stream (a listen's, a call's) without the
+    /// notifications the caller's policy hides (as a reload leaves it).
     pub fn reply(self, reply: Reply, era: Era) -> Reply {
-        let NarrowedList { narrowing, shape } = self;
-        rewrite_results(reply, move |result| {
-            let hidden = narrowing.catalog().restrict(shape, result, era);
-            if hidden > 0 {
-                tracing::debug!(hidden, "a list narrowed by [[policies]]");
+        let NarrowedAnswer { narrowing, list } = self;
+        let reply = match list {
+            Some(shape) => {
+                let narrowing = Arc::clone(&narrowing);
+                rewrite_results(reply, move |result| {
+                    let hidden = narrowing.catalog().restrict(shape, result, era);
+                    if hidden > 0 {
+                        tracing::debug!(hidden, "a list narrowed by [[policies]]");
+                    }
+                })
             }
-        })
+            None => reply,
+        };
+        match reply {
+            Reply::Stream(responses, era) => {
+                Reply::Stream(responses.filtered_by(move |message| narrowing.live.shows(message)), era)
+            }
+            other => other,
+        }
     }
 }
 

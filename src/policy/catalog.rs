@@ -199,8 +199,14 @@ impl<'a> Catalog<'a> {
 
     /// Checks a request of `method` against the rules and gives the thing it
     /// names its path name back (in `params`). A name the caller may not use
-    /// fails as an unknown one would.
+    /// fails as an unknown one would. A `subscriptions/listen` loses the
+    /// resource subscriptions the caller may not see, so its acknowledgement
+    /// names only what it may (as it names only what the server honours).
     pub fn admit(&self, method: &str, params: Option<&mut Value>) -> Result<(), ErrorObject> {
+        if method == "subscriptions/listen" {
+            self.narrow_listen(params);
+            return Ok(());
+        }
         let (kind, at): (Kind, &[&str]) = match method {
             "tools/call" => (Kind::Tools, &["name"]),
             "prompts/get" => (Kind::Prompts, &["name"]),
@@ -230,6 +236,41 @@ impl<'a> Catalog<'a> {
                 Ok(())
             }
             None => Err(unknown(kind, name)),
+        }
+    }
+}
+
+impl Catalog<'_> {
+    /// Drops from a listen's `notifications.resourceSubscriptions` the URIs the
+    /// caller may not see; returns how many. Anything not a URI string stays,
+    /// for the server to judge.
+    fn narrow_listen(&self, params: Option<&mut Value>) -> usize {
+        let Some(uris) = params
+            .and_then(|params| member_at(params, &["notifications", "resourceSubscriptions"]))
+            .and_then(Value::as_array_mut)
+        else {
+            return 0;
+        };
+        let before = uris.len();
+        uris.retain(|uri| {
+            uri.as_str()
+                .is_none_or(|uri| self.restore(Kind::Resources, uri).is_some())
+        });
+        before - uris.len()
+    }
+
+    /// Whether a notification of `method` the server sends on its own (a GET
+    /// stream's, a listen's) may reach the caller: `notifications/resources/updated`
+    /// only for a resource the caller may see. Nothing else a server sends
+    /// unasked names a tool, prompt or resource (progress and task status name
+    /// a token and a task id), so the rest passes.
+    pub fn shows(&self, method: &str, params: Option<&Value>) -> bool {
+        if method != "notifications/resources/updated" {
+            return true;
+        }
+        match params.and_then(|p| p.get("uri")).and_then(Value::as_str) {
+            Some(uri) => self.expose(Kind::Resources, uri).is_some(),
+            None => true,
         }
     }
 }
@@ -394,6 +435,7 @@ rename = { py_echo = "say", py_add = "ts2_add" }
 descriptions = { py_echo = "Says it back.", ts2_echo = "Echoes." }
 [prompts]
 deny = ["secret*"]
+rename = { welcome = "hi" }
 [resources]
 deny = ["py+test://private/*"]
 descriptions = { "py+test://static/hello" = "A greeting." }
@@ -507,6 +549,47 @@ descriptions = { "py+test://static/hello" = "A greeting." }
     }
 
     #[test]
+    fn unsolicited_notifications_shown_only_for_what_the_caller_sees() {
+        let rules = policy(RULES);
+        let catalog = Catalog::new(Some(&rules));
+        let cases = [
+            (
+                "an update of a denied resource",
+                "notifications/resources/updated",
+                Some(json!({"uri": "py+test://private/k"})),
+                false,
+            ),
+            (
+                "an update of a seen resource",
+                "notifications/resources/updated",
+                Some(json!({"uri": "py+test://static/hello", "_meta": {}})),
+                true,
+            ),
+            ("an update without a URI", "notifications/resources/updated", None, true),
+            (
+                "a list change",
+                "notifications/resources/list_changed",
+                Some(json!({})),
+                true,
+            ),
+            (
+                "progress names a token, not a tool",
+                "notifications/progress",
+                Some(json!({"progressToken": "py_echo", "progress": 1})),
+                true,
+            ),
+        ];
+        for (what, method, params, shown) in cases {
+            assert_eq!(catalog.shows(method, params.as_ref()), shown, "{what}");
+        }
+        let update = json!({"uri": "py+test://private/k"});
+        assert!(
+            Catalog::new(None).shows("notifications/resources/updated", Some(&update)),
+            "a caller no entry names sees every update"
+        );
+    }
+
+    #[test]
     fn requests_checked_and_given_their_own_names() {
         let rules = policy(RULES);
         let catalog = Catalog::new(Some(&rules));
@@ -564,6 +647,46 @@ descriptions = { "py+test://static/hello" = "A greeting." }
                 "completion/complete",
                 json!({"ref": {"type": "ref/prompt", "name": "greet"}}),
                 Ok(json!({"ref": {"type": "ref/prompt", "name": "greet"}})),
+            ),
+            (
+                "a completion of a renamed prompt routes back",
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": "hi"}, "argument": {"name": "a", "value": ""}}),
+                Ok(json!({"ref": {"type": "ref/prompt", "name": "welcome"}, "argument": {"name": "a", "value": ""}})),
+            ),
+            (
+                "a completion of a prompt renamed away",
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": "welcome"}}),
+                Err(-32602),
+            ),
+            (
+                "a completion of a denied resource template",
+                "completion/complete",
+                json!({"ref": {"type": "ref/resource", "uri": "py+test://private/{id}"}}),
+                Err(-32002),
+            ),
+            (
+                "a listen loses the subscriptions the caller may not see",
+                "subscriptions/listen",
+                json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": [
+                    "py+test://private/k", "py+test://static/hello", 7, "py+test://private/j"]}, "_meta": {"m": 1}}),
+                Ok(
+                    json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": [
+                    "py+test://static/hello", 7]}, "_meta": {"m": 1}}),
+                ),
+            ),
+            (
+                "a listen without subscriptions passes",
+                "subscriptions/listen",
+                json!({"notifications": {"promptsListChanged": true}}),
+                Ok(json!({"notifications": {"promptsListChanged": true}})),
+            ),
+            (
+                "a listen whose every subscription is hidden asks for none",
+                "subscriptions/listen",
+                json!({"notifications": {"resourceSubscriptions": ["py+test://private/k"]}}),
+                Ok(json!({"notifications": {"resourceSubscriptions": []}})),
             ),
             (
                 "other methods pass",
