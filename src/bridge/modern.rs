@@ -46,7 +46,7 @@ pub async fn serve(
         }
         Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded, principal, None).await,
         Ok(Era::Legacy) => match modern.method {
-            ModernMethod::Discover => discover(gateway, backend, request.id, principal).await,
+            ModernMethod::Discover => Box::pin(discover(gateway, backend, request.id, principal)).await,
             ModernMethod::SubscriptionsListen => {
                 let hold = match gateway.listens.hold(principal.as_str()) {
                     Ok(hold) => hold,
@@ -56,10 +56,10 @@ pub async fn serve(
                     Ok(session) => session,
                     Err(error) => return Reply::upstream_failure(Some(request.id), &error),
                 };
-                super::listen::on_legacy_upstream(gateway, session, request, hold).await
+                Box::pin(super::listen::on_legacy_upstream(gateway, session, request, hold)).await
             }
             method => match ListKind::of(method) {
-                Some(kind) => super::lists::serve(gateway, backend, request, modern, kind, principal).await,
+                Some(kind) => Box::pin(super::lists::serve(gateway, backend, request, modern, kind, principal)).await,
                 None => forward(gateway, backend, request, modern, principal).await,
             },
         },
@@ -133,7 +133,7 @@ async fn discover_result(backend: &Backend, id: Id, principal: &Principal) -> Re
         let request = Request {
             id,
             method: ModernMethod::Discover.as_str().into(),
-            params: Some(params),
+            params: Some(params.into()),
         };
         return passthrough(backend, request, ModernMethod::Discover, &[], principal, None).await;
     }
@@ -193,11 +193,11 @@ async fn send(
 ) -> Reply {
     let capabilities = &modern.envelope.client_capabilities;
     let input = InputPolicy::for_request(modern.method.allows_input_required(), capabilities, || {
-        Binding::of(&request.method, request.params.as_ref(), principal.as_str())
+        Binding::of(&request.method, request.params.as_deref(), principal.as_str())
     })
-    .with_presented(input_responses(request.params.as_ref()));
+    .with_presented(input_responses(request.params.as_deref()));
     let may_ask = matches!(input, InputPolicy::Asks(_));
-    let params = request.params.map(down::modern_params_for_legacy);
+    let params = request.params.map(down::modern_text_params_for_legacy);
     let mut retried = false;
     loop {
         let session = match pooled_session(backend, &modern, principal, may_ask).await {

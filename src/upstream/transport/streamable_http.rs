@@ -253,7 +253,7 @@ impl HttpLink {
             && let Message::Request(request) = message
         {
             headers.push((MCP_METHOD.to_owned(), request.method.clone()));
-            if let Some(name) = mirrored_name(&request.method, request.params.as_ref()) {
+            if let Some(name) = mirrored_name(&request.method, request.params.as_deref()) {
                 headers.push((MCP_NAME.to_owned(), name));
             }
         }
