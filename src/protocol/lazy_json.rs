@@ -94,6 +94,10 @@ pub trait ParamsView {
     fn meta(&self) -> Option<&Value>;
     /// The whole value.
     fn tree(&self) -> &Value;
+    /// A top-level member that is a string, when `self` is an object that has one.
+    fn str_member(&self, key: &str) -> Option<String> {
+        self.tree().get(key)?.as_str().map(str::to_owned)
+    }
 }
 
 impl ParamsView for Value {
@@ -113,6 +117,79 @@ impl ParamsView for LazyJson {
 
     fn tree(&self) -> &Value {
         self
+    }
+
+    /// Read from the text alone while the tree is not built (one pass, nothing else built).
+    fn str_member(&self, key: &str) -> Option<String> {
+        match (&self.owned, self.read.get(), self.text.as_deref()) {
+            (None, None, Some(text)) => {
+                let mut deserializer = serde_json::Deserializer::from_str(text.get());
+                StrMember(key).deserialize(&mut deserializer).ok().flatten()
+            }
+            _ => self.tree().get(key)?.as_str().map(str::to_owned),
+        }
+    }
+}
+
+/// Reads one object's string member by name (the last, as a tree would keep).
+struct StrMember<'k>(&'k str);
+
+impl<'de> DeserializeSeed<'de> for StrMember<'_> {
+    type Value = Option<String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Option<String>, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrMember<'_> {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<String>, A::Error> {
+        let mut found = None;
+        while let Some(Name(name)) = map.next_key::<Name<'de>>()? {
+            if name == self.0 {
+                found = match map.next_value::<Value>()? {
+                    Value::String(text) => Some(text),
+                    _ => None,
+                };
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Option<String>, A::Error> {
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Option<String>, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Option<String>, E> {
+        Ok(None)
     }
 }
 
@@ -552,6 +629,25 @@ mod tests {
         let mut changed = lazy(r#"{"_meta":{"a":1}}"#);
         changed["_meta"]["a"] = json!(2);
         assert_eq!(changed.meta(), Some(&json!({"a":2})));
+    }
+
+    #[test]
+    fn a_string_member_is_read_without_the_tree() {
+        let cases = [
+            (r#"{"name":"t","arguments":{"name":"inner"}}"#, Some("t")),
+            (r#"{"name":"a","name":"b"}"#, Some("b")),
+            (r#"{"name":7}"#, None),
+            (r#"{"na\u006de":"esc"}"#, Some("esc")),
+            (r#"{"other":"x"}"#, None),
+            (r#"["name"]"#, None),
+        ];
+        for (text, expected) in cases {
+            let value = lazy(text);
+            assert_eq!(ParamsView::str_member(&value, "name").as_deref(), expected, "{text}");
+            assert!(value.read.get().is_none(), "{text}: the tree was built");
+            let tree: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(tree.str_member("name").as_deref(), expected, "{text}");
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! envelope (-32602), header/body agreement (-32020), version (-32022),
 //! method (-32601).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::protocol::envelope::{self, Envelope};
 use crate::protocol::headers;
@@ -117,11 +117,9 @@ fn validate<P: ParamsView>(
         if let MethodClass::Modern(m) = class
             && let Some(key) = m.name_param()
         {
-            let body = params
-                .and_then(|p| p.tree().get(key))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            check_name(name, key, body)?;
+            // Read alone: params kept as text are not built for it.
+            let body = params.and_then(|p| p.str_member(key)).unwrap_or_default();
+            check_name(name, key, &body)?;
         }
     }
     let version_supported =
@@ -182,6 +180,7 @@ fn mismatch(message: String) -> ErrorObject {
 mod tests {
     use super::*;
     use crate::protocol::envelope::{CLIENT_CAPABILITIES, PROTOCOL_VERSION};
+    use serde_json::Value;
 
     fn http<'a>(version: Option<&'a str>, method: Option<&'a str>, name: Option<&'a str>) -> RoutingHeaders<'a> {
         let field = |v: Option<&'a str>| v.map_or(HeaderField::Absent, HeaderField::One);
