@@ -58,7 +58,11 @@ fuzz_target!(|data: &[u8]| {
             name: field(4, name),
         }
     };
+    // As the edge classifies: params kept as text, `_meta` read alone.
     let verdict = classify(method, params, is_request, headers);
+    // The same params as a tree must get the same verdict.
+    let params = params.map(|p| &**p);
+    assert_eq!(classify(method, params, is_request, headers), verdict, "text and tree disagree");
     check_verdict(&verdict, method, params, is_request, headers);
     check_envelope(params);
 });

@@ -81,6 +81,7 @@ fn count(value: &Value) -> usize {
 }
 
 fn check_frame(text: &[u8], bounds: Bounds) {
+    check_lean_parse(text);
     let frame = Frame::parse_within(text, bounds);
     let scanned = scan::scan(text, bounds);
     match &frame {
@@ -108,6 +109,17 @@ fn check_frame(text: &[u8], bounds: Bounds) {
             }
         }
         Err(error) => answer(&error),
+    }
+}
+
+/// The parse that keeps params and results as text accepts and refuses what the
+/// tree parse does, with the same message or the same refusal.
+fn check_lean_parse(text: &[u8]) {
+    let lean = Message::parse(text);
+    match serde_json::from_slice::<Value>(text) {
+        Ok(Value::Array(_)) => {}
+        Ok(value) => assert_eq!(lean, Message::from_value(value), "lean and tree parses disagree"),
+        Err(_) => assert!(matches!(lean, Err(FrameError::Parse(_))), "the lean parse took what serde_json refused"),
     }
 }
 

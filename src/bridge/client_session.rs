@@ -271,7 +271,7 @@ impl ClientSession {
         let request = Request {
             id,
             method: method.to_owned(),
-            params: Some(params),
+            params: Some(params.into()),
         };
         (Message::Request(request), rx)
     }

@@ -191,7 +191,8 @@ fn traceparent(message: &Message) -> Option<&str> {
         Message::Notification(n) => n.params.as_ref(),
         Message::Response(_) => None,
     };
-    params?.get("_meta")?.get("traceparent")?.as_str()
+    // `_meta` alone: the rest of the params stays unbuilt.
+    params?.meta()?.get("traceparent")?.as_str()
 }
 
 /// The tool, prompt or resource a request names, for its span (at most 256 bytes of it).

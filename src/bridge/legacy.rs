@@ -15,7 +15,7 @@ use crate::protocol::envelope::LogLevel;
 use crate::protocol::errors::Rejection;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, capabilities};
-use crate::protocol::{ErrorCode, ErrorObject, Id, Message, Notification, Request, Response, Revision};
+use crate::protocol::{ErrorCode, ErrorObject, Id, LazyJson, Message, Notification, Request, Response, Revision};
 use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
 use crate::seal::fingerprint;
 use crate::translate::{down, up};
@@ -41,12 +41,12 @@ pub async fn serve(
     if let Message::Request(request) = &message
         && request.method == "initialize"
     {
-        return initialize(gateway, backend, request.clone(), principal).await;
+        return Box::pin(initialize(gateway, backend, request.clone(), principal)).await;
     }
     let session = match session {
         SessionLookup::Found(session) if session.backend.same_route(backend) => session,
         SessionLookup::Found(_) | SessionLookup::Unknown => return session_not_found(&message),
-        SessionLookup::Absent => return sessionless(gateway, backend, message, principal).await,
+        SessionLookup::Absent => return Box::pin(sessionless(gateway, backend, message, principal)).await,
     };
     match message {
         Message::Request(request) => request_on_session(gateway, session, request).await,
@@ -72,7 +72,7 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
         }
         Ok(Era::Legacy) => {}
     }
-    let params = down::legacy_initialize_for_upstream(request.params.as_ref(), negotiated);
+    let params = down::legacy_initialize_for_upstream(request.params.as_deref(), negotiated);
     let shared = backend.legacy_sessions() == LegacySessions::Shared;
     // Room inside this principal first, so its oldest session's child is freed
     // before a new one is started (never another principal's).
@@ -297,7 +297,12 @@ async fn discover_for_client(
     let discover_params = down::legacy_params_for_modern(None, envelope);
     let timeout = backend.config().handshake_timeout.0;
     let call = shared
-        .call("server/discover", Some(discover_params), id.clone(), OnDrop::Detach)
+        .call(
+            "server/discover",
+            Some(discover_params.into()),
+            id.clone(),
+            OnDrop::Detach,
+        )
         .await?;
     tokio::time::timeout(timeout, call.response())
         .await
@@ -339,7 +344,7 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
             "logging/setLevel" => return set_level(&session, request),
             // Kept as one subscriptions/listen per session toward the modern upstream.
             "resources/subscribe" | "resources/unsubscribe" => {
-                let result = super::listen::legacy_subscription_change(&session, &request).await;
+                let result = Box::pin(super::listen::legacy_subscription_change(&session, &request)).await;
                 return Reply::result(request.id, result);
             }
             _ => {}
@@ -356,21 +361,24 @@ async fn outgoing(
     gateway: &Gateway,
     session: &Arc<ClientSession>,
     method: &str,
-    params: Option<Value>,
-) -> (Option<Value>, Vec<(String, String)>) {
+    params: Option<LazyJson>,
+) -> (Option<LazyJson>, Vec<(String, String)>) {
     let Some(envelope) = session.envelope() else {
         return (params, Vec::new());
     };
     let param_headers = match method {
         "tools/call" => {
-            gateway
-                .tool_headers
-                .headers_for_call(session, &envelope, params.as_ref())
-                .await
+            Box::pin(
+                gateway
+                    .tool_headers
+                    .headers_for_call(session, &envelope, params.as_deref()),
+            )
+            .await
         }
         _ => Vec::new(),
     };
-    (Some(down::legacy_params_for_modern(params, &envelope)), param_headers)
+    let params = down::legacy_params_for_modern(params.map(LazyJson::into_value), &envelope);
+    (Some(params.into()), param_headers)
 }
 
 /// Sends a client's request on its upstream session and streams the answer.
@@ -379,7 +387,7 @@ async fn relay(
     session: Arc<ClientSession>,
     id: Id,
     method: String,
-    params: Option<Value>,
+    params: Option<LazyJson>,
     param_headers: Vec<(String, String)>,
 ) -> Reply {
     let backend = session.backend.clone();
@@ -388,7 +396,10 @@ async fn relay(
         Err(error) => return Reply::upstream_failure(Some(id), &error),
     };
     // Toward a modern upstream an `input_required` answer is re-issued with the same params.
-    let reissue = params.clone().filter(|_| session.backend_era() == Era::Modern);
+    let reissue = match session.backend_era() {
+        Era::Modern => params.clone().map(LazyJson::into_value),
+        Era::Legacy => None,
+    };
     let Some(upstream) = session.upstream().cloned() else {
         return Reply::rejected(Some(id), Rejection::SessionNotFound);
     };
@@ -437,7 +448,7 @@ fn set_level(session: &ClientSession, request: Request) -> Reply {
 
 async fn notification_on_session(session: &ClientSession, notification: Notification) -> Reply {
     if notification.method == "notifications/cancelled" {
-        cancel_on_session(session, notification.params.as_ref());
+        cancel_on_session(session, notification.params.as_deref());
         return Reply::Accepted;
     }
     if session.envelope().is_some() {

@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::Gateway;
 use super::reply::Reply;
 use super::sessions::ClientSession;
-use crate::protocol::{Id, Message, Request};
+use crate::protocol::{Id, LazyJson, Message, Request};
 use crate::router::{CallEvent, CallStep, OnDrop, UpstreamSession};
 use crate::translate::down;
 use crate::translate::listen::{self, Filter};
@@ -69,7 +69,7 @@ pub async fn on_legacy_upstream(
             tokio::select! {
                 message = unsolicited.recv() => match message {
                     Ok(Message::Notification(n)) if filter.wants(&n) => {
-                        if tx.send(listen::tagged(&n.method, n.params, &listen_id)).await.is_err() { break; }
+                        if tx.send(listen::tagged(&n.method, n.params.map(LazyJson::into_value), &listen_id)).await.is_err() { break; }
                     }
                     Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                     Err(broadcast::error::RecvError::Closed) => {
@@ -97,7 +97,7 @@ pub async fn on_legacy_upstream(
 /// Sends `resources/subscribe` or `resources/unsubscribe`; `true` on success.
 async fn subscribe(session: &Arc<UpstreamSession>, method: &str, uri: &str) -> bool {
     let Ok(call) = session
-        .call(method, Some(json!({"uri": uri})), Id::number(0), OnDrop::Detach)
+        .call(method, Some(json!({"uri": uri}).into()), Id::number(0), OnDrop::Detach)
         .await
     else {
         return false;
@@ -145,7 +145,7 @@ fn reopen(session: &Arc<ClientSession>, uris: BTreeSet<String>) {
         let Ok(mut call) = backend
             .call(
                 "subscriptions/listen",
-                Some(params),
+                Some(params.into()),
                 Id::number(0),
                 OnDrop::CancelUpstream,
             )

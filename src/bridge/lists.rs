@@ -52,7 +52,7 @@ pub async fn serve(
         Err(error) => return Reply::upstream_failure(Some(id), &error),
     };
     let result = match response.outcome {
-        Outcome::Result(result) => Arc::new(result),
+        Outcome::Result(result) => Arc::new(result.into_value()),
         Outcome::Error(error) => {
             let message = Response::error(Some(id), up::error_for_modern(error)).into_message();
             return Reply::Message(reply::Status::Ok, message);
@@ -82,7 +82,7 @@ async fn fetch(
     principal: &Principal,
 ) -> Result<(Arc<UpstreamSession>, Response), UpstreamError> {
     let _permit = backend.admit().await?;
-    let params = request.params.map(down::modern_params_for_legacy);
+    let params = request.params.map(down::modern_text_params_for_legacy);
     let mut retried = false;
     let (session, mut call) = loop {
         let session = pooled_session(backend, modern, principal, false).await?;

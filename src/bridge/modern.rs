@@ -12,6 +12,7 @@ use super::reply::{self, Reply};
 use crate::auth::Principal;
 use crate::protocol::Era;
 use crate::protocol::capabilities::ListenSupport;
+use crate::protocol::lazy_json::ParamsView;
 use crate::protocol::{Id, ModernMethod, Request, Response};
 use crate::router::lists::ListKind;
 use crate::router::{Admission, Backend, OnDrop, SessionNeed, discover_params, gateway_client_info};
@@ -58,7 +59,7 @@ pub async fn serve(
         }
         Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded, principal, None).await,
         Ok(Era::Legacy) => match modern.method {
-            ModernMethod::Discover => discover(gateway, backend, request.id, principal).await,
+            ModernMethod::Discover => Box::pin(discover(gateway, backend, request.id, principal)).await,
             ModernMethod::SubscriptionsListen => {
                 let hold = match gateway.listens.hold(principal.as_str()) {
                     Ok(hold) => hold,
@@ -68,10 +69,10 @@ pub async fn serve(
                     Ok(session) => session,
                     Err(error) => return Reply::upstream_failure(Some(request.id), &error),
                 };
-                super::listen::on_legacy_upstream(gateway, session, request, hold).await
+                Box::pin(super::listen::on_legacy_upstream(gateway, session, request, hold)).await
             }
             method => match ListKind::of(method) {
-                Some(kind) => super::lists::serve(gateway, backend, request, modern, kind, principal).await,
+                Some(kind) => Box::pin(super::lists::serve(gateway, backend, request, modern, kind, principal)).await,
                 None => forward(gateway, backend, request, modern, principal).await,
             },
         },
@@ -145,7 +146,7 @@ async fn discover_result(backend: &Backend, id: Id, principal: &Principal) -> Re
         let request = Request {
             id,
             method: ModernMethod::Discover.as_str().into(),
-            params: Some(params),
+            params: Some(params.into()),
         };
         return passthrough(backend, request, ModernMethod::Discover, &[], principal, None).await;
     }
@@ -169,8 +170,13 @@ async fn forward(
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
-    if let Some(state) = request.param_str("requestState") {
-        match mrtr::retry(&gateway.suspended, &request, state, principal.as_str()).await {
+    // Read alone: a first request (no state) keeps its params unbuilt.
+    let state = request
+        .params
+        .as_ref()
+        .and_then(|p| ParamsView::str_member(p, "requestState"));
+    if let Some(state) = state {
+        match mrtr::retry(&gateway.suspended, &request, &state, principal.as_str()).await {
             Retried::Invalid(error) => {
                 let message = Response::error(Some(request.id), error).into_message();
                 return Reply::Message(reply::Status::Ok, message);
@@ -205,11 +211,11 @@ async fn send(
 ) -> Reply {
     let capabilities = &modern.envelope.client_capabilities;
     let input = InputPolicy::for_request(modern.method.allows_input_required(), capabilities, || {
-        Binding::of(&request.method, request.params.as_ref(), principal.as_str())
+        Binding::of(&request.method, request.params.as_deref(), principal.as_str())
     })
-    .with_presented(input_responses(request.params.as_ref()));
+    .with_presented(input_responses(presented_params(&request)));
     let may_ask = matches!(input, InputPolicy::Asks(_));
-    let params = request.params.map(down::modern_params_for_legacy);
+    let params = request.params.map(down::modern_text_params_for_legacy);
     let mut retried = false;
     loop {
         let session = match pooled_session(backend, &modern, principal, may_ask).await {
@@ -248,5 +254,15 @@ async fn send(
         };
         let timeout = Some(backend.timeout_for(modern.method.as_str()));
         return pump::stream_call(call, side, request.id, timeout, permit);
+    }
+}
+
+/// The params to look for `inputResponses` in: `None` when text params have no
+/// such member (a first request), so that they are not built just to find that out.
+fn presented_params(request: &Request) -> Option<&serde_json::Value> {
+    let params = request.params.as_ref()?;
+    match params.text_members() {
+        Some(members) if !members.iter().any(|(name, _)| name == "inputResponses") => None,
+        _ => Some(params),
     }
 }

@@ -66,7 +66,7 @@ impl ModernSide {
     /// An upstream response in 2026-07-28 terms.
     pub fn translate_response(&self, response: Response) -> Response {
         let outcome = match response.outcome {
-            Outcome::Result(result) => Outcome::Result(up::result_for_modern(
+            Outcome::Result(result) => Outcome::Result(up::text_result_for_modern(
                 result,
                 self.method,
                 &self.server_info,

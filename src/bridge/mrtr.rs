@@ -206,12 +206,12 @@ impl SuspendedCalls {
 /// client's `inputResponses`, then resume the suspended call or ask again for
 /// what is still missing.
 pub async fn retry(store: &SuspendedCalls, request: &Request, state: &str, principal: &str) -> Retried {
-    let binding = Binding::of(&request.method, request.params.as_ref(), principal);
+    let binding = Binding::of(&request.method, request.params.as_deref(), principal);
     let suspended = match store.take(state, &binding) {
         Ok(suspended) => suspended,
         Err(error) => return Retried::Invalid(error.to_error_object()),
     };
-    let responses = input_responses(request.params.as_ref());
+    let responses = input_responses(request.params.as_deref());
     let born = suspended.born;
     match suspended.awaiting.handle_retry(responses, store.expiry_within(born)) {
         Retry::Reissue => Retried::Reissue,

@@ -160,7 +160,7 @@ async fn list_tools(session: &ClientSession, envelope: &Envelope) -> Option<List
         let id = Id::number(page as u64);
         let call = session
             .upstream()?
-            .call("tools/list", Some(params), id, OnDrop::CancelUpstream)
+            .call("tools/list", Some(params.into()), id, OnDrop::CancelUpstream)
             .await
             .ok()?;
         let response = tokio::time::timeout(timeout, call.response()).await.ok()?.ok()?;

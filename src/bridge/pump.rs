@@ -127,15 +127,15 @@ async fn pump(
                         fail_call(call, &client_id, error, &tx).await;
                         return;
                     }
-                    EventAction::Input(request) => match on_input(call, side, request, &client_id, &tx, deadline).await {
+                    EventAction::Input(request) => match Box::pin(on_input(call, side, request, &client_id, &tx, deadline)).await {
                         Streaming::On(next, next_side) => (call, side) = (next, next_side),
                         Streaming::HandedOver => return,
                     },
                 },
                 CallStep::Done(Ok(Response { outcome: Outcome::Result(result), .. }))
-                    if is_input_required(&result) && side.can_reissue() =>
+                    if side.can_reissue() && is_input_required(&result) =>
                 {
-                    match side.answer_input(&result, &tx, deadline).await {
+                    match Box::pin(side.answer_input(&result, &tx, deadline)).await {
                         Ok(Some(next)) => call = next,
                         Ok(None) => {
                             call.cancel(CLIENT_LEFT);
@@ -285,7 +285,7 @@ impl ClientSide {
                 .map_err(|_| ErrorObject::internal("the client session ended"))?;
             match response.outcome {
                 Outcome::Result(value) => {
-                    answers.insert(key.clone(), value);
+                    answers.insert(key.clone(), value.into_value());
                 }
                 Outcome::Error(error) => return Err(error),
             }
@@ -294,7 +294,13 @@ impl ClientSide {
         let call = session
             .upstream()
             .ok_or_else(|| ErrorObject::internal("the client session has no upstream session"))?
-            .call_with_headers(method, Some(params), Id::number(0), OnDrop::Detach, param_headers)
+            .call_with_headers(
+                method,
+                Some(params.into()),
+                Id::number(0),
+                OnDrop::Detach,
+                param_headers,
+            )
             .await
             .map_err(|e| e.to_error_object())?;
         Ok(Some(call))
@@ -347,15 +353,17 @@ impl ClientSide {
                     response.id,
                     ErrorObject::internal("the upstream needs input that eragate cannot relay to this client yet"),
                 ),
-                (Some(_), Outcome::Result(result)) => {
-                    Response::result_for(response.id, up::result_for_legacy(result, session.revision))
-                }
+                (Some(_), Outcome::Result(result)) => Response::result_for(
+                    response.id,
+                    up::result_for_legacy(result.into_value(), session.revision),
+                ),
                 (Some(_), Outcome::Error(error)) => Response::error(response.id, up::error_for_legacy(error, method)),
             },
             ClientSide::Passthrough { method, cache } => match response.outcome {
-                Outcome::Result(result) => {
-                    Response::result_for(response.id, up::result_passthrough(result, *method, *cache))
-                }
+                Outcome::Result(result) => Response::result_for(
+                    response.id,
+                    up::result_passthrough(result.into_value(), *method, *cache),
+                ),
                 Outcome::Error(_) => response,
             },
             ClientSide::Modern { side, .. } => side.translate_response(response),

@@ -63,7 +63,7 @@ pub fn keep(backend: &Backend, miss: ReadMiss, principal: &Principal, reply: Rep
             backend
                 .lists()
                 .reads()
-                .store(&miss.uri, &principal, result.clone(), hints, Instant::now());
+                .store(&miss.uri, &principal, Value::clone(result), hints, Instant::now());
         }
     };
     match reply {

@@ -337,7 +337,7 @@ mod tests {
     fn updated(uri: &str) -> Message {
         Message::Notification(Notification {
             method: "notifications/resources/updated".into(),
-            params: Some(json!({ "uri": uri })),
+            params: Some(json!({ "uri": uri }).into()),
         })
     }
 
@@ -370,7 +370,7 @@ mod tests {
                             .params
                             .as_ref()
                             .and_then(|p| p.get("uri")?.as_str().map(|u| format!("x+{u}")));
-                        n.params = prefixed.map(|u| json!({ "uri": u }));
+                        n.params = prefixed.map(|u| json!({ "uri": u }).into());
                         Message::Notification(n)
                     }
                     other => other,

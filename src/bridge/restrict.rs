@@ -70,7 +70,7 @@ impl LiveNarrowing {
             Selection::Unrestricted => return true,
             Selection::Narrowed(entry) => entry.and_then(|i| config.policies.get(i)),
         };
-        Catalog::new(rules).shows(&notification.method, notification.params.as_ref())
+        Catalog::new(rules).shows(&notification.method, notification.params.as_deref())
     }
 }
 
@@ -107,7 +107,7 @@ impl Narrowing {
         let Message::Request(request) = message else {
             return Ok(None);
         };
-        match self.catalog().admit(&request.method, request.params.as_mut()) {
+        match self.catalog().admit(&request.method, request.params.as_deref_mut()) {
             Ok(()) => Ok(Some(NarrowedAnswer {
                 list: ListShape::of(&request.method),
                 narrowing: Arc::new(self),

@@ -147,7 +147,8 @@ impl SessionStore {
     /// is not found, exactly like an unknown one.
     pub async fn find(&self, id: &str, backend: &Backend, principal: &Principal) -> Option<Arc<ClientSession>> {
         let Some(session) = self.sessions.get(id).map(|s| s.clone()) else {
-            return self.resume(id, backend, principal).await;
+            // Boxed: resuming opens upstream sessions, a future far larger than a lookup's.
+            return Box::pin(self.resume(id, backend, principal)).await;
         };
         if session.principal.get().map(String::as_str) != Some(principal.as_str()) {
             tracing::warn!(?principal, "a session id used by a principal it does not belong to");

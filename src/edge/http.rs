@@ -75,7 +75,7 @@ impl HttpFrontend {
             "/healthz" => return respond::plain(StatusCode::OK, "ok"),
             "/readyz" => return self.readiness(),
             _ if self.gateway.authz.as_ref().is_some_and(|a| a.owns(path)) => {
-                return self.authorization_server(request).await;
+                return Box::pin(self.authorization_server(request)).await;
             }
             _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
@@ -109,7 +109,7 @@ impl HttpFrontend {
                 );
             }
             Endpoint::SseMessages if request.method() == Method::POST => {
-                return self.sse_message(request, &admitted, &backend).await;
+                return Box::pin(self.sse_message(request, &admitted, &backend)).await;
             }
             Endpoint::SseStream | Endpoint::SseMessages => return reject(Rejection::MethodNotAllowed),
         }
@@ -121,12 +121,10 @@ impl HttpFrontend {
             }
             Method::GET if !accepts(request.headers(), "text/event-stream") => reject(Rejection::StreamNotAcceptable),
             Method::GET => {
-                self.open_stream(&backend, session_id.as_deref().unwrap_or_default(), &principal)
-                    .await
+                Box::pin(self.open_stream(&backend, session_id.as_deref().unwrap_or_default(), &principal)).await
             }
             Method::DELETE => {
-                self.end_session(&backend, session_id.as_deref().unwrap_or_default(), &principal)
-                    .await
+                Box::pin(self.end_session(&backend, session_id.as_deref().unwrap_or_default(), &principal)).await
             }
             _ => reject(Rejection::MethodNotAllowed),
         }
@@ -215,7 +213,7 @@ impl HttpFrontend {
                     return refusal;
                 }
                 // Each item's span takes the request's `traceparent` header as its parent.
-                let batch = self.batch(backend, items, routing, session, admitted);
+                let batch = Box::pin(self.batch(backend, items, routing, session, admitted));
                 return match self.traceparent(&parts.headers) {
                     None => batch.await,
                     Some(header) => trace::with_header(header, batch).await,
@@ -454,9 +452,11 @@ impl HttpFrontend {
     /// 403 `insufficient_scope` naming the scopes `message` needs and the token lacks
     /// (`[auth.oauth.scopes_for]`), if any.
     fn scope_refusal(&self, admitted: &Admitted, backend: &Backend, message: &Message) -> Option<http::Response<Body>> {
+        // Without granted scopes nothing is missing: params stay unbuilt.
+        admitted.scopes.as_ref()?;
         let (method, params) = match message {
-            Message::Request(r) => (r.method.as_str(), r.params.as_ref()),
-            Message::Notification(n) => (n.method.as_str(), n.params.as_ref()),
+            Message::Request(r) => (r.method.as_str(), r.params.as_deref()),
+            Message::Notification(n) => (n.method.as_str(), n.params.as_deref()),
             Message::Response(_) => return None,
         };
         let missing = self.gateway.auth.missing_scopes(admitted, method, params);

@@ -105,7 +105,7 @@ impl Connection {
             && classify::classify(&n.method, n.params.as_ref(), false, RoutingHeaders::None)
                 == Classification::ModernNotification
         {
-            self.cancel_modern(n.params.as_ref());
+            self.cancel_modern(n.params.as_deref());
             return;
         }
         let is_initialize = matches!(&message, Message::Request(r) if r.method == "initialize");

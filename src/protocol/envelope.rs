@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value};
 
+use super::lazy_json::ParamsView;
+
 /// `_meta` key: the protocol version of this request.
 pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` key: the client's capabilities for this request.
@@ -52,15 +54,15 @@ pub enum EnvelopeError {
 }
 
 /// The version a message claims in its envelope, if any: the era signal in the body.
-pub fn claimed_version(params: Option<&Value>) -> Option<&Value> {
-    params?.get("_meta")?.get(PROTOCOL_VERSION)
+pub fn claimed_version<P: ParamsView>(params: Option<&P>) -> Option<&Value> {
+    params?.meta()?.get(PROTOCOL_VERSION)
 }
 
 impl Envelope {
     /// Reads and checks the envelope of a request's params.
-    pub fn parse(params: Option<&Value>) -> Result<Envelope, EnvelopeError> {
+    pub fn parse<P: ParamsView>(params: Option<&P>) -> Result<Envelope, EnvelopeError> {
         let meta = params
-            .and_then(|p| p.get("_meta"))
+            .and_then(ParamsView::meta)
             .and_then(Value::as_object)
             .ok_or(EnvelopeError::MissingMeta)?;
         let protocol_version = match meta.get(PROTOCOL_VERSION) {
@@ -206,7 +208,7 @@ mod tests {
         for (params, error) in cases {
             assert_eq!(Envelope::parse(Some(&params)), Err(error.clone()), "{params}");
         }
-        assert_eq!(Envelope::parse(None), Err(EnvelopeError::MissingMeta));
+        assert_eq!(Envelope::parse::<Value>(None), Err(EnvelopeError::MissingMeta));
     }
 
     #[test]

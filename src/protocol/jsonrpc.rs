@@ -2,12 +2,16 @@
 //! per frame (a batch only where a revision allows it).
 //!
 //! Only the envelope (`id`, `method`, `result`/`error`) is interpreted; `params`
-//! and `result` stay `serde_json::Value`s so fields eragate does not own pass
-//! through untouched, unknown ones included.
+//! and `result` stay the peer's text ([`LazyJson`]) so fields eragate does not own
+//! pass through untouched, unknown ones included, and are built into trees only
+//! where a stage looks inside.
 
+use serde::de::{IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::errors::{ErrorObject, Rejection};
+use super::lazy_json::{self, LazyJson, Look};
 use super::scan::{self, Bounds, ScanError};
 
 /// A request id: a string or a number, kept exactly as the peer sent it.
@@ -60,7 +64,7 @@ pub struct Request {
     /// The method name.
     pub method: String,
     /// Raw params; MCP always uses an object, JSON-RPC also allows an array.
-    pub params: Option<Value>,
+    pub params: Option<LazyJson>,
 }
 
 /// A JSON-RPC notification: no id, no response.
@@ -69,7 +73,7 @@ pub struct Notification {
     /// The method name.
     pub method: String,
     /// Raw params.
-    pub params: Option<Value>,
+    pub params: Option<LazyJson>,
 }
 
 /// A JSON-RPC response: a result or an error for one id.
@@ -85,7 +89,7 @@ pub struct Response {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     /// The `result` member, raw.
-    Result(Value),
+    Result(LazyJson),
     /// The `error` member.
     Error(ErrorObject),
 }
@@ -166,6 +170,9 @@ impl Frame {
     /// too many values or batch items are refused before anything is built.
     pub fn parse_within(bytes: &[u8], bounds: Bounds) -> Result<Frame, FrameError> {
         check(bytes, bounds)?;
+        if let Some(message) = lean_parse(bytes) {
+            return message.map(Frame::Single);
+        }
         let value: Value = serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
         match value {
             Value::Array(items) if items.is_empty() => Err(FrameError::Invalid {
@@ -187,6 +194,9 @@ impl Message {
     /// Parses one message after a structural scan checked it within `bounds`.
     pub fn parse_within(bytes: &[u8], bounds: Bounds) -> Result<Message, FrameError> {
         check(bytes, bounds)?;
+        if let Some(message) = lean_parse(bytes) {
+            return message;
+        }
         let value: Value = serde_json::from_slice(bytes).map_err(|e| FrameError::Parse(e.to_string()))?;
         Message::from_value(value)
     }
@@ -208,7 +218,7 @@ impl Message {
         if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err(invalid(id, "jsonrpc must be \"2.0\""));
         }
-        let params = object.remove("params");
+        let params = object.remove("params").map(LazyJson::from);
         if matches!(&params, Some(p) if !p.is_object() && !p.is_array()) {
             return Err(invalid(id, "params must be an object or an array"));
         }
@@ -249,19 +259,19 @@ impl Message {
                 object.insert("id".into(), r.id.to_value());
                 object.insert("method".into(), Value::from(r.method.as_str()));
                 if let Some(params) = &r.params {
-                    object.insert("params".into(), params.clone());
+                    object.insert("params".into(), Value::clone(params));
                 }
             }
             Message::Notification(n) => {
                 object.insert("method".into(), Value::from(n.method.as_str()));
                 if let Some(params) = &n.params {
-                    object.insert("params".into(), params.clone());
+                    object.insert("params".into(), Value::clone(params));
                 }
             }
             Message::Response(r) => {
                 object.insert("id".into(), r.id.as_ref().map_or(Value::Null, Id::to_value));
                 match &r.outcome {
-                    Outcome::Result(v) => object.insert("result".into(), v.clone()),
+                    Outcome::Result(v) => object.insert("result".into(), Value::clone(v)),
                     Outcome::Error(e) => object.insert("error".into(), e.to_value()),
                 };
             }
@@ -329,12 +339,12 @@ impl serde::Serialize for Id {
 impl Request {
     /// `params` as an object, when it is one.
     pub fn params_object(&self) -> Option<&Map<String, Value>> {
-        self.params.as_ref().and_then(Value::as_object)
+        self.params.as_deref().and_then(Value::as_object)
     }
 
-    /// `params._meta` as an object, when present.
+    /// `params._meta` as an object, when present (read without building the rest of `params`).
     pub fn meta(&self) -> Option<&Map<String, Value>> {
-        self.params_object()?.get("_meta")?.as_object()
+        self.params.as_ref()?.meta()?.as_object()
     }
 
     /// A string member of `params`.
@@ -345,18 +355,18 @@ impl Request {
 
 impl Response {
     /// A successful response.
-    pub fn result(id: Id, result: Value) -> Response {
+    pub fn result(id: Id, result: impl Into<LazyJson>) -> Response {
         Response {
             id: Some(id),
-            outcome: Outcome::Result(result),
+            outcome: Outcome::Result(result.into()),
         }
     }
 
     /// A successful response for an id that may be absent (kept as it came).
-    pub fn result_for(id: Option<Id>, result: Value) -> Response {
+    pub fn result_for(id: Option<Id>, result: impl Into<LazyJson>) -> Response {
         Response {
             id,
-            outcome: Outcome::Result(result),
+            outcome: Outcome::Result(result.into()),
         }
     }
 
@@ -388,6 +398,181 @@ fn check(bytes: &[u8], bounds: Bounds) -> Result<(), FrameError> {
         }
         _ => Ok(()),
     }
+}
+
+/// The parse of one message object that keeps `params` and `result` as text: a
+/// look at the bytes for anything a tree parse might refuse where skipping a value
+/// would not (`lazy_json::look`), then serde_json picking out the envelope's
+/// members and skipping the rest unbuilt. `None` (not an object, not JSON, or
+/// unusual) leaves the text to the tree parse, which accepts or refuses it as
+/// before and names the mistake.
+fn lean_parse(bytes: &[u8]) -> Option<Result<Message, FrameError>> {
+    if bytes.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) != Some(&b'{') {
+        return None;
+    }
+    let Look::Plain { line_breaks } = lazy_json::look(bytes) else {
+        return None;
+    };
+    let members: Members<'_> = serde_json::from_slice(bytes).ok()?;
+    members.into_message(line_breaks)
+}
+
+/// The members of a message object that JSON-RPC names, as text (the last of a
+/// repeated name, as a tree keeps); others are skipped.
+#[derive(Default)]
+struct Members<'a> {
+    jsonrpc: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    method: Option<&'a RawValue>,
+    params: Option<&'a RawValue>,
+    result: Option<&'a RawValue>,
+    error: Option<&'a RawValue>,
+}
+
+impl<'de> serde::Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Members<'de>, D::Error> {
+        struct MembersVisitor;
+        impl<'de> Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON-RPC message object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+                let mut members = Members::default();
+                while let Some(name) = map.next_key::<MemberName>()? {
+                    let slot = match name {
+                        MemberName::Jsonrpc => &mut members.jsonrpc,
+                        MemberName::Id => &mut members.id,
+                        MemberName::Method => &mut members.method,
+                        MemberName::Params => &mut members.params,
+                        MemberName::Result => &mut members.result,
+                        MemberName::Error => &mut members.error,
+                        MemberName::Other => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value::<&'de RawValue>()?);
+                }
+                Ok(members)
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor)
+    }
+}
+
+/// A member name of a message object.
+enum MemberName {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for MemberName {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<MemberName, D::Error> {
+        struct NameVisitor;
+        impl Visitor<'_> for NameVisitor {
+            type Value = MemberName;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E>(self, name: &str) -> Result<MemberName, E> {
+                Ok(match name {
+                    "jsonrpc" => MemberName::Jsonrpc,
+                    "id" => MemberName::Id,
+                    "method" => MemberName::Method,
+                    "params" => MemberName::Params,
+                    "result" => MemberName::Result,
+                    "error" => MemberName::Error,
+                    _ => MemberName::Other,
+                })
+            }
+        }
+        deserializer.deserialize_str(NameVisitor)
+    }
+}
+
+/// What an `id` member holds.
+enum IdMember {
+    Id(Id),
+    Null,
+    Other,
+}
+
+impl<'a> Members<'a> {
+    /// The message, checked as [`Message::from_value`] checks a tree (in the same
+    /// order, with the same reasons). `None` only if a checked text does not
+    /// read back, which the tree parse then reports.
+    fn into_message(self, line_breaks: bool) -> Option<Result<Message, FrameError>> {
+        let id = match self.id {
+            None => None,
+            Some(text) => match id_member(text)? {
+                IdMember::Null => None,
+                IdMember::Id(id) => Some(id),
+                IdMember::Other => return Some(Err(invalid(None, "id must be a string or a number"))),
+            },
+        };
+        let version_ok = match self.jsonrpc {
+            Some(text) if text.get() == "\"2.0\"" => true,
+            Some(text) if text.get().starts_with('"') => serde_json::from_str::<String>(text.get()).ok()? == "2.0",
+            _ => false,
+        };
+        if !version_ok {
+            return Some(Err(invalid(id, "jsonrpc must be \"2.0\"")));
+        }
+        if let Some(params) = self.params
+            && !matches!(params.get().as_bytes().first(), Some(b'{' | b'['))
+        {
+            return Some(Err(invalid(id, "params must be an object or an array")));
+        }
+        let params = self.params.map(|text| LazyJson::from_text(text, line_breaks));
+        if let Some(method) = self.method {
+            if !method.get().starts_with('"') {
+                return Some(Err(invalid(id, "method must be a string")));
+            }
+            let method: String = serde_json::from_str(method.get()).ok()?;
+            return Some(Ok(match (id, self.id) {
+                (Some(id), _) => Message::Request(Request { id, method, params }),
+                (None, Some(_)) => return Some(Err(invalid(None, "request id must not be null"))),
+                (None, None) => Message::Notification(Notification { method, params }),
+            }));
+        }
+        Some(match (self.result, self.error) {
+            (Some(result), None) => match id {
+                Some(id) => Ok(Message::Response(Response::result(
+                    id,
+                    LazyJson::from_text(result, line_breaks),
+                ))),
+                None => Err(invalid(None, "a result needs an id")),
+            },
+            (None, Some(error)) => {
+                let error: Value = serde_json::from_str(error.get()).ok()?;
+                match ErrorObject::from_value(error) {
+                    Some(error) => Ok(Message::Response(Response {
+                        id,
+                        outcome: Outcome::Error(error),
+                    })),
+                    None => Err(invalid(id, "malformed error object")),
+                }
+            }
+            _ => Err(invalid(id, "not a request, notification or response")),
+        })
+    }
+}
+
+/// Reads an `id` member's text; `None` only if a checked text does not read back.
+fn id_member(text: &RawValue) -> Option<IdMember> {
+    let text = text.get();
+    Some(match text.as_bytes().first() {
+        Some(b'"') => IdMember::Id(Id(IdRepr::String(serde_json::from_str(text).ok()?))),
+        Some(b'-' | b'0'..=b'9') => IdMember::Id(Id(IdRepr::Number(serde_json::from_str(text).ok()?))),
+        Some(b'n') => IdMember::Null,
+        _ => IdMember::Other,
+    })
 }
 
 fn invalid(id: Option<Id>, reason: &'static str) -> FrameError {
@@ -514,6 +699,111 @@ mod tests {
         let text = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#;
         for end in 0..text.len() {
             assert!(Message::parse(&text[..end]).is_err());
+        }
+    }
+
+    /// The tree parse, as every message was read before the lean one.
+    fn tree_parse(text: &str) -> Result<Message, FrameError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| FrameError::Parse(e.to_string()))?;
+        Message::from_value(value)
+    }
+
+    #[test]
+    fn the_lean_parse_agrees_with_the_tree_parse() {
+        let cases = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"b":1,"a":[1.50,"x"]}}}"#,
+            r#"{"method":"t\u006fols/list","id":"a\"b","jsonrpc":"\u0032.0"}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":-7,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1},"params":[2]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","vendor":{"k":[true,null]}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":0.5}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"content":[],"_meta":{"k":"v"}}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"m","data":{"d":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":"x"}}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":3}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":"s"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":true,"method":"x"}"#,
+            r#"{"jsonrpc":2.0,"id":1,"method":"x"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"x"}"#,
+            r#"{"id":1,"method":"x"}"#,
+            "{\n  \"jsonrpc\": \"2.0\",\r\n  \"id\": 1,\n  \"method\": \"x\",\n  \"params\": {\n    \"a\": [1,\n 2]\n  }\n}\n",
+        ];
+        for text in cases {
+            let lean = lean_parse(text.as_bytes()).unwrap_or_else(|| panic!("{text}: left to the tree parse"));
+            let tree = tree_parse(text);
+            assert_eq!(lean, tree, "{text}");
+            if let Ok(message) = lean {
+                let bytes = message.to_bytes();
+                assert!(!bytes.contains(&b'\n'), "{text}: spans lines");
+                assert_eq!(
+                    serde_json::from_slice::<Value>(&bytes).ok(),
+                    Some(message.to_value()),
+                    "{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn what_a_tree_would_refuse_is_left_to_the_tree_parse() {
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{}{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let cases = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"n":1e400}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","other":1e400}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"s":"\ud800"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x""#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x"} x"#,
+            deep.as_str(),
+            r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#,
+            "42",
+        ];
+        for text in cases {
+            assert!(lean_parse(text.as_bytes()).is_none(), "{text}");
+        }
+        for text in &cases[..6] {
+            assert!(
+                matches!(Message::parse(text.as_bytes()), Err(FrameError::Parse(_))),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn params_and_results_pass_through_byte_for_byte() {
+        let cases = [
+            (
+                r#"{"jsonrpc":"2.0","id":"c-1","method":"tools/call","params":{"z":1,"a":{"y":1.50,"x":-0}}}"#,
+                r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"z":1,"a":{"y":1.50,"x":-0}}}"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":"h\u00e9"}],"zz":0}}"#,
+                r#"{"jsonrpc":"2.0","id":"c-1","result":{"content":[{"type":"text","text":"h\u00e9"}],"zz":0}}"#,
+            ),
+        ];
+        for (text, written) in cases {
+            let message = match Message::parse(text.as_bytes()).unwrap() {
+                Message::Request(r) => Message::Request(Request { id: Id::number(9), ..r }),
+                Message::Response(r) => Message::Response(Response {
+                    id: Some(Id::from_value(&Value::from("c-1")).unwrap()),
+                    ..r
+                }),
+                Message::Notification(n) => Message::Notification(n),
+            };
+            assert_eq!(String::from_utf8(message.to_bytes()).unwrap(), written);
         }
     }
 

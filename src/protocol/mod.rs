@@ -9,6 +9,7 @@ pub mod envelope;
 pub mod errors;
 pub mod headers;
 pub mod jsonrpc;
+pub mod lazy_json;
 pub mod method;
 pub mod revision;
 pub mod scan;
@@ -16,5 +17,6 @@ pub mod sse;
 
 pub use errors::{ErrorCode, ErrorObject};
 pub use jsonrpc::{Id, Message, Notification, Request, Response};
+pub use lazy_json::LazyJson;
 pub use method::ModernMethod;
 pub use revision::{Era, Revision};

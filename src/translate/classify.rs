@@ -3,10 +3,11 @@
 //! envelope (-32602), header/body agreement (-32020), version (-32022),
 //! method (-32601).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::protocol::envelope::{self, Envelope};
 use crate::protocol::headers;
+use crate::protocol::lazy_json::ParamsView;
 use crate::protocol::method::MethodClass;
 use crate::protocol::{ErrorCode, ErrorObject, ModernMethod, Revision};
 
@@ -64,7 +65,12 @@ pub struct ModernRequest {
 /// A legacy `initialize` carries no era signal and so is legacy; an
 /// `initialize` that carries a modern envelope is a 2026-07-28 client calling a
 /// removed method and gets 404/-32601 like any other.
-pub fn classify(method: &str, params: Option<&Value>, is_request: bool, headers: RoutingHeaders<'_>) -> Classification {
+pub fn classify<P: ParamsView>(
+    method: &str,
+    params: Option<&P>,
+    is_request: bool,
+    headers: RoutingHeaders<'_>,
+) -> Classification {
     if !looks_modern(params, headers) {
         return Classification::Legacy;
     }
@@ -79,7 +85,7 @@ pub fn classify(method: &str, params: Option<&Value>, is_request: bool, headers:
 
 /// The era signals: an envelope version in the body, or a version header that
 /// does not name a handshake revision. The header's value, not its presence, decides.
-fn looks_modern(params: Option<&Value>, headers: RoutingHeaders<'_>) -> bool {
+fn looks_modern<P: ParamsView>(params: Option<&P>, headers: RoutingHeaders<'_>) -> bool {
     if envelope::claimed_version(params).is_some() {
         return true;
     }
@@ -93,7 +99,11 @@ fn looks_modern(params: Option<&Value>, headers: RoutingHeaders<'_>) -> bool {
     }
 }
 
-fn validate(method: &str, params: Option<&Value>, headers: RoutingHeaders<'_>) -> Result<ModernRequest, ErrorObject> {
+fn validate<P: ParamsView>(
+    method: &str,
+    params: Option<&P>,
+    headers: RoutingHeaders<'_>,
+) -> Result<ModernRequest, ErrorObject> {
     let envelope = Envelope::parse(params).map_err(|e| ErrorObject::new(ErrorCode::INVALID_PARAMS, e.to_string()))?;
     let class = ModernMethod::classify(method);
     if let RoutingHeaders::Http {
@@ -107,8 +117,9 @@ fn validate(method: &str, params: Option<&Value>, headers: RoutingHeaders<'_>) -
         if let MethodClass::Modern(m) = class
             && let Some(key) = m.name_param()
         {
-            let body = params.and_then(|p| p.get(key)).and_then(Value::as_str).unwrap_or("");
-            check_name(name, key, body)?;
+            // Read alone: params kept as text are not built for it.
+            let body = params.and_then(|p| p.str_member(key)).unwrap_or_default();
+            check_name(name, key, &body)?;
         }
     }
     let version_supported =
@@ -169,6 +180,7 @@ fn mismatch(message: String) -> ErrorObject {
 mod tests {
     use super::*;
     use crate::protocol::envelope::{CLIENT_CAPABILITIES, PROTOCOL_VERSION};
+    use serde_json::Value;
 
     fn http<'a>(version: Option<&'a str>, method: Option<&'a str>, name: Option<&'a str>) -> RoutingHeaders<'a> {
         let field = |v: Option<&'a str>| v.map_or(HeaderField::Absent, HeaderField::One);
@@ -203,11 +215,11 @@ mod tests {
             Classification::Legacy
         );
         assert_eq!(
-            classify("tools/list", None, true, http(None, None, None)),
+            classify::<Value>("tools/list", None, true, http(None, None, None)),
             Classification::Legacy
         );
         assert_eq!(
-            classify("tools/list", None, true, RoutingHeaders::None),
+            classify::<Value>("tools/list", None, true, RoutingHeaders::None),
             Classification::Legacy
         );
         // A plain initialize is legacy; one carrying a modern envelope is a modern
@@ -249,7 +261,7 @@ mod tests {
         );
         // An unknown header value is not a legacy revision: modern.
         assert_eq!(
-            code(&classify(
+            code(&classify::<Value>(
                 "tools/list",
                 None,
                 true,

@@ -4,7 +4,8 @@ use serde_json::{Map, Value};
 
 use crate::protocol::Revision;
 use crate::protocol::capabilities;
-use crate::protocol::envelope::{self, Envelope};
+use crate::protocol::envelope::{self, Envelope, RESERVED_PREFIX};
+use crate::protocol::lazy_json::{LazyJson, MemberValue};
 
 /// Members of a modern retry that a legacy upstream must never see.
 const MRTR_MEMBERS: [&str; 2] = ["inputResponses", "requestState"];
@@ -20,6 +21,52 @@ pub fn modern_params_for_legacy(mut params: Value) -> Value {
         }
     }
     params
+}
+
+/// [`modern_params_for_legacy`] on params as the client sent them: only `_meta`
+/// is built (classifying the request built it already); every other member is
+/// passed on as its text. A tree, or params that are not an object, take the tree path.
+pub fn modern_text_params_for_legacy(params: LazyJson) -> LazyJson {
+    let Some(members) = params.text_members() else {
+        return modern_params_for_legacy(params.into_value()).into();
+    };
+    let meta = match params.meta() {
+        Some(Value::Object(meta)) => {
+            let kept: Map<String, Value> = meta
+                .iter()
+                .filter(|(key, _)| !key.starts_with(RESERVED_PREFIX))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            if kept.is_empty() {
+                MetaFate::Drop
+            } else if kept.len() == meta.len() {
+                MetaFate::Keep
+            } else {
+                MetaFate::Write(Value::Object(kept))
+            }
+        }
+        _ => MetaFate::Keep,
+    };
+    let written = members.iter().filter_map(|(name, text)| match name.as_ref() {
+        name if MRTR_MEMBERS.contains(&name) => None,
+        "_meta" => match &meta {
+            MetaFate::Keep => Some(("_meta", MemberValue::Text(text))),
+            MetaFate::Drop => None,
+            MetaFate::Write(meta) => Some(("_meta", MemberValue::Tree(meta))),
+        },
+        name => Some((name, MemberValue::Text(text))),
+    });
+    LazyJson::object_with(written)
+}
+
+/// What becomes of a request's `_meta` on its way to a legacy upstream.
+enum MetaFate {
+    /// Nothing reserved in it: its text passes.
+    Keep,
+    /// Only reserved keys (or none): it goes.
+    Drop,
+    /// What is left of it.
+    Write(Value),
 }
 
 /// The `initialize` params eragate sends to open a pooled upstream session for
@@ -128,5 +175,36 @@ mod tests {
         let params = legacy_initialize_for_upstream(Some(&client), Revision::V2024_11_05);
         assert_eq!(params["protocolVersion"], "2024-11-05");
         assert_eq!(params["capabilities"], json!({"roots": {"listChanged": true}}));
+    }
+
+    /// Params as text, as `Message::parse` keeps them.
+    fn text(value: &str) -> LazyJson {
+        let raw: Box<serde_json::value::RawValue> = serde_json::from_str(value).unwrap();
+        LazyJson::from_checked_text(&raw)
+    }
+
+    #[test]
+    fn text_params_lose_what_tree_params_lose() {
+        let cases = [
+            r#"{"name":"t","arguments":{"a":[1,{"_meta":1}]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#,
+            r#"{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":7,"vendor/x":{"k":1}}}"#,
+            r#"{"name":"t","_meta":{"progressToken":"p"}}"#,
+            r#"{"name":"t","_meta":{}}"#,
+            r#"{"name":"t","_meta":3}"#,
+            r#"{"name":"t","inputResponses":{"a":{}},"requestState":"s","z":null}"#,
+            r#"{"_meta":{"io.modelcontextprotocol/a":1},"_meta":{"k":2}}"#,
+            r#"{}"#,
+            r#"[1,2]"#,
+        ];
+        for case in cases {
+            let tree = modern_params_for_legacy(serde_json::from_str(case).unwrap());
+            let lean = modern_text_params_for_legacy(text(case));
+            assert_eq!(*lean, tree, "{case}");
+        }
+        // Members eragate does not own keep their text and their order.
+        let lean = modern_text_params_for_legacy(text(
+            r#"{"name":"t","arguments":{"b":1.50,"a":2},"_meta":{"io.modelcontextprotocol/protocolVersion":"x"}}"#,
+        ));
+        assert_eq!(lean.text(), Some(r#"{"name":"t","arguments":{"b":1.50,"a":2}}"#));
     }
 }

@@ -98,13 +98,13 @@ pub fn tagged(method: &str, params: Option<Value>, listen_id: &Value) -> Message
     }
     Message::Notification(Notification {
         method: method.into(),
-        params: Some(params),
+        params: Some(params.into()),
     })
 }
 
 /// A listen notification as a legacy client receives it: without the tag.
 pub fn untagged(mut notification: Notification) -> Notification {
-    if let Some(params) = notification.params.as_mut().and_then(Value::as_object_mut) {
+    if let Some(params) = notification.params.as_deref_mut().and_then(Value::as_object_mut) {
         let now_empty = match params.get_mut("_meta").and_then(Value::as_object_mut) {
             Some(meta) => {
                 meta.remove(SUBSCRIPTION_ID);
@@ -142,7 +142,7 @@ mod tests {
     fn notification(method: &str, params: Value) -> Notification {
         Notification {
             method: method.into(),
-            params: Some(params),
+            params: Some(params.into()),
         }
     }
 
@@ -189,7 +189,10 @@ mod tests {
         ) else {
             panic!("a notification");
         };
-        assert_eq!(n.params, Some(json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: 7}})));
-        assert_eq!(untagged(n).params, Some(json!({"uri": "x://a"})));
+        assert_eq!(
+            n.params.as_deref(),
+            Some(&json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: 7}}))
+        );
+        assert_eq!(untagged(n).params.as_deref(), Some(&json!({"uri": "x://a"})));
     }
 }

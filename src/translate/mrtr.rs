@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::protocol::{ErrorObject, Request, Revision};
+use crate::protocol::{ErrorObject, LazyJson, Request, Revision};
 
 pub mod conversation;
 
@@ -168,7 +168,7 @@ pub fn input_key(request: &Request) -> String {
 /// The `inputRequests` entry for an upstream request: `{method, params}`, no
 /// JSON-RPC id, no `elicitationId` (the gateway keeps it) and no [`INPUT_KEY_META`].
 pub fn input_request(request: &Request) -> Value {
-    let mut params = request.params.clone().unwrap_or_else(|| json!({}));
+    let mut params = request.params.clone().map_or_else(|| json!({}), LazyJson::into_value);
     if let Some(object) = params.as_object_mut() {
         object.remove("elicitationId");
         let meta = object.get_mut("_meta").and_then(Value::as_object_mut);
@@ -207,7 +207,7 @@ pub fn legacy_question(
     let probe = Request {
         id: crate::protocol::Id::number(0),
         method: method.to_owned(),
-        params: Some(params.clone()),
+        params: Some(params.clone().into()),
     };
     let kind = InputKind::of(&probe);
     let allowed = kind.is_some_and(|k| k.declared_by(capabilities))
@@ -277,7 +277,7 @@ mod tests {
         Request {
             id: Id::number(7),
             method: method.into(),
-            params: Some(params),
+            params: Some(params.into()),
         }
     }
 
@@ -393,7 +393,7 @@ mod tests {
         let named = |id: u64, key: Value| Request {
             id: Id::number(id),
             method: "elicitation/create".into(),
-            params: Some(json!({"message": "m", "_meta": {INPUT_KEY_META: key, "other": 1}})),
+            params: Some(json!({"message": "m", "_meta": {INPUT_KEY_META: key, "other": 1}}).into()),
         };
         let cases = [
             (vec![named(1, json!("user_name"))], vec!["user_name"]),
@@ -427,7 +427,7 @@ mod tests {
             json!({"method": "elicitation/create", "params": {"message": "m", "_meta": {"other": 1}}})
         );
         let only_name = Request {
-            params: Some(json!({"message": "m", "_meta": {INPUT_KEY_META: "k"}})),
+            params: Some(json!({"message": "m", "_meta": {INPUT_KEY_META: "k"}}).into()),
             ..named(1, json!("k"))
         };
         assert_eq!(

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use crate::protocol::envelope::SUBSCRIPTION_ID;
-use crate::protocol::{ErrorCode, ErrorObject, Notification, Request, Response};
+use crate::protocol::{ErrorCode, ErrorObject, LazyJson, Notification, Request, Response};
 
 /// Who a notification from the upstream is for, by the protocol's rules alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,8 +51,14 @@ pub fn addressee(notification: &Notification) -> Addressee {
 
 /// Replaces `params._meta.progressToken` with the upstream id, returning the
 /// original (to give back with [`restore_progress_token`]).
-pub fn rewrite_progress_token(params: &mut Option<Value>, upstream_id: u64) -> Option<Value> {
-    let meta = params.as_mut()?.as_object_mut()?.get_mut("_meta")?.as_object_mut()?;
+pub fn rewrite_progress_token(params: &mut Option<LazyJson>, upstream_id: u64) -> Option<Value> {
+    // Read first: most requests carry no token, and changing the tree gives up their text.
+    params.as_ref()?.meta()?.get("progressToken")?;
+    let meta = params
+        .as_deref_mut()?
+        .as_object_mut()?
+        .get_mut("_meta")?
+        .as_object_mut()?;
     let original = meta.get("progressToken")?.clone();
     meta.insert("progressToken".into(), Value::from(upstream_id));
     Some(original)
@@ -60,7 +66,7 @@ pub fn rewrite_progress_token(params: &mut Option<Value>, upstream_id: u64) -> O
 
 /// Gives a progress notification back the caller's own token.
 pub fn restore_progress_token(notification: &mut Notification, original: &Value) {
-    if let Some(params) = notification.params.as_mut().and_then(Value::as_object_mut) {
+    if let Some(params) = notification.params.as_deref_mut().and_then(Value::as_object_mut) {
         params.insert("progressToken".into(), original.clone());
     }
 }
@@ -69,7 +75,7 @@ pub fn restore_progress_token(notification: &mut Notification, original: &Value)
 pub fn retag_subscription(notification: &mut Notification, listen_id: Value) {
     let meta = notification
         .params
-        .as_mut()
+        .as_deref_mut()
         .and_then(|p| p.get_mut("_meta"))
         .and_then(Value::as_object_mut);
     if let Some(meta) = meta {
@@ -124,7 +130,7 @@ mod tests {
     fn notification(method: &str, params: Value) -> Notification {
         Notification {
             method: method.into(),
-            params: Some(params),
+            params: Some(params.into()),
         }
     }
 
@@ -187,9 +193,14 @@ mod tests {
 
     #[test]
     fn progress_tokens_become_the_upstream_id() {
-        let mut params = Some(json!({"_meta": {"progressToken": "client-7"}, "name": "x"}));
+        let mut params = Some(LazyJson::from(
+            json!({"_meta": {"progressToken": "client-7"}, "name": "x"}),
+        ));
         assert_eq!(rewrite_progress_token(&mut params, 42), Some(json!("client-7")));
-        assert_eq!(params, Some(json!({"_meta": {"progressToken": 42}, "name": "x"})));
+        assert_eq!(
+            params.as_deref(),
+            Some(&json!({"_meta": {"progressToken": 42}, "name": "x"}))
+        );
         let cases = [
             Some(json!({"name": "x"})),
             Some(json!({"_meta": {}, "name": "x"})),
@@ -198,9 +209,9 @@ mod tests {
             None,
         ];
         for case in cases {
-            let mut params = case.clone();
+            let mut params = case.clone().map(LazyJson::from);
             assert_eq!(rewrite_progress_token(&mut params, 1), None, "{case:?}");
-            assert_eq!(params, case, "untouched");
+            assert_eq!(params.as_deref(), case.as_ref(), "untouched");
         }
     }
 
@@ -213,12 +224,16 @@ mod tests {
         assert_eq!(addressee(&updated), Addressee::Listen(42, Scope::Session));
         retag_subscription(&mut updated, json!("listen-1"));
         assert_eq!(
-            updated.params,
-            Some(json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: "listen-1"}}))
+            updated.params.as_deref(),
+            Some(&json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: "listen-1"}}))
         );
         let mut untagged = notification("notifications/resources/updated", json!({"uri": "x://a"}));
         retag_subscription(&mut untagged, json!("listen-1"));
-        assert_eq!(untagged.params, Some(json!({"uri": "x://a"})), "no _meta, no tag");
+        assert_eq!(
+            untagged.params.as_deref(),
+            Some(&json!({"uri": "x://a"})),
+            "no _meta, no tag"
+        );
     }
 
     #[test]
@@ -230,7 +245,7 @@ mod tests {
         };
         assert_eq!(
             refuse_server_request(&elicit).outcome,
-            Outcome::Result(json!({"action": "decline"}))
+            Outcome::Result(json!({"action": "decline"}).into())
         );
         let sample = Request {
             id: Id::number(4),
@@ -255,7 +270,7 @@ mod tests {
         /// sends with the rewritten one gives the caller exactly its own token.
         #[test]
         fn progress_token_rewrite_then_restore_is_identity(original in token(), upstream_id in 0u64..(1 << 53)) {
-            let mut params = Some(json!({"_meta": {"progressToken": original.clone()}, "name": "x"}));
+            let mut params = Some(LazyJson::from(json!({"_meta": {"progressToken": original.clone()}, "name": "x"})));
             let kept = rewrite_progress_token(&mut params, upstream_id);
             prop_assert_eq!(kept.as_ref(), Some(&original));
             let sent = params.as_ref().and_then(|p| p["_meta"].get("progressToken")).cloned();
@@ -267,7 +282,7 @@ mod tests {
             if let Some(kept) = &kept {
                 restore_progress_token(&mut progress, kept);
             }
-            prop_assert_eq!(progress.params, Some(json!({"progressToken": original, "progress": 1})));
+            prop_assert_eq!(progress.params.as_deref(), Some(&json!({"progressToken": original, "progress": 1})));
         }
     }
 }

@@ -4,6 +4,7 @@ use serde_json::{Map, Value};
 
 use super::cache::CachePolicy;
 use crate::protocol::envelope::SERVER_INFO;
+use crate::protocol::lazy_json::{LazyJson, MemberValue};
 use crate::protocol::{ErrorCode, ErrorObject, ModernMethod, Revision};
 
 /// Decorates a legacy result for a 2026-07-28 client: `resultType`,
@@ -29,6 +30,52 @@ pub fn result_for_modern(result: Value, method: ModernMethod, server_info: &Valu
         cache.apply(&mut object);
     }
     Value::Object(object)
+}
+
+/// [`result_for_modern`] on a result as the upstream sent it: `resultType` and
+/// `_meta[serverInfo]` are written next to the other members' text, which passes
+/// unbuilt. Cacheable results (their hints need the tree), trees, and results that
+/// are not objects take the tree path.
+pub fn text_result_for_modern(
+    result: LazyJson,
+    method: ModernMethod,
+    server_info: &Value,
+    cache: CachePolicy,
+) -> LazyJson {
+    let members = match result.text_members() {
+        Some(members) if !method.is_cacheable() => members,
+        _ => return result_for_modern(result.into_value(), method, server_info, cache).into(),
+    };
+    let has_type = members.iter().any(|(name, _)| name == "resultType");
+    // The last `_meta`, as a tree would keep; a non-object one is left as it is.
+    let meta_text = members
+        .iter()
+        .rev()
+        .find(|(name, _)| name == "_meta")
+        .map(|(_, text)| *text);
+    let meta: Option<Value> = match meta_text {
+        None => Some(serde_json::json!({ SERVER_INFO: server_info })),
+        Some(text) => match serde_json::from_str::<Value>(text.get()) {
+            Ok(Value::Object(mut meta)) if !meta.contains_key(SERVER_INFO) => {
+                meta.insert(SERVER_INFO.into(), server_info.clone());
+                Some(Value::Object(meta))
+            }
+            _ => None,
+        },
+    };
+    let complete = Value::from("complete");
+    let written = members
+        .iter()
+        .map(|(name, text)| match (name.as_ref(), &meta) {
+            ("_meta", Some(meta)) => ("_meta", MemberValue::Tree(meta)),
+            (name, _) => (name, MemberValue::Text(text)),
+        })
+        .chain((!has_type).then_some(("resultType", MemberValue::Tree(&complete))))
+        .chain(match (meta_text, &meta) {
+            (None, Some(meta)) => Some(("_meta", MemberValue::Tree(meta))),
+            _ => None,
+        });
+    LazyJson::object_with(written)
 }
 
 /// A modern upstream's result for a modern client: untouched but for the cache
@@ -310,6 +357,49 @@ mod tests {
         assert_eq!(
             (result["protocolVersion"].as_str(), rev),
             (Some("2025-03-26"), Revision::V2025_03_26)
+        );
+    }
+
+    #[test]
+    fn text_results_get_what_tree_results_get() {
+        let text = |value: &str| {
+            let raw: Box<serde_json::value::RawValue> = serde_json::from_str(value).unwrap();
+            LazyJson::from_checked_text(&raw)
+        };
+        let info = json!({"name": "s", "version": "1"});
+        let cases = [
+            r#"{"content":[{"type":"text","text":"x"}],"isError":false}"#,
+            r#"{"content":[],"resultType":"complete"}"#,
+            r#"{"content":[],"_meta":{"k":1}}"#,
+            r#"{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"other"}}}"#,
+            r#"{"content":[],"_meta":7}"#,
+            r#"{"resultType":"input_required","inputRequests":{}}"#,
+            r#"{}"#,
+            r#"[1]"#,
+        ];
+        for method in [ModernMethod::ToolsCall, ModernMethod::ToolsList] {
+            for case in cases {
+                let tree = result_for_modern(
+                    serde_json::from_str(case).unwrap(),
+                    method,
+                    &info,
+                    CachePolicy::default(),
+                );
+                let lean = text_result_for_modern(text(case), method, &info, CachePolicy::default());
+                assert_eq!(*lean, tree, "{method:?} {case}");
+            }
+        }
+        let lean = text_result_for_modern(
+            text(r#"{"content":[{"type":"text","text":"x"}],"b":1.50}"#),
+            ModernMethod::ToolsCall,
+            &info,
+            CachePolicy::default(),
+        );
+        assert_eq!(
+            lean.text(),
+            Some(
+                r#"{"content":[{"type":"text","text":"x"}],"b":1.50,"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}"#
+            )
         );
     }
 }

@@ -14,7 +14,7 @@ use super::session::UpstreamSession;
 pub use super::session::slot::CallEvent;
 use super::session::slot::{CallSlot, Taken};
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{Id, Response, Revision};
+use crate::protocol::{Id, LazyJson, Response, Revision};
 use crate::telemetry::trace::{self, CallTarget, UpstreamSpan};
 
 /// A request in flight. Await [`Call::response`]; drain [`Call::next`]
@@ -58,7 +58,7 @@ impl UpstreamSession {
     pub async fn call(
         self: &Arc<Self>,
         method: &str,
-        params: Option<Value>,
+        params: Option<LazyJson>,
         original_id: Id,
         on_drop: OnDrop,
     ) -> Result<Call, UpstreamError> {
@@ -70,7 +70,7 @@ impl UpstreamSession {
     pub async fn call_with_headers(
         self: &Arc<Self>,
         method: &str,
-        params: Option<Value>,
+        params: Option<LazyJson>,
         original_id: Id,
         on_drop: OnDrop,
         extra_headers: &[(String, String)],
@@ -111,13 +111,14 @@ impl UpstreamSession {
     /// 2026-07-28 upstream (replacing the client's, whose child this call is).
     fn carry_trace(
         &self,
-        mut params: Option<Value>,
+        mut params: Option<LazyJson>,
         extra_headers: &[(String, String)],
         traceparent: &str,
-    ) -> (Option<Value>, Option<Vec<(String, String)>>) {
+    ) -> (Option<LazyJson>, Option<Vec<(String, String)>>) {
         if self.revision() == Some(Revision::V2026_07_28)
+            && params.as_ref().and_then(|p| p.meta()).is_some_and(Value::is_object)
             && let Some(meta) = params
-                .as_mut()
+                .as_deref_mut()
                 .and_then(Value::as_object_mut)
                 .and_then(|p| p.get_mut("_meta"))
                 .and_then(Value::as_object_mut)
@@ -230,7 +231,7 @@ impl Drop for Call {
                     return; // the closed stream is the cancellation
                 }
                 let _ = session
-                    .notify("notifications/cancelled", Some(Value::Object(params)))
+                    .notify("notifications/cancelled", Some(Value::Object(params).into()))
                     .await;
             });
         }

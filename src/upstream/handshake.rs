@@ -24,11 +24,11 @@ impl UpstreamSession {
         known: Option<Arc<Value>>,
     ) -> Result<Arc<Value>, UpstreamError> {
         let call = self
-            .call("initialize", Some(params), Id::number(0), OnDrop::Detach)
+            .call("initialize", Some(params.into()), Id::number(0), OnDrop::Detach)
             .await?;
         let response = call.response().await?;
         let result = match response.outcome {
-            Outcome::Result(result) => result,
+            Outcome::Result(result) => result.into_value(),
             Outcome::Error(error) => {
                 return Err(self.protocol_error(format!("initialize failed: {} ({})", error.message, error.code.0)));
             }

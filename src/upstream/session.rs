@@ -21,7 +21,7 @@ use self::table::{CallTable, Delivery};
 use super::error::UpstreamError;
 use super::member::MemberHealth;
 use super::transport::{Inbound, Link};
-use crate::protocol::{Id, Message, Notification, Request, Response, Revision};
+use crate::protocol::{Id, LazyJson, Message, Notification, Request, Response, Revision};
 use crate::translate::multiplex::{self, Addressee, Scope, refuse_server_request};
 
 pub(crate) mod slot;
@@ -144,7 +144,7 @@ impl UpstreamSession {
     }
 
     /// Sends a notification.
-    pub async fn notify(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<(), UpstreamError> {
+    pub async fn notify(self: &Arc<Self>, method: &str, params: Option<LazyJson>) -> Result<(), UpstreamError> {
         let message = Message::Notification(Notification {
             method: method.to_owned(),
             params,
@@ -166,7 +166,7 @@ impl UpstreamSession {
         let session = self.clone();
         let params = json!({"requestId": upstream_id, "reason": reason});
         tokio::spawn(async move {
-            let _ = session.notify("notifications/cancelled", Some(params)).await;
+            let _ = session.notify("notifications/cancelled", Some(params.into())).await;
         });
     }
 
@@ -299,7 +299,7 @@ impl UpstreamSession {
     pub(crate) fn open_call(
         &self,
         method: &str,
-        mut params: Option<Value>,
+        mut params: Option<LazyJson>,
         original_id: Id,
     ) -> Result<(u64, Arc<CallSlot>, Message), UpstreamError> {
         if self.is_closed() {

@@ -23,7 +23,9 @@ use crate::federate::page::MergedPage;
 use crate::federate::route::{self, ListShape, NameKind, Naming, StaleNames};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{Era, ErrorCode, ErrorObject, Id, Message, ModernMethod, Request, Response, Revision};
+use crate::protocol::{
+    Era, ErrorCode, ErrorObject, Id, LazyJson, Message, ModernMethod, Notification, Request, Response, Revision,
+};
 use crate::router::federation::Federation;
 use crate::router::gateway_client_info;
 use crate::translate::cache::{Audience, Watch};
@@ -306,13 +308,14 @@ impl Asking<'_> {
 
     /// A call, read, get or completion, sent to the member that owns what it names.
     async fn call(&self, request: Request, method: ModernMethod, era: ClientEra) -> Reply {
-        let kind = name_kind(method, request.params.as_ref());
+        let kind = name_kind(method, request.params.as_deref());
         let needs_names = kind.is_some() && self.federation.mode() != PrefixMode::Always;
         let mut names = None;
         if let (true, Some(kind)) = (needs_names, kind) {
             names = self.names(kind, false).await.ok();
         }
         let Request { id, params, .. } = request;
+        let params = params.map(LazyJson::into_value);
         let mut owner = self.naming(names.as_deref()).route_owned(method, params);
         if let (Err((_, params)), true, Some(kind)) = (&mut owner, needs_names, kind) {
             // The names may be older than the member's list: learn them again once.
@@ -398,7 +401,7 @@ impl Asking<'_> {
             let within = self.federation.config().handshake_timeout.0;
             match tokio::time::timeout(within, responses.recv()).await.ok().flatten() {
                 Some(Message::Notification(ack)) if ack.method == "notifications/subscriptions/acknowledged" => {
-                    join_acknowledgement(&mut filter, ack.params.as_ref(), prefix);
+                    join_acknowledgement(&mut filter, ack.params.as_deref(), prefix);
                     streams.push((responses, (*prefix).to_owned()));
                 }
                 _ => tracing::warn!(member = %member.backend.name(), "a member's listen was not acknowledged"),
@@ -421,7 +424,7 @@ impl Asking<'_> {
                     if notification.method.ends_with("/list_changed") {
                         federation.list_changed(list_changed_method(&notification.method));
                     }
-                    route::expose_notification(&prefix, &notification.method, &mut notification.params);
+                    expose_notification(&prefix, &mut notification);
                     if tx.send(Message::Notification(notification)).await.is_err() {
                         return; // the client closed its listen: dropping ours closes the member's
                     }
@@ -454,7 +457,7 @@ impl Asking<'_> {
         let request = Request {
             id,
             method: method.as_str().into(),
-            params: Some(params),
+            params: Some(params.into()),
         };
         let modern = ModernRequest {
             method,
@@ -554,16 +557,16 @@ fn reshape(reply: Reply, method: ModernMethod, era: ClientEra, prefix: String) -
             outcome: Outcome::Result(result),
         }) => {
             let result = match method {
-                ModernMethod::ResourcesRead => route::expose_read(&prefix, result),
+                ModernMethod::ResourcesRead => route::expose_read(&prefix, result.into_value()).into(),
                 _ => result,
             };
             Message::Response(Response {
                 id,
-                outcome: Outcome::Result(era.shape(result)),
+                outcome: Outcome::Result(era.shape(result.into_value()).into()),
             })
         }
         Message::Notification(mut notification) => {
-            route::expose_notification(&prefix, &notification.method, &mut notification.params);
+            expose_notification(&prefix, &mut notification);
             Message::Notification(notification)
         }
         other => other,
@@ -651,9 +654,16 @@ fn next_cursor(page: &Value) -> Option<String> {
 
 fn outcome(response: Response) -> Result<Value, ErrorObject> {
     match response.outcome {
-        Outcome::Result(result) => Ok(result),
+        Outcome::Result(result) => Ok(result.into_value()),
         Outcome::Error(error) => Err(error),
     }
+}
+
+/// A member's notification with its names exposed under the member's prefix.
+fn expose_notification(prefix: &str, notification: &mut Notification) {
+    let mut params = notification.params.take().map(LazyJson::into_value);
+    route::expose_notification(prefix, &notification.method, &mut params);
+    notification.params = params.map(LazyJson::from);
 }
 
 fn error_reply(id: Id, error: ErrorObject) -> Reply {

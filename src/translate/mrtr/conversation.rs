@@ -268,7 +268,7 @@ impl ExpectInputRequest {
                 let request = Request {
                     id: crate::protocol::Id::number(i as u64 + 1),
                     method: "elicitation/create".into(),
-                    params: Some(params),
+                    params: Some(params.into()),
                 };
                 (format!("elicitation-url-{}", i + 1), request)
             })

@@ -15,7 +15,7 @@ fn request(id: u64, method: &str, params: Value) -> Request {
     Request {
         id: Id::number(id),
         method: method.into(),
-        params: Some(params),
+        params: Some(params.into()),
     }
 }
 

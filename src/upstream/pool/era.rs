@@ -110,7 +110,7 @@ impl Upstream {
         let params = probe::discover_params(&gateway_client_info());
         let timeout = self.config.handshake_timeout.0;
         let outcome = match session
-            .call("server/discover", Some(params), Id::number(0), OnDrop::Detach)
+            .call("server/discover", Some(params.into()), Id::number(0), OnDrop::Detach)
             .await
         {
             Ok(call) => tokio::time::timeout(timeout, call.response())

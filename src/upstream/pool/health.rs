@@ -102,7 +102,7 @@ impl Upstream {
         timeout: Duration,
     ) -> bool {
         let Ok(call) = session
-            .call(method, params, Id::number(0), OnDrop::CancelUpstream)
+            .call(method, params.map(Into::into), Id::number(0), OnDrop::CancelUpstream)
             .await
         else {
             return false;

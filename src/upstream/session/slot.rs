@@ -137,7 +137,7 @@ mod tests {
     fn progress(n: u64) -> CallEvent {
         CallEvent::Notification(Notification {
             method: "notifications/progress".into(),
-            params: Some(json!({"progress": n})),
+            params: Some(json!({"progress": n}).into()),
         })
     }
 
@@ -157,10 +157,10 @@ mod tests {
         slot.settle(Ok(Response::result(Id::number(1), json!({}))));
         assert!(slot.push_event(progress(2)).is_ok());
         assert!(
-            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params == Some(json!({"progress": 1})))
+            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params.as_deref() == Some(&json!({"progress": 1})))
         );
         assert!(
-            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params == Some(json!({"progress": 2})))
+            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params.as_deref() == Some(&json!({"progress": 2})))
         );
         assert!(matches!(slot.take(false), Some(Taken::Done(Ok(_)))));
         // A second settlement (a pending entry dropped after answering) changes nothing.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde_json::Value;
 
 use super::slot::{CallEvent, CallSlot};
-use crate::protocol::{Id, Notification, Response};
+use crate::protocol::{Id, LazyJson, Notification, Response};
 use crate::translate::multiplex::{restore_progress_token, retag_subscription, rewrite_progress_token};
 use crate::upstream::error::UpstreamError;
 
@@ -49,7 +49,7 @@ impl CallTable {
 
     /// Enters a request: a fresh upstream id (which also becomes its
     /// `progressToken`, if it has one) and the slot its answer will reach.
-    pub(crate) fn open(&self, params: &mut Option<Value>, original_id: Id) -> (u64, Arc<CallSlot>) {
+    pub(crate) fn open(&self, params: &mut Option<LazyJson>, original_id: Id) -> (u64, Arc<CallSlot>) {
         let upstream_id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let original_progress_token = rewrite_progress_token(params, upstream_id);
         let slot = CallSlot::new();
@@ -171,23 +171,23 @@ mod tests {
     fn progress(token: u64) -> Notification {
         Notification {
             method: "notifications/progress".into(),
-            params: Some(json!({"progressToken": token, "progress": 1})),
+            params: Some(json!({"progressToken": token, "progress": 1}).into()),
         }
     }
 
     #[test]
     fn answers_and_progress_reach_their_caller_under_its_own_ids() {
         let table = CallTable::new(40);
-        let mut params = Some(json!({"_meta": {"progressToken": "mine"}}));
+        let mut params = Some(LazyJson::from(json!({"_meta": {"progressToken": "mine"}})));
         let (upstream_id, slot) = table.open(&mut params, Id::from_value(&json!("client-1")).expect("id"));
         assert_eq!(upstream_id, 40);
-        assert_eq!(params, Some(json!({"_meta": {"progressToken": 40}})));
+        assert_eq!(params.as_deref(), Some(&json!({"_meta": {"progressToken": 40}})));
         table.deliver_progress(upstream_id, progress(upstream_id));
         table.deliver_progress(99, progress(99)); // nobody's: dropped
         assert!(table.answer(upstream_id, Response::result(Id::number(40), json!({}))));
         assert!(!table.answer(upstream_id, Response::result(Id::number(40), json!({}))));
         assert!(
-            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params == Some(json!({"progressToken": "mine", "progress": 1})))
+            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params.as_deref() == Some(&json!({"progressToken": "mine", "progress": 1})))
         );
         assert!(matches!(slot.take(false), Some(Taken::Done(Ok(r))) if r.id == Id::from_value(&json!("client-1"))));
         assert_eq!(table.len(), 0);
@@ -199,12 +199,12 @@ mod tests {
         let (listen, slot) = table.open(&mut None, Id::number(3));
         let updated = |tag: u64| Notification {
             method: "notifications/resources/updated".into(),
-            params: Some(json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: tag}})),
+            params: Some(json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: tag}}).into()),
         };
         assert!(table.deliver_to_listen(listen, updated(listen)).is_ok());
         assert!(table.deliver_to_listen(8, updated(8)).is_err());
         assert!(
-            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params == Some(json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: 3}})))
+            matches!(slot.take(false), Some(Taken::Event(CallEvent::Notification(n))) if n.params.as_deref() == Some(&json!({"uri": "x://a", "_meta": {SUBSCRIPTION_ID: 3}})))
         );
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
-use http::{HeaderValue, Method, StatusCode, Uri};
+use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
@@ -255,7 +255,7 @@ impl HttpLink {
             && let Message::Request(request) = message
         {
             headers.push((MCP_METHOD.to_owned(), request.method.clone()));
-            if let Some(name) = mirrored_name(&request.method, request.params.as_ref()) {
+            if let Some(name) = mirrored_name(&request.method, request.params.as_deref()) {
                 headers.push((MCP_NAME.to_owned(), name));
             }
         }
@@ -288,6 +288,10 @@ impl HttpLink {
 }
 
 /// One request's way to the endpoint: the link's headers, taken when it was made.
+/// `Mcp-Session-Id` and `MCP-Protocol-Version` as names, parsed at compile time.
+const SESSION_ID_HEADER: HeaderName = HeaderName::from_static(MCP_SESSION_ID);
+const PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static(MCP_PROTOCOL_VERSION);
+
 struct Sender {
     endpoint: Arc<Endpoint>,
     subject: Option<Arc<Subject>>,
@@ -299,23 +303,36 @@ impl Sender {
     fn builder(&self, method: Method) -> http::request::Builder {
         let mut builder = http::Request::builder().method(method).uri(self.endpoint.url.clone());
         if let Some(id) = &self.session_id {
-            builder = builder.header(MCP_SESSION_ID, id);
+            builder = builder.header(SESSION_ID_HEADER, id);
         }
         if let Some(version) = &self.protocol_version {
-            builder = builder.header(MCP_PROTOCOL_VERSION, version);
+            builder = builder.header(PROTOCOL_VERSION_HEADER, version);
         }
         builder
     }
 
+    /// A POST of `body`, built in place: the names and fixed values are constants
+    /// and the session's values are shared, so only the extra headers are parsed.
     fn post(&self, headers: &[(String, String)], body: Bytes) -> Result<http::Request<Full<Bytes>>, String> {
-        let mut builder = self
-            .builder(Method::POST)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream");
-        for (name, value) in headers {
-            builder = builder.header(name.as_str(), value.as_str());
+        let mut request = http::Request::new(Full::new(body));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.endpoint.url.clone();
+        let map = request.headers_mut();
+        map.reserve(4 + headers.len());
+        if let Some(id) = &self.session_id {
+            map.insert(SESSION_ID_HEADER, id.clone());
         }
-        builder.body(Full::new(body)).map_err(|e| e.to_string())
+        if let Some(version) = &self.protocol_version {
+            map.insert(PROTOCOL_VERSION_HEADER, version.clone());
+        }
+        map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        map.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;
+            let value = HeaderValue::from_str(value).map_err(|e| e.to_string())?;
+            map.append(name, value);
+        }
+        Ok(request)
     }
 
     /// Sends what `build` makes, with the upstream's credential.
