@@ -739,14 +739,7 @@ fn a_legacy_clients_cancellation_reaches_the_owning_member() {
             .unwrap_or_default();
         py["in_flight"].as_u64().unwrap_or(u64::MAX)
     };
-    let seen = |event: &str| -> Vec<Value> {
-        std::fs::read_to_string(&events)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|e| e["event"] == event)
-            .collect()
-    };
+    let seen = |event: &str| recorded_events(&events, event);
     let url = eragate.url();
     let (session, _) = legacy_initialize(&url, "2025-06-18");
     let hang = {
@@ -758,14 +751,7 @@ fn a_legacy_clients_cancellation_reaches_the_owning_member() {
         !seen("started").is_empty()
     });
     assert_eq!(py_in_flight(), 1);
-    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": {"requestId": 7, "reason": "user pressed stop"}});
-    let ack = send(
-        "POST",
-        &url,
-        &legacy_headers(&session, "2025-06-18"),
-        Some(&cancel.to_string()),
-    );
+    let ack = cancel_request_7(&url, &session, "2025-06-18");
     assert_eq!(ack.status, 202, "{ack:?}");
     assert!(
         poll_until(Duration::from_secs(5), || py_in_flight() == 0),
@@ -780,12 +766,7 @@ fn a_legacy_clients_cancellation_reaches_the_owning_member() {
     });
 
     // The session goes on; a cancellation naming nothing in flight changes nothing.
-    let ack = send(
-        "POST",
-        &url,
-        &legacy_headers(&session, "2025-06-18"),
-        Some(&cancel.to_string()),
-    );
+    let ack = cancel_request_7(&url, &session, "2025-06-18");
     assert_eq!(ack.status, 202, "{ack:?}");
     let reply = legacy_request(
         &url,

@@ -442,14 +442,7 @@ fn a_cancelled_request_frees_its_slot_and_gets_no_answer() {
     });
     let in_flight =
         || send("GET", &format!("http://{admin}/pools"), &[], None).json()["upstreams"][0]["in_flight"].clone();
-    let seen = |event: &str| -> Vec<Value> {
-        std::fs::read_to_string(&events)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter(|e| e["event"] == event)
-            .collect()
-    };
+    let seen = |event: &str| recorded_events(&events, event);
     let url = gateway.url();
     let (session, _) = legacy_initialize(&url, "2025-06-18");
 
@@ -462,14 +455,7 @@ fn a_cancelled_request_frees_its_slot_and_gets_no_answer() {
         !seen("started").is_empty()
     });
     assert_eq!(in_flight(), 1);
-    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": {"requestId": 7, "reason": "user pressed stop"}});
-    let ack = send(
-        "POST",
-        &url,
-        &legacy_headers(&session, "2025-06-18"),
-        Some(&cancel.to_string()),
-    );
+    let ack = cancel_request_7(&url, &session, "2025-06-18");
     assert_eq!(ack.status, 202, "{ack:?}");
 
     // Freed now, not at the 60 s request_timeout.

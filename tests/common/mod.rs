@@ -625,6 +625,28 @@ pub fn legacy_initialize(url: &str, version: &str) -> (String, Value) {
     (session, result)
 }
 
+/// The events of one kind the legacy fixture recorded (`legacy_server.py --events FILE`).
+pub fn recorded_events(file: &Path, event: &str) -> Vec<Value> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == event)
+        .collect()
+}
+
+/// A legacy client's `notifications/cancelled` for request 7 on `session`, posted to `url`.
+pub fn cancel_request_7(url: &str, session: &str, version: &str) -> Reply {
+    let cancel = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "user pressed stop"}});
+    send(
+        "POST",
+        url,
+        &legacy_headers(session, version),
+        Some(&cancel.to_string()),
+    )
+}
+
 /// Headers of a legacy POST on a session.
 pub fn legacy_headers<'a>(session: &'a str, version: &'a str) -> Vec<(&'a str, &'a str)> {
     let mut headers = PLAIN.to_vec();
