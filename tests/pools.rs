@@ -820,8 +820,9 @@ fn connections_to(port: u16) -> usize {
 }
 
 /// A burst of concurrent calls opens a connection per call to an HTTP upstream; once
-/// they end, no more than `http.max_idle_connections` stay open (the default, 64, keeps
-/// them all: the control that shows the bound is what closes the rest).
+/// they end, no more than `http.max_idle_connections` stay open (the default, the upstream's
+/// `max_in_flight` of 512, keeps them all: the control that shows the bound is what closes
+/// the rest).
 #[test]
 fn idle_upstream_connections_are_bounded_after_a_burst() {
     for (bound, kept_at_least, kept_at_most) in [(None, 12, usize::MAX), (Some(2), 0, 3)] {

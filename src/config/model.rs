@@ -384,13 +384,11 @@ pub struct HttpConfig {
     pub urls: Vec<http::Uri>,
     /// Idle keep-alive connections kept open to each endpoint for the next
     /// requests; past it a connection is closed once its request ends (a burst
-    /// of concurrent requests leaves no more than this behind). Default 64.
-    #[serde(default = "default_max_idle_connections")]
-    pub max_idle_connections: usize,
-}
-
-fn default_max_idle_connections() -> usize {
-    64
+    /// of concurrent requests leaves no more than this behind). Default: the
+    /// upstream's `max_in_flight`, so that steady traffic up to that
+    /// concurrency never closes and reopens connections.
+    #[serde(default)]
+    pub max_idle_connections: Option<usize>,
 }
 
 impl HttpConfig {
@@ -399,7 +397,7 @@ impl HttpConfig {
         HttpConfig {
             url: Some(url),
             urls: Vec::new(),
-            max_idle_connections: default_max_idle_connections(),
+            max_idle_connections: None,
         }
     }
 

@@ -152,7 +152,8 @@ pub(super) fn members(
         return vec![Member::new(Target::Stdio(spawner), "stdio".into(), health)];
     }
     if let Some(http) = &config.http {
-        let client = streamable_http::client(name, &config.tls, http.max_idle_connections);
+        let max_idle = http.max_idle_connections.unwrap_or(config.max_in_flight);
+        let client = streamable_http::client(name, &config.tls, max_idle);
         return http
             .members()
             .into_iter()
