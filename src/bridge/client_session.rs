@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::AbortHandle;
 
-use super::restrict::LiveNarrowing;
+use super::live_narrowing::LiveNarrowing;
 use crate::protocol::Era;
 use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Id, Message, Request, Response, Revision};

@@ -167,7 +167,11 @@ async fn serve(
         }
     };
     if let Reply::Initialized(_, session) = &reply {
-        session.narrow(super::restrict::LiveNarrowing::of(gateway, backend, caller));
+        session.narrow(super::live_narrowing::LiveNarrowing::of(
+            &gateway.applied,
+            backend,
+            caller,
+        ));
     }
     let reply = match narrowed {
         Some(answer) => answer.reply(reply, era),

@@ -17,6 +17,7 @@ mod legacy;
 pub mod listen;
 mod lists;
 pub mod live;
+mod live_narrowing;
 mod modern;
 mod modern_side;
 pub mod mrtr;

@@ -5,13 +5,14 @@
 //! A streamed answer's final response is rewritten as the client takes it;
 //! dropping the client's end still cancels the call. Long-lived streams (a
 //! listen, a legacy session's GET stream) skip the `notifications/resources/updated`
-//! the caller's policies hide as a reload leaves them ([`LiveNarrowing`]).
+//! the caller's policies hide as a reload leaves them (`live_narrowing`).
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::Gateway;
+use super::live_narrowing::LiveNarrowing;
 use super::reply::{Reply, Status};
 use crate::auth::{Admitted, ToolView};
 use crate::config::Config;
@@ -31,49 +32,6 @@ pub struct Narrowing {
     live: LiveNarrowing,
 }
 
-/// The `[[policies]]` one caller is served under on one path as a reload
-/// leaves them: what a long-lived stream (a listen, a legacy session's GET
-/// stream) checks each notification the server sends on its own against.
-pub struct LiveNarrowing {
-    applied: Arc<arc_swap::ArcSwap<Config>>,
-    path: Box<str>,
-    subject: Box<str>,
-    scopes: Option<Arc<[String]>>,
-}
-
-impl LiveNarrowing {
-    /// `caller` on `backend`'s path, under whatever policies apply when asked.
-    pub fn of(gateway: &Gateway, backend: &Backend, caller: &Admitted) -> LiveNarrowing {
-        LiveNarrowing {
-            applied: Arc::clone(&gateway.applied),
-            path: backend.config().path.as_str().into(),
-            subject: caller.principal.as_str().into(),
-            scopes: caller.scopes.clone(),
-        }
-    }
-
-    /// Whether `message`, sent by the server on its own, may reach the caller
-    /// now (a `notifications/resources/updated` only for a resource it may see).
-    pub fn shows(&self, message: &Message) -> bool {
-        let Message::Notification(notification) = message else {
-            return true;
-        };
-        let config = self.applied.load();
-        if config.policies.is_empty() {
-            return true;
-        }
-        let caller = Caller {
-            subject: &self.subject,
-            scopes: self.scopes.as_deref(),
-        };
-        let rules = match catalog::select(&config.policies, &config.groups, &self.path, caller) {
-            Selection::Unrestricted => return true,
-            Selection::Narrowed(entry) => entry.and_then(|i| config.policies.get(i)),
-        };
-        Catalog::new(rules).shows(&notification.method, notification.params.as_deref())
-    }
-}
-
 impl Narrowing {
     /// The narrowing of `caller` on `backend`'s path; `None` when the path has no policies.
     pub fn of(gateway: &Gateway, backend: &Backend, caller: &Admitted) -> Option<Narrowing> {
@@ -90,7 +48,7 @@ impl Narrowing {
             Selection::Narrowed(entry) => Some(Narrowing {
                 config: Arc::clone(&config),
                 entry,
-                live: LiveNarrowing::of(gateway, backend, caller),
+                live: LiveNarrowing::of(&gateway.applied, backend, caller),
             }),
         }
     }
