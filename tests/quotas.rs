@@ -329,22 +329,14 @@ fn a_retry_that_answers_nothing_cannot_keep_a_call_alive() {
 
 /// A 2026-07-28 `subscriptions/listen` as `token`: the live response (its SSE body unread).
 fn open_listen(url: &str, id: u64, token: &str) -> reqwest::blocking::Response {
-    let body = modern_body(
-        id,
-        "subscriptions/listen",
-        json!({"notifications": {"toolsListChanged": true}}),
-    );
     let authorization = bearer(token);
-    let mut request = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
-        .post(url)
-        .body(body);
-    for (name, value) in modern_headers("subscriptions/listen", None) {
-        request = request.header(name, value);
-    }
-    request.header("authorization", authorization).send().expect("listen")
+    send_listen(
+        url,
+        id,
+        json!({"toolsListChanged": true}),
+        &[("authorization", &authorization)],
+        Duration::from_secs(60),
+    )
 }
 
 #[test]

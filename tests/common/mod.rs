@@ -546,13 +546,27 @@ pub fn modern_body(id: u64, method: &str, params: Value) -> String {
 /// POSTs a 2026-07-28 `subscriptions/listen` with id `id` for `notifications`; its 200
 /// answer, read with a 30 s timeout.
 pub fn open_listen(url: &str, id: u64, notifications: Value) -> reqwest::blocking::Response {
+    let response = send_listen(url, id, notifications, &[], Duration::from_secs(30));
+    assert_eq!(response.status().as_u16(), 200);
+    response
+}
+
+/// A 2026-07-28 `subscriptions/listen` with `extra` headers, whatever its status: the live
+/// response (its SSE body unread), read with `timeout`.
+pub fn send_listen(
+    url: &str,
+    id: u64,
+    notifications: Value,
+    extra: &[(&str, &str)],
+    timeout: Duration,
+) -> reqwest::blocking::Response {
     let body = modern_body(
         id,
         "subscriptions/listen",
         serde_json::json!({"notifications": notifications}),
     );
     let mut request = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(30))
+        .timeout(timeout)
         .build()
         .expect("client")
         .post(url)
@@ -560,9 +574,10 @@ pub fn open_listen(url: &str, id: u64, notifications: Value) -> reqwest::blockin
     for (name, value) in modern_headers("subscriptions/listen", None) {
         request = request.header(name, value);
     }
-    let response = request.send().expect("listen");
-    assert_eq!(response.status().as_u16(), 200);
-    response
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
+    request.send().expect("listen")
 }
 
 /// The JSON-RPC messages of an SSE body, read as they come.
