@@ -67,18 +67,18 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------- ports
-# Eleven consecutive free ports: from ERAGATE_BENCH_PORT_BASE (default 18701), else the next free block.
+# Twelve consecutive free ports: from ERAGATE_BENCH_PORT_BASE (default 18701), else the next free block.
 BASE="${ERAGATE_BENCH_PORT_BASE:-18701}"
 for attempt in $(seq 50); do
   all_free=1
-  for p in $(seq "$BASE" $((BASE + 10))); do port_free "$p" || { all_free=0; break; }; done
+  for p in $(seq "$BASE" $((BASE + 11))); do port_free "$p" || { all_free=0; break; }; done
   (( all_free )) && break
-  (( attempt == 50 )) && die "no eleven free ports from ${ERAGATE_BENCH_PORT_BASE:-18701} on"
-  BASE=$((BASE + 10))
+  (( attempt == 50 )) && die "no twelve free ports from ${ERAGATE_BENCH_PORT_BASE:-18701} on"
+  BASE=$((BASE + 12))
 done
 P_UP=$BASE; P_GW=$((BASE + 1)); P_GW_STDIO=$((BASE + 2)); P_SUPERGW=$((BASE + 3)); P_MCPPROXY=$((BASE + 4)); P_GW_MEM=$((BASE + 5))
 P_EVERY=$((BASE + 6)); P_GW_EVERY=$((BASE + 7)); P_ISSUER=$((BASE + 8)); P_GW_OAUTH=$((BASE + 9))
-P_NGINX=$((BASE + 10))
+P_NGINX=$((BASE + 10)); P_RELAY=$((BASE + 11))
 
 rm -rf "$WORK"
 mkdir -p "$WORK/logs" "$CACHE"
@@ -88,7 +88,7 @@ if ((BUILD)); then
   log "building (release)"
   (cd "$REPO" && cargo build --release --workspace --bins --quiet && cargo bench --no-run --quiet --bench micro 2>/dev/null)
 fi
-for b in eragate fast-upstream mcpload bench-issuer; do [[ -x "$BIN/$b" ]] || die "$BIN/$b missing"; done
+for b in eragate fast-upstream mcpload bench-issuer hyper-relay; do [[ -x "$BIN/$b" ]] || die "$BIN/$b missing"; done
 # What was built: the commit, and whether src/ differed from it.
 COMMIT="$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 if [[ -n "$(cd "$REPO" && git status --porcelain -- src 2>/dev/null)" ]]; then COMMIT="$COMMIT + uncommitted changes in src/"; fi
@@ -287,26 +287,30 @@ wait_mcp "http://127.0.0.1:$P_GW/mcp" "$GW_PID" modern
 start nginx "${PIN_SERVER[@]}" "$NGINX" -c "$CFG_NGINX" -p "$NGINX_DIR" -e "$WORK/logs/nginx-error.log"; NGINX_PID=$LAST_PID
 wait_mcp "http://127.0.0.1:$P_NGINX/mcp" "$NGINX_PID" legacy
 NGINX_PIDS=$(nginx_pids "$NGINX_PID")
+# The floor of eragate's own design: the same runtime and HTTP parts, forwarding only.
+start hyper-relay "${PIN_SERVER[@]}" "$BIN/hyper-relay" "127.0.0.1:$P_RELAY" "http://127.0.0.1:$P_UP"; RELAY_PID=$LAST_PID
+wait_mcp "http://127.0.0.1:$P_RELAY/mcp" "$RELAY_PID" legacy
 
 DIRECT="http://127.0.0.1:$P_UP/mcp"
 VIA="http://127.0.0.1:$P_GW/mcp"
 VIA_NGINX="http://127.0.0.1:$P_NGINX/mcp"
 # Every target also reports the upstream's CPU per request (upstream=): direct, behind eragate, behind nginx.
 NGINX_T="name=nginx,pattern=legacy,url=$VIA_NGINX,pid=$NGINX_PIDS,upstream=$UP_PID"
+RELAY_T="name=hyper-relay,pattern=legacy,url=http://127.0.0.1:$P_RELAY/mcp,pid=$RELAY_PID,upstream=$UP_PID"
 compare s1-json "passthrough, JSON" eragate "$ROUNDS_MAIN" \
   "name=direct,pattern=legacy,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" \
-  "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID,upstream=$UP_PID" "$NGINX_T"
+  "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID,upstream=$UP_PID" "$NGINX_T" "$RELAY_T"
 compare s1-sse "passthrough, SSE" eragate "$ROUNDS" --sse \
   "name=direct,pattern=legacy,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" \
   "name=eragate,pattern=legacy,url=$VIA,pid=$GW_PID,upstream=$UP_PID" "$NGINX_T"
 compare s2-json "era translation, JSON" eragate-modern "$ROUNDS" \
   "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID,upstream=$UP_PID" \
   "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" \
-  "name=per-request-handshake,pattern=handshake,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" "$NGINX_T"
+  "name=per-request-handshake,pattern=handshake,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" "$NGINX_T" "$RELAY_T"
 compare s2-sse "era translation, SSE" eragate-modern "$ROUNDS" --sse \
   "name=eragate-modern,pattern=modern,url=$VIA,pid=$GW_PID,upstream=$UP_PID" \
   "name=established-session,pattern=legacy,url=$DIRECT,pid=$UP_PID,upstream=$UP_PID" "$NGINX_T"
-stop "$NGINX_PID"
+stop "$NGINX_PID"; stop "$RELAY_PID"
 
 # ---------------------------------------------------------------- 6: OAuth on the request path
 log "starting bench-issuer and eragate with OAuth"

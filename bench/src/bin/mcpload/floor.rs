@@ -125,3 +125,73 @@ fn added_latency(cmp: Option<&Comparison>) -> Check {
         },
     }
 }
+
+/// The target that forwards with eragate's own parts and nothing else (`hyper-relay`).
+const RELAY: &str = "hyper-relay";
+
+/// Where the distance to nginx lies: eragate, the bare hyper relay and nginx side by side
+/// per concurrency, from the same interleaved rounds of scenarios 1a and 2a. The relay's
+/// share is what tokio and hyper cost for two hops; eragate's share above the relay is
+/// what understanding MCP costs.
+pub(crate) fn design_floor_section(md: &mut String, s1: Option<&Comparison>, s2: Option<&Comparison>) {
+    use std::fmt::Write as _;
+    let Some(s1) = s1.filter(|cmp| cmp.runs.iter().any(|r| r.target == RELAY)) else {
+        return;
+    };
+    let _ = writeln!(md, "### The floor of this design: a bare hyper relay\n");
+    let _ = writeln!(
+        md,
+        "`hyper-relay` (bench/src/bin/hyper_relay.rs) forwards with the parts eragate is made of (tokio's multi-thread \
+         runtime, hyper's HTTP/1.1 server, hyper-util's pooled keep-alive client), reading each message whole as eragate \
+         does, and nothing else: no JSON, no session, no task per request. It ran in the same interleaved rounds as eragate \
+         and nginx (scenarios 1a and 2a). Medians per concurrency; CPU is µs per request of the proxy alone, upstream CPU \
+         the fast upstream's per request behind that proxy.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| c | CPU nginx | CPU hyper-relay | CPU eragate, legacy | CPU eragate, 2026-07-28 | relay ÷ nginx | eragate legacy ÷ relay | eragate 2026-07-28 ÷ relay | upstream CPU behind nginx / relay / eragate | p50 nginx / relay / eragate (µs) | rps nginx / relay / eragate |"
+    );
+    let _ = writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|");
+    let cpu = |r: &crate::run::RunResult| r.cpu_us_per_op;
+    let up = |r: &crate::run::RunResult| r.upstream_cpu_us_per_op;
+    let f1 = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1}"));
+    let f2 = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.2} ×"));
+    let f0 = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.0}"));
+    for c in [1, 16, 64] {
+        let nginx = s1.median_of("nginx", c, cpu);
+        let relay = s1.median_of(RELAY, c, cpu);
+        let legacy = s1.median_of(&s1.subject, c, cpu);
+        let modern = s2.and_then(|s2| s2.median_of(&s2.subject, c, cpu));
+        let relay_over_nginx = relay.zip(nginx).map(|(r, n)| r / n);
+        let legacy_over_relay = s1.cpu_ratio(RELAY, c).map(|(_, m, _)| m);
+        let modern_over_relay = s2.and_then(|s2| s2.cpu_ratio(RELAY, c)).map(|(_, m, _)| m);
+        let upstream = [
+            s1.median_of("nginx", c, up),
+            s1.median_of(RELAY, c, up),
+            s1.median_of(&s1.subject, c, up),
+        ];
+        let p50 = |t: &str| s1.median_of(t, c, |r| Some(r.p50_us));
+        let rps = |t: &str| s1.median_of(t, c, |r| Some(r.throughput));
+        let _ = writeln!(
+            md,
+            "| {c} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} / {} / {} |",
+            f1(nginx),
+            f1(relay),
+            f1(legacy),
+            f1(modern),
+            f2(relay_over_nginx),
+            f2(legacy_over_relay),
+            f2(modern_over_relay),
+            f1(upstream[0]),
+            f1(upstream[1]),
+            f1(upstream[2]),
+            f0(p50("nginx")),
+            f0(p50(RELAY)),
+            f0(p50(&s1.subject)),
+            f0(rps("nginx")),
+            f0(rps(RELAY)),
+            f0(rps(&s1.subject)),
+        );
+    }
+    let _ = writeln!(md);
+}

@@ -104,7 +104,7 @@ impl Comparison {
         min_med_max(self.pairs(other, c).iter().map(|(s, o)| s.p50_us - o.p50_us).collect())
     }
 
-    fn median_of(&self, target: &str, c: usize, f: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
+    pub(crate) fn median_of(&self, target: &str, c: usize, f: impl Fn(&RunResult) -> Option<f64>) -> Option<f64> {
         median(self.runs_of(target, c).into_iter().filter_map(f).collect())
     }
 }
@@ -568,6 +568,7 @@ pub fn write(options: &Options) -> Result<(), String> {
     }
     let met = checks.iter().filter(|c| c.met == Some(true)).count();
     let _ = writeln!(md, "\n{met} of {} targets met.\n", checks.len());
+    crate::floor::design_floor_section(&mut md, s1_json.as_ref(), s2_json.as_ref());
     // The why: profiles and their evidence, kept by hand in bench/NOTES.md.
     if let Some(notes) = env.get("notes_file").and_then(|p| std::fs::read_to_string(p).ok()) {
         let _ = writeln!(md, "{}\n", notes.trim_end());

@@ -1,0 +1,157 @@
+//! The design's floor for issue 17: a reverse proxy built from the parts eragate is
+//! built from (tokio's multi-thread runtime, hyper's HTTP/1.1 server, hyper-util's
+//! pooled keep-alive client) that does nothing but forward.
+//!
+//! ```text
+//! hyper-relay 127.0.0.1:PORT http://127.0.0.1:UPSTREAM_PORT
+//! ```
+//!
+//! Every request is read whole, sent to the upstream with the same method, path,
+//! query and end-to-end headers, and the upstream's answer is read whole and sent
+//! back, as eragate reads and writes whole JSON-RPC messages. It parses no JSON,
+//! keeps no session, spawns no task per request and records nothing: whatever
+//! eragate spends above this relay is the cost of understanding MCP, and whatever
+//! this relay spends above nginx is the cost of hyper and tokio (bench/NOTES.md,
+//! "The floor of this design").
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName};
+use http::{Request, Response, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+
+type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
+
+/// Headers of one hop (RFC 9110 §7.6.1), never forwarded.
+const HOP_BY_HOP: [HeaderName; 6] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(listen), Some(upstream)) = (
+        args.first().and_then(|a| a.parse::<SocketAddr>().ok()),
+        args.get(1).and_then(|a| a.parse::<Uri>().ok()),
+    ) else {
+        eprintln!("usage: hyper-relay 127.0.0.1:PORT http://127.0.0.1:UPSTREAM_PORT");
+        std::process::exit(2);
+    };
+    if upstream.scheme_str() != Some("http") || upstream.authority().is_none() {
+        eprintln!("hyper-relay: the upstream must be an http:// URL with a host and port");
+        std::process::exit(2);
+    }
+    // As many workers as the process may use (the benchmark pins it to the server cores),
+    // as eragate's default runtime does.
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("hyper-relay: no runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(serve(listen, upstream)) {
+        eprintln!("hyper-relay: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn serve(listen: SocketAddr, upstream: Uri) -> std::io::Result<()> {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client: UpstreamClient = Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(512)
+        .build(connector);
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    eprintln!("hyper-relay: listening on {listen}, forwarding to {upstream}");
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of descriptors or a connection reset before accept: keep serving.
+                eprintln!("hyper-relay: accept: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let client = client.clone();
+        let upstream = upstream.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| relay(client.clone(), upstream.clone(), request));
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// One request, forwarded whole; any failure toward the upstream is a 502.
+async fn relay(
+    client: UpstreamClient,
+    upstream: Uri,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(match forward(&client, &upstream, request).await {
+        Ok(response) => response,
+        Err(e) => {
+            let mut response = Response::new(Full::new(Bytes::from(e)));
+            *response.status_mut() = StatusCode::BAD_GATEWAY;
+            response
+        }
+    })
+}
+
+async fn forward(
+    client: &UpstreamClient,
+    upstream: &Uri,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, String> {
+    let (mut parts, body) = request.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|e| format!("client body: {e}"))?
+        .to_bytes();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    parts.uri = Uri::builder()
+        .scheme("http")
+        .authority(upstream.authority().map_or("", |a| a.as_str()))
+        .path_and_query(path)
+        .build()
+        .map_err(|e| format!("upstream uri: {e}"))?;
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove(header::HOST);
+    let answer = client
+        .request(Request::from_parts(parts, Full::new(body)))
+        .await
+        .map_err(|e| format!("upstream: {e}"))?;
+    let (mut parts, body) = answer.into_parts();
+    let body = body
+        .collect()
+        .await
+        .map_err(|e| format!("upstream body: {e}"))?
+        .to_bytes();
+    strip_hop_by_hop(&mut parts.headers);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Ok(Response::from_parts(parts, Full::new(body)))
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    for name in &HOP_BY_HOP {
+        headers.remove(name);
+    }
+}
