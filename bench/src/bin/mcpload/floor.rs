@@ -144,14 +144,15 @@ pub(crate) fn design_floor_section(md: &mut String, s1: Option<&Comparison>, s2:
         "`hyper-relay` (bench/src/bin/hyper_relay.rs) forwards with the parts eragate is made of (tokio's multi-thread \
          runtime, hyper's HTTP/1.1 server, hyper-util's pooled keep-alive client), reading each message whole as eragate \
          does, and nothing else: no JSON, no session, no task per request. It ran in the same interleaved rounds as eragate \
-         and nginx (scenarios 1a and 2a). Medians per concurrency; CPU is µs per request of the proxy alone, upstream CPU \
-         the fast upstream's per request behind that proxy.\n"
+         and nginx (scenarios 1a and 2a). Medians per concurrency; CPU is µs per request of the proxy alone (user space and the \
+         kernel's work for it; the user-space part apart, from /proc's utime), upstream CPU the fast upstream's per request \
+         behind that proxy.\n"
     );
     let _ = writeln!(
         md,
-        "| c | CPU nginx | CPU hyper-relay | CPU eragate, legacy | CPU eragate, 2026-07-28 | relay ÷ nginx | eragate legacy ÷ relay | eragate 2026-07-28 ÷ relay | upstream CPU behind nginx / relay / eragate | p50 nginx / relay / eragate (µs) | rps nginx / relay / eragate |"
+        "| c | CPU nginx | CPU hyper-relay | CPU eragate, legacy | CPU eragate, 2026-07-28 | of which user space: nginx / relay / eragate legacy / eragate 2026-07-28 | relay ÷ nginx | eragate legacy ÷ relay | eragate 2026-07-28 ÷ relay | upstream CPU behind nginx / relay / eragate | p50 nginx / relay / eragate (µs) | rps nginx / relay / eragate |"
     );
-    let _ = writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|");
+    let _ = writeln!(md, "|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---|");
     let cpu = |r: &crate::run::RunResult| r.cpu_us_per_op;
     let up = |r: &crate::run::RunResult| r.upstream_cpu_us_per_op;
     let f1 = |v: Option<f64>| v.map_or("–".to_owned(), |v| format!("{v:.1}"));
@@ -170,15 +171,26 @@ pub(crate) fn design_floor_section(md: &mut String, s1: Option<&Comparison>, s2:
             s1.median_of(RELAY, c, up),
             s1.median_of(&s1.subject, c, up),
         ];
+        let user = |cmp: &Comparison, t: &str| cmp.median_of(t, c, |r| r.user_cpu_us_per_op);
+        let users = [
+            user(s1, "nginx"),
+            user(s1, RELAY),
+            user(s1, &s1.subject),
+            s2.and_then(|s2| user(s2, &s2.subject)),
+        ];
         let p50 = |t: &str| s1.median_of(t, c, |r| Some(r.p50_us));
         let rps = |t: &str| s1.median_of(t, c, |r| Some(r.throughput));
         let _ = writeln!(
             md,
-            "| {c} | {} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} / {} / {} |",
+            "| {c} | {} | {} | {} | {} | {} / {} / {} / {} | {} | {} | {} | {} / {} / {} | {} / {} / {} | {} / {} / {} |",
             f1(nginx),
             f1(relay),
             f1(legacy),
             f1(modern),
+            f1(users[0]),
+            f1(users[1]),
+            f1(users[2]),
+            f1(users[3]),
             f2(relay_over_nginx),
             f2(legacy_over_relay),
             f2(modern_over_relay),

@@ -5,6 +5,12 @@ const USER_HZ: f64 = 100.0;
 
 /// User + system CPU time of `pid` (its threads, not its children), in microseconds.
 pub fn cpu_us(pid: u32) -> Option<f64> {
+    cpu_user_system_us(pid).map(|(user, system)| user + system)
+}
+
+/// User and system CPU time of `pid` apart, in microseconds: what the process runs of
+/// its own, and what the kernel does for it (system calls, and the TCP work they do).
+pub fn cpu_user_system_us(pid: u32) -> Option<(f64, f64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain spaces; the fields after it are fixed.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -12,7 +18,7 @@ pub fn cpu_us(pid: u32) -> Option<f64> {
     // After ")": field 3 (state) is index 0, so utime (14) is 11 and stime (15) is 12.
     let utime: f64 = fields.get(11)?.parse().ok()?;
     let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) * 1e6 / USER_HZ)
+    Some((utime * 1e6 / USER_HZ, stime * 1e6 / USER_HZ))
 }
 
 /// Resident set size of `pid` in KiB (`VmRSS`).

@@ -55,6 +55,13 @@ fn cpu_us_of(pids: &[u32]) -> Option<f64> {
     pids.iter().map(|&pid| procfs::cpu_us(pid)).sum()
 }
 
+/// User-space CPU time of every process of `pids` together, in microseconds.
+fn user_cpu_us_of(pids: &[u32]) -> Option<f64> {
+    pids.iter()
+        .map(|&pid| procfs::cpu_user_system_us(pid).map(|(user, _)| user))
+        .sum()
+}
+
 fn default_tool() -> String {
     "echo".into()
 }
@@ -122,6 +129,9 @@ pub struct RunResult {
     /// CPU time of the upstream per completed operation (when its pid was given).
     #[serde(default)]
     pub upstream_cpu_us_per_op: Option<f64>,
+    /// The user-space part of `cpu_us_per_op` (the rest is the kernel's work for it).
+    #[serde(default)]
+    pub user_cpu_us_per_op: Option<f64>,
     /// Largest RSS of the watched process seen during the window.
     pub rss_max_kib: Option<u64>,
 }
@@ -152,11 +162,13 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
     // CPU seconds (before, after) of the watched processes and of the upstream's.
     let cpu = Rc::new(Cell::new((None::<f64>, None::<f64>)));
     let upstream_cpu = Rc::new(Cell::new((None::<f64>, None::<f64>)));
+    let user_cpu = Rc::new(Cell::new((None::<f64>, None::<f64>)));
     // The upstream processes measured, once the window opens (children found then).
     let measured_upstream = Rc::new(std::cell::RefCell::new(target.upstream_pids.clone()));
     let watched = !target.pids.is_empty() || !target.upstream_pids.is_empty() || target.upstream_children_of.is_some();
     let watcher = watched.then(|| {
-        let (rss_max, cpu, upstream_cpu) = (rss_max.clone(), cpu.clone(), upstream_cpu.clone());
+        let (rss_max, cpu, upstream_cpu, user_cpu) =
+            (rss_max.clone(), cpu.clone(), upstream_cpu.clone(), user_cpu.clone());
         let pids = target.pids.clone();
         let (measured_upstream, children_of) = (measured_upstream.clone(), target.upstream_children_of);
         tokio::task::spawn_local(async move {
@@ -166,6 +178,7 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
             }
             let upstream_pids = measured_upstream.borrow().clone();
             cpu.set((cpu_us_of(&pids), None));
+            user_cpu.set((user_cpu_us_of(&pids), None));
             upstream_cpu.set((cpu_us_of(&upstream_pids), None));
             let mut ticker = tokio::time::interval(Duration::from_millis(100));
             while Instant::now() < deadline {
@@ -177,6 +190,7 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
             }
             tokio::time::sleep_until(deadline).await;
             cpu.set((cpu.get().0, cpu_us_of(&pids)));
+            user_cpu.set((user_cpu.get().0, user_cpu_us_of(&pids)));
             upstream_cpu.set((upstream_cpu.get().0, cpu_us_of(&upstream_pids)));
         })
     });
@@ -216,6 +230,7 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
         _ => None,
     };
     let cpu_us_per_op = per_op(&target.pids, cpu.get());
+    let user_cpu_us_per_op = per_op(&target.pids, user_cpu.get());
     let upstream_pids = measured_upstream.borrow().clone();
     let upstream_cpu_us_per_op = per_op(&upstream_pids, upstream_cpu.get());
     RunResult {
@@ -233,6 +248,7 @@ pub async fn run(target: &Target, sse: bool, concurrency: usize, round: usize, t
         p99_us: us(histogram.value_at_quantile(0.99)),
         cpu_us_per_op,
         upstream_cpu_us_per_op,
+        user_cpu_us_per_op,
         rss_max_kib: rss_max.get(),
     }
 }
