@@ -244,7 +244,7 @@ async fn send(
         let side = ModernSide {
             method: modern.method,
             log_level: modern.envelope.log_level,
-            server_info: session.server_info(),
+            server_info: session.server_info_for_modern(),
             cache: backend.cache_policy(),
         };
         let side = ClientSide::Modern {
