@@ -236,6 +236,11 @@ impl MemberSpan {
 impl Digest {
     /// The pass over a checked text; `None` when it is not an object with a `_meta`.
     fn of(text: &str) -> Option<Digest> {
+        // A text without `_meta` in it, nor an escape to spell it with, has no such
+        // member: a legacy call's params are searched, not read (~1,000 instructions).
+        if !text.contains("_meta") && !text.contains('\\') {
+            return None;
+        }
         let mut deserializer = serde_json::Deserializer::from_str(text);
         let seed = DigestSeed {
             base: text.as_ptr() as usize,
@@ -887,6 +892,9 @@ mod tests {
                 Some(json!({"k":"v"})),
             ),
             (r#"{"name":"t","arguments":{"_meta":3}}"#, None),
+            (r#"{"name":"_meta","arguments":{"text":"_meta"}}"#, None),
+            (r#"{"name":"t","arguments":{"a":1}}"#, None),
+            (r#"{"\u005f\u006deta":{"k":1}}"#, Some(json!({"k":1}))),
             (r#"{"\u005fmeta":true}"#, Some(json!(true))),
             (r#"[{"_meta":1}]"#, None),
             ("{}", None),
