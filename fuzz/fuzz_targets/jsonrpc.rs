@@ -7,12 +7,17 @@
 //! - a bound crossed is refused before parsing (`Oversized`), never parsed;
 //! - every parsed message serialises to one line that parses back to itself
 //!   (and to the same JSON as `to_value`);
-//! - every refusal maps to a JSON-RPC error response that serialises.
+//! - every refusal maps to a JSON-RPC error response that serialises;
+//! - params kept as text read as their tree does: `_meta`, a string member,
+//!   whether a member is there, and the params a legacy upstream gets (the text
+//!   cut by the spans the `_meta` pass found, or its members read again).
 #![no_main]
 
 use eragate::protocol::jsonrpc::{Frame, FrameError};
 use eragate::protocol::scan::{self, Bounds, Kind, ScanError};
+use eragate::protocol::lazy_json::ParamsView;
 use eragate::protocol::{Message, Response};
+use eragate::translate::down;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -118,9 +123,32 @@ fn check_lean_parse(text: &[u8]) {
     let lean = Message::parse(text);
     match serde_json::from_slice::<Value>(text) {
         Ok(Value::Array(_)) => {}
-        Ok(value) => assert_eq!(lean, Message::from_value(value), "lean and tree parses disagree"),
+        Ok(value) => {
+            assert_eq!(lean, Message::from_value(value), "lean and tree parses disagree");
+            if let Ok(Message::Request(request)) = &lean {
+                check_text_params(request.params.as_ref());
+            }
+        }
         Err(_) => assert!(matches!(lean, Err(FrameError::Parse(_))), "the lean parse took what serde_json refused"),
     }
+}
+
+/// What a stage reads of params kept as text is what it would read of the tree.
+fn check_text_params(params: Option<&eragate::protocol::LazyJson>) {
+    let Some(params) = params else {
+        return;
+    };
+    let tree: Value = params.clone().into_value();
+    let text = params.clone();
+    assert_eq!(text.meta(), tree.get("_meta"), "_meta read alone");
+    for name in ["name", "requestState", "inputResponses", "_meta"] {
+        assert_eq!(ParamsView::str_member(&text, name), tree.str_member(name), "{name}");
+        if let Some(has) = text.has_member(name) {
+            assert_eq!(has, tree.get(name).is_some(), "{name}");
+        }
+    }
+    let legacy = down::modern_text_params_for_legacy(params.clone());
+    assert_eq!(*legacy, down::modern_params_for_legacy(tree), "params for a legacy upstream");
 }
 
 /// One line out, the same message back in.

@@ -244,7 +244,7 @@ async fn send(
         let side = ModernSide {
             method: modern.method,
             log_level: modern.envelope.log_level,
-            server_info: session.server_info(),
+            server_info: session.server_info_for_modern(),
             cache: backend.cache_policy(),
         };
         let side = ClientSide::Modern {
@@ -261,6 +261,12 @@ async fn send(
 /// such member (a first request), so that they are not built just to find that out.
 fn presented_params(request: &Request) -> Option<&serde_json::Value> {
     let params = request.params.as_ref()?;
+    // Known from the pass that read the envelope, when it found where the members lie.
+    match params.has_member("inputResponses") {
+        Some(false) => return None,
+        Some(true) => return Some(params),
+        None => {}
+    }
     match params.text_members() {
         Some(members) if !members.iter().any(|(name, _)| name == "inputResponses") => None,
         _ => Some(params),

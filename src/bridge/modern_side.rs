@@ -13,6 +13,7 @@ use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorObject, Id, Message, ModernMethod, Notification, Request, Response};
 use crate::router::{Call, UpstreamError, UpstreamSession};
 use crate::translate::multiplex::refuse_server_request;
+use crate::translate::up::ServerInfo;
 use crate::translate::{CachePolicy, up};
 
 /// What a modern answer needs to know.
@@ -21,8 +22,8 @@ pub struct ModernSide {
     pub method: ModernMethod,
     /// The level this request opted into for `notifications/message`.
     pub log_level: Option<LogLevel>,
-    /// The upstream's identity for `_meta`.
-    pub server_info: Value,
+    /// The upstream's identity for `_meta` (the session's).
+    pub server_info: Arc<ServerInfo>,
     /// Cache hints.
     pub cache: CachePolicy,
 }
@@ -31,7 +32,7 @@ impl ModernSide {
     /// A result decorated for this request's method, under default cache hints
     /// (an `input_required` is never cached).
     pub fn decorate(&self, result: Value) -> Value {
-        up::result_for_modern(result, self.method, &self.server_info, CachePolicy::default())
+        up::result_for_modern(result, self.method, &self.server_info.tree, CachePolicy::default())
     }
 
     /// What the client sees of a notification: progress, and log messages at

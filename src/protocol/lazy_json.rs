@@ -28,8 +28,9 @@ pub struct LazyJson {
     owned: Option<Box<Value>>,
     /// The tree of `text`, built on first look (boxed: a message stays small to move).
     read: OnceLock<Box<Value>>,
-    /// `_meta` of `text` (when it is an object), read without building the tree.
-    meta: OnceLock<Option<Box<Value>>>,
+    /// One pass over `text`: its `_meta` and where its members lie, when it is an
+    /// object with a `_meta` (boxed: most texts have none, and a message stays small).
+    digest: OnceLock<Option<Box<Digest>>>,
 }
 
 impl LazyJson {
@@ -83,7 +84,332 @@ impl LazyJson {
         if let Some(tree) = self.read.get() {
             return tree.get("_meta");
         }
-        self.meta.get_or_init(|| meta_of(text).map(Box::new)).as_deref()
+        self.digest_of(text).map(|digest| &digest.meta)
+    }
+
+    /// The one pass over the text, made on first use.
+    fn digest_of(&self, text: &RawValue) -> Option<&Digest> {
+        self.digest
+            .get_or_init(|| Digest::of(text.get()).map(Box::new))
+            .as_deref()
+    }
+
+    /// Where the members of the text lie, when the pass for `_meta` found them
+    /// (objects that have a `_meta` member; see [`Digest`]).
+    fn spans(&self) -> Option<(&str, &[MemberSpan])> {
+        let text = self.text.as_deref()?;
+        let members = self.digest.get()?.as_deref()?.members.as_deref()?;
+        Some((text.get(), members))
+    }
+
+    /// Whether the text is an object with a member `name`, when known without another pass.
+    pub fn has_member(&self, name: &str) -> Option<bool> {
+        let (text, members) = self.spans()?;
+        Some(members.iter().any(|member| member.name(text) == name))
+    }
+
+    /// The object written again with some members dropped or replaced, from the
+    /// member spans the `_meta` pass found (no other pass; see [`Digest`]).
+    /// `edit` is asked about each member, with whether it is the last of that
+    /// name (the one a tree keeps). `None` when the spans are not known: the
+    /// caller takes [`LazyJson::text_members`].
+    pub fn edit_members<'v>(&self, edit: impl Fn(&str, bool) -> MemberEdit<'v>) -> Option<Edited> {
+        let (text, members) = self.spans()?;
+        // (the member's name and value as written, or its name and a new value) per member kept
+        let mut kept: Vec<(&str, Option<String>)> = Vec::with_capacity(members.len());
+        let mut changed = false;
+        for (at, member) in members.iter().enumerate() {
+            let name = member.name(text);
+            let last = !members[at + 1..].iter().any(|later| later.name(text) == name);
+            match edit(name, last) {
+                MemberEdit::Keep => kept.push((text.get(member.member())?, None)),
+                MemberEdit::Drop => changed = true,
+                MemberEdit::Replace(value) => {
+                    let name = text.get(member.name_start - 1..member.name_end + 1)?;
+                    kept.push((name, Some(serde_json::to_string(value).ok()?)));
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return Some(Edited::Unchanged);
+        }
+        // Names are written without escapes: a kept `_meta` starts so.
+        let has_meta = kept.iter().any(|(piece, _)| piece.starts_with("\"_meta\""));
+        // Sized once: the text is boxed as it is, without a copy to shrink it.
+        let size = 2
+            + kept.len()
+            + kept
+                .iter()
+                .map(|(piece, value)| piece.len() + value.as_ref().map_or(0, String::len))
+                .sum::<usize>();
+        let mut written = String::with_capacity(size);
+        written.push('{');
+        for (piece, value) in &kept {
+            if written.len() > 1 {
+                written.push(',');
+            }
+            written.push_str(piece);
+            if let Some(value) = value {
+                written.push(':');
+                written.push_str(value);
+            }
+        }
+        written.push('}');
+        // Pieces of a checked text (and a serialised tree): the check cannot fail.
+        let text = RawValue::from_string(written).ok()?;
+        let lazy = LazyJson {
+            text: Some(text),
+            ..LazyJson::default()
+        };
+        if !has_meta {
+            let _ = lazy.digest.set(None);
+        }
+        Some(Edited::Written(lazy))
+    }
+}
+
+/// What [`LazyJson::edit_members`] does with one member.
+pub enum MemberEdit<'v> {
+    /// Written as it was.
+    Keep,
+    /// Left out.
+    Drop,
+    /// Written with this value instead.
+    Replace(&'v Value),
+}
+
+/// What [`LazyJson::edit_members`] made.
+pub enum Edited {
+    /// Every member was kept: the value as it was will do.
+    Unchanged,
+    /// The object written again.
+    Written(LazyJson),
+}
+
+/// What one pass over an object's text that has a `_meta` (a 2026-07-28
+/// request's envelope) finds: `_meta`, built (the last, as a tree keeps), and
+/// where each member lies, so that later stages read a member (`Mcp-Name`,
+/// `requestState`) or cut some out (toward a legacy upstream) without another
+/// pass. Texts without `_meta` (a legacy call's params) keep nothing; spans are
+/// not kept past [`SPAN_LIMIT`] members or for an escaped name.
+struct Digest {
+    /// `_meta`.
+    meta: Value,
+    /// The members in order, when known.
+    members: Option<Box<[MemberSpan]>>,
+}
+
+/// Most members whose spans a [`Digest`] keeps (params have a handful).
+const SPAN_LIMIT: usize = 8;
+
+/// Where one member of an object's text lies (byte offsets into the text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MemberSpan {
+    /// The first byte of the name, after its opening quote.
+    name_start: usize,
+    /// The closing quote of the name (written without escapes).
+    name_end: usize,
+    /// The first byte of the value.
+    value_start: usize,
+    /// One past the value's last byte.
+    value_end: usize,
+}
+
+impl MemberSpan {
+    /// The member's name.
+    fn name(self, text: &str) -> &str {
+        text.get(self.name_start..self.name_end).unwrap_or_default()
+    }
+
+    /// The member's value, as text.
+    fn value(self, text: &str) -> &str {
+        text.get(self.value_start..self.value_end).unwrap_or_default()
+    }
+
+    /// The member as written, name to value.
+    fn member(self) -> std::ops::Range<usize> {
+        self.name_start - 1..self.value_end
+    }
+}
+
+impl Digest {
+    /// The pass over a checked text; `None` when it is not an object with a `_meta`.
+    fn of(text: &str) -> Option<Digest> {
+        // A text without `_meta` in it, nor an escape to spell it with, has no such
+        // member: a legacy call's params are searched, not read (~1,000 instructions).
+        if !text.contains("_meta") && !text.contains('\\') {
+            return None;
+        }
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let seed = DigestSeed {
+            base: text.as_ptr() as usize,
+            len: text.len(),
+        };
+        let Ok(Some((Some(meta), names))) = seed.deserialize(&mut deserializer) else {
+            return None;
+        };
+        Some(Digest {
+            meta,
+            members: names.and_then(|names| member_spans(text, names.as_slice())),
+        })
+    }
+}
+
+/// Where the names of an object's members lie, up to [`SPAN_LIMIT`] of them.
+struct NameSpans {
+    at: [(usize, usize); SPAN_LIMIT],
+    len: usize,
+}
+
+impl NameSpans {
+    fn as_slice(&self) -> &[(usize, usize)] {
+        self.at.get(..self.len).unwrap_or_default()
+    }
+}
+
+/// The spans of members whose names lie at `names` (in order) in `text`: after a
+/// name, whitespace, `:` and whitespace lead to the value; the value ends where
+/// whitespace, `,` and whitespace before the next name (or `}` at the end) begin.
+fn member_spans(text: &str, names: &[(usize, usize)]) -> Option<Box<[MemberSpan]>> {
+    let bytes = text.as_bytes();
+    let blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
+    let skip = |mut at: usize| {
+        while bytes.get(at).is_some_and(blank) {
+            at += 1;
+        }
+        at
+    };
+    let back = |mut end: usize| {
+        while end > 0 && bytes.get(end - 1).is_some_and(blank) {
+            end -= 1;
+        }
+        end
+    };
+    let close = back(bytes.len());
+    if close == 0 || bytes.get(close - 1) != Some(&b'}') {
+        return None;
+    }
+    let mut spans = Vec::with_capacity(names.len());
+    for (at, &(name_start, name_end)) in names.iter().enumerate() {
+        let colon = skip(name_end + 1);
+        if bytes.get(colon) != Some(&b':') {
+            return None;
+        }
+        let value_start = skip(colon + 1);
+        let value_end = match names.get(at + 1) {
+            Some(&(next, _)) => {
+                let comma = back(next.checked_sub(1)?);
+                if comma == 0 || bytes.get(comma - 1) != Some(&b',') {
+                    return None;
+                }
+                back(comma - 1)
+            }
+            None => back(close - 1),
+        };
+        if value_end <= value_start {
+            return None;
+        }
+        spans.push(MemberSpan {
+            name_start,
+            name_end,
+            value_start,
+            value_end,
+        });
+    }
+    Some(spans.into_boxed_slice())
+}
+
+/// Reads an object's `_meta` (the last) and where its member names lie (`None`
+/// past [`SPAN_LIMIT`] or for an escaped name); other values are skipped unbuilt.
+struct DigestSeed {
+    /// Where the text starts in memory: borrowed names are located from it.
+    base: usize,
+    len: usize,
+}
+
+impl DigestSeed {
+    /// The span of a name borrowed from the text, between its quotes.
+    fn locate(&self, name: &str) -> Option<(usize, usize)> {
+        let start = (name.as_ptr() as usize).checked_sub(self.base)?;
+        let end = start.checked_add(name.len())?;
+        (start >= 1 && end < self.len).then_some((start, end))
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for DigestSeed {
+    type Value = Option<(Option<Value>, Option<NameSpans>)>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DigestSeed {
+    type Value = Option<(Option<Value>, Option<NameSpans>)>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut meta = None;
+        let mut names = NameSpans {
+            at: [(0, 0); SPAN_LIMIT],
+            len: 0,
+        };
+        // Whether every name so far was located (and fit).
+        let mut located = true;
+        while let Some(Name(name)) = map.next_key::<Name<'de>>()? {
+            if located {
+                let span = match &name {
+                    std::borrow::Cow::Borrowed(name) => self.locate(name),
+                    std::borrow::Cow::Owned(_) => None,
+                };
+                match (span, names.at.get_mut(names.len)) {
+                    (Some(span), Some(slot)) => {
+                        *slot = span;
+                        names.len += 1;
+                    }
+                    _ => located = false,
+                }
+            }
+            if name == "_meta" {
+                meta = Some(map.next_value::<Value>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        let names = located.then_some(names);
+        Ok(Some((meta, names)))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Self::Value, A::Error> {
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 
@@ -123,6 +449,11 @@ impl ParamsView for LazyJson {
     fn str_member(&self, key: &str) -> Option<String> {
         match (&self.owned, self.read.get(), self.text.as_deref()) {
             (None, None, Some(text)) => {
+                if let Some((text, members)) = self.spans() {
+                    // The last of that name, as a tree keeps; a value that is not a string is none.
+                    let member = members.iter().rev().find(|member| member.name(text) == key)?;
+                    return serde_json::from_str::<String>(member.value(text)).ok();
+                }
                 let mut deserializer = serde_json::Deserializer::from_str(text.get());
                 StrMember(key).deserialize(&mut deserializer).ok().flatten()
             }
@@ -230,7 +561,7 @@ impl LazyJson {
         };
         if !has_meta {
             // Known without a look: later stages asking for `_meta` skip a pass.
-            let _ = lazy.meta.set(None);
+            let _ = lazy.digest.set(None);
         }
         lazy
     }
@@ -334,7 +665,7 @@ impl DerefMut for LazyJson {
                 .unwrap_or_else(|| Box::new(tree_of(self.text.as_deref())));
             self.owned = Some(tree);
             self.text = None;
-            self.meta = OnceLock::new();
+            self.digest = OnceLock::new();
         }
         self.owned.get_or_insert_with(Box::default)
     }
@@ -342,11 +673,17 @@ impl DerefMut for LazyJson {
 
 impl Clone for LazyJson {
     fn clone(&self) -> LazyJson {
-        LazyJson {
+        let clone = LazyJson {
             text: self.text.clone(),
             owned: self.owned.clone(),
             ..LazyJson::default()
+        };
+        // That there is no `_meta` is kept (nothing to copy): the params of a
+        // request sent again are not looked through for it again.
+        if let Some(None) = self.digest.get() {
+            let _ = clone.digest.set(None);
         }
+        clone
     }
 }
 
@@ -395,90 +732,6 @@ fn tree_of(text: Option<&RawValue>) -> Value {
         .unwrap_or_default()
 }
 
-/// `_meta` of a checked text that is an object; the other members are skipped unbuilt.
-fn meta_of(text: &RawValue) -> Option<Value> {
-    let mut deserializer = serde_json::Deserializer::from_str(text.get());
-    MetaOnly.deserialize(&mut deserializer).ok().flatten()
-}
-
-/// Reads one object's `_meta` member (the last, as a tree would keep).
-struct MetaOnly;
-
-impl<'de> DeserializeSeed<'de> for MetaOnly {
-    type Value = Option<Value>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Option<Value>, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for MetaOnly {
-    type Value = Option<Value>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Value>, A::Error> {
-        let mut meta = None;
-        while let Some(key) = map.next_key::<MemberName>()? {
-            if key.0 {
-                meta = Some(map.next_value::<Value>()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(meta)
-    }
-
-    fn visit_seq<A: de::SeqAccess<'de>>(self, _: A) -> Result<Option<Value>, A::Error> {
-        Ok(None)
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Option<Value>, E> {
-        Ok(None)
-    }
-}
-
-/// Whether an object's member name is `_meta`.
-struct MemberName(bool);
-
-impl<'de> serde::Deserialize<'de> for MemberName {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<MemberName, D::Error> {
-        struct IsMeta;
-        impl Visitor<'_> for IsMeta {
-            type Value = MemberName;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a member name")
-            }
-            fn visit_str<E>(self, name: &str) -> Result<MemberName, E> {
-                Ok(MemberName(name == "_meta"))
-            }
-        }
-        deserializer.deserialize_str(IsMeta)
-    }
-}
-
 /// What a quick look at a message's bytes found (see [`look`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Look {
@@ -518,8 +771,10 @@ pub(crate) fn look(bytes: &[u8]) -> Look {
             b'"' => {
                 digits = 0;
                 // Inside a string: only a quote or an escape matters.
-                while at < bytes.len() {
-                    match bytes[at] {
+                loop {
+                    at = quote_or_escape(bytes, at);
+                    let Some(&byte) = bytes.get(at) else { break };
+                    match byte {
                         b'"' => break,
                         b'\\' => {
                             if bytes.get(at + 1) == Some(&b'u') && matches!(bytes.get(at + 2), Some(b'd' | b'D')) {
@@ -560,6 +815,30 @@ pub(crate) fn look(bytes: &[u8]) -> Look {
         }
     }
     Look::Plain { line_breaks }
+}
+
+/// The first `"` or `\\` in `bytes` from `at` (`bytes.len()` when none), looked for
+/// eight bytes at a time: most of a message's bytes are inside strings.
+fn quote_or_escape(bytes: &[u8], mut at: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const QUOTES: u64 = ONES * b'"' as u64;
+    const ESCAPES: u64 = ONES * b'\\' as u64;
+    while let Some(Ok(chunk)) = bytes.get(at..at + 8).map(<[u8; 8]>::try_from) {
+        let word = u64::from_le_bytes(chunk);
+        // A byte of `x` is zero where the word held the byte looked for; the lowest
+        // flag `(x - ONES) & !x & HIGHS` raises is the first such byte.
+        let (quote, escape) = (word ^ QUOTES, word ^ ESCAPES);
+        let found = ((quote.wrapping_sub(ONES) & !quote) | (escape.wrapping_sub(ONES) & !escape)) & HIGHS;
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while bytes.get(at).is_some_and(|b| !matches!(b, b'"' | b'\\')) {
+        at += 1;
+    }
+    at.min(bytes.len())
 }
 
 #[cfg(test)]
@@ -613,6 +892,9 @@ mod tests {
                 Some(json!({"k":"v"})),
             ),
             (r#"{"name":"t","arguments":{"_meta":3}}"#, None),
+            (r#"{"name":"_meta","arguments":{"text":"_meta"}}"#, None),
+            (r#"{"name":"t","arguments":{"a":1}}"#, None),
+            (r#"{"\u005f\u006deta":{"k":1}}"#, Some(json!({"k":1}))),
             (r#"{"\u005fmeta":true}"#, Some(json!(true))),
             (r#"[{"_meta":1}]"#, None),
             ("{}", None),
@@ -647,6 +929,119 @@ mod tests {
             assert!(value.read.get().is_none(), "{text}: the tree was built");
             let tree: Value = serde_json::from_str(text).unwrap();
             assert_eq!(tree.str_member("name").as_deref(), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_meta_pass_locates_the_members() {
+        let many = format!(
+            "{{{},\"_meta\":{{}}}}",
+            (0..SPAN_LIMIT)
+                .map(|i| format!("\"m{i}\":{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let cases: [(&str, Option<&[&str]>); 8] = [
+            // (text, the members' texts as located: None where spans are not kept)
+            (
+                r#"{"name":"t","arguments":{"a":[1,"}"]},"_meta":{"k":1}}"#,
+                Some(&[r#""name":"t""#, r#""arguments":{"a":[1,"}"]}"#, r#""_meta":{"k":1}"#]),
+            ),
+            (
+                " { \"_meta\" :\t{ } ,\r\n \"s\" : \"a\\\",\" , \"n\" : null } ",
+                Some(&[r#""_meta" :	{ }"#, r#""s" : "a\",""#, r#""n" : null"#]),
+            ),
+            (r#"{"_meta":1}"#, Some(&[r#""_meta":1"#])),
+            (r#"{"name":"t"}"#, None),
+            (r#"{"n\u0061me":"t","_meta":{}}"#, None),
+            (&many, None),
+            (r#"[{"_meta":1}]"#, None),
+            ("{}", None),
+        ];
+        for (text, expected) in cases {
+            let value = lazy(text);
+            let _ = value.meta();
+            let located = value
+                .spans()
+                .map(|(text, members)| members.iter().map(|m| &text[m.member()]).collect::<Vec<_>>());
+            assert_eq!(located.as_deref(), expected, "{text}");
+            let tree: Value = serde_json::from_str(text).unwrap();
+            for name in ["name", "s", "_meta", "absent"] {
+                assert_eq!(
+                    ParamsView::str_member(&value, name),
+                    tree.str_member(name),
+                    "{text} {name}"
+                );
+                if let Some(has) = value.has_member(name) {
+                    assert_eq!(has, tree.get(name).is_some(), "{text} {name}");
+                }
+            }
+            assert!(value.read.get().is_none(), "{text}: the tree was built");
+        }
+    }
+
+    #[test]
+    fn edited_members_are_the_tree_edited() {
+        let replaced = json!({"new": [1]});
+        let cases = [
+            r#"{"a":1,"_meta":{"k":1},"b":"x"}"#,
+            r#" { "b" : 2 , "_meta" : 3 , "a" : { "b" : 1 } } "#,
+            r#"{"_meta":{},"b":1,"b":2}"#,
+            r#"{"_meta":{}}"#,
+        ];
+        for text in cases {
+            let value = lazy(text);
+            let _ = value.meta();
+            // Drop `b`, replace `a`, keep the rest: as the tree, where the last of a name wins.
+            let edited = value.edit_members(|name, last| match (name, last) {
+                ("b", _) => MemberEdit::Drop,
+                ("a", true) => MemberEdit::Replace(&replaced),
+                _ => MemberEdit::Keep,
+            });
+            let mut tree: Value = serde_json::from_str(text).unwrap();
+            let object = tree.as_object_mut().unwrap();
+            let changed = object.remove("b").is_some() | object.contains_key("a");
+            if object.contains_key("a") {
+                object.insert("a".into(), replaced.clone());
+            }
+            match edited {
+                Some(Edited::Written(written)) => {
+                    assert!(changed, "{text}");
+                    assert_eq!(*written, tree, "{text}");
+                    assert!(written.text().is_some(), "{text}");
+                }
+                Some(Edited::Unchanged) => assert!(!changed, "{text}"),
+                None => panic!("{text}: spans not found"),
+            }
+        }
+        assert!(lazy(r#"{"b":1}"#).edit_members(|_, _| MemberEdit::Drop).is_none());
+    }
+
+    #[test]
+    fn the_first_quote_or_escape_is_found() {
+        let cases: [(&str, usize, usize); 9] = [
+            // (bytes, from, found)
+            ("", 0, 0),
+            ("abc", 0, 3),
+            ("abc\"", 0, 3),
+            ("ab\\c\"", 0, 2),
+            ("0123456789abcdef\"", 0, 16),
+            ("0123456\"89abcdef\"", 0, 7),
+            ("01234567\\9abcdef\"", 0, 8),
+            ("\"\"\"\"\"\"\"\"\"x", 3, 3),
+            ("\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\"\u{e9}", 1, 10),
+        ];
+        for (text, from, found) in cases {
+            assert_eq!(quote_or_escape(text.as_bytes(), from), found, "{text:?} from {from}");
+        }
+        // Every position of every byte value, against the plain search.
+        let bytes: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
+        for from in 0..bytes.len() {
+            let plain = bytes[from..]
+                .iter()
+                .position(|b| matches!(b, b'"' | b'\\'))
+                .map_or(bytes.len(), |i| from + i);
+            assert_eq!(quote_or_escape(&bytes, from), plain, "from {from}");
         }
     }
 

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use crate::protocol::Revision;
 use crate::protocol::capabilities;
 use crate::protocol::envelope::{self, Envelope, RESERVED_PREFIX};
-use crate::protocol::lazy_json::{LazyJson, MemberValue};
+use crate::protocol::lazy_json::{Edited, LazyJson, MemberEdit, MemberValue};
 
 /// Members of a modern retry that a legacy upstream must never see.
 const MRTR_MEMBERS: [&str; 2] = ["inputResponses", "requestState"];
@@ -25,27 +25,46 @@ pub fn modern_params_for_legacy(mut params: Value) -> Value {
 
 /// [`modern_params_for_legacy`] on params as the client sent them: only `_meta`
 /// is built (classifying the request built it already); every other member is
-/// passed on as its text. A tree, or params that are not an object, take the tree path.
+/// passed on as its text. Where the pass that read `_meta` also found where the
+/// members lie, they are cut out of the text without another pass; otherwise the
+/// members are read once more. A tree, or params that are not an object, take the tree path.
 pub fn modern_text_params_for_legacy(params: LazyJson) -> LazyJson {
-    let Some(members) = params.text_members() else {
-        return modern_params_for_legacy(params.into_value()).into();
-    };
     let meta = match params.meta() {
         Some(Value::Object(meta)) => {
-            let kept: Map<String, Value> = meta
-                .iter()
-                .filter(|(key, _)| !key.starts_with(RESERVED_PREFIX))
-                .map(|(key, value)| (key.clone(), value.clone()))
-                .collect();
-            if kept.is_empty() {
+            let reserved = meta.keys().filter(|key| key.starts_with(RESERVED_PREFIX)).count();
+            if reserved == meta.len() {
                 MetaFate::Drop
-            } else if kept.len() == meta.len() {
+            } else if reserved == 0 {
                 MetaFate::Keep
             } else {
+                let kept: Map<String, Value> = meta
+                    .iter()
+                    .filter(|(key, _)| !key.starts_with(RESERVED_PREFIX))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect();
                 MetaFate::Write(Value::Object(kept))
             }
         }
         _ => MetaFate::Keep,
+    };
+    let edited = params.edit_members(|name, last| match name {
+        name if MRTR_MEMBERS.contains(&name) => MemberEdit::Drop,
+        // The last `_meta` is the one a tree keeps; the others go.
+        "_meta" if !last => MemberEdit::Drop,
+        "_meta" => match &meta {
+            MetaFate::Keep => MemberEdit::Keep,
+            MetaFate::Drop => MemberEdit::Drop,
+            MetaFate::Write(meta) => MemberEdit::Replace(meta),
+        },
+        _ => MemberEdit::Keep,
+    });
+    match edited {
+        Some(Edited::Unchanged) => return params,
+        Some(Edited::Written(written)) => return written,
+        None => {}
+    }
+    let Some(members) = params.text_members() else {
+        return modern_params_for_legacy(params.into_value()).into();
     };
     let written = members.iter().filter_map(|(name, text)| match name.as_ref() {
         name if MRTR_MEMBERS.contains(&name) => None,
@@ -195,6 +214,17 @@ mod tests {
             r#"{"_meta":{"io.modelcontextprotocol/a":1},"_meta":{"k":2}}"#,
             r#"{}"#,
             r#"[1,2]"#,
+            // Spans found by the envelope's pass: whitespace, strings that look like structure, order.
+            r#" { "_meta" : { "io.modelcontextprotocol/protocolVersion" : "x" } , "name" : "a\",\"b}" , "z" : [ 1 , { } ] } "#,
+            r#"{"a":"}","requestState":"s","_meta":{"progressToken":1,"io.modelcontextprotocol/x":{}},"inputResponses":{},"b":{"_meta":{}}}"#,
+            r#"{"_meta":{"k":1},"name":"t","_meta":{"io.modelcontextprotocol/x":1}}"#,
+            r#"{"_meta":{"io.modelcontextprotocol/x":1},"name":"t","_meta":{"k":1}}"#,
+            r#"{"_meta":{"progressToken":1},"name":"t"}"#,
+            r#"{"_meta":{"progressToken":1},"requestState":"s"}"#,
+            r#"{"_meta":{"io.modelcontextprotocol/x":1}}"#,
+            // Spans not kept: an escaped name, more members than are located.
+            r#"{"n\u0061me":"t","_meta":{"io.modelcontextprotocol/x":1},"requestState":"s"}"#,
+            r#"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"requestState":"s","_meta":{"io.modelcontextprotocol/x":1,"k":2}}"#,
         ];
         for case in cases {
             let tree = modern_params_for_legacy(serde_json::from_str(case).unwrap());

@@ -1,5 +1,6 @@
 //! Results and errors on their way up, from the upstream's era to the client's.
 
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::cache::CachePolicy;
@@ -32,19 +33,38 @@ pub fn result_for_modern(result: Value, method: ModernMethod, server_info: &Valu
     Value::Object(object)
 }
 
+/// An upstream's `serverInfo` as 2026-07-28 results carry it: the tree, and the
+/// `_meta` a result without one gets, written once (a session keeps it).
+#[derive(Debug)]
+pub struct ServerInfo {
+    /// `serverInfo` from the upstream's handshake.
+    pub tree: Value,
+    /// `{"io.modelcontextprotocol/serverInfo": tree}` as text.
+    meta: Option<Box<RawValue>>,
+}
+
+impl ServerInfo {
+    /// Keeps `tree` and writes the `_meta` that carries it.
+    pub fn new(tree: Value) -> ServerInfo {
+        let meta = serde_json::value::to_raw_value(&serde_json::json!({ SERVER_INFO: &tree })).ok();
+        ServerInfo { tree, meta }
+    }
+}
+
 /// [`result_for_modern`] on a result as the upstream sent it: `resultType` and
 /// `_meta[serverInfo]` are written next to the other members' text, which passes
-/// unbuilt. Cacheable results (their hints need the tree), trees, and results that
-/// are not objects take the tree path.
+/// unbuilt (a result without `_meta` gets the one `server_info` keeps written).
+/// Cacheable results (their hints need the tree), trees, and results that are not
+/// objects take the tree path.
 pub fn text_result_for_modern(
     result: LazyJson,
     method: ModernMethod,
-    server_info: &Value,
+    server_info: &ServerInfo,
     cache: CachePolicy,
 ) -> LazyJson {
     let members = match result.text_members() {
         Some(members) if !method.is_cacheable() => members,
-        _ => return result_for_modern(result.into_value(), method, server_info, cache).into(),
+        _ => return result_for_modern(result.into_value(), method, &server_info.tree, cache).into(),
     };
     let has_type = members.iter().any(|(name, _)| name == "resultType");
     // The last `_meta`, as a tree would keep; a non-object one is left as it is.
@@ -54,16 +74,24 @@ pub fn text_result_for_modern(
         .find(|(name, _)| name == "_meta")
         .map(|(_, text)| *text);
     let meta: Option<Value> = match meta_text {
-        None => Some(serde_json::json!({ SERVER_INFO: server_info })),
+        None => None,
         Some(text) => match serde_json::from_str::<Value>(text.get()) {
             Ok(Value::Object(mut meta)) if !meta.contains_key(SERVER_INFO) => {
-                meta.insert(SERVER_INFO.into(), server_info.clone());
+                meta.insert(SERVER_INFO.into(), server_info.tree.clone());
                 Some(Value::Object(meta))
             }
             _ => None,
         },
     };
     let complete = Value::from("complete");
+    let unwritten;
+    let written_meta = match &server_info.meta {
+        Some(text) => MemberValue::Text(text),
+        None => {
+            unwritten = serde_json::json!({ SERVER_INFO: &server_info.tree });
+            MemberValue::Tree(&unwritten)
+        }
+    };
     let written = members
         .iter()
         .map(|(name, text)| match (name.as_ref(), &meta) {
@@ -71,10 +99,7 @@ pub fn text_result_for_modern(
             (name, _) => (name, MemberValue::Text(text)),
         })
         .chain((!has_type).then_some(("resultType", MemberValue::Tree(&complete))))
-        .chain(match (meta_text, &meta) {
-            (None, Some(meta)) => Some(("_meta", MemberValue::Tree(meta))),
-            _ => None,
-        });
+        .chain(meta_text.is_none().then_some(("_meta", written_meta)));
     LazyJson::object_with(written)
 }
 
@@ -367,6 +392,7 @@ mod tests {
             LazyJson::from_checked_text(&raw)
         };
         let info = json!({"name": "s", "version": "1"});
+        let kept = ServerInfo::new(info.clone());
         let cases = [
             r#"{"content":[{"type":"text","text":"x"}],"isError":false}"#,
             r#"{"content":[],"resultType":"complete"}"#,
@@ -385,14 +411,14 @@ mod tests {
                     &info,
                     CachePolicy::default(),
                 );
-                let lean = text_result_for_modern(text(case), method, &info, CachePolicy::default());
+                let lean = text_result_for_modern(text(case), method, &kept, CachePolicy::default());
                 assert_eq!(*lean, tree, "{method:?} {case}");
             }
         }
         let lean = text_result_for_modern(
             text(r#"{"content":[{"type":"text","text":"x"}],"b":1.50}"#),
             ModernMethod::ToolsCall,
-            &info,
+            &kept,
             CachePolicy::default(),
         );
         assert_eq!(
