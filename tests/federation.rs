@@ -784,6 +784,162 @@ fn a_legacy_clients_cancellation_reaches_the_owning_member() {
     assert_eq!(tool_text(&answer["result"]), "echo: after", "{answer}");
 }
 
+/// Python SDK (mcp 2.3.0) client answering sampling, elicitation and roots with callbacks.
+/// `spec`: `url`, `mode`, `calls` (`{"tool", "args"}`, or `{"together": [calls]}` sent at once).
+const ASKED_CLIENT: &str = r#"
+import asyncio, json, sys, warnings
+import mcp
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+warnings.simplefilter("ignore")
+spec = json.loads(sys.argv[1])
+asked = []
+
+
+async def on_sampling(context, params):
+    asked.append({"method": "sampling/createMessage", "texts": [getattr(m.content, "text", None) for m in params.messages]})
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="sampled-by-client"),
+                                     model="test-model", stop_reason="endTurn")
+
+
+def fill(schema):
+    out = {}
+    for key, prop in (schema.get("properties") or {}).items():
+        if "default" in prop:
+            out[key] = prop["default"]
+        elif prop.get("type") == "boolean":
+            out[key] = True
+        elif prop.get("type") == "integer":
+            out[key] = 7
+        elif prop.get("type") == "number":
+            out[key] = 7.5
+        elif prop.get("type") == "array":
+            out[key] = []
+        elif "enum" in prop:
+            out[key] = prop["enum"][0]
+        elif prop.get("format") == "email":
+            out[key] = "ada@example.com"
+        elif prop.get("format") == "uri":
+            out[key] = "https://example.com/ada"
+        elif prop.get("format") == "date":
+            out[key] = "1815-12-10"
+        elif key == "color":
+            out[key] = "blue"
+        else:
+            out[key] = "Ada"
+    return out
+
+
+async def on_elicitation(context, params):
+    asked.append({"method": "elicitation/create", "message": params.message})
+    return types.ElicitResult(action="accept", content=fill(params.requested_schema))
+
+
+async def on_roots(context):
+    asked.append({"method": "roots/list"})
+    return types.ListRootsResult(roots=[types.Root(uri="file:///work/alpha", name="alpha")])
+
+
+async def one(client, call):
+    if "together" in call:
+        return await asyncio.gather(*(one(client, c) for c in call["together"]))
+    try:
+        r = await client.call_tool(call["tool"], call.get("args", {}))
+        text = "\n".join(getattr(c, "text", "") for c in r.content if getattr(c, "type", "") == "text")
+        return {"text": text, "is_error": bool(r.is_error)}
+    except MCPError as e:
+        return {"error": {"code": e.error.code, "message": e.error.message}}
+
+
+async def main():
+    client = mcp.Client(spec["url"], mode=spec["mode"], read_timeout_seconds=20,
+                        sampling_callback=on_sampling, elicitation_callback=on_elicitation,
+                        list_roots_callback=on_roots)
+    results = []
+    async with client:
+        await client.list_tools()
+        for call in spec["calls"]:
+            results.append(await asyncio.wait_for(one(client, call), 25))
+    print(json.dumps({"results": results, "asked": asked}))
+
+
+asyncio.run(main())
+"#;
+
+/// What members ask a client during its call (sampling, elicitation, roots) reaches it on a
+/// federated path, whatever its era: a legacy client is asked on the call's stream under ids
+/// of eragate's (two members asking at once do not collide) and its answers go back to the
+/// member that asked; a 2026-07-28 client gets `input_required`. Members: server-everything
+/// (stdio) and the Python fixture's `--mrtr` tools (Streamable HTTP), both legacy.
+#[test]
+fn members_ask_a_client_of_either_era_during_its_call() {
+    let py = LegacyHttpServer::start(&["--mrtr"]);
+    let everything = serde_json::to_string(&everything_stdio_command()).expect("json");
+    let eragate = Eragate::start(&format!(
+        "[[upstreams]]\nname = \"everything\"\nprefix_mode = \"always\"\n[upstreams.stdio]\ncommand = {everything}\n\
+         kill_grace = \"200ms\"\n\n[[upstreams]]\nname = \"py\"\n[upstreams.http]\nurl = \"{}\"\n",
+        py.url
+    ));
+    let driver = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("federation-asked-client.py");
+    std::fs::write(&driver, ASKED_CLIENT).expect("write the client driver");
+    let driver = driver.display().to_string();
+    for mode in ["legacy", "2026-07-28"] {
+        let spec = json!({
+            "url": eragate.url(), "mode": mode,
+            "calls": [
+                {"tool": "everything_trigger-sampling-request", "args": {"prompt": "hi"}},
+                {"tool": "everything_trigger-elicitation-request", "args": {}},
+                {"tool": "py_ask_roots", "args": {}},
+                {"together": [
+                    {"tool": "everything_trigger-sampling-request", "args": {"prompt": "one"}},
+                    {"tool": "py_ask_sampling", "args": {"prompt": "two"}},
+                ]},
+            ],
+        });
+        let report = run_driver(peers().python(), &driver, &[&spec.to_string()])
+            .unwrap_or_else(|e| panic!("{mode}: {e}\nlog:\n{}", eragate.log()));
+        let results = &report["results"];
+        let sampled = results[0]["text"].as_str().unwrap_or_default();
+        assert!(
+            results[0]["is_error"] == false && sampled.contains("sampled-by-client") && sampled.contains("test-model"),
+            "{mode}: {report:#}"
+        );
+        let elicited = results[1]["text"].as_str().unwrap_or_default();
+        assert!(
+            results[1]["is_error"] == false && elicited.contains("- Name: Ada"),
+            "{mode}: {report:#}"
+        );
+        assert_eq!(results[2]["text"], "roots: file:///work/alpha", "{mode}: {report:#}");
+        let together = &results[3];
+        assert!(
+            together[0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("sampled-by-client"),
+            "{mode}: {report:#}"
+        );
+        assert_eq!(together[1]["text"], "sampled: sampled-by-client", "{mode}: {report:#}");
+        let mut sampling_texts: Vec<String> = report["asked"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|a| a["method"] == "sampling/createMessage")
+            .filter_map(|a| a["texts"][0].as_str().map(str::to_owned))
+            .collect();
+        sampling_texts.sort();
+        assert_eq!(
+            sampling_texts,
+            [
+                "Resource trigger-sampling-request context: hi",
+                "Resource trigger-sampling-request context: one",
+                "two",
+            ],
+            "{mode}: each member's question asked once: {report:#}"
+        );
+    }
+}
+
 fn names(list: &Value) -> Vec<String> {
     list.as_array()
         .into_iter()

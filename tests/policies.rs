@@ -634,3 +634,53 @@ fn a_reload_that_hides_a_resource_stops_its_updates_on_open_streams() {
         );
     }
 }
+
+/// A listen opened while no `[[policies]]` entry applied follows a reload that adds one:
+/// alice's listen, opened unnarrowed, stops carrying the updates of the resource the new
+/// policy hides, while an allowed one's still come.
+#[test]
+fn a_listen_opened_before_policies_are_added_follows_the_reload() {
+    let upstream = LegacyHttpServer::start(&["--dual-era", "--subscriptions"]);
+    let unnarrowed = format!(
+        "{auth}\n{upstream}",
+        auth = auth_toml(),
+        upstream = remote_upstream_toml("http", &upstream.url, ""),
+    );
+    let gateway = Eragate::start(&unnarrowed);
+    let url = gateway.url();
+    let (ack, listen) = listen_as(&url, ALICE, 1, &[SECRET, OPEN]);
+    let subscribed = &ack["params"]["notifications"]["resourceSubscriptions"];
+    assert_eq!(subscribed, &json!([SECRET, OPEN]), "nothing hidden yet: {ack}");
+    let mut id = 10;
+    let before = touch_until(&gateway, &mut id, &[SECRET, OPEN], OPEN, &[&listen]);
+    assert!(
+        updated(&before[0]).contains(&SECRET.to_owned()),
+        "before the reload: {:?}",
+        before[0]
+    );
+
+    // The running configuration (eragate's test harness completes it) with a policy added.
+    let running = std::fs::read_to_string(gateway.config_path()).expect("config");
+    let narrowed = format!(
+        "{running}\n[[policies]]\npath = \"/mcp\"\nsubjects = [\"alice\"]\n[policies.resources]\n\
+         deny = [\"test://items/secret*\"]\n"
+    );
+    let partial = gateway.config_path().with_extension("partial");
+    std::fs::write(&partial, narrowed).expect("write config");
+    std::fs::rename(&partial, gateway.config_path()).expect("rename config");
+    let session = legacy_session_as(&url, ALICE);
+    let mut probe = 100;
+    let reloaded = poll_until(Duration::from_secs(30), || {
+        probe += 1;
+        legacy_subscribe(&url, ALICE, &session, probe, SECRET)["error"]["code"] == -32002
+    });
+    assert!(reloaded, "the policy was not reloaded; log:\n{}", gateway.log());
+    // Every update touched before is delivered before an update of OPEN touched now.
+    touch_until(&gateway, &mut id, &[OPEN], OPEN, &[&listen]);
+    let after = touch_until(&gateway, &mut id, &[SECRET, OPEN], OPEN, &[&listen]);
+    assert!(
+        !updated(&after[0]).contains(&SECRET.to_owned()),
+        "after the reload: {:?}",
+        after[0]
+    );
+}

@@ -15,7 +15,7 @@ use super::live_narrowing::LiveNarrowing;
 use crate::protocol::Era;
 use crate::protocol::envelope::{Envelope, LogLevel};
 use crate::protocol::{Id, Message, Request, Response, Revision};
-use crate::router::{Backend, UpstreamSession};
+use crate::router::{Backend, PartitionKey, UpstreamSession};
 use crate::translate::multiplex::refuse_server_request;
 
 /// Why a GET stream could not be attached.
@@ -51,8 +51,9 @@ pub struct ClientSession {
     pub(super) principal: OnceLock<String>,
     next_outbound: AtomicU64,
     /// Server→client requests relayed to the client: the id eragate gave it → the
-    /// upstream's own id. A std mutex, never held across `.await`.
-    outbound: Mutex<HashMap<Id, Id>>,
+    /// upstream's own id, and the member session that asked when it is not the
+    /// session's own (a federated path). A std mutex, never held across `.await`.
+    outbound: Mutex<HashMap<Id, Relayed>>,
     /// Requests eragate itself sent the client (for a modern upstream's
     /// `input_required`), awaiting the client's response.
     asked: Mutex<HashMap<Id, oneshot::Sender<Response>>>,
@@ -70,7 +71,17 @@ pub struct ClientSession {
     /// The `[[policies]]` its caller is served under (as a reload leaves them):
     /// what the server sends on its own reaches the GET stream only if they show it.
     narrowing: OnceLock<LiveNarrowing>,
+    /// On a federated path: the partition of the member sessions its calls are
+    /// relayed on, and whether members may ask it for input (worked out once).
+    member_partition: OnceLock<(PartitionKey, bool)>,
+    /// On a federated path: the pooled member session (by member) its last call
+    /// shared with other calls was relayed on, tried first for the next.
+    member_sessions: Mutex<Vec<(usize, Weak<UpstreamSession>)>>,
 }
+
+/// A server→client request relayed to the client: the asking session's own id
+/// for it, and that session when it is not the client session's own (a federated member's).
+type Relayed = (Id, Option<Arc<UpstreamSession>>);
 
 /// Bound of the messages queued toward one GET stream.
 pub const STREAM_QUEUE: usize = 64;
@@ -165,6 +176,8 @@ impl ClientSession {
             listen: Mutex::new((BTreeSet::new(), None)),
             forwarder: Mutex::new(None),
             narrowing: OnceLock::new(),
+            member_partition: OnceLock::new(),
+            member_sessions: Mutex::new(Vec::new()),
         })
     }
 
@@ -218,6 +231,26 @@ impl ClientSession {
         let _ = self.narrowing.set(narrowing);
     }
 
+    /// The partition of the member sessions a federated session's calls are
+    /// relayed on, and whether members may ask it for input: `build` the first time.
+    pub fn member_partition(&self, build: impl FnOnce() -> (PartitionKey, bool)) -> &(PartitionKey, bool) {
+        self.member_partition.get_or_init(build)
+    }
+
+    /// The shared member session of `member` its last relayed call ran on, while it is open.
+    pub fn member_session(&self, member: usize) -> Option<Arc<UpstreamSession>> {
+        let sessions = lock(&self.member_sessions);
+        let (_, session) = sessions.iter().find(|(m, _)| *m == member)?;
+        session.upgrade().filter(|s| !s.is_closed())
+    }
+
+    /// Remembers the shared member session of `member` a call was relayed on.
+    pub fn remember_member_session(&self, member: usize, session: &Arc<UpstreamSession>) {
+        let mut sessions = lock(&self.member_sessions);
+        sessions.retain(|(m, _)| *m != member);
+        sessions.push((member, Arc::downgrade(session)));
+    }
+
     /// Whether its `[[policies]]` let `message` reach the client.
     fn shows(&self, message: &Message) -> bool {
         self.narrowing.get().is_none_or(|narrowing| narrowing.shows(message))
@@ -247,13 +280,20 @@ impl ClientSession {
     }
 
     /// Relays a server→client request to this client under a fresh id.
-    pub fn relay_request(&self, mut request: Request) -> Message {
+    pub fn relay_request(&self, request: Request) -> Message {
+        self.relay_request_for(request, None)
+    }
+
+    /// Relays a server→client request of `member` (the session's own upstream
+    /// session when `None`) to this client under a fresh id: ids of different
+    /// members never collide, and the client's response finds its way back.
+    pub fn relay_request_for(&self, mut request: Request, member: Option<Arc<UpstreamSession>>) -> Message {
         let relayed = Id::from_value(&serde_json::Value::from(format!(
             "eragate-{}",
             self.next_outbound.fetch_add(1, Ordering::Relaxed)
         )))
         .unwrap_or_else(|| Id::number(0));
-        lock(&self.outbound).insert(relayed.clone(), request.id.clone());
+        lock(&self.outbound).insert(relayed.clone(), (request.id.clone(), member));
         request.id = relayed;
         Message::Request(request)
     }
@@ -293,8 +333,9 @@ impl ClientSession {
         self.envelope().map(|e| e.client_capabilities)
     }
 
-    /// Takes the upstream's id for a client's response to a relayed request.
-    pub fn take_relayed(&self, relayed: &Id) -> Option<Id> {
+    /// Takes the upstream's id for a client's response to a relayed request, and
+    /// the member session that asked (`None`: the session's own).
+    pub fn take_relayed(&self, relayed: &Id) -> Option<Relayed> {
         lock(&self.outbound).remove(relayed)
     }
 

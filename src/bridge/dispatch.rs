@@ -135,6 +135,13 @@ async fn serve(
         Some(Ok(answer)) => answer,
         None => None,
     };
+    // A listen outlives the policies it opened under: unnarrowed now, a reload may narrow it.
+    let follows_reloads = match (&narrowed, &message) {
+        (None, Message::Request(r)) if r.method == "subscriptions/listen" => Some(
+            super::live_narrowing::LiveNarrowing::of(&gateway.applied, backend, caller),
+        ),
+        _ => None,
+    };
     let (reply, era) = match (verdict, message) {
         (Classification::Legacy, message) => match backend.federation() {
             Some(federation) => (
@@ -173,9 +180,10 @@ async fn serve(
             caller,
         ));
     }
-    let reply = match narrowed {
-        Some(answer) => answer.reply(reply, era),
-        None => reply,
+    let reply = match (narrowed, follows_reloads) {
+        (Some(answer), _) => answer.reply(reply, era),
+        (None, Some(live)) => super::restrict::follows_reloads(reply, live),
+        (None, None) => reply,
     };
     let reply = match tool_view {
         Some(view) => super::restrict::tools_list(reply, era, view),

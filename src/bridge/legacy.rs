@@ -424,6 +424,7 @@ async fn relay(
         method,
         reissue,
         param_headers,
+        member: None,
     };
     pump::stream_call(call, side, id, Some(timeout), permit)
 }
@@ -491,7 +492,7 @@ async fn response_on_session(session: &ClientSession, response: Response) -> Rep
     let Err(mut response) = session.answer(response) else {
         return Reply::Accepted; // an answer eragate itself was waiting for
     };
-    let Some(upstream_id) = response.id.as_ref().and_then(|id| session.take_relayed(id)) else {
+    let Some((upstream_id, _)) = response.id.as_ref().and_then(|id| session.take_relayed(id)) else {
         return Reply::rejected(None, Rejection::ResponseToUnknownRequest);
     };
     response.id = Some(upstream_id);

@@ -15,7 +15,7 @@ use super::mrtr::{self, SuspendedCalls};
 use super::reply::Reply;
 use super::sessions::ClientSession;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Request, Response};
+use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Request, Response, Revision};
 use crate::router::{Call, CallEvent, CallStep, OnDrop, UpstreamError, UpstreamSession};
 use crate::translate::mrtr::conversation::{Fate, InputPolicy, OnInputRequest};
 use crate::translate::mrtr::{legacy_question, reissue_params};
@@ -55,6 +55,10 @@ pub enum ClientSide {
         reissue: Option<Value>,
         /// The `Mcp-Param-*` headers eragate mirrored from the arguments (sent again on a re-issue).
         param_headers: Vec<(String, String)>,
+        /// On a federated path, the legacy member's session the call was relayed on
+        /// as it came (the client session has none): its answer passes as it is, and
+        /// the client's responses to its requests go back to it.
+        member: Option<Arc<UpstreamSession>>,
     },
     /// A 2026-07-28 client in front of a 2026-07-28 upstream: everything passes.
     Passthrough {
@@ -323,8 +327,8 @@ impl ClientSide {
             (ClientSide::Legacy { .. } | ClientSide::Passthrough { .. }, CallEvent::Notification(n)) => {
                 Some(Message::Notification(n))
             }
-            (ClientSide::Legacy { session, .. }, CallEvent::ServerRequest(request)) => {
-                Some(session.relay_request(request))
+            (ClientSide::Legacy { session, member, .. }, CallEvent::ServerRequest(request)) => {
+                Some(session.relay_request_for(request, member.clone()))
             }
             (ClientSide::Passthrough { .. }, CallEvent::ServerRequest(request)) => {
                 refuse_later(backend, request);
@@ -344,6 +348,18 @@ impl ClientSide {
             Err(error) => return Response::error(Some(client_id.clone()), error.to_error_object()),
         };
         match self {
+            // Relayed on a federated member's session of the newest handshake revision.
+            ClientSide::Legacy {
+                member: Some(_),
+                session,
+                ..
+            } => match response.outcome {
+                Outcome::Result(result) if session.revision != Revision::LATEST_LEGACY => Response::result_for(
+                    response.id,
+                    up::result_for_legacy(result.into_value(), session.revision),
+                ),
+                _ => response,
+            },
             ClientSide::Legacy { session, method, .. } => match (session.envelope(), response.outcome) {
                 (None, outcome) => Response {
                     id: response.id,

@@ -113,6 +113,16 @@ impl NarrowedAnswer {
     }
 }
 
+/// A listen's `reply` opened while no `[[policies]]` entry narrowed its caller:
+/// it lives across reloads, so each notification is checked against the
+/// policies a reload leaves (`live`), as a narrowed one's is.
+pub fn follows_reloads(reply: Reply, live: LiveNarrowing) -> Reply {
+    match reply {
+        Reply::Stream(responses, era) => Reply::Stream(responses.filtered_by(move |message| live.shows(message)), era),
+        other => other,
+    }
+}
+
 /// `reply` with `rewrite` applied to its result (the final response of a
 /// stream, as the client takes it: no relay task).
 fn rewrite_results(reply: Reply, rewrite: impl Fn(&mut Value) + Send + Sync + 'static) -> Reply {

@@ -33,7 +33,7 @@ const MAX_TRACKED_CALLS: usize = 4096;
 /// A legacy client's call: its session (the address of the id the session
 /// store holds, which its tracked calls keep alive: cheap to hash, unlike the
 /// sealed id's few hundred bytes), and its request id as JSON text.
-type CallKey = (usize, String);
+type CallKey = (usize, Id);
 
 /// One member of a federation: its backend and the prefix of its names.
 #[derive(Clone)]
@@ -172,7 +172,7 @@ impl Federation {
     /// returned guard is dropped; `None` when as many are tracked as may be, or
     /// the client already has a call of that id in flight (the spec forbids it).
     pub fn track_call(self: &Arc<Self>, session: &Arc<str>, id: &Id) -> Option<TrackedCall> {
-        let key = (session_address(session), id.to_value().to_string());
+        let key = (session_address(session), id.clone());
         let mut calls = lock(&self.calls);
         if calls.len() >= MAX_TRACKED_CALLS || calls.contains_key(&key) {
             return None;
@@ -192,7 +192,10 @@ impl Federation {
     /// Cancels the call `request_id` (as the client's `notifications/cancelled`
     /// names it) of session `session`, if it is in flight. Returns whether it was.
     pub fn cancel_call(&self, session: &Arc<str>, request_id: &Value) -> bool {
-        let key = (session_address(session), request_id.to_string());
+        let Some(request_id) = Id::from_value(request_id) else {
+            return false;
+        };
+        let key = (session_address(session), request_id);
         let calls = lock(&self.calls);
         match calls.get(&key) {
             Some((_, token)) => {

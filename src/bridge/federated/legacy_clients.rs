@@ -1,11 +1,12 @@
 //! Handshake-era clients on a federated path: eragate answers `initialize`
 //! with the merged handshake and a sealed session holding no upstream session;
-//! each later request is served by the members like a 2026-07-28 one, and the
-//! answer reshaped for the client's revision. A client's `notifications/cancelled`
+//! a call to a legacy member is relayed on a member session as it came
+//! (`relay`), every other request is served by the members like a 2026-07-28
+//! one, and the answer reshaped for the client's revision. A client's `notifications/cancelled`
 //! cancels the call it names: the member's request is dropped (and so cancelled
 //! toward the member in its own era), and the client gets no answer.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{Value, json};
 
@@ -15,6 +16,7 @@ use crate::bridge::Gateway;
 use crate::bridge::legacy::SessionLookup;
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::{ClientSession, SessionClaims, stateless_envelope};
+use crate::protocol::envelope::Envelope;
 use crate::protocol::errors::Rejection;
 use crate::protocol::method::MethodClass;
 use crate::protocol::{ErrorCode, ErrorObject, Message, ModernMethod, Request, Response, Revision};
@@ -49,29 +51,32 @@ pub async fn serve_legacy(
             }
             return Reply::Accepted;
         }
+        // A response to what a member asked during a relayed call goes back to that member.
+        (Message::Response(response), SessionLookup::Found(session)) if session.backend.same_route(backend) => {
+            return super::relay::response_to_member(&session, response).await;
+        }
         // Other notifications and responses: nothing of them reaches a member.
         (Message::Notification(_) | Message::Response(_), _) => return Reply::Accepted,
         (Message::Request(request), SessionLookup::Found(session)) if session.backend.same_route(backend) => {
             let tracked = federation.track_call(&session.id, &request.id);
-            (request, session.revision, tracked)
+            (request, session.revision, tracked, Some(session))
         }
         (Message::Request(request), SessionLookup::Found(_) | SessionLookup::Unknown) => {
             return Reply::rejected(Some(request.id), Rejection::SessionNotFound);
         }
         (Message::Request(request), SessionLookup::Absent) => match request.method.as_str() {
-            "ping" | "server/discover" => (request, Revision::LATEST_LEGACY, None),
+            "ping" | "server/discover" => (request, Revision::LATEST_LEGACY, None, None),
             _ => return Reply::rejected(Some(request.id), Rejection::SessionRequired),
         },
     };
-    let (request, revision, tracked) = request;
-    // Without a session, nothing is known of the client's capabilities: members never ask it.
-    let envelope = stateless_envelope(&json!({}), &Value::Null);
+    let (request, revision, tracked, session) = request;
     let asking = Asking {
         gateway,
         federation,
         prefixes: federation.prefixes(),
-        envelope: &envelope,
+        envelope: capabilityless(),
         principal,
+        session: session.as_ref(),
     };
     let method = request.method.as_str();
     match (method, ModernMethod::classify(method)) {
@@ -92,6 +97,14 @@ pub async fn serve_legacy(
             error_reply(request.id, ErrorObject::new(ErrorCode::METHOD_NOT_FOUND, message))
         }
     }
+}
+
+/// The envelope of a legacy client's requests served like a 2026-07-28 one's:
+/// no capabilities, so members never ask them (a call relayed to a legacy
+/// member is asked on its member session instead).
+fn capabilityless() -> &'static Envelope {
+    static ENVELOPE: OnceLock<Envelope> = OnceLock::new();
+    ENVELOPE.get_or_init(|| stateless_envelope(&json!({}), &Value::Null))
 }
 
 /// A call served until the client cancels it: then the member's request is
@@ -135,6 +148,7 @@ async fn initialize_session(
         prefixes: federation.prefixes(),
         envelope: &envelope,
         principal,
+        session: None,
     };
     let result = asking.initialize(&request.id, negotiated).await;
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();

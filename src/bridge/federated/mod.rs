@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use super::Gateway;
 use super::reply::{Reply, Status};
+use super::sessions::ClientSession;
 use crate::auth::Principal;
 use crate::federate::cursor::{Opened, Positions};
 use crate::federate::merge::{self, MEMBERS_META, MemberResult};
@@ -23,9 +24,11 @@ use crate::federate::page::MergedPage;
 use crate::federate::route::{self, ListShape, NameKind, Naming, StaleNames};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::Outcome;
+use crate::protocol::lazy_json::MemberValue;
 use crate::protocol::{
     Era, ErrorCode, ErrorObject, Id, LazyJson, Message, ModernMethod, Notification, Request, Response, Revision,
 };
+use crate::router::Backend;
 use crate::router::federation::Federation;
 use crate::router::gateway_client_info;
 use crate::translate::cache::{Audience, Watch};
@@ -33,6 +36,7 @@ use crate::translate::listen::{self, Filter};
 use crate::translate::{ModernRequest, down, up};
 
 mod legacy_clients;
+mod relay;
 mod watch;
 
 pub use legacy_clients::serve_legacy;
@@ -67,6 +71,7 @@ pub async fn serve_modern(
         prefixes: federation.prefixes(),
         envelope: &modern.envelope,
         principal,
+        session: None,
     };
     asking.serve(request, modern.method, ClientEra::Modern).await
 }
@@ -79,6 +84,8 @@ struct Asking<'a> {
     /// The envelope every member request carries (the client's own for a modern client).
     envelope: &'a Envelope,
     principal: &'a Principal,
+    /// A legacy client's session: its calls to legacy members are relayed on member sessions.
+    session: Option<&'a Arc<ClientSession>>,
 }
 
 // === impl Asking ===
@@ -308,13 +315,22 @@ impl Asking<'_> {
 
     /// A call, read, get or completion, sent to the member that owns what it names.
     async fn call(&self, request: Request, method: ModernMethod, era: ClientEra) -> Reply {
-        let kind = name_kind(method, request.params.as_deref());
+        let kind = name_kind(method, || request.params.as_deref());
         let needs_names = kind.is_some() && self.federation.mode() != PrefixMode::Always;
         let mut names = None;
         if let (true, Some(kind)) = (needs_names, kind) {
             names = self.names(kind, false).await.ok();
         }
         let Request { id, params, .. } = request;
+        let params = match (era, self.session, params) {
+            (ClientEra::Legacy(_), Some(session), Some(params)) => {
+                match self.relay_as_sent(session, &id, method, &params, names.as_deref()) {
+                    Some(relaying) => return relaying.await,
+                    None => Some(params),
+                }
+            }
+            (_, _, params) => params,
+        };
         let params = params.map(LazyJson::into_value);
         let mut owner = self.naming(names.as_deref()).route_owned(method, params);
         if let (Err((_, params)), true, Some(kind)) = (&mut owner, needs_names, kind) {
@@ -325,6 +341,20 @@ impl Asking<'_> {
         }
         match owner {
             Ok((member, params)) => {
+                if let (ClientEra::Legacy(_), Some(session), Some(backend)) =
+                    (era, self.session, self.relays_to(member, method))
+                {
+                    let params = LazyJson::from(params);
+                    return Box::pin(relay::relay(
+                        (member, backend),
+                        session,
+                        id,
+                        method,
+                        params,
+                        self.principal,
+                    ))
+                    .await;
+                }
                 let prefix = self
                     .federation
                     .members()
@@ -432,6 +462,48 @@ impl Asking<'_> {
             });
         }
         Reply::Stream(rx.into(), Era::Modern)
+    }
+
+    /// A legacy client's call relayed to its legacy owner with `params` left as
+    /// text but for the name (`tools/call` and `prompts/get`, named at the top);
+    /// `None` when it is not one (the tree is built and routed as for any other).
+    fn relay_as_sent<'r>(
+        &'r self,
+        session: &'r Arc<ClientSession>,
+        id: &Id,
+        method: ModernMethod,
+        params: &LazyJson,
+        names: Option<&Names>,
+    ) -> Option<impl Future<Output = Reply> + 'r> {
+        if !matches!(method, ModernMethod::ToolsCall | ModernMethod::PromptsGet) {
+            return None;
+        }
+        let members = params.text_members()?;
+        let (_, exposed) = members.iter().find(|(key, _)| key == "name")?;
+        let exposed: String = serde_json::from_str(exposed.get()).ok()?;
+        let (member, own) = self.naming(names).owner(&exposed)?;
+        let backend = self.relays_to(member, method)?;
+        let own = Value::from(own);
+        let params = LazyJson::object_with(members.iter().map(|(key, value)| match key.as_ref() {
+            "name" => ("name", MemberValue::Tree(&own)),
+            key => (key, MemberValue::Text(value)),
+        }));
+        Some(Box::pin(relay::relay(
+            (member, backend),
+            session,
+            id.clone(),
+            method,
+            params,
+            self.principal,
+        )))
+    }
+
+    /// Member `member`'s backend when a legacy client's `method` is relayed to it
+    /// as it came: a legacy member, and an answer that names nothing to expose.
+    fn relays_to(&self, member: usize, method: ModernMethod) -> Option<&Backend> {
+        let backend = &self.federation.members().get(member)?.backend;
+        let relayed = method != ModernMethod::ResourcesRead && backend.era_if_known() == Some(Era::Legacy);
+        relayed.then_some(backend)
     }
 
     /// Asks member `member` one request, in the member's own era.
@@ -581,12 +653,13 @@ fn reshape(reply: Reply, method: ModernMethod, era: ClientEra, prefix: String) -
 }
 
 /// The list kind whose names a request of `method` is routed by.
-fn name_kind(method: ModernMethod, params: Option<&Value>) -> Option<NameKind> {
+/// (`params` looked into only for a completion: a call's stay unbuilt.)
+fn name_kind<'p>(method: ModernMethod, params: impl FnOnce() -> Option<&'p Value>) -> Option<NameKind> {
     match method {
         ModernMethod::ToolsCall => Some(NameKind::Tools),
         ModernMethod::PromptsGet => Some(NameKind::Prompts),
         ModernMethod::CompletionComplete => {
-            let kind = params?.get("ref")?.get("type")?.as_str()?;
+            let kind = params()?.get("ref")?.get("type")?.as_str()?;
             (kind == "ref/prompt").then_some(NameKind::Prompts)
         }
         _ => None,

@@ -70,6 +70,7 @@ async fn watch_member(gateway: Weak<Gateway>, path: String, federation: Arc<Fede
             prefixes: federation.prefixes(),
             envelope: &envelope,
             principal: &principal,
+            session: None,
         };
         let every_list = json!({"notifications": {
             "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}});
@@ -126,6 +127,7 @@ pub async fn never_collisions(gateway: &Gateway) -> Vec<(String, String)> {
             prefixes: federation.prefixes(),
             envelope: &envelope,
             principal: &principal,
+            session: None,
         };
         for kind in [NameKind::Tools, NameKind::Prompts] {
             if let Err(error) = asking.names(kind, true).await {
