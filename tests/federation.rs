@@ -803,33 +803,6 @@ async def on_sampling(context, params):
                                      model="test-model", stop_reason="endTurn")
 
 
-def fill(schema):
-    out = {}
-    for key, prop in (schema.get("properties") or {}).items():
-        if "default" in prop:
-            out[key] = prop["default"]
-        elif prop.get("type") == "boolean":
-            out[key] = True
-        elif prop.get("type") == "integer":
-            out[key] = 7
-        elif prop.get("type") == "number":
-            out[key] = 7.5
-        elif prop.get("type") == "array":
-            out[key] = []
-        elif "enum" in prop:
-            out[key] = prop["enum"][0]
-        elif prop.get("format") == "email":
-            out[key] = "ada@example.com"
-        elif prop.get("format") == "uri":
-            out[key] = "https://example.com/ada"
-        elif prop.get("format") == "date":
-            out[key] = "1815-12-10"
-        elif key == "color":
-            out[key] = "blue"
-        else:
-            out[key] = "Ada"
-    return out
-
 
 async def on_elicitation(context, params):
     asked.append({"method": "elicitation/create", "message": params.message})
@@ -882,7 +855,7 @@ fn members_ask_a_client_of_either_era_during_its_call() {
         py.url
     ));
     let driver = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("federation-asked-client.py");
-    std::fs::write(&driver, ASKED_CLIENT).expect("write the client driver");
+    std::fs::write(&driver, format!("{PY_FILL_FROM_SCHEMA}{ASKED_CLIENT}")).expect("write the client driver");
     let driver = driver.display().to_string();
     for mode in ["legacy", "2026-07-28"] {
         let spec = json!({

@@ -41,33 +41,6 @@ spec = json.loads(sys.argv[1])
 asked = []
 
 
-def fill(schema):
-    out = {}
-    for key, prop in (schema.get("properties") or {}).items():
-        if "default" in prop:
-            out[key] = prop["default"]
-        elif prop.get("type") == "boolean":
-            out[key] = True
-        elif prop.get("type") == "integer":
-            out[key] = 7
-        elif prop.get("type") == "number":
-            out[key] = 7.5
-        elif prop.get("type") == "array":
-            out[key] = []
-        elif "enum" in prop:
-            out[key] = prop["enum"][0]
-        elif prop.get("format") == "email":
-            out[key] = "ada@example.com"
-        elif prop.get("format") == "uri":
-            out[key] = "https://example.com/ada"
-        elif prop.get("format") == "date":
-            out[key] = "1815-12-10"
-        elif key == "color":
-            out[key] = "blue"
-        else:
-            out[key] = "Ada"
-    return out
-
 
 async def on_sampling(context, params):
     asked.append({"method": "sampling/createMessage", "texts": [getattr(m.content, "text", None) for m in params.messages]})
@@ -202,7 +175,7 @@ fn driver(name: &str, text: &str) -> PathBuf {
 
 fn py_driver() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| driver("client.py", PY_DRIVER))
+    PATH.get_or_init(|| driver("client.py", &format!("{PY_FILL_FROM_SCHEMA}{PY_DRIVER}")))
 }
 
 fn ts_driver() -> &'static PathBuf {

@@ -971,3 +971,36 @@ pub fn everything_server(transport: &str) -> ListeningServer {
         url: format!("http://127.0.0.1:{port}/{path}"),
     }
 }
+
+/// Python: `fill(schema)`, an answer to an elicitation's requested schema (a default
+/// where the schema gives one, else a value of the member's type or format). Written
+/// ahead of the Python SDK client drivers that answer elicitations (`tests/mrtr.rs`,
+/// `tests/federation.rs`); it needs no import.
+pub const PY_FILL_FROM_SCHEMA: &str = r#"
+def fill(schema):
+    out = {}
+    for key, prop in (schema.get("properties") or {}).items():
+        if "default" in prop:
+            out[key] = prop["default"]
+        elif prop.get("type") == "boolean":
+            out[key] = True
+        elif prop.get("type") == "integer":
+            out[key] = 7
+        elif prop.get("type") == "number":
+            out[key] = 7.5
+        elif prop.get("type") == "array":
+            out[key] = []
+        elif "enum" in prop:
+            out[key] = prop["enum"][0]
+        elif prop.get("format") == "email":
+            out[key] = "ada@example.com"
+        elif prop.get("format") == "uri":
+            out[key] = "https://example.com/ada"
+        elif prop.get("format") == "date":
+            out[key] = "1815-12-10"
+        elif key == "color":
+            out[key] = "blue"
+        else:
+            out[key] = "Ada"
+    return out
+"#;
