@@ -786,23 +786,8 @@ fn a_legacy_clients_cancellation_reaches_the_owning_member() {
 
 /// Python SDK (mcp 2.3.0) client answering sampling, elicitation and roots with callbacks.
 /// `spec`: `url`, `mode`, `calls` (`{"tool", "args"}`, or `{"together": [calls]}` sent at once).
+/// Written after [`PY_ASKED_CLIENT_PREAMBLE`] (imports, `spec`, `asked`, `on_sampling`, `fill`).
 const ASKED_CLIENT: &str = r#"
-import asyncio, json, sys, warnings
-import mcp
-import mcp_types as types
-from mcp.shared.exceptions import MCPError
-
-warnings.simplefilter("ignore")
-spec = json.loads(sys.argv[1])
-asked = []
-
-
-async def on_sampling(context, params):
-    asked.append({"method": "sampling/createMessage", "texts": [getattr(m.content, "text", None) for m in params.messages]})
-    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="sampled-by-client"),
-                                     model="test-model", stop_reason="endTurn")
-
-
 
 async def on_elicitation(context, params):
     asked.append({"method": "elicitation/create", "message": params.message})
@@ -855,7 +840,7 @@ fn members_ask_a_client_of_either_era_during_its_call() {
         py.url
     ));
     let driver = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("federation-asked-client.py");
-    std::fs::write(&driver, format!("{PY_FILL_FROM_SCHEMA}{ASKED_CLIENT}")).expect("write the client driver");
+    std::fs::write(&driver, format!("{PY_ASKED_CLIENT_PREAMBLE}{ASKED_CLIENT}")).expect("write the client driver");
     let driver = driver.display().to_string();
     for mode in ["legacy", "2026-07-28"] {
         let spec = json!({

@@ -29,24 +29,9 @@ use common::*;
 
 // --- client drivers -------------------------------------------------------------------------
 
-/// Python SDK (mcp 2.3.0) client with sampling / elicitation / roots callbacks.
+/// Python SDK (mcp 2.3.0) client with sampling / elicitation / roots callbacks; written after
+/// [`PY_ASKED_CLIENT_PREAMBLE`] (imports, `spec`, `asked`, `on_sampling`, `fill`).
 const PY_DRIVER: &str = r#"
-import asyncio, json, os, sys, warnings
-import mcp
-import mcp_types as types
-from mcp.shared.exceptions import MCPError
-
-warnings.simplefilter("ignore")
-spec = json.loads(sys.argv[1])
-asked = []
-
-
-
-async def on_sampling(context, params):
-    asked.append({"method": "sampling/createMessage", "texts": [getattr(m.content, "text", None) for m in params.messages]})
-    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="sampled-by-client"),
-                                     model="test-model", stop_reason="endTurn")
-
 
 async def on_elicitation(context, params):
     if getattr(params, "mode", None) == "url":
@@ -175,7 +160,7 @@ fn driver(name: &str, text: &str) -> PathBuf {
 
 fn py_driver() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| driver("client.py", &format!("{PY_FILL_FROM_SCHEMA}{PY_DRIVER}")))
+    PATH.get_or_init(|| driver("client.py", &format!("{PY_ASKED_CLIENT_PREAMBLE}{PY_DRIVER}")))
 }
 
 fn ts_driver() -> &'static PathBuf {

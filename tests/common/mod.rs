@@ -972,11 +972,29 @@ pub fn everything_server(transport: &str) -> ListeningServer {
     }
 }
 
-/// Python: `fill(schema)`, an answer to an elicitation's requested schema (a default
-/// where the schema gives one, else a value of the member's type or format). Written
-/// ahead of the Python SDK client drivers that answer elicitations (`tests/mrtr.rs`,
-/// `tests/federation.rs`); it needs no import.
-pub const PY_FILL_FROM_SCHEMA: &str = r#"
+/// Python: the start of a Python SDK (mcp 2.3.0) client driver that answers a server's
+/// requests (`tests/mrtr.rs`, `tests/federation.rs`): the imports, `spec` (the JSON of
+/// `sys.argv[1]`), `asked` (every request answered, in order), `on_sampling` (answers
+/// "sampled-by-client") and `fill(schema)`, an answer to an elicitation's requested
+/// schema (a default where the schema gives one, else a value of the member's type or
+/// format). Each driver's own text follows it.
+pub const PY_ASKED_CLIENT_PREAMBLE: &str = r#"
+import asyncio, json, os, sys, warnings
+import mcp
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+warnings.simplefilter("ignore")
+spec = json.loads(sys.argv[1])
+asked = []
+
+
+async def on_sampling(context, params):
+    asked.append({"method": "sampling/createMessage", "texts": [getattr(m.content, "text", None) for m in params.messages]})
+    return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="sampled-by-client"),
+                                     model="test-model", stop_reason="endTurn")
+
+
 def fill(schema):
     out = {}
     for key, prop in (schema.get("properties") or {}).items():
