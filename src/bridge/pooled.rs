@@ -12,9 +12,16 @@ use crate::translate::{ModernRequest, down};
 /// The partition of a modern request's pooled session: its principal and
 /// capability profile.
 pub fn partition_key(modern: &ModernRequest, principal: &Principal) -> PartitionKey {
+    PartitionKey::of(principal, &capability_profile(&modern.envelope.client_capabilities))
+}
+
+/// The capability profile of a pooled session for a client declaring
+/// `client_capabilities` (2026-07-28 names): what the session's handshake
+/// declares at [`Revision::LATEST_LEGACY`], reduced to what partitions sessions.
+pub fn capability_profile(client_capabilities: &serde_json::Value) -> serde_json::Value {
     let revision = Revision::LATEST_LEGACY;
-    let capabilities = capabilities::client_modern_to_legacy(&modern.envelope.client_capabilities, revision);
-    PartitionKey::of(principal, &capabilities::partition_profile(&capabilities, revision))
+    let declared = capabilities::client_modern_to_legacy(client_capabilities, revision);
+    capabilities::partition_profile(&declared, revision)
 }
 
 /// A warm pooled session for the request's principal and capability profile.

@@ -23,10 +23,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::auth::Principal;
+use crate::bridge::pooled;
 use crate::bridge::pump::{self, ClientSide};
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::{ClientSession, stateless_envelope};
-use crate::protocol::capabilities;
 use crate::protocol::errors::Rejection;
 use crate::protocol::{Id, LazyJson, ModernMethod, Response, Revision};
 use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
@@ -108,8 +108,7 @@ async fn member_session(
             .unwrap_or_else(|| stateless_envelope(&json!({}), &Value::Null))
     };
     let (key, may_be_asked) = session.member_partition(|| {
-        let declared = capabilities::client_modern_to_legacy(&envelope().client_capabilities, revision);
-        let profile = capabilities::partition_profile(&declared, revision);
+        let profile = pooled::capability_profile(&envelope().client_capabilities);
         let may_be_asked = ["sampling", "elicitation", "roots"]
             .iter()
             .any(|capability| profile.get(capability).is_some());
