@@ -5,12 +5,14 @@
 //! each call's answer arrives through its slot (`session/slot.rs`). Nothing
 //! here reads the wire or routes messages.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 
 use serde_json::{Map, Value};
 
 use super::error::UpstreamError;
 use super::session::UpstreamSession;
+use super::transport::PostInFlight;
 pub use super::session::slot::CallEvent;
 use super::session::slot::{CallSlot, Taken};
 use crate::protocol::jsonrpc::Outcome;
@@ -27,12 +29,21 @@ pub struct Call {
     slot: Arc<CallSlot>,
     /// The response (or its failure) was handed out.
     finished: bool,
+    /// What was handed out was the upstream's response (not a local failure:
+    /// a cancellation, a closed session, a timeout).
+    answered: bool,
     on_drop: OnDrop,
     /// Why the call is being given up, for the upstream's `notifications/cancelled`.
     cancel_reason: Option<String>,
     /// Its trace span, when the request it serves is traced; ends with the call.
     /// Boxed: an untraced call (the common case) stays small.
     span: Option<Box<UpstreamSpan>>,
+    /// Toward a Streamable HTTP endpoint, the request's POST, driven while the
+    /// call is waited on: a call needs no task of its own. Left unfinished at
+    /// the drop, it is cancelled with the call, or left to finish on its own.
+    /// (In a `Mutex` only to make the call `Sync`: it is reached through
+    /// `&mut self` with `get_mut`, never locked.)
+    post: Option<Mutex<PostInFlight>>,
 }
 
 /// What dropping an unfinished call means.
@@ -82,17 +93,19 @@ impl UpstreamSession {
         };
         let (upstream_id, slot, message) = self.open_call(method, params, original_id)?;
         // The call exists before the send: dropping it mid-send cancels as usual.
-        let call = Call {
+        let mut call = Call {
             session: self.clone(),
             upstream_id,
             slot,
             finished: false,
+            answered: false,
             on_drop,
             cancel_reason: None,
             span,
+            post: None,
         };
         let headers = traced_headers.as_deref().unwrap_or(extra_headers);
-        self.send_call(upstream_id, message, headers).await?;
+        call.post = self.send_call(upstream_id, message, headers).await?.map(Mutex::new);
         Ok(call)
     }
 
@@ -190,6 +203,7 @@ impl Call {
                 Some(Taken::Event(event)) => return CallStep::Event(event),
                 Some(Taken::Done(result)) => {
                     self.finished = true;
+                    self.answered = result.is_ok();
                     if let Some(span) = &self.span {
                         span.finish(matches!(&result, Ok(r) if matches!(r.outcome, Outcome::Result(_))));
                     }
@@ -199,7 +213,21 @@ impl Call {
                     self.finished = true;
                     return CallStep::Done(Err(self.session.closed_error("session dropped")));
                 }
-                None => self.slot.woken().await,
+                None => match self.post.as_mut().map(|post| post.get_mut().unwrap_or_else(PoisonError::into_inner)) {
+                    // The POST is read here, in the caller's task, until what it routes wakes the slot.
+                    Some(post) => {
+                        let mut woken = std::pin::pin!(self.slot.woken());
+                        let posted = std::future::poll_fn(|cx| match post.as_mut().poll(cx) {
+                            Poll::Ready(()) => Poll::Ready(true),
+                            Poll::Pending => woken.as_mut().poll(cx).map(|()| false),
+                        })
+                        .await;
+                        if posted {
+                            self.post = None;
+                        }
+                    }
+                    None => self.slot.woken().await,
+                },
             }
         }
     }
@@ -208,10 +236,18 @@ impl Call {
 impl Drop for Call {
     fn drop(&mut self) {
         self.slot.detach();
-        if self.finished || !self.session.is_pending(self.upstream_id) {
-            return;
+        let post = self.post.take().map(|post| post.into_inner().unwrap_or_else(PoisonError::into_inner));
+        let pending = !self.finished && self.session.is_pending(self.upstream_id);
+        if let Some(post) = post
+            && (self.answered || (pending && self.on_drop == OnDrop::Detach))
+        {
+            // Read on to its end: the rest of an answered stream (its connection
+            // is then reused), or a legacy request left to finish. Any other
+            // POST is dropped: its stream closed is the request given up (for a
+            // 2026-07-28 upstream the whole cancellation: `cancel_on_link`).
+            self.session.adopt_post(self.upstream_id, post);
         }
-        if self.on_drop == OnDrop::Detach {
+        if !pending || self.on_drop == OnDrop::Detach {
             return;
         }
         self.session

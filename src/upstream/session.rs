@@ -20,7 +20,7 @@ use self::slot::{CallEvent, CallSlot};
 use self::table::{CallTable, Delivery};
 use super::error::UpstreamError;
 use super::member::MemberHealth;
-use super::transport::{Inbound, Link};
+use super::transport::{Inbound, Link, PostInFlight};
 use crate::protocol::{Id, LazyJson, Message, Notification, Request, Response, Revision};
 use crate::translate::multiplex::{self, Addressee, Scope, refuse_server_request};
 use crate::translate::up::ServerInfo;
@@ -340,8 +340,13 @@ impl UpstreamSession {
         upstream_id: u64,
         message: Message,
         extra_headers: &[(String, String)],
-    ) -> Result<(), UpstreamError> {
+    ) -> Result<Option<PostInFlight>, UpstreamError> {
         self.link.send_request(self, upstream_id, message, extra_headers).await
+    }
+
+    /// See [`Link::adopt`].
+    pub(crate) fn adopt_post(&self, upstream_id: u64, post: PostInFlight) {
+        self.link.adopt(upstream_id, post);
     }
 
     /// See [`Link::cancel_request`].

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 
+pub(crate) use self::streamable_http::PostInFlight;
 use self::streamable_http::HttpClient;
 use crate::protocol::scan::Bounds;
 use crate::protocol::{Message, Revision};
@@ -69,21 +70,27 @@ pub enum Link {
 }
 
 impl Link {
-    /// Sends a request; what comes back is routed into `session`.
+    /// Sends a request; what comes back is routed into `session`. Toward a
+    /// Streamable HTTP endpoint the POST is returned for the caller to drive.
     pub(crate) async fn send_request<S: Inbound>(
         &self,
         session: &Arc<S>,
         upstream_id: u64,
         message: Message,
         extra_headers: &[(String, String)],
-    ) -> Result<(), UpstreamError> {
+    ) -> Result<Option<PostInFlight>, UpstreamError> {
         match self {
-            Link::Stdio(link) => link.send(message).await,
-            Link::Sse(link) => link.send(&**session, message).await,
-            Link::Http(link) => {
-                link.send_request(session, upstream_id, message, extra_headers);
-                Ok(())
-            }
+            Link::Stdio(link) => link.send(message).await.map(|()| None),
+            Link::Sse(link) => link.send(&**session, message).await.map(|()| None),
+            Link::Http(link) => Ok(Some(link.post_request(session, upstream_id, message, extra_headers))),
+        }
+    }
+
+    /// Runs a request's POST whose caller left before its answer was read
+    /// (only a Streamable HTTP link returns one).
+    pub(crate) fn adopt(&self, upstream_id: u64, post: PostInFlight) {
+        if let Link::Http(link) = self {
+            link.adopt(upstream_id, post);
         }
     }
 

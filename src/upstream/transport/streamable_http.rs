@@ -5,6 +5,7 @@
 //! `answering`); it never decides who else a message is for.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -71,6 +72,10 @@ pub struct Endpoint {
     pub credentials: Arc<UpstreamCredentials>,
 }
 
+/// A request's POST in flight, reading its answer into the session: polled by
+/// the call that waits for the answer (see [`HttpLink::post_request`]).
+pub(crate) type PostInFlight = Pin<Box<dyn Future<Output = ()> + Send>>;
+
 /// One session on a Streamable HTTP endpoint.
 pub struct HttpLink {
     endpoint: Arc<Endpoint>,
@@ -86,6 +91,7 @@ struct LinkState {
     /// Set from the `initialize` response; std locks, never held across `.await`.
     session_id: RwLock<Option<HeaderValue>>,
     protocol_version: RwLock<Option<HeaderValue>>,
+    /// The POSTs running as tasks of their own (see [`HttpLink::adopt`]).
     in_flight: Mutex<HashMap<u64, AbortHandle>>,
 }
 
@@ -141,32 +147,45 @@ impl HttpLink {
             Some(HeaderValue::from_static(revision.as_str()));
     }
 
-    pub(crate) fn send_request<S: Inbound>(
+    /// The POST of a request and the reading of its answer into `session`, as a
+    /// future for the call waiting on that answer to drive: a request costs no
+    /// task of its own. A call dropped before its answer was read hands it to
+    /// [`HttpLink::adopt`].
+    pub(crate) fn post_request<S: Inbound>(
         &self,
         session: &Arc<S>,
         upstream_id: u64,
         message: Message,
         extra: &[(String, String)],
-    ) {
+    ) -> PostInFlight {
         let body = Bytes::from(message.to_bytes());
         let headers = self.post_headers(&message, extra);
         let link = self.sender();
         let session_weak = Arc::downgrade(session);
         let state = self.state.clone();
-        let task = tokio::spawn(async move {
+        Box::pin(async move {
             let outcome = link.send(|| link.post(&headers, body.clone())).await;
             let Some(session) = session_weak.upgrade() else { return };
             match outcome {
                 Ok(response) => read_response(&session, &state, upstream_id, response).await,
                 Err(reason) => session.handle_failure(upstream_id, UpstreamError::unavailable(&state.upstream, reason)),
             }
+        })
+    }
+
+    /// Runs `post` as a task of its own, until it ends, the request is aborted
+    /// or the session deleted: a request whose caller left before its answer
+    /// was read (a legacy call left to finish, or the rest of an answered
+    /// stream read so its connection is reused).
+    pub(crate) fn adopt(&self, upstream_id: u64, post: PostInFlight) {
+        let state = self.state.clone();
+        // Registered under the lock before the task can end and forget itself.
+        let mut in_flight = self.state.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+        let task = tokio::spawn(async move {
+            post.await;
             state.forget(upstream_id);
         });
-        self.state
-            .in_flight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(upstream_id, task.abort_handle());
+        in_flight.insert(upstream_id, task.abort_handle());
     }
 
     pub(crate) async fn send_other<S: Inbound>(&self, session: &S, message: Message) -> Result<(), UpstreamError> {
