@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::modern_side::{ModernSide, answer_upstream, fail_call, refuse_later};
 use super::mrtr::{self, SuspendedCalls};
-use super::reply::Reply;
+use super::reply::{Reply, Responses};
 use super::sessions::ClientSession;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, ErrorObject, Id, Message, ModernMethod, Request, Response, Revision};
@@ -100,11 +100,12 @@ pub fn stream_call(
     let era = side.era();
     // A year stands in for "never": far enough, and `Instant` arithmetic cannot overflow.
     let timeout = timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600));
-    tokio::spawn(async move {
+    // Pumped by whoever receives the answer (the edge, as it waits for it): no task per call.
+    let pumping = async move {
         pump(call, side, client_id, tx, Instant::now() + timeout, timeout).await;
         drop(held);
-    });
-    Reply::Stream(rx.into(), era)
+    };
+    Reply::Stream(Responses::produced_by(rx, Box::pin(pumping)), era)
 }
 
 // One select over the call, the client and the deadline (67 lines): each arm delegates or ends the loop.

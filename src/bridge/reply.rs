@@ -4,7 +4,8 @@
 //! The edge renders a [`Reply`]: HTTP as a status and a JSON body or an SSE
 //! stream, stdio and HTTP+SSE as messages on the client's channel.
 
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -50,7 +51,14 @@ pub struct Responses {
     /// Ends the stream early once cancelled (dropping it then cancels the call
     /// behind it); the guard is kept as long as the stream.
     cancel: Option<Box<(CancellationToken, Box<dyn Send + Sync>)>>,
+    /// What sends these messages (a call's pump), run by whoever receives
+    /// them: a call costs no task of its own. (In a `Mutex` only to make the
+    /// stream `Sync`: it is reached with `get_mut`, never locked.)
+    producer: Option<Mutex<Producer>>,
 }
+
+/// The future that sends a stream's messages, driven by its receiver.
+pub type Producer = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A change made to each message of a stream as it is received.
 pub type Reshape = Box<dyn FnMut(Message) -> Message + Send + Sync>;
@@ -62,10 +70,16 @@ impl Responses {
     /// The next message; `None` once the producer is done.
     pub async fn recv(&mut self) -> Option<Message> {
         loop {
-            let message = match &self.cancel {
-                None => self.messages.recv().await,
+            let Responses {
+                messages,
+                producer,
+                cancel,
+                ..
+            } = self;
+            let message = match cancel {
+                None => next_message(messages, producer).await,
                 Some(cancel) => tokio::select! {
-                    message = self.messages.recv() => message,
+                    message = next_message(messages, producer) => message,
                     () = cancel.0.cancelled() => None,
                 },
             };
@@ -173,6 +187,19 @@ impl Responses {
     }
 }
 
+impl Drop for Responses {
+    fn drop(&mut self) {
+        // Its receiver left before the producer ended: the producer runs on,
+        // on its own, to see the receiver gone and end as it would (a call's
+        // pump cancels the call upstream, as a client leaving asks).
+        if let Some(producer) = self.producer.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(producer.into_inner().unwrap_or_else(PoisonError::into_inner));
+        }
+    }
+}
+
 impl From<mpsc::Receiver<Message>> for Responses {
     fn from(messages: mpsc::Receiver<Message>) -> Responses {
         Responses {
@@ -182,8 +209,36 @@ impl From<mpsc::Receiver<Message>> for Responses {
             reshape: None,
             keep: None,
             cancel: None,
+            producer: None,
         }
     }
+}
+
+impl Responses {
+    /// The messages `producer` sends on the channel `messages` receives from,
+    /// `producer` driven as they are received.
+    pub fn produced_by(messages: mpsc::Receiver<Message>, producer: Producer) -> Responses {
+        let mut responses = Responses::from(messages);
+        responses.producer = Some(Mutex::new(producer));
+        responses
+    }
+}
+
+/// The next message on `messages`, driving `producer` (until it ends) meanwhile.
+async fn next_message(messages: &mut mpsc::Receiver<Message>, producer: &mut Option<Mutex<Producer>>) -> Option<Message> {
+    if producer.is_none() {
+        return messages.recv().await;
+    }
+    std::future::poll_fn(|cx| {
+        if let Some(running) = producer {
+            let running = running.get_mut().unwrap_or_else(PoisonError::into_inner);
+            if running.as_mut().poll(cx).is_ready() {
+                *producer = None;
+            }
+        }
+        messages.poll_recv(cx)
+    })
+    .await
 }
 
 /// `reply`, with `exchange` closed now (one message) or when its stream ends.
@@ -292,22 +347,25 @@ pub fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::tas
 /// The responses of a batch's replies, in order, for one JSON array answer.
 /// Notifications streamed along the way have no place in a batch answer and are dropped.
 pub async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
-    let mut messages = Vec::new();
-    for reply in replies {
+    // Received together: each streamed reply drives its own call meanwhile.
+    let answers = futures_util::future::join_all(replies.into_iter().map(|reply| async move {
         match reply {
-            Reply::Accepted => {}
-            Reply::Message(_, message) | Reply::Initialized(message, _) => messages.push(message),
-            Reply::Rejected(id, rejection) => messages.push(rejection_message(id, &rejection)),
+            Reply::Accepted => None,
+            Reply::Message(_, message) | Reply::Initialized(message, _) => Some(message),
+            Reply::Rejected(id, rejection) => Some(rejection_message(id, &rejection)),
             Reply::Stream(mut rx, _) => {
+                let mut response = None;
                 while let Some(message) = rx.recv().await {
                     if matches!(message, Message::Response(_)) {
-                        messages.push(message);
+                        response = Some(message);
                     }
                 }
+                response
             }
         }
-    }
-    messages
+    }))
+    .await;
+    answers.into_iter().flatten().collect()
 }
 
 /// Relays what a session's upstream sends outside any request onto `out`.
