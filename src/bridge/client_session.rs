@@ -86,6 +86,25 @@ type Relayed = (Id, Option<Arc<UpstreamSession>>);
 /// Bound of the messages queued toward one GET stream.
 pub const STREAM_QUEUE: usize = 64;
 
+/// Most resources one legacy session may be subscribed to at once
+/// (`resources/subscribe` past it is refused).
+pub const MAX_SUBSCRIPTIONS: usize = 256;
+
+/// A `resources/subscribe` past [`MAX_SUBSCRIPTIONS`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct TooManySubscriptions;
+
+impl TooManySubscriptions {
+    /// The JSON-RPC error the client gets.
+    pub fn error(&self) -> crate::protocol::ErrorObject {
+        let message = format!(
+            "Too many subscriptions: a session may be subscribed to at most {MAX_SUBSCRIPTIONS} resources; \
+             unsubscribe from one first"
+        );
+        crate::protocol::ErrorObject::new(crate::protocol::ErrorCode::INVALID_PARAMS, message)
+    }
+}
+
 impl ClientSession {
     /// A session for a freshly initialized upstream session; its unsolicited
     /// traffic flows to the client once it opens its stream ([`ClientSession::attach_stream`]).
@@ -207,15 +226,19 @@ impl ClientSession {
         }
     }
 
-    /// Adds or removes a subscribed URI; returns the new set.
-    pub fn change_subscriptions(&self, uri: &str, subscribe: bool) -> BTreeSet<String> {
+    /// Adds or removes a subscribed URI; returns the new set, or
+    /// [`TooManySubscriptions`] (the set unchanged) past [`MAX_SUBSCRIPTIONS`].
+    pub fn change_subscriptions(&self, uri: &str, subscribe: bool) -> Result<BTreeSet<String>, TooManySubscriptions> {
         let mut listen = lock(&self.listen);
         if subscribe {
+            if listen.0.len() >= MAX_SUBSCRIPTIONS && !listen.0.contains(uri) {
+                return Err(TooManySubscriptions);
+            }
             listen.0.insert(uri.to_owned());
         } else {
             listen.0.remove(uri);
         }
-        listen.0.clone()
+        Ok(listen.0.clone())
     }
 
     /// Installs the task running this session's listen, stopping the previous one.
@@ -223,6 +246,24 @@ impl ClientSession {
         if let Some(previous) = std::mem::replace(&mut lock(&self.listen).1, task) {
             previous.abort();
         }
+    }
+
+    /// Installs the task running this session's listen for `uris`, stopping
+    /// the previous one, if `uris` is still the session's set; else (a later
+    /// change opens its own) stops `task` and returns `false`.
+    pub fn replace_listen_for(&self, uris: &BTreeSet<String>, task: Option<AbortHandle>) -> bool {
+        let mut listen = lock(&self.listen);
+        if listen.0 != *uris {
+            drop(listen);
+            if let Some(task) = task {
+                task.abort();
+            }
+            return false;
+        }
+        if let Some(previous) = std::mem::replace(&mut listen.1, task) {
+            previous.abort();
+        }
+        true
     }
 
     /// Narrows what reaches its GET stream to what `narrowing` shows (set once,
