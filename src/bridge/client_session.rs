@@ -525,3 +525,43 @@ pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Poisoning only means a panic elsewhere mid-update; the data is still consistent for our uses.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{StdioConfig, UpstreamConfig};
+    use crate::router::Router;
+
+    #[tokio::test]
+    async fn a_sessions_subscriptions_are_bounded() {
+        let stdio = StdioConfig::from_command(vec!["never-started".to_owned()]);
+        let router = Router::new(
+            &[UpstreamConfig::with_transport("a", Some(stdio), None, None)],
+            Vec::new(),
+        );
+        let Some((_, backend)) = router.routes().next() else {
+            panic!("one route");
+        };
+        let envelope = stateless_envelope(&Value::Null, &Value::Null);
+        let session = ClientSession::open_federated("s".into(), Revision::LATEST_LEGACY, backend, envelope);
+        for n in 0..MAX_SUBSCRIPTIONS {
+            let set = session.change_subscriptions(&format!("a+test://{n}"), true);
+            assert_eq!(set.map(|s| s.len()), Ok(n + 1));
+        }
+        let past = session.change_subscriptions("a+test://one-more", true);
+        assert_eq!(past, Err(TooManySubscriptions));
+        assert_eq!(
+            session.change_subscriptions("a+test://0", true).map(|s| s.len()),
+            Ok(MAX_SUBSCRIPTIONS),
+            "one already held is no more"
+        );
+        let fewer = session.change_subscriptions("a+test://0", false);
+        assert_eq!(fewer.map(|s| s.len()), Ok(MAX_SUBSCRIPTIONS - 1));
+        let again = session.change_subscriptions("a+test://one-more", true);
+        assert_eq!(
+            again.map(|s| s.len()),
+            Ok(MAX_SUBSCRIPTIONS),
+            "room again after an unsubscribe"
+        );
+    }
+}
