@@ -919,17 +919,17 @@ async def main():
                         list_roots_callback=on_roots)
     results = []
     async with client:
-        await client.list_tools()
+        tools = [tool.name for tool in (await client.list_tools()).tools]
         for call in spec["calls"]:
             results.append(await asyncio.wait_for(one(client, call), 25))
-    print(json.dumps({"results": results, "asked": asked}))
+    print(json.dumps({"results": results, "asked": asked, "tools": tools}))
 
 
 asyncio.run(main())
 "#;
 
 /// What members ask a client during its call (sampling, elicitation, roots) reaches it on a
-/// federated path, whatever its era: a legacy client is asked on the call's stream under ids
+/// federated path, whatever its era, and the tools that ask are in the list it gets: a legacy client is asked on the call's stream under ids
 /// of eragate's (two members asking at once do not collide) and its answers go back to the
 /// member that asked; a 2026-07-28 client gets `input_required`. Members: server-everything
 /// (stdio) and the Python fixture's `--mrtr` tools (Streamable HTTP), both legacy.
@@ -960,6 +960,16 @@ fn members_ask_a_client_of_either_era_during_its_call() {
         });
         let report = run_driver(peers().python(), &driver, &[&spec.to_string()])
             .unwrap_or_else(|e| panic!("{mode}: {e}\nlog:\n{}", eragate.log()));
+        // server-everything offers these only to a session whose client declared what they
+        // ask for: the list a client gets is fetched with its own capabilities.
+        let tools = names(&report["tools"]);
+        for tool in [
+            "everything_trigger-sampling-request",
+            "everything_trigger-elicitation-request",
+            "everything_get-roots-list",
+        ] {
+            assert!(tools.contains(&tool.to_owned()), "{mode}: {tool} in {tools:?}");
+        }
         let results = &report["results"];
         let sampled = results[0]["text"].as_str().unwrap_or_default();
         assert!(

@@ -118,7 +118,9 @@ pub async fn serve_legacy(
 
 /// The envelope of a legacy client's requests served like a 2026-07-28 one's:
 /// no capabilities, so members never ask them (a call relayed to a legacy
-/// member is asked on its member session instead).
+/// member is asked on its member session instead). Its lists and its
+/// subscriptions' listen carry its own (`ClientSession::envelope`): nothing is
+/// asked on those, and they then come from the partition its calls run in.
 fn capabilityless() -> &'static Envelope {
     static ENVELOPE: OnceLock<Envelope> = OnceLock::new();
     ENVELOPE.get_or_init(|| stateless_envelope(&json!({}), &Value::Null))

@@ -101,11 +101,28 @@ impl Asking<'_> {
             ModernMethod::SubscriptionsListen => self.listen(request).await,
             method => match ListShape::of(method) {
                 Some(shape) => {
-                    let result = self.list(shape, &request).await;
+                    // A legacy client's lists are fetched with its own capabilities, in
+                    // the partition its calls are relayed in: they show what it can call.
+                    let result = match self.session.and_then(|session| session.envelope()) {
+                        Some(envelope) => self.with_envelope(&envelope).list(shape, &request).await,
+                        None => self.list(shape, &request).await,
+                    };
                     era.reply(request.id, result)
                 }
                 None => self.call(request, method, era).await,
             },
+        }
+    }
+
+    /// The same request asked with `envelope` instead (and relaying nothing).
+    fn with_envelope<'e>(&'e self, envelope: &'e Envelope) -> Asking<'e> {
+        Asking {
+            gateway: self.gateway,
+            federation: self.federation,
+            prefixes: self.prefixes.clone(),
+            envelope,
+            principal: self.principal,
+            session: None,
         }
     }
 
