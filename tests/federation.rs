@@ -553,7 +553,8 @@ fn a_legacy_client_hears_list_changes_on_its_get_stream() {
 
 /// Python SDK (mcp 2.3.0) legacy client subscribing on a federated path. `spec`: `url`,
 /// `watched` and `marker` (two exposed URIs of server-everything), `unknown` (an exposed URI
-/// of no member). server-everything, once `toggle-subscriber-updates` is called on the member
+/// of no member), `unsubscribable` (an exposed URI of a member offering no subscriptions).
+/// server-everything, once `toggle-subscriber-updates` is called on the member
 /// session the client's calls run on, sends `notifications/resources/updated` every 5 s for
 /// what that session subscribed: the driver waits for events, never for a time.
 const SUBSCRIBING_CLIENT: &str = r#"
@@ -604,11 +605,12 @@ async def main():
         await until("two more rounds of the marker", lambda: uris(first + 1).count(marker) >= 2)
         report["after_unsubscribe"] = uris(first)
 
-        try:
-            await client.subscribe_resource(spec["unknown"])
-            report["unknown"] = "subscribed"
-        except MCPError as e:
-            report["unknown"] = {"code": e.error.code, "message": e.error.message}
+        for refused in ["unknown", "unsubscribable"]:
+            try:
+                await client.subscribe_resource(spec[refused])
+                report[refused] = "subscribed"
+            except MCPError as e:
+                report[refused] = {"code": e.error.code, "message": e.error.message}
         await client.unsubscribe_resource(marker)
         await client.call_tool("everything_toggle-subscriber-updates", {})
     print(json.dumps(report))
@@ -620,7 +622,8 @@ asyncio.run(asyncio.wait_for(main(), 150))
 /// A legacy client subscribes on a federated path (the Python SDK client): `resources/subscribe`
 /// is offered, the owning member's `notifications/resources/updated` reach the client's GET
 /// stream with the exposed URI and no subscription tag; after `resources/unsubscribe` none come
-/// for it; an exposed URI of no member is not found, naming it.
+/// for it; an exposed URI of no member is not found, naming it; one whose member offers no
+/// subscriptions is refused, naming the member.
 #[test]
 fn a_legacy_client_subscribes_to_a_members_resource() {
     let federation = Federation::start("always");
@@ -629,7 +632,8 @@ fn a_legacy_client_subscribes_to_a_members_resource() {
     let unknown = "nobody+demo://resource/static/document/features.md";
     let driver = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("federation-subscribing-client.py");
     std::fs::write(&driver, SUBSCRIBING_CLIENT).expect("write the client driver");
-    let spec = json!({"url": federation.eragate.url(), "watched": watched, "marker": marker, "unknown": unknown});
+    let spec = json!({"url": federation.eragate.url(), "watched": watched, "marker": marker, "unknown": unknown,
+                      "unsubscribable": "py+test://static/hello"});
     let report = run_driver(peers().python(), &driver.display().to_string(), &[&spec.to_string()])
         .unwrap_or_else(|e| panic!("{e}\nlog:\n{}", federation.eragate.log()));
     assert_eq!(report["capabilities"]["resources"]["subscribe"], true, "{report:#}");
@@ -650,6 +654,14 @@ fn a_legacy_client_subscribes_to_a_members_resource() {
     let message = unknown_error["message"].as_str().unwrap_or_default();
     assert!(
         message.contains(unknown) && message.contains("everything, py, ts2"),
+        "{report:#}"
+    );
+    // The Python fixture's member declares no `subscribe`: refused, naming it.
+    let refused = &report["unsubscribable"];
+    assert_eq!(refused["code"], -32603, "{report:#}");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("py+test://static/hello") && message.contains("member py"),
         "{report:#}"
     );
 }
