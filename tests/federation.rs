@@ -4,8 +4,8 @@
 //! fixture (`ts2_server.mjs`) over Streamable HTTP (2026-07-28). Clients: the Python SDK
 //! client in `legacy` and `2026-07-28` modes (`py_client.py --scenario plan`), and raw
 //! 2026-07-28 HTTP for what the SDK does not expose (`_meta`, listens); the Python SDK client
-//! also over the old HTTP+SSE transport and over stdio (`eragate stdio --config`), and a raw
-//! legacy client cancelling a call.
+//! also over the old HTTP+SSE transport and over stdio (`eragate stdio --config`), the Python
+//! SDK client subscribing to a member's resource, and a raw legacy client cancelling a call.
 //! The fixture and ts2 serve the same names (`echo`, `add`, `greet`…), and server-everything
 //! has an `echo` too: every prefix mode meets collisions.
 
@@ -190,9 +190,9 @@ fn clients_of_both_eras_reach_every_member() {
         result["capabilities"]["resources"]["subscribe"], true,
         "everything's resources, subscribed on a listen: {discover}"
     );
-    assert!(
-        capabilities["resources"].get("subscribe").is_none(),
-        "no resources/subscribe for legacy clients on a federated path: {legacy}"
+    assert_eq!(
+        capabilities["resources"]["subscribe"], true,
+        "everything's resources, subscribed for a legacy client too: {legacy}"
     );
     let instructions = result["instructions"].as_str().unwrap_or_default();
     assert!(
@@ -551,6 +551,121 @@ fn a_legacy_client_hears_list_changes_on_its_get_stream() {
     assert_eq!(sessionless.status, 400, "{sessionless:?}");
 }
 
+/// Python SDK (mcp 2.3.0) legacy client subscribing on a federated path. `spec`: `url`,
+/// `watched` and `marker` (two exposed URIs of server-everything), `unknown` (an exposed URI
+/// of no member), `unsubscribable` (an exposed URI of a member offering no subscriptions).
+/// server-everything, once `toggle-subscriber-updates` is called on the member
+/// session the client's calls run on, sends `notifications/resources/updated` every 5 s for
+/// what that session subscribed: the driver waits for events, never for a time.
+const SUBSCRIBING_CLIENT: &str = r#"
+import asyncio, json, sys, warnings
+import mcp
+from mcp.shared.exceptions import MCPError
+
+warnings.simplefilter("ignore")  # resources/subscribe is deprecated at 2026-07-28; we are legacy
+spec = json.loads(sys.argv[1])
+received = []  # notifications/resources/updated, as they came (params)
+
+
+async def on_message(message):
+    if getattr(message, "method", None) == "notifications/resources/updated":
+        received.append(message.params.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+
+def uris(since=0):
+    return [r.get("uri") for r in received[since:]]
+
+
+async def until(what, pred, within=40.0):
+    for _ in range(int(within / 0.05)):
+        if pred():
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"gave up waiting for {what}; received {received}")
+
+
+async def main():
+    watched, marker = spec["watched"], spec["marker"]
+    client = mcp.Client(spec["url"], mode="legacy", message_handler=on_message, read_timeout_seconds=30)
+    report = {}
+    async with client:
+        report["capabilities"] = client.server_capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
+        await client.subscribe_resource(watched)
+        await client.call_tool("everything_toggle-subscriber-updates", {})
+        await until("an update of the watched resource", lambda: watched in uris())
+        report["subscribed"] = list(received)
+
+        # Unsubscribed from it; subscribed to the marker instead. Once the marker's update
+        # came (the new listen is open), two more of the member's rounds bring only the marker.
+        await client.unsubscribe_resource(watched)
+        mark = len(received)
+        await client.subscribe_resource(marker)
+        await until("an update of the marker", lambda: marker in uris(mark))
+        first = mark + uris(mark).index(marker)
+        await until("two more rounds of the marker", lambda: uris(first + 1).count(marker) >= 2)
+        report["after_unsubscribe"] = uris(first)
+
+        for refused in ["unknown", "unsubscribable"]:
+            try:
+                await client.subscribe_resource(spec[refused])
+                report[refused] = "subscribed"
+            except MCPError as e:
+                report[refused] = {"code": e.error.code, "message": e.error.message}
+        await client.unsubscribe_resource(marker)
+        await client.call_tool("everything_toggle-subscriber-updates", {})
+    print(json.dumps(report))
+
+
+asyncio.run(asyncio.wait_for(main(), 150))
+"#;
+
+/// A legacy client subscribes on a federated path (the Python SDK client): `resources/subscribe`
+/// is offered, the owning member's `notifications/resources/updated` reach the client's GET
+/// stream with the exposed URI and no subscription tag; after `resources/unsubscribe` none come
+/// for it; an exposed URI of no member is not found, naming it; one whose member offers no
+/// subscriptions is refused, naming the member.
+#[test]
+fn a_legacy_client_subscribes_to_a_members_resource() {
+    let federation = Federation::start("always");
+    let watched = "everything+demo://resource/static/document/features.md";
+    let marker = "everything+demo://resource/static/document/architecture.md";
+    let unknown = "nobody+demo://resource/static/document/features.md";
+    let driver = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("federation-subscribing-client.py");
+    std::fs::write(&driver, SUBSCRIBING_CLIENT).expect("write the client driver");
+    let spec = json!({"url": federation.eragate.url(), "watched": watched, "marker": marker, "unknown": unknown,
+                      "unsubscribable": "py+test://static/hello"});
+    let report = run_driver(peers().python(), &driver.display().to_string(), &[&spec.to_string()])
+        .unwrap_or_else(|e| panic!("{e}\nlog:\n{}", federation.eragate.log()));
+    assert_eq!(report["capabilities"]["resources"]["subscribe"], true, "{report:#}");
+    let subscribed = report["subscribed"].as_array().cloned().unwrap_or_default();
+    assert!(!subscribed.is_empty(), "{report:#}");
+    for update in &subscribed {
+        assert_eq!(update["uri"], watched, "only what it subscribed, exposed: {report:#}");
+        assert!(update.get("_meta").is_none(), "no subscription tag: {report:#}");
+    }
+    let after = names(&report["after_unsubscribe"]);
+    assert!(after.len() >= 3, "{report:#}");
+    assert!(
+        after.iter().all(|uri| uri == marker),
+        "nothing for the unsubscribed resource: {report:#}"
+    );
+    let unknown_error = &report["unknown"];
+    assert_eq!(unknown_error["code"], -32002, "{report:#}");
+    let message = unknown_error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(unknown) && message.contains("everything, py, ts2"),
+        "{report:#}"
+    );
+    // The Python fixture's member declares no `subscribe`: refused, naming it.
+    let refused = &report["unsubscribable"];
+    assert_eq!(refused["code"], -32603, "{report:#}");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("py+test://static/hello") && message.contains("member py"),
+        "{report:#}"
+    );
+}
+
 #[test]
 fn a_reload_turns_a_path_into_a_federation_and_back() {
     let py = LegacyHttpServer::start(&[]);
@@ -816,17 +931,17 @@ async def main():
                         list_roots_callback=on_roots)
     results = []
     async with client:
-        await client.list_tools()
+        tools = [tool.name for tool in (await client.list_tools()).tools]
         for call in spec["calls"]:
             results.append(await asyncio.wait_for(one(client, call), 25))
-    print(json.dumps({"results": results, "asked": asked}))
+    print(json.dumps({"results": results, "asked": asked, "tools": tools}))
 
 
 asyncio.run(main())
 "#;
 
 /// What members ask a client during its call (sampling, elicitation, roots) reaches it on a
-/// federated path, whatever its era: a legacy client is asked on the call's stream under ids
+/// federated path, whatever its era, and the tools that ask are in the list it gets: a legacy client is asked on the call's stream under ids
 /// of eragate's (two members asking at once do not collide) and its answers go back to the
 /// member that asked; a 2026-07-28 client gets `input_required`. Members: server-everything
 /// (stdio) and the Python fixture's `--mrtr` tools (Streamable HTTP), both legacy.
@@ -857,6 +972,16 @@ fn members_ask_a_client_of_either_era_during_its_call() {
         });
         let report = run_driver(peers().python(), &driver, &[&spec.to_string()])
             .unwrap_or_else(|e| panic!("{mode}: {e}\nlog:\n{}", eragate.log()));
+        // server-everything offers these only to a session whose client declared what they
+        // ask for: the list a client gets is fetched with its own capabilities.
+        let tools = names(&report["tools"]);
+        for tool in [
+            "everything_trigger-sampling-request",
+            "everything_trigger-elicitation-request",
+            "everything_get-roots-list",
+        ] {
+            assert!(tools.contains(&tool.to_owned()), "{mode}: {tool} in {tools:?}");
+        }
         let results = &report["results"];
         let sampled = results[0]["text"].as_str().unwrap_or_default();
         assert!(

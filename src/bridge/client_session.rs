@@ -86,6 +86,25 @@ type Relayed = (Id, Option<Arc<UpstreamSession>>);
 /// Bound of the messages queued toward one GET stream.
 pub const STREAM_QUEUE: usize = 64;
 
+/// Most resources one legacy session may be subscribed to at once
+/// (`resources/subscribe` past it is refused).
+pub const MAX_SUBSCRIPTIONS: usize = 256;
+
+/// A `resources/subscribe` past [`MAX_SUBSCRIPTIONS`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct TooManySubscriptions;
+
+impl TooManySubscriptions {
+    /// The JSON-RPC error the client gets.
+    pub fn error(&self) -> crate::protocol::ErrorObject {
+        let message = format!(
+            "Too many subscriptions: a session may be subscribed to at most {MAX_SUBSCRIPTIONS} resources; \
+             unsubscribe from one first"
+        );
+        crate::protocol::ErrorObject::new(crate::protocol::ErrorCode::INVALID_PARAMS, message)
+    }
+}
+
 impl ClientSession {
     /// A session for a freshly initialized upstream session; its unsolicited
     /// traffic flows to the client once it opens its stream ([`ClientSession::attach_stream`]).
@@ -207,15 +226,19 @@ impl ClientSession {
         }
     }
 
-    /// Adds or removes a subscribed URI; returns the new set.
-    pub fn change_subscriptions(&self, uri: &str, subscribe: bool) -> BTreeSet<String> {
+    /// Adds or removes a subscribed URI; returns the new set, or
+    /// [`TooManySubscriptions`] (the set unchanged) past [`MAX_SUBSCRIPTIONS`].
+    pub fn change_subscriptions(&self, uri: &str, subscribe: bool) -> Result<BTreeSet<String>, TooManySubscriptions> {
         let mut listen = lock(&self.listen);
         if subscribe {
+            if listen.0.len() >= MAX_SUBSCRIPTIONS && !listen.0.contains(uri) {
+                return Err(TooManySubscriptions);
+            }
             listen.0.insert(uri.to_owned());
         } else {
             listen.0.remove(uri);
         }
-        listen.0.clone()
+        Ok(listen.0.clone())
     }
 
     /// Installs the task running this session's listen, stopping the previous one.
@@ -223,6 +246,24 @@ impl ClientSession {
         if let Some(previous) = std::mem::replace(&mut lock(&self.listen).1, task) {
             previous.abort();
         }
+    }
+
+    /// Installs the task running this session's listen for `uris`, stopping
+    /// the previous one, if `uris` is still the session's set; else (a later
+    /// change opens its own) stops `task` and returns `false`.
+    pub fn replace_listen_for(&self, uris: &BTreeSet<String>, task: Option<AbortHandle>) -> bool {
+        let mut listen = lock(&self.listen);
+        if listen.0 != *uris {
+            drop(listen);
+            if let Some(task) = task {
+                task.abort();
+            }
+            return false;
+        }
+        if let Some(previous) = std::mem::replace(&mut listen.1, task) {
+            previous.abort();
+        }
+        true
     }
 
     /// Narrows what reaches its GET stream to what `narrowing` shows (set once,
@@ -483,4 +524,44 @@ pub fn stateless_envelope(capabilities: &Value, client_info: &Value) -> Envelope
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Poisoning only means a panic elsewhere mid-update; the data is still consistent for our uses.
     mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{StdioConfig, UpstreamConfig};
+    use crate::router::Router;
+
+    #[tokio::test]
+    async fn a_sessions_subscriptions_are_bounded() {
+        let stdio = StdioConfig::from_command(vec!["never-started".to_owned()]);
+        let router = Router::new(
+            &[UpstreamConfig::with_transport("a", Some(stdio), None, None)],
+            Vec::new(),
+        );
+        let Some((_, backend)) = router.routes().next() else {
+            panic!("one route");
+        };
+        let envelope = stateless_envelope(&Value::Null, &Value::Null);
+        let session = ClientSession::open_federated("s".into(), Revision::LATEST_LEGACY, backend, envelope);
+        for n in 0..MAX_SUBSCRIPTIONS {
+            let set = session.change_subscriptions(&format!("a+test://{n}"), true);
+            assert_eq!(set.map(|s| s.len()), Ok(n + 1));
+        }
+        let past = session.change_subscriptions("a+test://one-more", true);
+        assert_eq!(past, Err(TooManySubscriptions));
+        assert_eq!(
+            session.change_subscriptions("a+test://0", true).map(|s| s.len()),
+            Ok(MAX_SUBSCRIPTIONS),
+            "one already held is no more"
+        );
+        let fewer = session.change_subscriptions("a+test://0", false);
+        assert_eq!(fewer.map(|s| s.len()), Ok(MAX_SUBSCRIPTIONS - 1));
+        let again = session.change_subscriptions("a+test://one-more", true);
+        assert_eq!(
+            again.map(|s| s.len()),
+            Ok(MAX_SUBSCRIPTIONS),
+            "room again after an unsubscribe"
+        );
+    }
 }

@@ -344,8 +344,13 @@ async fn request_on_session(gateway: &Gateway, session: Arc<ClientSession>, requ
             "logging/setLevel" => return set_level(&session, request),
             // Kept as one subscriptions/listen per session toward the modern upstream.
             "resources/subscribe" | "resources/unsubscribe" => {
-                let result = Box::pin(super::listen::legacy_subscription_change(&session, &request)).await;
-                return Reply::result(request.id, result);
+                return match Box::pin(super::listen::legacy_subscription_change(&session, &request)).await {
+                    Ok(result) => Reply::result(request.id, result),
+                    Err(error) => Reply::Message(
+                        reply::Status::Ok,
+                        Response::error(Some(request.id), error).into_message(),
+                    ),
+                };
             }
             _ => {}
         }

@@ -12,7 +12,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::Gateway;
 use super::reply::Reply;
 use super::sessions::ClientSession;
-use crate::protocol::{Id, LazyJson, Message, Request};
+use crate::protocol::{ErrorObject, Id, LazyJson, Message, Request};
 use crate::router::{CallEvent, CallStep, OnDrop, UpstreamSession};
 use crate::translate::down;
 use crate::translate::listen::{self, Filter};
@@ -113,15 +113,17 @@ async fn subscribe(session: &Arc<UpstreamSession>, method: &str, uri: &str) -> b
 
 /// A legacy client's `resources/subscribe` or `resources/unsubscribe` toward a
 /// modern upstream: the session's set changes and its one listen is reopened
-/// with the new set (a listen's filter is fixed).
-pub async fn legacy_subscription_change(session: &Arc<ClientSession>, request: &Request) -> Value {
+/// with the new set (a listen's filter is fixed); refused past the session's bound.
+pub async fn legacy_subscription_change(session: &Arc<ClientSession>, request: &Request) -> Result<Value, ErrorObject> {
     let Some(uri) = request.param_str("uri") else {
-        return json!({});
+        return Ok(json!({}));
     };
     let subscribe = request.method == "resources/subscribe";
-    let set = session.change_subscriptions(uri, subscribe);
+    let set = session
+        .change_subscriptions(uri, subscribe)
+        .map_err(|full| full.error())?;
     reopen(session, set);
-    json!({})
+    Ok(json!({}))
 }
 
 /// (Re)opens the session's listen on the modern upstream for `uris`; notifications

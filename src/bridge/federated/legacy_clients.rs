@@ -1,7 +1,8 @@
 //! Handshake-era clients on a federated path: eragate answers `initialize`
 //! with the merged handshake and a sealed session holding no upstream session;
 //! a call to a legacy member is relayed on a member session as it came
-//! (`relay`), every other request is served by the members like a 2026-07-28
+//! (`relay`), `resources/subscribe` is kept as a listen joined across the
+//! owners (`subscriptions`), every other request is served by the members like a 2026-07-28
 //! one, and the answer reshaped for the client's revision. A client's `notifications/cancelled`
 //! cancels the call it names: the member's request is dropped (and so cancelled
 //! toward the member in its own era), and the client gets no answer.
@@ -70,6 +71,22 @@ pub async fn serve_legacy(
         },
     };
     let (request, revision, tracked, session) = request;
+    if let Some(session) = &session
+        && matches!(request.method.as_str(), "resources/subscribe" | "resources/unsubscribe")
+    {
+        // The listen is the session's: asked with its own envelope, on the
+        // member sessions of its partition (where its calls run).
+        let envelope = session.envelope().unwrap_or_else(|| capabilityless().clone());
+        let asking = Asking {
+            gateway,
+            federation,
+            prefixes: federation.prefixes(),
+            envelope: &envelope,
+            principal,
+            session: None,
+        };
+        return super::subscriptions::change(&asking, session, request).await;
+    }
     let asking = Asking {
         gateway,
         federation,
@@ -101,7 +118,9 @@ pub async fn serve_legacy(
 
 /// The envelope of a legacy client's requests served like a 2026-07-28 one's:
 /// no capabilities, so members never ask them (a call relayed to a legacy
-/// member is asked on its member session instead).
+/// member is asked on its member session instead). Its lists and its
+/// subscriptions' listen carry its own (`ClientSession::envelope`): nothing is
+/// asked on those, and they then come from the partition its calls run in.
 fn capabilityless() -> &'static Envelope {
     static ENVELOPE: OnceLock<Envelope> = OnceLock::new();
     ENVELOPE.get_or_init(|| stateless_envelope(&json!({}), &Value::Null))

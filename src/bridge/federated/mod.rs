@@ -29,7 +29,7 @@ use crate::protocol::{
     Era, ErrorCode, ErrorObject, Id, LazyJson, Message, ModernMethod, Notification, Request, Response, Revision,
 };
 use crate::router::Backend;
-use crate::router::federation::Federation;
+use crate::router::federation::{Federation, Member};
 use crate::router::gateway_client_info;
 use crate::translate::cache::{Audience, Watch};
 use crate::translate::listen::{self, Filter};
@@ -37,6 +37,7 @@ use crate::translate::{ModernRequest, down, up};
 
 mod legacy_clients;
 mod relay;
+mod subscriptions;
 mod watch;
 
 pub use legacy_clients::serve_legacy;
@@ -100,11 +101,28 @@ impl Asking<'_> {
             ModernMethod::SubscriptionsListen => self.listen(request).await,
             method => match ListShape::of(method) {
                 Some(shape) => {
-                    let result = self.list(shape, &request).await;
+                    // A legacy client's lists are fetched with its own capabilities, in
+                    // the partition its calls are relayed in: they show what it can call.
+                    let result = match self.session.and_then(|session| session.envelope()) {
+                        Some(envelope) => self.with_envelope(&envelope).list(shape, &request).await,
+                        None => self.list(shape, &request).await,
+                    };
                     era.reply(request.id, result)
                 }
                 None => self.call(request, method, era).await,
             },
+        }
+    }
+
+    /// The same request asked with `envelope` instead (and relaying nothing).
+    fn with_envelope<'e>(&'e self, envelope: &'e Envelope) -> Asking<'e> {
+        Asking {
+            gateway: self.gateway,
+            federation: self.federation,
+            prefixes: self.prefixes.clone(),
+            envelope,
+            principal: self.principal,
+            session: None,
         }
     }
 
@@ -160,9 +178,14 @@ impl Asking<'_> {
                         flags.insert("listChanged".into(), Value::Bool(true));
                     }
                 }
-                // `resources/subscribe` is not served on a federated path: not offered.
+                // `resources/subscribe` is kept as a listen joined across the owners
+                // (`subscriptions`): offered when any member can honour one.
+                let subscribable = discover["capabilities"]["resources"]["subscribe"] == Value::Bool(true);
                 if let Some(resources) = capabilities.get_mut("resources").and_then(Value::as_object_mut) {
-                    resources.remove("subscribe");
+                    match subscribable {
+                        true => resources.insert("subscribe".into(), Value::Bool(true)),
+                        false => resources.remove("subscribe"),
+                    };
                 }
             }
         }
@@ -399,21 +422,32 @@ impl Asking<'_> {
     /// opened with its own share of the filter; one acknowledgement of what
     /// any honours; then every member's notifications, URIs exposed.
     async fn listen(&self, request: Request) -> Reply {
-        let members = self.federation.members();
         let wanted = request
             .params
             .as_ref()
             .and_then(|p| p.get("notifications"))
             .cloned()
             .unwrap_or(json!({}));
-        let replies = join_all((0..members.len()).map(|member| {
-            let params = json!({ "notifications": member_filter(&wanted, self.prefixes(), member) });
-            self.ask(
-                member,
-                request.id.clone(),
-                ModernMethod::SubscriptionsListen,
-                Some(params),
-            )
+        self.joined_listen(request.id, &wanted, |_| true).await
+    }
+
+    /// A listen `id` with the filter `wanted` joined across the members
+    /// `joins` picks (by index): each one's listen opened with its own share
+    /// of the filter; one acknowledgement of what any honours; then their
+    /// notifications, URIs exposed. An error when none could open one.
+    async fn joined_listen(&self, id: Id, wanted: &Value, joins: impl Fn(usize) -> bool) -> Reply {
+        let joined: Vec<(usize, &Member, &str)> = self
+            .federation
+            .members()
+            .iter()
+            .zip(self.prefixes())
+            .enumerate()
+            .filter(|(index, _)| joins(*index))
+            .map(|(index, (member, prefix))| (index, member, *prefix))
+            .collect();
+        let replies = join_all(joined.iter().map(|(index, _, _)| {
+            let params = json!({ "notifications": member_filter(wanted, self.prefixes(), *index) });
+            self.ask(*index, id.clone(), ModernMethod::SubscriptionsListen, Some(params))
         }))
         .await;
         let mut filter = Filter {
@@ -423,7 +457,7 @@ impl Asking<'_> {
             uris: Vec::new(),
         };
         let mut streams = Vec::new();
-        for ((member, reply), prefix) in members.iter().zip(replies).zip(self.prefixes()) {
+        for ((_, member, prefix), reply) in joined.iter().zip(replies) {
             let Reply::Stream(mut responses, _) = reply else {
                 tracing::warn!(member = %member.backend.name(), "a member's listen did not open");
                 continue;
@@ -439,10 +473,10 @@ impl Asking<'_> {
         }
         if streams.is_empty() {
             let error = ErrorObject::internal("no member of this federation could open a listen");
-            return error_reply(request.id, error);
+            return error_reply(id, error);
         }
         let (tx, rx) = mpsc::channel(FEDERATED_QUEUE);
-        let _ = tx.try_send(listen::acknowledgement(&filter, &request.id.to_value()));
+        let _ = tx.try_send(listen::acknowledgement(&filter, &id.to_value()));
         for (mut responses, prefix) in streams {
             let tx = tx.clone();
             let federation = self.federation.clone();
