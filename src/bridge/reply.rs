@@ -225,7 +225,10 @@ impl Responses {
 }
 
 /// The next message on `messages`, driving `producer` (until it ends) meanwhile.
-async fn next_message(messages: &mut mpsc::Receiver<Message>, producer: &mut Option<Mutex<Producer>>) -> Option<Message> {
+async fn next_message(
+    messages: &mut mpsc::Receiver<Message>,
+    producer: &mut Option<Mutex<Producer>>,
+) -> Option<Message> {
     if producer.is_none() {
         return messages.recv().await;
     }

@@ -12,9 +12,9 @@ use serde_json::{Map, Value};
 
 use super::error::UpstreamError;
 use super::session::UpstreamSession;
-use super::transport::PostInFlight;
 pub use super::session::slot::CallEvent;
 use super::session::slot::{CallSlot, Taken};
+use super::transport::PostInFlight;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Id, LazyJson, Response, Revision};
 use crate::telemetry::trace::{self, CallTarget, UpstreamSpan};
@@ -213,7 +213,11 @@ impl Call {
                     self.finished = true;
                     return CallStep::Done(Err(self.session.closed_error("session dropped")));
                 }
-                None => match self.post.as_mut().map(|post| post.get_mut().unwrap_or_else(PoisonError::into_inner)) {
+                None => match self
+                    .post
+                    .as_mut()
+                    .map(|post| post.get_mut().unwrap_or_else(PoisonError::into_inner))
+                {
                     // The POST is read here, in the caller's task, until what it routes wakes the slot.
                     Some(post) => {
                         let mut woken = std::pin::pin!(self.slot.woken());
@@ -236,7 +240,10 @@ impl Call {
 impl Drop for Call {
     fn drop(&mut self) {
         self.slot.detach();
-        let post = self.post.take().map(|post| post.into_inner().unwrap_or_else(PoisonError::into_inner));
+        let post = self
+            .post
+            .take()
+            .map(|post| post.into_inner().unwrap_or_else(PoisonError::into_inner));
         let pending = !self.finished && self.session.is_pending(self.upstream_id);
         if let Some(post) = post
             && (self.answered || (pending && self.on_drop == OnDrop::Detach))

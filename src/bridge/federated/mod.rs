@@ -445,9 +445,33 @@ impl Asking<'_> {
             .filter(|(index, _)| joins(*index))
             .map(|(index, (member, prefix))| (index, member, *prefix))
             .collect();
-        let replies = join_all(joined.iter().map(|(index, _, _)| {
+        // Each member's listen opened and acknowledged together (a listen's
+        // request is sent as its answer is first waited for).
+        let within = self.federation.config().handshake_timeout.0;
+        let asked_id = &id;
+        let opened = join_all(joined.iter().map(|(index, member, _)| async move {
             let params = json!({ "notifications": member_filter(wanted, self.prefixes(), *index) });
-            self.ask(*index, id.clone(), ModernMethod::SubscriptionsListen, Some(params))
+            let reply = self
+                .ask(
+                    *index,
+                    asked_id.clone(),
+                    ModernMethod::SubscriptionsListen,
+                    Some(params),
+                )
+                .await;
+            let Reply::Stream(mut responses, _) = reply else {
+                tracing::warn!(member = %member.backend.name(), "a member's listen did not open");
+                return None;
+            };
+            match tokio::time::timeout(within, responses.recv()).await.ok().flatten() {
+                Some(Message::Notification(ack)) if ack.method == "notifications/subscriptions/acknowledged" => {
+                    Some((ack, responses))
+                }
+                _ => {
+                    tracing::warn!(member = %member.backend.name(), "a member's listen was not acknowledged");
+                    None
+                }
+            }
         }))
         .await;
         let mut filter = Filter {
@@ -457,18 +481,10 @@ impl Asking<'_> {
             uris: Vec::new(),
         };
         let mut streams = Vec::new();
-        for ((_, member, prefix), reply) in joined.iter().zip(replies) {
-            let Reply::Stream(mut responses, _) = reply else {
-                tracing::warn!(member = %member.backend.name(), "a member's listen did not open");
-                continue;
-            };
-            let within = self.federation.config().handshake_timeout.0;
-            match tokio::time::timeout(within, responses.recv()).await.ok().flatten() {
-                Some(Message::Notification(ack)) if ack.method == "notifications/subscriptions/acknowledged" => {
-                    join_acknowledgement(&mut filter, ack.params.as_deref(), prefix);
-                    streams.push((responses, (*prefix).to_owned()));
-                }
-                _ => tracing::warn!(member = %member.backend.name(), "a member's listen was not acknowledged"),
+        for ((_, _, prefix), opened) in joined.iter().zip(opened) {
+            if let Some((ack, responses)) = opened {
+                join_acknowledgement(&mut filter, ack.params.as_deref(), prefix);
+                streams.push((responses, (*prefix).to_owned()));
             }
         }
         if streams.is_empty() {

@@ -17,8 +17,8 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 
-pub(crate) use self::streamable_http::PostInFlight;
 use self::streamable_http::HttpClient;
+pub(crate) use self::streamable_http::PostInFlight;
 use crate::protocol::scan::Bounds;
 use crate::protocol::{Message, Revision};
 use crate::upstream::credentials::{Subject, UpstreamCredentials};
