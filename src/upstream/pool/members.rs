@@ -158,21 +158,17 @@ pub(super) fn members(
             .members()
             .into_iter()
             .map(|url| {
-                let endpoint = Arc::new(Endpoint {
-                    client: client.clone(),
-                    url: url.clone(),
-                    credentials: credentials.clone(),
-                });
+                let endpoint = Arc::new(Endpoint::new(client.clone(), url.clone(), credentials.clone()));
                 Member::new(Target::Http(endpoint), url.to_string(), health)
             })
             .collect();
     }
     if let Some(sse) = &config.sse {
-        let target = Target::Sse(Arc::new(Endpoint {
-            client: streamable_http::client(name, &config.tls, SSE_MAX_IDLE_CONNECTIONS),
-            url: sse.url.clone(),
-            credentials: credentials.clone(),
-        }));
+        let target = Target::Sse(Arc::new(Endpoint::new(
+            streamable_http::client(name, &config.tls, SSE_MAX_IDLE_CONNECTIONS),
+            sse.url.clone(),
+            credentials.clone(),
+        )));
         return vec![Member::new(target, sse.url.to_string(), health)];
     }
     // Validation guarantees a transport; an empty command fails at spawn with a clear error.

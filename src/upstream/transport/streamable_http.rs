@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
@@ -70,6 +71,37 @@ pub struct Endpoint {
     pub url: Uri,
     /// What eragate presents to it.
     pub credentials: Arc<UpstreamCredentials>,
+    /// Requests POSTed to it and not yet answered, over all its sessions.
+    posts_in_flight: AtomicUsize,
+}
+
+impl Endpoint {
+    /// The endpoint at `url`, reached with `client`, presented `credentials`.
+    pub fn new(client: HttpClient, url: Uri, credentials: Arc<UpstreamCredentials>) -> Endpoint {
+        Endpoint {
+            client,
+            url,
+            credentials,
+            posts_in_flight: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// A request counted in [`Endpoint::posts_in_flight`] until it is dropped.
+struct PostCounted(Arc<Endpoint>);
+
+impl PostCounted {
+    /// Counts a request; also whether others were in flight already.
+    fn start(endpoint: &Arc<Endpoint>) -> (Option<PostCounted>, bool) {
+        let others = endpoint.posts_in_flight.fetch_add(1, Ordering::Relaxed) > 0;
+        (Some(PostCounted(endpoint.clone())), others)
+    }
+}
+
+impl Drop for PostCounted {
+    fn drop(&mut self) {
+        self.0.posts_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A request's POST in flight, reading its answer into the session: polled by
@@ -163,7 +195,20 @@ impl HttpLink {
         let link = self.sender();
         let session_weak = Arc::downgrade(session);
         let state = self.state.clone();
+        // A listen stays open for as long as its client listens: not a request in flight.
+        let counted = !matches!(&message, Message::Request(r) if r.method == "subscriptions/listen");
         Box::pin(async move {
+            let (_counted, others) = match counted {
+                true => PostCounted::start(&link.endpoint),
+                false => (None, false),
+            };
+            if others {
+                // The upstream is busy: this request goes out once the others
+                // ready now have been read, their POSTs then leave together and
+                // the upstream (often on the same core) wakes once for them,
+                // not once each. Alone, it goes at once (no extra turn of the runtime).
+                tokio::task::yield_now().await;
+            }
             let outcome = link.send(|| link.post(&headers, body.clone())).await;
             let Some(session) = session_weak.upgrade() else { return };
             match outcome {
