@@ -75,6 +75,7 @@ pub async fn serve_legacy(
         federation,
         prefixes: federation.prefixes(),
         envelope: capabilityless(),
+        client: None,
         principal,
         session: session.as_ref(),
     };
@@ -147,6 +148,7 @@ async fn initialize_session(
         federation,
         prefixes: federation.prefixes(),
         envelope: &envelope,
+        client: None,
         principal,
         session: None,
     };

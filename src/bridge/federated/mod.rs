@@ -70,6 +70,7 @@ pub async fn serve_modern(
         federation,
         prefixes: federation.prefixes(),
         envelope: &modern.envelope,
+        client: Some(&modern),
         principal,
         session: None,
     };
@@ -83,6 +84,9 @@ struct Asking<'a> {
     prefixes: Vec<&'a str>,
     /// The envelope every member request carries (the client's own for a modern client).
     envelope: &'a Envelope,
+    /// A 2026-07-28 client's own request: what is routed to one member in the
+    /// client's method is asked with it (its envelope not copied per request).
+    client: Option<&'a ModernRequest>,
     principal: &'a Principal,
     /// A legacy client's session: its calls to legacy members are relayed on member sessions.
     session: Option<&'a Arc<ClientSession>>,
@@ -562,9 +566,16 @@ impl Asking<'_> {
             method: method.as_str().into(),
             params: Some(params),
         };
-        let modern = ModernRequest {
-            method,
-            envelope: self.envelope.clone(),
+        let asked;
+        let modern = match self.client.filter(|client| client.method == method) {
+            Some(client) => client,
+            None => {
+                asked = ModernRequest {
+                    method,
+                    envelope: self.envelope.clone(),
+                };
+                &asked
+            }
         };
         Box::pin(super::modern::serve(
             self.gateway,
