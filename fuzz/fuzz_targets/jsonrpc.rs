@@ -147,6 +147,22 @@ fn check_text_params(params: Option<&eragate::protocol::LazyJson>) {
             assert_eq!(has, tree.get(name).is_some(), "{name}");
         }
     }
+    // A name routed in the text (a federated call) is the tree's name replaced, and the
+    // pass over the text that came along reads what a pass over the new text reads.
+    let routed = params.clone();
+    let _ = routed.meta();
+    if let Ok(routed) = routed.with_member("name", "routed") {
+        let mut expected = tree.clone();
+        if let Some(object) = expected.as_object_mut() {
+            object.insert("name".into(), Value::from("routed"));
+        }
+        assert_eq!(*routed, expected, "a member written anew");
+        for name in ["name", "requestState", "_meta"] {
+            assert_eq!(ParamsView::str_member(&routed, name), expected.str_member(name), "{name}");
+        }
+        let legacy = down::modern_text_params_for_legacy(routed);
+        assert_eq!(*legacy, down::modern_params_for_legacy(expected), "routed params for a legacy upstream");
+    }
     let legacy = down::modern_text_params_for_legacy(params.clone());
     assert_eq!(*legacy, down::modern_params_for_legacy(tree), "params for a legacy upstream");
 }

@@ -159,7 +159,7 @@ async fn serve(
                 Era::Modern,
             ),
             None => (
-                modern::serve(gateway, backend, message, request, forwarded, principal).await,
+                modern::serve(gateway, backend, message, &request, forwarded, principal).await,
                 Era::Modern,
             ),
         },

@@ -24,11 +24,11 @@ pub async fn serve(
     gateway: &Gateway,
     backend: &Backend,
     request: Request,
-    modern: ModernRequest,
+    modern: &ModernRequest,
     kind: ListKind,
     principal: &Principal,
 ) -> Reply {
-    let key = page_key(&request, &modern, principal);
+    let key = page_key(&request, modern, principal);
     let lists = backend.lists();
     let per_caller = backend.per_principal() || gateway.auth.filters_lists();
     if let Some(page) = lists.lookup(&key, Instant::now()) {
@@ -47,7 +47,7 @@ pub async fn serve(
     backend.stats().list_cache_miss();
     let ticket = lists.ticket(kind);
     let id = request.id.clone();
-    let (session, response) = match fetch(backend, request, &modern, principal).await {
+    let (session, response) = match fetch(backend, request, modern, principal).await {
         Ok(fetched) => fetched,
         Err(error) => return Reply::upstream_failure(Some(id), &error),
     };

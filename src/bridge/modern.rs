@@ -28,7 +28,7 @@ pub async fn serve(
     gateway: &Gateway,
     backend: &Backend,
     request: Request,
-    modern: ModernRequest,
+    modern: &ModernRequest,
     forwarded: &[(String, String)],
     principal: &Principal,
 ) -> Reply {
@@ -65,7 +65,7 @@ pub async fn serve(
                     Ok(hold) => hold,
                     Err(refusal) => return Reply::rejected(Some(request.id), refusal),
                 };
-                let session = match pooled_session(backend, &modern, principal, false).await {
+                let session = match pooled_session(backend, modern, principal, false).await {
                     Ok(session) => session,
                     Err(error) => return Reply::upstream_failure(Some(request.id), &error),
                 };
@@ -163,7 +163,7 @@ async fn forward(
     gateway: &Gateway,
     backend: &Backend,
     request: Request,
-    modern: ModernRequest,
+    modern: &ModernRequest,
     principal: &Principal,
 ) -> Reply {
     let permit = match backend.admit().await {
@@ -205,7 +205,7 @@ async fn send(
     gateway: &Gateway,
     backend: &Backend,
     request: Request,
-    modern: ModernRequest,
+    modern: &ModernRequest,
     principal: &Principal,
     permit: Admission,
 ) -> Reply {
@@ -218,7 +218,7 @@ async fn send(
     let params = request.params.map(down::modern_text_params_for_legacy);
     let mut retried = false;
     loop {
-        let session = match pooled_session(backend, &modern, principal, may_ask).await {
+        let session = match pooled_session(backend, modern, principal, may_ask).await {
             Ok(session) => session,
             Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         };

@@ -167,6 +167,66 @@ impl LazyJson {
         }
         Some(Edited::Written(lazy))
     }
+
+    /// The object with its one member `name` given `value` instead, written from
+    /// the member spans the `_meta` pass found. The new text keeps that pass
+    /// (`_meta`, and the spans moved by the new value's length), so the stages
+    /// after read it without another. `Err` with the value as it was when the
+    /// spans are not known, the object has no member `name` or several, or
+    /// `name` is `_meta` (which the pass holds built).
+    pub fn with_member<T: serde::Serialize + ?Sized>(mut self, name: &str, value: &T) -> Result<LazyJson, LazyJson> {
+        let (Some((text, members)), false) = (self.spans(), name == "_meta") else {
+            return Err(self);
+        };
+        let mut named = members
+            .iter()
+            .enumerate()
+            .filter(|(_, member)| member.name(text) == name);
+        let (Some((at, &old)), None) = (named.next(), named.next()) else {
+            return Err(self);
+        };
+        let (Ok(value), Some(before), Some(after)) = (
+            serde_json::to_string(value),
+            text.get(..old.value_start),
+            text.get(old.value_end..),
+        ) else {
+            return Err(self);
+        };
+        let mut written = String::with_capacity(before.len() + value.len() + after.len());
+        written.push_str(before);
+        written.push_str(&value);
+        written.push_str(after);
+        // A checked text with one value replaced by a serialised one: the check cannot fail.
+        let Ok(written) = RawValue::from_string(written) else {
+            return Err(self);
+        };
+        let Some(Some(mut digest)) = self.digest.take() else {
+            return Err(self); // cannot happen: the spans came from the digest
+        };
+        let moved = |offset: usize| offset - old.value_end + old.value_start + value.len();
+        if let Some(spans) = digest.members.as_deref_mut() {
+            for (index, span) in spans.iter_mut().enumerate() {
+                match index.cmp(&at) {
+                    std::cmp::Ordering::Less => {}
+                    std::cmp::Ordering::Equal => span.value_end = span.value_start + value.len(),
+                    std::cmp::Ordering::Greater => {
+                        *span = MemberSpan {
+                            name_start: moved(span.name_start),
+                            name_end: moved(span.name_end),
+                            value_start: moved(span.value_start),
+                            value_end: moved(span.value_end),
+                        }
+                    }
+                }
+            }
+        }
+        let lazy = LazyJson {
+            text: Some(written),
+            ..LazyJson::default()
+        };
+        let _ = lazy.digest.set(Some(digest));
+        Ok(lazy)
+    }
 }
 
 /// What [`LazyJson::edit_members`] does with one member.
@@ -1015,6 +1075,54 @@ mod tests {
             }
         }
         assert!(lazy(r#"{"b":1}"#).edit_members(|_, _| MemberEdit::Drop).is_none());
+    }
+
+    #[test]
+    fn a_member_written_anew_keeps_the_meta_pass() {
+        let cases = [
+            r#"{"name":"a_echo","arguments":{"name":"x"},"_meta":{"k":1}}"#,
+            r#" { "_meta" : { } , "name" : "a_long_prefixed_name" , "z" : [1, "}"] } "#,
+            r#"{"_meta":{"name":1},"name":"n"}"#,
+            r#"{"name":"\u0061_x","_meta":null}"#,
+        ];
+        for text in cases {
+            let value = lazy(text);
+            let _ = value.meta();
+            let Ok(written) = value.with_member("name", "own \"one\"") else {
+                panic!("{text}: not written");
+            };
+            let mut tree: Value = serde_json::from_str(text).unwrap();
+            tree["name"] = json!("own \"one\"");
+            // The pass came along, with the spans a pass over the new text finds.
+            let again = lazy(written.text().unwrap());
+            let _ = again.meta();
+            assert_eq!(written.spans(), again.spans(), "{text}");
+            assert_eq!(written.meta(), tree.get("_meta"), "{text}");
+            for name in ["name", "z", "_meta", "arguments"] {
+                assert_eq!(
+                    ParamsView::str_member(&written, name),
+                    tree.str_member(name),
+                    "{text} {name}"
+                );
+            }
+            assert!(written.read.get().is_none(), "{text}: the tree was built");
+            assert_eq!(*written, tree, "{text}");
+        }
+        let refused = [
+            r#"{"name":"t"}"#,
+            r#"{"_meta":{},"name":"a","name":"b"}"#,
+            r#"{"_meta":{}}"#,
+            r#"["name"]"#,
+        ];
+        for text in refused {
+            let value = lazy(text);
+            let _ = value.meta();
+            let back = value.with_member("name", "own").err();
+            assert_eq!(back.as_ref().and_then(LazyJson::text), Some(text), "{text}");
+        }
+        let value = lazy(r#"{"_meta":{}}"#);
+        let _ = value.meta();
+        assert!(value.with_member("_meta", &json!({})).is_err(), "_meta is the pass's");
     }
 
     #[test]

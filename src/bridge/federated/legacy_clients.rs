@@ -84,6 +84,7 @@ pub async fn serve_legacy(
             envelope: &envelope,
             principal,
             session: None,
+            client: None,
         };
         return super::subscriptions::change(&asking, session, request).await;
     }
@@ -92,6 +93,7 @@ pub async fn serve_legacy(
         federation,
         prefixes: federation.prefixes(),
         envelope: capabilityless(),
+        client: None,
         principal,
         session: session.as_ref(),
     };
@@ -166,6 +168,7 @@ async fn initialize_session(
         federation,
         prefixes: federation.prefixes(),
         envelope: &envelope,
+        client: None,
         principal,
         session: None,
     };

@@ -24,7 +24,7 @@ use crate::federate::page::MergedPage;
 use crate::federate::route::{self, ListShape, NameKind, Naming, StaleNames};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::lazy_json::MemberValue;
+use crate::protocol::lazy_json::{MemberValue, ParamsView};
 use crate::protocol::{
     Era, ErrorCode, ErrorObject, Id, LazyJson, Message, ModernMethod, Notification, Request, Response, Revision,
 };
@@ -71,6 +71,7 @@ pub async fn serve_modern(
         federation,
         prefixes: federation.prefixes(),
         envelope: &modern.envelope,
+        client: Some(&modern),
         principal,
         session: None,
     };
@@ -84,6 +85,9 @@ struct Asking<'a> {
     prefixes: Vec<&'a str>,
     /// The envelope every member request carries (the client's own for a modern client).
     envelope: &'a Envelope,
+    /// A 2026-07-28 client's own request: what is routed to one member in the
+    /// client's method is asked with it (its envelope not copied per request).
+    client: Option<&'a ModernRequest>,
     principal: &'a Principal,
     /// A legacy client's session: its calls to legacy members are relayed on member sessions.
     session: Option<&'a Arc<ClientSession>>,
@@ -123,6 +127,7 @@ impl Asking<'_> {
             envelope,
             principal: self.principal,
             session: None,
+            client: None,
         }
     }
 
@@ -352,6 +357,11 @@ impl Asking<'_> {
                     None => Some(params),
                 }
             }
+            // Its answer passes as it came (`reshape`): nothing to expose in a call's or get's.
+            (ClientEra::Modern, _, Some(params)) => match self.route_as_sent(method, params, names.as_deref()) {
+                Ok((member, params)) => return self.ask_as_sent(member, id, method, params).await,
+                Err(params) => Some(params),
+            },
             (_, _, params) => params,
         };
         let params = params.map(LazyJson::into_value);
@@ -386,7 +396,7 @@ impl Asking<'_> {
                     .unwrap_or_default();
                 let reply = match era {
                     // A modern client's params carry its envelope already.
-                    ClientEra::Modern => self.ask_as_sent(member, id, method, params).await,
+                    ClientEra::Modern => self.ask_as_sent(member, id, method, params.into()).await,
                     ClientEra::Legacy(_) => self.ask(member, id, method, Some(params)).await,
                 };
                 reshape(reply, method, era, prefix)
@@ -548,6 +558,31 @@ impl Asking<'_> {
         )))
     }
 
+    /// A 2026-07-28 client's `tools/call` or `prompts/get` routed in its params'
+    /// text: the owner, and the params with the owner's own name written over
+    /// the exposed one, keeping the pass that read `_meta` and found where the
+    /// members lie (so that the member's stages read them as a single upstream's
+    /// do, without building a tree). `Err` with the params as they came when the
+    /// text does not allow it (members not located, no name or several, a name
+    /// no member owns): the tree is built and routed as for any other request.
+    fn route_as_sent(
+        &self,
+        method: ModernMethod,
+        params: LazyJson,
+        names: Option<&Names>,
+    ) -> Result<(usize, LazyJson), LazyJson> {
+        let routable = matches!(method, ModernMethod::ToolsCall | ModernMethod::PromptsGet)
+            && params.has_member("name") == Some(true);
+        let owner = routable
+            .then(|| ParamsView::str_member(&params, "name"))
+            .flatten()
+            .and_then(|exposed| self.naming(names).owner(&exposed));
+        match owner {
+            Some((member, own)) => params.with_member("name", own.as_str()).map(|params| (member, params)),
+            None => Err(params),
+        }
+    }
+
     /// Member `member`'s backend when a legacy client's `method` is relayed to it
     /// as it came: a legacy member, and an answer that names nothing to expose.
     fn relays_to(&self, member: usize, method: ModernMethod) -> Option<&Backend> {
@@ -568,22 +603,30 @@ impl Asking<'_> {
             (Some(Era::Legacy), Some(params)) => params,
             (_, params) => down::legacy_params_for_modern(params, self.envelope),
         };
-        self.ask_as_sent(member, id, method, params).await
+        self.ask_as_sent(member, id, method, params.into()).await
     }
 
-    /// [`Asking::ask`] with `params` that already carry the envelope.
-    async fn ask_as_sent(&self, member: usize, id: Id, method: ModernMethod, params: Value) -> Reply {
+    /// [`Asking::ask`] with `params` that already carry the envelope (a modern
+    /// client's own, still as text when they came so).
+    async fn ask_as_sent(&self, member: usize, id: Id, method: ModernMethod, params: LazyJson) -> Reply {
         let Some(backend) = self.federation.members().get(member).map(|m| &m.backend) else {
             return error_reply(id, ErrorObject::internal("no such member"));
         };
         let request = Request {
             id,
             method: method.as_str().into(),
-            params: Some(params.into()),
+            params: Some(params),
         };
-        let modern = ModernRequest {
-            method,
-            envelope: self.envelope.clone(),
+        let asked;
+        let modern = match self.client.filter(|client| client.method == method) {
+            Some(client) => client,
+            None => {
+                asked = ModernRequest {
+                    method,
+                    envelope: self.envelope.clone(),
+                };
+                &asked
+            }
         };
         Box::pin(super::modern::serve(
             self.gateway,

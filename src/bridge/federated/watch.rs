@@ -69,6 +69,7 @@ async fn watch_member(gateway: Weak<Gateway>, path: String, federation: Arc<Fede
             federation: &federation,
             prefixes: federation.prefixes(),
             envelope: &envelope,
+            client: None,
             principal: &principal,
             session: None,
         };
@@ -126,6 +127,7 @@ pub async fn never_collisions(gateway: &Gateway) -> Vec<(String, String)> {
             federation,
             prefixes: federation.prefixes(),
             envelope: &envelope,
+            client: None,
             principal: &principal,
             session: None,
         };
