@@ -29,6 +29,11 @@ struct Federation {
 impl Federation {
     /// `prefix_mode` is the value given on the first member (the others leave it unset).
     fn start(prefix_mode: &str) -> Federation {
+        Federation::start_with(prefix_mode, "")
+    }
+
+    /// [`Federation::start`] with `extra` configuration before the upstreams.
+    fn start_with(prefix_mode: &str, extra: &str) -> Federation {
         let py = LegacyHttpServer::start(&[]);
         let ts2 = ts2_http_server();
         let everything = serde_json::to_string(&everything_stdio_command()).expect("json");
@@ -37,7 +42,7 @@ impl Federation {
             r#"
 [admin]
 address = "{admin}"
-
+{extra}
 [[upstreams]]
 name = "everything"
 prefix_mode = "{prefix_mode}"
@@ -1038,4 +1043,50 @@ fn tool_names(result: &Value) -> Vec<String> {
         .flatten()
         .filter_map(|t| t["name"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// A listen on a federated path is one of its principal's listens, however many members it
+/// joins, and eragate's own watch of the members (one listen each) is nobody's: with one
+/// listen allowed per principal, a client's listen across three members opens and is
+/// acknowledged with what they honour, and a second is refused with 429 until the first closes.
+#[test]
+fn a_joined_listen_takes_one_place_in_the_listen_quota() {
+    let federation = Federation::start_with("always", "[limits]\nmax_listens_per_principal = 1\n");
+    let url = federation.eragate.url();
+    let wanted = json!({"toolsListChanged": true, "resourcesListChanged": true});
+    let first = open_listen(&url, 1, wanted.clone());
+    let mut events = SseLines(BufReader::new(first));
+    let ack = events.next_message().expect("an acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+    assert_eq!(
+        ack["params"]["notifications"]["toolsListChanged"],
+        true,
+        "members honour it: {ack}\nlog:\n{}",
+        federation.eragate.log()
+    );
+
+    let second = send_listen(&url, 2, wanted.clone(), &[], Duration::from_secs(10));
+    assert_eq!(second.status().as_u16(), 429, "a second listen is over the quota");
+    let body: Value = serde_json::from_str(&second.text().expect("a body")).expect("a JSON-RPC error");
+    assert_eq!(body["error"]["code"], -32029, "{body}");
+
+    // Closing the first gives its place back (the release is seen when eragate notices the close).
+    drop(events);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let again = send_listen(&url, 3, wanted.clone(), &[], Duration::from_secs(10));
+        if again.status().as_u16() == 200 {
+            let ack = SseLines(BufReader::new(again))
+                .next_message()
+                .expect("an acknowledgement");
+            assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the closed listen's place never came back; log:\n{}",
+            federation.eragate.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }

@@ -5,7 +5,7 @@
 use super::Gateway;
 use super::federated;
 use super::legacy::{self, SessionLookup};
-use super::modern;
+use super::modern::{self, ListenCounting};
 use super::reply::Reply;
 use crate::auth::Admitted;
 use crate::protocol::errors::Rejection;
@@ -159,7 +159,16 @@ async fn serve(
                 Era::Modern,
             ),
             None => (
-                modern::serve(gateway, backend, message, &request, forwarded, principal).await,
+                modern::serve(
+                    gateway,
+                    backend,
+                    message,
+                    &request,
+                    forwarded,
+                    principal,
+                    ListenCounting::Counted,
+                )
+                .await,
                 Era::Modern,
             ),
         },

@@ -35,7 +35,7 @@ pub async fn on_legacy_upstream(
     gateway: &Gateway,
     session: Arc<UpstreamSession>,
     request: Request,
-    hold: ListenHold,
+    hold: Option<ListenHold>,
 ) -> Reply {
     let capabilities = session
         .initialize_result()

@@ -22,6 +22,17 @@ use crate::translate::{ModernRequest, discover, down};
 /// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
 const LISTEN_SUPPORT: ListenSupport = ListenSupport::Bridged;
 
+/// Whether a `subscriptions/listen` served here takes a place in its
+/// principal's listen quota.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListenCounting {
+    /// A client's own listen: it does.
+    Counted,
+    /// One member's share of a listen counted once where it was joined (a
+    /// federation's), or eragate's own (a federation's watch): it does not.
+    CountedElsewhere,
+}
+
 /// Answers one validated modern request; `forwarded` are the client's
 /// `Mcp-Param-*` headers, passed on to a modern upstream as they came.
 pub async fn serve(
@@ -31,15 +42,20 @@ pub async fn serve(
     modern: &ModernRequest,
     forwarded: &[(String, String)],
     principal: &Principal,
+    listens: ListenCounting,
 ) -> Reply {
+    let listen_hold = || match listens {
+        ListenCounting::Counted => gateway.listens.hold(principal.as_str()).map(Some),
+        ListenCounting::CountedElsewhere => Ok(None),
+    };
     match backend.era(principal).await {
         Err(error) => Reply::upstream_failure(Some(request.id), &error),
         Ok(Era::Modern) if modern.method == ModernMethod::SubscriptionsListen => {
-            let hold = match gateway.listens.hold(principal.as_str()) {
+            let hold = match listen_hold() {
                 Ok(hold) => hold,
                 Err(refusal) => return Reply::rejected(Some(request.id), refusal),
             };
-            passthrough(backend, request, modern.method, forwarded, principal, Some(hold)).await
+            passthrough(backend, request, modern.method, forwarded, principal, hold).await
         }
         Ok(Era::Modern) if modern.method == ModernMethod::Discover && gateway.telemetry.live_discover() => {
             let reply = passthrough(backend, request, modern.method, forwarded, principal, None).await;
@@ -61,7 +77,7 @@ pub async fn serve(
         Ok(Era::Legacy) => match modern.method {
             ModernMethod::Discover => Box::pin(discover(gateway, backend, request.id, principal)).await,
             ModernMethod::SubscriptionsListen => {
-                let hold = match gateway.listens.hold(principal.as_str()) {
+                let hold = match listen_hold() {
                     Ok(hold) => hold,
                     Err(refusal) => return Reply::rejected(Some(request.id), refusal),
                 };

@@ -14,7 +14,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::Gateway;
-use super::reply::{Reply, Status};
+use super::modern::ListenCounting;
+use super::reply::{Reply, Responses, Status};
 use super::sessions::ClientSession;
 use crate::auth::Principal;
 use crate::federate::cursor::{Opened, Positions};
@@ -438,14 +439,29 @@ impl Asking<'_> {
             .and_then(|p| p.get("notifications"))
             .cloned()
             .unwrap_or(json!({}));
-        self.joined_listen(request.id, &wanted, |_| true).await
+        self.joined_listen(request.id, &wanted, |_| true, ListenCounting::Counted)
+            .await
     }
 
     /// A listen `id` with the filter `wanted` joined across the members
     /// `joins` picks (by index): each one's listen opened with its own share
     /// of the filter; one acknowledgement of what any honours; then their
     /// notifications, URIs exposed. An error when none could open one.
-    async fn joined_listen(&self, id: Id, wanted: &Value, joins: impl Fn(usize) -> bool) -> Reply {
+    async fn joined_listen(
+        &self,
+        id: Id,
+        wanted: &Value,
+        joins: impl Fn(usize) -> bool,
+        counting: ListenCounting,
+    ) -> Reply {
+        // One place in the principal's listen quota, however many members it joins.
+        let hold = match counting {
+            ListenCounting::Counted => match self.gateway.listens.hold(self.principal.as_str()) {
+                Ok(hold) => Some(hold),
+                Err(refusal) => return Reply::rejected(Some(id), refusal),
+            },
+            ListenCounting::CountedElsewhere => None,
+        };
         let joined: Vec<(usize, &Member, &str)> = self
             .federation
             .members()
@@ -521,7 +537,11 @@ impl Asking<'_> {
                 }
             });
         }
-        Reply::Stream(rx.into(), Era::Modern)
+        let responses = match hold {
+            Some(hold) => Responses::from(rx).holding(hold),
+            None => rx.into(),
+        };
+        Reply::Stream(responses, Era::Modern)
     }
 
     /// A legacy client's call relayed to its legacy owner with `params` left as
@@ -628,6 +648,7 @@ impl Asking<'_> {
                 &asked
             }
         };
+        // A member's listen is a share of one counted where it was joined (or eragate's own watch).
         Box::pin(super::modern::serve(
             self.gateway,
             backend,
@@ -635,6 +656,7 @@ impl Asking<'_> {
             modern,
             &[],
             self.principal,
+            ListenCounting::CountedElsewhere,
         ))
         .await
     }

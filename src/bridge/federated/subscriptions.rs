@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{Asking, error_reply};
+use crate::bridge::modern::ListenCounting;
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::ClientSession;
 use crate::federate::names::restore_uri;
@@ -67,7 +68,14 @@ async fn reopen(asking: &Asking<'_>, session: &Arc<ClientSession>, uris: &BTreeS
         .collect();
     let wanted = json!({ "resourceSubscriptions": uris });
     let reply = asking
-        .joined_listen(Id::number(0), &wanted, |member| owners.contains(&member))
+        // Bounded by its session (one listen each, of at most 256 URIs), as on a
+        // single upstream's path: not one of the principal's listens.
+        .joined_listen(
+            Id::number(0),
+            &wanted,
+            |member| owners.contains(&member),
+            ListenCounting::CountedElsewhere,
+        )
         .await;
     let Reply::Stream(mut notifications, _) = reply else {
         // No owner could open a listen: the previous one asked for another set.
