@@ -2,8 +2,10 @@
 //! [`Call`] handle, the [`CallStep`]s it yields, and what dropping it means.
 //!
 //! The session keeps a table of its calls in flight (`session/table.rs`);
-//! each call's answer arrives through its slot (`session/slot.rs`). Nothing
-//! here reads the wire or routes messages.
+//! each call's answer arrives through its slot (`session/slot.rs`). Toward a
+//! Streamable HTTP endpoint the call also drives the POST its transport made
+//! for it while it is waited on (no task per request); nothing here reads the
+//! wire or routes messages.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
