@@ -15,6 +15,7 @@ use std::io::BufReader;
 use std::time::{Duration, Instant};
 
 use common::*;
+use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 /// The members, and eragate federating them on `/mcp`.
@@ -1089,4 +1090,113 @@ fn a_joined_listen_takes_one_place_in_the_listen_quota() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// server-everything's processes eragate runs as a member (its direct children).
+fn everything_children(eragate: &Eragate) -> Vec<u32> {
+    children_with(eragate.proc.pid(), peers().get("EVERYTHING_JS"))
+}
+
+/// The next `method` notification on `events`, read until `deadline`.
+fn next_notification(
+    events: &std::sync::mpsc::Receiver<Value>,
+    method: &str,
+    deadline: Instant,
+    log: impl Fn() -> String,
+) -> Value {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = events
+            .recv_timeout(left)
+            .unwrap_or_else(|e| panic!("no {method} ({e}); log:\n{}", log()));
+        if message["method"] == method {
+            return message;
+        }
+    }
+}
+
+/// When a member ends its share of a joined listen (here its stdio process is killed and
+/// restarted), the client's listen stays open and eragate opens the share again on the new
+/// process: the subscribed resource's updates come again on the same stream, with the
+/// listen's id and the exposed URI.
+#[test]
+fn a_joined_listen_survives_a_member_restart() {
+    let federation = Federation::start("always");
+    let url = federation.eragate.url();
+    let log = || federation.eragate.log();
+    let watched = "everything+demo://resource/static/document/features.md";
+    let wanted = json!({"toolsListChanged": true, "resourceSubscriptions": [watched]});
+    let response = send_listen(&url, 9, wanted, &[], Duration::from_secs(120));
+    assert_eq!(response.status().as_u16(), 200);
+    let events = sse_messages(response);
+    let ack = events
+        .recv_timeout(Duration::from_secs(20))
+        .expect("an acknowledgement");
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!([watched]),
+        "{ack}"
+    );
+
+    let toggle = |id| {
+        federation.modern(
+            id,
+            "tools/call",
+            Some("everything_toggle-subscriber-updates"),
+            json!({"name": "everything_toggle-subscriber-updates", "arguments": {}}),
+        )
+    };
+    let toggled = toggle(1);
+    assert!(toggled.get("result").is_some(), "{toggled}");
+    let updated = next_notification(
+        &events,
+        "notifications/resources/updated",
+        Instant::now() + Duration::from_secs(20),
+        log,
+    );
+    assert_eq!(updated["params"]["uri"], watched, "{updated}");
+
+    let killed = everything_children(&federation.eragate);
+    assert!(!killed.is_empty(), "server-everything runs as eragate's child");
+    for pid in &killed {
+        signal(*pid, Signal::SIGKILL);
+    }
+    let restarted = poll_until(Duration::from_secs(30), || {
+        everything_children(&federation.eragate)
+            .iter()
+            .any(|pid| !killed.contains(pid))
+    });
+    assert!(restarted, "no new server-everything process; log:\n{}", log());
+    // The new process starts with its updates off: turn them on (retried while it starts).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut id = 2;
+    loop {
+        let toggled = toggle(id);
+        if toggled.get("result").is_some_and(|r| r["isError"] != true) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted member never served: {toggled}\nlog:\n{}",
+            log()
+        );
+        id += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let again = next_notification(
+        &events,
+        "notifications/resources/updated",
+        Instant::now() + Duration::from_secs(45),
+        log,
+    );
+    assert_eq!(again["params"]["uri"], watched, "{again}");
+    assert_eq!(
+        again["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 9,
+        "{again}"
+    );
+    assert!(
+        federation.eragate.log().contains("opened again"),
+        "the share was opened again; log:\n{}",
+        federation.eragate.log()
+    );
 }

@@ -8,6 +8,7 @@
 //!   `notifications/resources/updated` for what it subscribed and nothing else, and the
 //!   upstream holds exactly one listen with the current set (its `--events` record, and for
 //!   the HTTP upstream the trace of what was POSTed).
+//!   When the upstream process dies, eragate opens the listen again on its successor.
 //! - `notifications/cancelled` from the client aborts the call upstream (the fixture's `hang`
 //!   tool records its cancellation), the session keeps serving, and eragate has nothing left
 //!   in flight (its admin `/pools`).
@@ -145,6 +146,29 @@ async def subscriptions(client):
     return {"phases": phases, "rounds": rounds}
 
 
+async def restart(client):
+    """Subscribed to a, the driver says so (the `ready` file) and the test restarts the
+    upstream; eragate opens the session's listen again on the new process: a's updates come
+    again, on the same session."""
+    a = spec["uris"][0]
+    await client.subscribe_resource(a)
+    await settle([a])
+    rounds = 0
+    while a not in received and rounds < 10:
+        rounds += 1
+        await touch(client, a)
+        await wait(lambda: a in received, 2.0)
+    await until("the update of a", lambda: a in received, 0)
+    before = len(received)
+    with open(spec["ready"], "w", encoding="utf-8") as f:
+        f.write("subscribed")
+    await until("the listen opened again on a new process",
+                lambda: len([e for e in events() if e["event"] == "listen"]) >= 2, 60.0)
+    await touch(client, a)
+    await until("the update of a after the restart", lambda: a in received[before:])
+    return {"after_restart": received[before:]}
+
+
 def pools():
     with urllib.request.urlopen(spec["pools"], timeout=5) as answer:
         return json.load(answer)
@@ -196,7 +220,8 @@ async def main():
     async with client:
         version = client.protocol_version
         capabilities = client.server_capabilities.model_dump(by_alias=True, mode="json", exclude_none=True)
-        report = await (subscriptions(client) if spec["scenario"] == "subscriptions" else cancel(client))
+        scenario = {"subscriptions": subscriptions, "restart": restart, "cancel": cancel}[spec["scenario"]]
+        report = await scenario(client)
     print(json.dumps({"protocol_version": version, "capabilities": capabilities, "received": received, **report}))
 
 
@@ -467,6 +492,48 @@ fn stdio_legacy_client_subscribes_through_a_modern_stdio_upstream() {
     let upstream = Modern::stdio(&events);
     let front = Front::stdio(&upstream);
     subscriptions_through(&front, &upstream, &events, "2025-11-25");
+}
+
+/// The upstream's process restarts under a subscribed legacy session (an HTTP upstream
+/// killed and started again on its port): its listen ends, eragate opens it again with the
+/// same set (the fixture records a second listen of `[a]`), and the next update of `a`
+/// reaches the client on the same session.
+///
+/// (A stdio upstream's process ending ends the stateless session the client session is bound
+/// to: the client session ends with it and the client starts a new one.)
+#[test]
+fn a_legacy_sessions_listen_is_opened_again_after_its_upstream_restarts() {
+    let events = Events::new();
+    let upstream = Modern::http(&events);
+    let front = Front::http(&upstream);
+    let ready = events.dir.path().join("ready");
+    let spec = json!({
+        "target": front.target(), "offer_version": "2025-11-25", "events": events.path(),
+        "scenario": "restart", "uris": [A, B, C], "ready": ready.display().to_string(),
+    });
+    let script = py_driver().display().to_string();
+    let driver = std::thread::spawn(move || run_driver(peers().python(), &script, &[&spec.to_string()]));
+    wait_until("the client to be subscribed", Duration::from_secs(60), || {
+        ready.exists()
+    });
+    let Modern::Http(first) = upstream else {
+        unreachable!("an HTTP upstream")
+    };
+    let port = first.port;
+    drop(first);
+    let events_file = events.path();
+    let _second = TracedUpstream::start_on_with(port, &["--dual-era", "--subscriptions", "--events", &events_file]);
+    let report = driver
+        .join()
+        .expect("the driver thread")
+        .unwrap_or_else(|e| panic!("python legacy client: {e}\nlog:\n{}", front.log()));
+    let context = format!(
+        "report: {report:#}\nupstream events: {:#?}\n{}",
+        events.read(),
+        front.log()
+    );
+    assert_eq!(report["after_restart"], json!([A]), "{context}");
+    assert_eq!(Value::from(events.listen_sets()), json!([[A], [A]]), "{context}");
 }
 
 // --- notifications/cancelled ----------------------------------------------------------------------

@@ -91,6 +91,47 @@ fn a_listen_on_a_legacy_upstream_relays_resource_updates() {
     );
 }
 
+/// The legacy upstream's process dies under an open listen: the listen ends at once with its
+/// result (the spec's graceful end; the client opens it again), rather than staying open
+/// with nothing behind it.
+#[test]
+fn a_listen_on_a_legacy_upstream_ends_when_its_process_dies() {
+    let command = everything_stdio_command();
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
+    let gateway = Eragate::stdio(&command, "");
+    let response = send_listen(
+        &gateway.url(),
+        5,
+        json!({"resourceSubscriptions": [URI]}),
+        &[],
+        Duration::from_secs(60),
+    );
+    assert_eq!(response.status().as_u16(), 200);
+    let events = sse_messages(response);
+    let ack = events
+        .recv_timeout(Duration::from_secs(20))
+        .expect("an acknowledgement");
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{ack}");
+
+    let children = children_with(gateway.proc.pid(), peers().get("EVERYTHING_JS"));
+    assert!(!children.is_empty(), "server-everything runs as eragate's child");
+    for pid in children {
+        signal(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let ended = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = events
+            .recv_timeout(left)
+            .unwrap_or_else(|e| panic!("no listen result ({e}); log:\n{}", gateway.log()));
+        if message.get("id").is_some() {
+            break message;
+        }
+    };
+    assert_eq!(ended["id"], 5, "{ended}");
+    assert!(ended.get("result").is_some(), "a graceful end, not an error: {ended}");
+}
+
 #[test]
 fn a_listen_on_a_modern_upstream_is_tagged_with_the_clients_id() {
     let upstream = LegacyHttpServer::start(&["--dual-era", "--subscriptions"]);

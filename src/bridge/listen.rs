@@ -126,8 +126,18 @@ pub async fn legacy_subscription_change(session: &Arc<ClientSession>, request: &
     Ok(json!({}))
 }
 
+/// The first pause before a listen eragate keeps for a client whose upstream
+/// ended it (a restart, a dropped connection) is opened again.
+pub const REOPEN_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The longest such pause (it doubles while the upstream cannot be reached).
+pub const REOPEN_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// (Re)opens the session's listen on the modern upstream for `uris`; notifications
-/// go to the client's stream without their subscription tag.
+/// go to the client's stream without their subscription tag. When the upstream
+/// ends it (the spec has a listen's client re-open it after a restart; the
+/// legacy client cannot know it should), it is opened again after a pause, until
+/// the session ends or changes its set (either stops this task).
 fn reopen(session: &Arc<ClientSession>, uris: BTreeSet<String>) {
     if uris.is_empty() {
         session.replace_listen(None);
@@ -139,32 +149,42 @@ fn reopen(session: &Arc<ClientSession>, uris: BTreeSet<String>) {
         "resourceSubscriptions": uris.iter().collect::<Vec<_>>(),
     }});
     let params = down::legacy_params_for_modern(Some(params), &envelope);
-    let client = session.clone();
+    let client = Arc::downgrade(session);
     let task = tokio::spawn(async move {
-        let Some(backend) = client.upstream().cloned() else {
-            return;
-        };
-        let Ok(mut call) = backend
-            .call(
-                "subscriptions/listen",
-                Some(params.into()),
-                Id::number(0),
-                OnDrop::CancelUpstream,
-            )
-            .await
-        else {
-            return;
-        };
+        let mut pause = REOPEN_PAUSE;
         loop {
-            match call.next().await {
-                CallStep::Event(CallEvent::Notification(n))
-                    if n.method != "notifications/subscriptions/acknowledged" =>
-                {
-                    client.push(Message::Notification(listen::untagged(n)));
+            let Some(backend) = client.upgrade().and_then(|c| c.upstream().cloned()) else {
+                return;
+            };
+            let call = backend
+                .call(
+                    "subscriptions/listen",
+                    Some(params.clone().into()),
+                    Id::number(0),
+                    OnDrop::CancelUpstream,
+                )
+                .await;
+            if let Ok(mut call) = call {
+                loop {
+                    match call.next().await {
+                        CallStep::Event(CallEvent::Notification(n))
+                            if n.method != "notifications/subscriptions/acknowledged" =>
+                        {
+                            let Some(client) = client.upgrade() else { return };
+                            client.push(Message::Notification(listen::untagged(n)));
+                            pause = REOPEN_PAUSE;
+                        }
+                        CallStep::Event(_) => {}
+                        CallStep::Done(_) => break,
+                    }
                 }
-                CallStep::Event(_) => {}
-                CallStep::Done(_) => return,
             }
+            tracing::debug!(
+                ?pause,
+                "a legacy session's listen on its modern upstream ended; opening it again"
+            );
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(REOPEN_PAUSE_MAX);
         }
     });
     session.replace_listen(Some(task.abort_handle()));

@@ -75,6 +75,9 @@ pub struct Gateway {
     pub in_flight: Arc<quota::HeldQuota>,
     /// Metrics, access log and the live discover summary.
     pub telemetry: Arc<Telemetry>,
+    /// This gateway, for work a request starts that outlives it (a federated
+    /// listen reopening a member's share): it ends with the gateway.
+    me: std::sync::Weak<Gateway>,
 }
 
 impl Gateway {
@@ -98,7 +101,8 @@ impl Gateway {
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let telemetry = Arc::new(telemetry);
         let config = Arc::new(config);
-        Ok(Arc::new(Gateway {
+        Ok(Arc::new_cyclic(|me| Gateway {
+            me: me.clone(),
             applied: Arc::new(arc_swap::ArcSwap::new(config.clone())),
             config,
             router,
@@ -113,6 +117,11 @@ impl Gateway {
             in_flight,
             telemetry,
         }))
+    }
+
+    /// A handle on this gateway that does not keep it alive.
+    pub fn weak(&self) -> std::sync::Weak<Gateway> {
+        self.me.clone()
     }
 
     /// `[limits]` as applied now (a reload swaps them; a request reads them once).

@@ -51,7 +51,9 @@ pub struct UpstreamSession {
     initialize_result: OnceLock<Arc<Value>>,
     revision: OnceLock<Revision>,
     /// Created on the first `subscribe`: most pooled sessions never have a listener.
-    unsolicited: OnceLock<broadcast::Sender<Message>>,
+    /// Dropped when the session closes, so every listener sees its end (even one
+    /// that keeps the session alive to unsubscribe later).
+    unsolicited: Mutex<Option<broadcast::Sender<Message>>>,
     unsolicited_requests: UnsolicitedRequests,
     /// The pool member's health, fed by how this session's requests end.
     health: Option<Arc<MemberHealth>>,
@@ -96,7 +98,7 @@ impl UpstreamSession {
             closed: AtomicBool::new(false),
             initialize_result: OnceLock::new(),
             revision: OnceLock::new(),
-            unsolicited: OnceLock::new(),
+            unsolicited: Mutex::new(None),
             unsolicited_requests,
             health,
             served: AtomicU64::new(0),
@@ -182,10 +184,15 @@ impl UpstreamSession {
     }
 
     /// Receives messages tied to no request (list changes, log messages, and,
-    /// for dedicated sessions, server→client requests).
+    /// for dedicated sessions, server→client requests), until the session
+    /// closes: then `recv` says `Closed` (at once, when it closed before).
     pub fn subscribe(&self) -> broadcast::Receiver<Message> {
-        self.unsolicited
-            .get_or_init(|| broadcast::channel(UNSOLICITED_QUEUE).0)
+        let mut unsolicited = self.unsolicited.lock().unwrap_or_else(|e| e.into_inner());
+        if self.is_closed() {
+            return broadcast::channel(1).1;
+        }
+        unsolicited
+            .get_or_insert_with(|| broadcast::channel(UNSOLICITED_QUEUE).0)
             .subscribe()
     }
 
@@ -375,6 +382,8 @@ impl UpstreamSession {
             self.record_member_failure(reason);
         }
         self.calls.fail_all(|| self.closed_error(reason));
+        // After `closed` is set: a later `subscribe` sees it, an earlier one's sender ends here.
+        drop(self.unsolicited.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 
     /// Fails one pending request (a transport-level failure of that request only).
@@ -461,7 +470,12 @@ impl UpstreamSession {
             | Delivery::NotInFlight(CallEvent::ServerRequest(request)) => request,
             Delivery::Refused(CallEvent::Notification(_)) | Delivery::NotInFlight(CallEvent::Notification(_)) => return,
         };
-        let listened = self.unsolicited.get().is_some_and(|tx| tx.receiver_count() > 0);
+        let listened = self
+            .unsolicited
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .is_some_and(|tx| tx.receiver_count() > 0);
         if self.unsolicited_requests == UnsolicitedRequests::Forward && listened {
             self.broadcast(Message::Request(request));
             return;
@@ -471,7 +485,7 @@ impl UpstreamSession {
 
     /// Sends to whoever subscribed; nothing when nobody ever did.
     fn broadcast(&self, message: Message) {
-        if let Some(tx) = self.unsolicited.get() {
+        if let Some(tx) = &*self.unsolicited.lock().unwrap_or_else(|e| e.into_inner()) {
             let _ = tx.send(message);
         }
     }

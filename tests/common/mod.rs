@@ -580,6 +580,22 @@ pub fn send_listen(
     request.send().expect("listen")
 }
 
+/// The messages of an SSE response, read on a thread of their own: a stream
+/// left open would block a read for ever, a channel's `recv_timeout` does not.
+/// The channel closes when the stream ends.
+pub fn sse_messages(response: reqwest::blocking::Response) -> std::sync::mpsc::Receiver<Value> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut events = SseLines(BufReader::new(response));
+    std::thread::spawn(move || {
+        while let Some(message) = events.next_message() {
+            if tx.send(message).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
 /// The JSON-RPC messages of an SSE body, read as they come.
 pub struct SseLines<R: BufRead>(pub R);
 
@@ -714,6 +730,21 @@ pub fn pids_with(needle: &str) -> Vec<u32> {
         .collect()
 }
 
+/// [`pids_with`] among `parent`'s direct children.
+pub fn children_with(parent: u32, needle: &str) -> Vec<u32> {
+    let parent = parent.to_string();
+    pids_with(needle)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+                status
+                    .lines()
+                    .any(|line| line.strip_prefix("PPid:").is_some_and(|p| p.trim() == parent))
+            })
+        })
+        .collect()
+}
+
 fn is_zombie(proc_dir: &Path) -> bool {
     std::fs::read_to_string(proc_dir.join("stat"))
         .is_ok_and(|s| s.split(") ").nth(1).is_some_and(|rest| rest.starts_with('Z')))
@@ -825,9 +856,14 @@ impl TracedUpstream {
 
     /// Starts it on `port` (a port just freed by a killed server: retried while still taken).
     pub fn start_on(port: u16) -> TracedUpstream {
+        TracedUpstream::start_on_with(port, &[])
+    }
+
+    /// [`TracedUpstream::start_on`] with extra arguments.
+    pub fn start_on_with(port: u16, extra: &[&str]) -> TracedUpstream {
         let mut last = String::new();
         for _ in 0..40 {
-            match TracedUpstream::try_start(port, &[]) {
+            match TracedUpstream::try_start(port, extra) {
                 Ok(upstream) => return upstream,
                 Err(e) => last = e,
             }

@@ -38,6 +38,7 @@ use crate::translate::{ModernRequest, down, up};
 
 mod legacy_clients;
 mod relay;
+mod share;
 mod subscriptions;
 mod watch;
 
@@ -482,7 +483,7 @@ impl Asking<'_> {
                     *index,
                     asked_id.clone(),
                     ModernMethod::SubscriptionsListen,
-                    Some(params),
+                    Some(params.clone()),
                 )
                 .await;
             let Reply::Stream(mut responses, _) = reply else {
@@ -491,7 +492,7 @@ impl Asking<'_> {
             };
             match tokio::time::timeout(within, responses.recv()).await.ok().flatten() {
                 Some(Message::Notification(ack)) if ack.method == "notifications/subscriptions/acknowledged" => {
-                    Some((ack, responses))
+                    Some((ack, responses, params))
                 }
                 _ => {
                     tracing::warn!(member = %member.backend.name(), "a member's listen was not acknowledged");
@@ -506,36 +507,32 @@ impl Asking<'_> {
             resources: false,
             uris: Vec::new(),
         };
-        let mut streams = Vec::new();
-        for ((_, _, prefix), opened) in joined.iter().zip(opened) {
-            if let Some((ack, responses)) = opened {
+        let mut shares = Vec::new();
+        for ((index, _, prefix), opened) in joined.iter().zip(opened) {
+            if let Some((ack, responses, params)) = opened {
                 join_acknowledgement(&mut filter, ack.params.as_deref(), prefix);
-                streams.push((responses, (*prefix).to_owned()));
+                let share = share::Share {
+                    gateway: self.gateway.weak(),
+                    closing: self.gateway.closing.clone(),
+                    federation: self.federation.clone(),
+                    member: *index,
+                    prefix: (*prefix).to_owned(),
+                    id: id.clone(),
+                    params,
+                    envelope: self.envelope.clone(),
+                    principal: self.principal.clone(),
+                };
+                shares.push((share, responses));
             }
         }
-        if streams.is_empty() {
+        if shares.is_empty() {
             let error = ErrorObject::internal("no member of this federation could open a listen");
             return error_reply(id, error);
         }
         let (tx, rx) = mpsc::channel(FEDERATED_QUEUE);
         let _ = tx.try_send(listen::acknowledgement(&filter, &id.to_value()));
-        for (mut responses, prefix) in streams {
-            let tx = tx.clone();
-            let federation = self.federation.clone();
-            tokio::spawn(async move {
-                while let Some(message) = responses.recv_for(&tx).await {
-                    let Message::Notification(mut notification) = message else {
-                        return; // the member ended its listen; the others go on
-                    };
-                    if notification.method.ends_with("/list_changed") {
-                        federation.list_changed(list_changed_method(&notification.method));
-                    }
-                    expose_notification(&prefix, &mut notification);
-                    if tx.send(Message::Notification(notification)).await.is_err() {
-                        return; // the client closed its listen: dropping ours closes the member's
-                    }
-                }
-            });
+        for (share, responses) in shares {
+            tokio::spawn(share.run(responses, tx.clone()));
         }
         let responses = match hold {
             Some(hold) => Responses::from(rx).holding(hold),
@@ -852,6 +849,44 @@ fn expose_notification(prefix: &str, notification: &mut Notification) {
     let mut params = notification.params.take().map(LazyJson::into_value);
     route::expose_notification(prefix, &notification.method, &mut params);
     notification.params = params.map(LazyJson::from);
+}
+
+/// Asks `member` of `federation` for a listen outside any client's request
+/// (eragate's own watch of a member, a joined listen's share opened again);
+/// `None` once that should stop: the gateway is gone or closing, or
+/// `federation` is no longer the one routed at its path (a reload replaced it).
+async fn listen_unprompted(
+    gateway: &std::sync::Weak<Gateway>,
+    federation: &Arc<Federation>,
+    member: usize,
+    id: Id,
+    params: Value,
+    envelope: &Envelope,
+    principal: &Principal,
+) -> Option<Reply> {
+    let gateway = gateway.upgrade()?;
+    let routed = gateway.router.route(&federation.config().path);
+    let still_ours = routed
+        .as_ref()
+        .and_then(Backend::federation)
+        .is_some_and(|routed| Arc::ptr_eq(routed, federation));
+    if gateway.closing.is_cancelled() || !still_ours {
+        return None;
+    }
+    let asking = Asking {
+        gateway: &gateway,
+        federation,
+        prefixes: federation.prefixes(),
+        envelope,
+        client: None,
+        principal,
+        session: None,
+    };
+    Some(
+        asking
+            .ask(member, id, ModernMethod::SubscriptionsListen, Some(params))
+            .await,
+    )
 }
 
 fn error_reply(id: Id, error: ErrorObject) -> Reply {

@@ -4,26 +4,22 @@
 //! share a name.
 
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Asking, list_changed_method};
+use tokio_util::sync::CancellationToken;
+
+use super::{Asking, list_changed_method, listen_unprompted};
 use crate::auth::Principal;
 use crate::bridge::Gateway;
+use crate::bridge::listen::{REOPEN_PAUSE, REOPEN_PAUSE_MAX};
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::stateless_envelope;
 use crate::federate::names::PrefixMode;
 use crate::federate::route::NameKind;
-use crate::protocol::{Id, Message, ModernMethod};
+use crate::protocol::{Id, Message};
 use crate::router::Backend;
 use crate::router::federation::Federation;
-
-/// The first pause before a member's watch listen is opened again.
-const WATCH_PAUSE: Duration = Duration::from_secs(1);
-
-/// The longest such pause.
-const WATCH_PAUSE_MAX: Duration = Duration::from_secs(60);
 
 /// Listens to every member of every federation for list changes while the
 /// gateway lives: a member's `list_changed` drops the names learned from it
@@ -42,69 +38,55 @@ pub fn spawn_watcher(gateway: &Arc<Gateway>, backend: &Backend) {
     let Some(federation) = backend.federation() else {
         return;
     };
-    let path = federation.config().path.clone();
     for member in 0..federation.members().len() {
-        let watch = watch_member(Arc::downgrade(gateway), path.clone(), federation.clone(), member);
+        let watch = watch_member(
+            Arc::downgrade(gateway),
+            gateway.closing.clone(),
+            federation.clone(),
+            member,
+        );
         tokio::spawn(watch);
     }
 }
 
-async fn watch_member(gateway: Weak<Gateway>, path: String, federation: Arc<Federation>, member: usize) {
-    let mut pause = WATCH_PAUSE;
+async fn watch_member(gateway: Weak<Gateway>, closing: CancellationToken, federation: Arc<Federation>, member: usize) {
+    let envelope = stateless_envelope(&json!({}), &Value::Null);
+    let principal = Principal::anonymous();
+    let every_list = json!({"notifications": {
+        "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}});
+    let mut pause = REOPEN_PAUSE;
     loop {
-        let Some(strong) = gateway.upgrade() else { return };
-        let routed = strong.router.route(&path);
-        if routed
-            .as_ref()
-            .and_then(Backend::federation)
-            .is_none_or(|f| !Arc::ptr_eq(f, &federation))
-        {
-            return;
-        }
-        let closing = strong.closing.clone();
-        let envelope = stateless_envelope(&json!({}), &Value::Null);
-        let principal = Principal::anonymous();
-        let asking = Asking {
-            gateway: &strong,
-            federation: &federation,
-            prefixes: federation.prefixes(),
-            envelope: &envelope,
-            client: None,
-            principal: &principal,
-            session: None,
-        };
-        let every_list = json!({"notifications": {
-            "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}});
-        let reply = asking
-            .ask(
-                member,
-                Id::number(0),
-                ModernMethod::SubscriptionsListen,
-                Some(every_list),
-            )
-            .await;
-        drop(strong);
+        let asked = listen_unprompted(
+            &gateway,
+            &federation,
+            member,
+            Id::number(0),
+            every_list.clone(),
+            &envelope,
+            &principal,
+        );
+        let Some(reply) = asked.await else { return };
         if let Reply::Stream(mut responses, _) = reply {
             loop {
                 let message = tokio::select! {
-                    _ = closing.cancelled() => return,
+                    () = closing.cancelled() => return,
                     message = responses.recv() => message,
                 };
                 match message {
                     Some(Message::Notification(n)) if n.method.ends_with("/list_changed") => {
                         federation.list_changed(list_changed_method(&n.method));
-                        pause = WATCH_PAUSE;
+                        pause = REOPEN_PAUSE;
                     }
-                    Some(Message::Notification(_)) => pause = WATCH_PAUSE,
+                    Some(Message::Notification(_)) => pause = REOPEN_PAUSE,
                     _ => break,
                 }
             }
         }
         tokio::select! {
-            _ = closing.cancelled() => return,
-            _ = tokio::time::sleep(pause) => {}
+            () = closing.cancelled() => return,
+            () = tokio::time::sleep(pause) => {}
         }
-        pause = (pause * 2).min(WATCH_PAUSE_MAX);
+        pause = (pause * 2).min(REOPEN_PAUSE_MAX);
     }
 }
 
