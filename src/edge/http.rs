@@ -6,10 +6,6 @@ mod body;
 mod hosts;
 mod listener;
 
-/// The TCP peer of a request, put in its extensions by the listener.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeerAddress(pub SocketAddr);
-
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -68,14 +64,15 @@ impl HttpFrontend {
         listener::serve(self, listener, shutdown, drain).await;
     }
 
-    /// Answers one HTTP request.
-    pub async fn handle(&self, request: http::Request<Incoming>) -> http::Response<Body> {
+    /// Answers one HTTP request from `peer` (the connection's TCP peer: given, not
+    /// put in the request's extensions, which would allocate them on every request).
+    pub async fn handle(&self, request: http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
         let path = request.uri().path();
         match path {
             "/healthz" => return respond::plain(StatusCode::OK, "ok"),
             "/readyz" => return self.readiness(),
             _ if self.gateway.authz.as_ref().is_some_and(|a| a.owns(path)) => {
-                return Box::pin(self.authorization_server(request)).await;
+                return Box::pin(self.authorization_server(request, peer)).await;
             }
             _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
@@ -397,7 +394,7 @@ impl HttpFrontend {
 
     /// The built-in authorization server's pages and endpoints (`[auth.server]`),
     /// their bodies read within the listener's bounds.
-    async fn authorization_server(&self, request: http::Request<Incoming>) -> http::Response<Body> {
+    async fn authorization_server(&self, request: http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
         let Some(authz) = self.gateway.authz.clone() else {
             return reject(Rejection::NoEndpoint);
         };
@@ -406,9 +403,7 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        if let Some(PeerAddress(peer)) = parts.extensions.get::<PeerAddress>().copied() {
-            parts.extensions.insert(crate::authz::ClientIp(peer.ip()));
-        }
+        parts.extensions.insert(crate::authz::ClientIp(peer.ip()));
         let (parts, body) = authz.handle(http::Request::from_parts(parts, bytes)).await.into_parts();
         http::Response::from_parts(parts, respond::full(body))
     }
