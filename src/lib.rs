@@ -24,7 +24,8 @@
 //! | respond | `application/json`, or an SSE stream scoped to the request | [`bridge::reply`], [`edge::respond`] |
 //! | observe | a per-request record opened at dispatch, closed with the answer: metrics, access log, request and upstream-call spans | [`telemetry`], carried by [`bridge::dispatch`] |
 //!
-//! Beside the path: [`tls`] reads certificate files for the edge and the
+//! Beside the path: [`fast_hash`] is the hasher of the maps on the path whose
+//! keys eragate makes itself; [`tls`] reads certificate files for the edge and the
 //! HTTPS upstreams; [`reload`] swaps the router's upstreams when the
 //! configuration changes; [`federate`] holds the pure rules of serving several
 //! upstreams as one (exposed names, merged pages under a sealed cursor, one
@@ -48,6 +49,7 @@ pub mod authz;
 pub mod bridge;
 pub mod config;
 pub mod edge;
+pub mod fast_hash;
 pub mod federate;
 pub mod health;
 pub mod policy;

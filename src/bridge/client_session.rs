@@ -2,6 +2,7 @@
 //! relays to, the requests in flight and the server→client requests relayed to it,
 //! and its GET stream.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -61,7 +62,8 @@ pub struct ClientSession {
     /// `notifications/cancelled`. An id may be in flight more than once (the spec
     /// forbids reusing one; load tools, retries and buggy clients do it): each such
     /// request is answered on its own, and a cancellation naming the id stops them all.
-    in_flight: Mutex<HashMap<Id, Vec<u64>>>,
+    /// Keyed by what the client chooses: std's SipHash (src/fast_hash.rs).
+    in_flight: Mutex<HashMap<Id, Carriers>>,
     /// The client's open GET stream, if any.
     stream: Mutex<Option<mpsc::Sender<Message>>>,
     /// Toward a modern upstream: the resources the client subscribed to, and the
@@ -102,6 +104,49 @@ impl TooManySubscriptions {
              unsubscribe from one first"
         );
         crate::protocol::ErrorObject::new(crate::protocol::ErrorCode::INVALID_PARAMS, message)
+    }
+}
+
+/// The upstream ids carrying one client request id: nearly always one, kept
+/// without an allocation (a `Vec` per call was a `malloc` and a `free`).
+#[derive(Debug)]
+enum Carriers {
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Carriers {
+    fn push(&mut self, upstream_id: u64) {
+        match self {
+            Carriers::One(first) => *self = Carriers::Many(vec![*first, upstream_id]),
+            Carriers::Many(ids) => ids.push(upstream_id),
+        }
+    }
+
+    fn contains(&self, upstream_id: u64) -> bool {
+        match self {
+            Carriers::One(id) => *id == upstream_id,
+            Carriers::Many(ids) => ids.contains(&upstream_id),
+        }
+    }
+
+    /// The carriers but `upstream_id`; `None` when none is left.
+    fn without(self, upstream_id: u64) -> Option<Carriers> {
+        match self {
+            Carriers::One(id) if id == upstream_id => None,
+            Carriers::One(id) => Some(Carriers::One(id)),
+            Carriers::Many(mut ids) => {
+                ids.retain(|id| *id != upstream_id);
+                (!ids.is_empty()).then_some(Carriers::Many(ids))
+            }
+        }
+    }
+
+    fn into_vec(self) -> Vec<u64> {
+        match self {
+            Carriers::One(id) => vec![id],
+            Carriers::Many(ids) => ids,
+        }
     }
 }
 
@@ -382,24 +427,30 @@ impl ClientSession {
 
     /// Remembers a client request in flight, carried upstream as `upstream_id`.
     pub fn track(&self, client_id: Id, upstream_id: u64) {
-        lock(&self.in_flight).entry(client_id).or_default().push(upstream_id);
+        match lock(&self.in_flight).entry(client_id) {
+            Entry::Occupied(mut carriers) => carriers.get_mut().push(upstream_id),
+            Entry::Vacant(vacant) => {
+                vacant.insert(Carriers::One(upstream_id));
+            }
+        }
     }
 
-    /// Forgets one finished request.
+    /// Forgets one finished request (one lookup when it was the id's only carrier).
     pub fn untrack(&self, client_id: &Id, upstream_id: u64) {
         let mut in_flight = lock(&self.in_flight);
-        if let Some(carriers) = in_flight.get_mut(client_id) {
-            carriers.retain(|id| *id != upstream_id);
-            if carriers.is_empty() {
-                in_flight.remove(client_id);
-            }
+        if let Some((client_id, carriers)) = in_flight.remove_entry(client_id)
+            && let Some(left) = carriers.without(upstream_id)
+        {
+            in_flight.insert(client_id, left);
         }
     }
 
     /// Forgets every request in flight under `client_id` (the client cancelled
     /// that id); the upstream ids that carried them.
     pub fn untrack_all(&self, client_id: &Id) -> Vec<u64> {
-        lock(&self.in_flight).remove(client_id).unwrap_or_default()
+        lock(&self.in_flight)
+            .remove(client_id)
+            .map_or_else(Vec::new, Carriers::into_vec)
     }
 
     /// Whether the request carried upstream as `upstream_id` is still in flight
@@ -407,7 +458,7 @@ impl ClientSession {
     pub fn is_in_flight(&self, client_id: &Id, upstream_id: u64) -> bool {
         lock(&self.in_flight)
             .get(client_id)
-            .is_some_and(|carriers| carriers.contains(&upstream_id))
+            .is_some_and(|carriers| carriers.contains(upstream_id))
     }
 
     /// Attaches the client's GET stream. The first one also starts relaying what

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::auth::Principal;
 use crate::config::SessionsConfig;
+use crate::fast_hash::FastState;
 use crate::policy::quota::{self, Held, Room};
 use crate::protocol::Era;
 use crate::protocol::Revision;
@@ -30,7 +31,8 @@ pub use super::client_session::{AttachError, ClientSession, stateless_envelope};
 
 /// Every live legacy client session on this replica.
 pub struct SessionStore {
-    sessions: DashMap<Arc<str>, Arc<ClientSession>>,
+    /// Keyed by the ids eragate minted: [`FastState`].
+    sessions: DashMap<Arc<str>, Arc<ClientSession>, FastState>,
     /// The quotas' counts, kept as sessions come and go, so that opening a
     /// session asks two numbers instead of walking every session (which made
     /// each `initialize` cost O(sessions): 42 ms of CPU at 30 k open, bench/SCALE.md).
@@ -92,7 +94,7 @@ impl SessionStore {
         SessionStore {
             ended: DashMap::new(),
             max_ended,
-            sessions: DashMap::new(),
+            sessions: DashMap::with_hasher(FastState::default()),
             counts: HeldCounts::default(),
             config,
             sealer,

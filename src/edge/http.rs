@@ -6,16 +6,13 @@ mod body;
 mod hosts;
 mod listener;
 
-/// The TCP peer of a request, put in its extensions by the listener.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PeerAddress(pub SocketAddr);
-
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{ACCEPT, ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE};
+use http::header::{AsHeaderName, HeaderName};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
@@ -32,6 +29,14 @@ use crate::protocol::{Era, Message, Revision};
 use crate::router::{Backend, Endpoint};
 use crate::telemetry::trace;
 use crate::translate::{HeaderField, RoutingHeaders};
+
+/// The MCP headers read on every request, as header names: a lookup by `&str`
+/// parses and checks the name first (~350 instructions a lookup).
+const SESSION_ID_HEADER: HeaderName = HeaderName::from_static(MCP_SESSION_ID);
+const PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static(MCP_PROTOCOL_VERSION);
+const METHOD_HEADER: HeaderName = HeaderName::from_static(MCP_METHOD);
+const NAME_HEADER: HeaderName = HeaderName::from_static(MCP_NAME);
+const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
 
 /// The refusal of a batch on a session (or none) whose revision may not batch.
 const BATCHES_FOR_2025_03_26: Rejection = Rejection::BatchNotAllowed {
@@ -68,14 +73,15 @@ impl HttpFrontend {
         listener::serve(self, listener, shutdown, drain).await;
     }
 
-    /// Answers one HTTP request.
-    pub async fn handle(&self, request: http::Request<Incoming>) -> http::Response<Body> {
+    /// Answers one HTTP request from `peer` (the connection's TCP peer: given, not
+    /// put in the request's extensions, which would allocate them on every request).
+    pub async fn handle(&self, request: http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
         let path = request.uri().path();
         match path {
             "/healthz" => return respond::plain(StatusCode::OK, "ok"),
             "/readyz" => return self.readiness(),
             _ if self.gateway.authz.as_ref().is_some_and(|a| a.owns(path)) => {
-                return Box::pin(self.authorization_server(request)).await;
+                return Box::pin(self.authorization_server(request, peer)).await;
             }
             _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
@@ -113,19 +119,18 @@ impl HttpFrontend {
             }
             Endpoint::SseStream | Endpoint::SseMessages => return reject(Rejection::MethodNotAllowed),
         }
-        let session_id = header_text(request.headers(), MCP_SESSION_ID).map(str::to_owned);
+        // A POST reads its session id from its own head (no copy of the ~300-byte id).
+        if request.method() == Method::POST {
+            return self.post(request, &backend, &admitted).await;
+        }
+        let session_id = header_text(request.headers(), SESSION_ID_HEADER);
         match *request.method() {
-            Method::POST => self.post(request, &backend, session_id.as_deref(), &admitted).await,
-            Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id.as_deref()) => {
+            Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id) => {
                 reject(Rejection::MethodNotAllowed)
             }
             Method::GET if !accepts(request.headers(), "text/event-stream") => reject(Rejection::StreamNotAcceptable),
-            Method::GET => {
-                Box::pin(self.open_stream(&backend, session_id.as_deref().unwrap_or_default(), &principal)).await
-            }
-            Method::DELETE => {
-                Box::pin(self.end_session(&backend, session_id.as_deref().unwrap_or_default(), &principal)).await
-            }
+            Method::GET => Box::pin(self.open_stream(&backend, session_id.unwrap_or_default(), &principal)).await,
+            Method::DELETE => Box::pin(self.end_session(&backend, session_id.unwrap_or_default(), &principal)).await,
             _ => reject(Rejection::MethodNotAllowed),
         }
     }
@@ -159,12 +164,11 @@ impl HttpFrontend {
         &self,
         request: http::Request<Incoming>,
         backend: &Backend,
-        session_id: Option<&str>,
         admitted: &Admitted,
     ) -> http::Response<Body> {
         let principal = &admitted.principal;
         let headers = request.headers();
-        if !(accepts(headers, "application/json") && accepts(headers, "text/event-stream")) {
+        if !accepts_all(headers, ["application/json", "text/event-stream"]) {
             return reject(Rejection::NotAcceptable);
         }
         if !content_type_is_json(headers) {
@@ -175,6 +179,7 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
+        let session_id = header_text(&parts.headers, SESSION_ID_HEADER);
         let session = self.lookup(backend, session_id, principal).await;
         // A batch where none is allowed is refused before a byte of it is parsed.
         if !batches_allowed(&session) && scan::is_batch(&bytes, self.bounds()) {
@@ -397,7 +402,7 @@ impl HttpFrontend {
 
     /// The built-in authorization server's pages and endpoints (`[auth.server]`),
     /// their bodies read within the listener's bounds.
-    async fn authorization_server(&self, request: http::Request<Incoming>) -> http::Response<Body> {
+    async fn authorization_server(&self, request: http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
         let Some(authz) = self.gateway.authz.clone() else {
             return reject(Rejection::NoEndpoint);
         };
@@ -406,9 +411,7 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        if let Some(PeerAddress(peer)) = parts.extensions.get::<PeerAddress>().copied() {
-            parts.extensions.insert(crate::authz::ClientIp(peer.ip()));
-        }
+        parts.extensions.insert(crate::authz::ClientIp(peer.ip()));
         let (parts, body) = authz.handle(http::Request::from_parts(parts, bytes)).await.into_parts();
         http::Response::from_parts(parts, respond::full(body))
     }
@@ -444,9 +447,10 @@ impl HttpFrontend {
     /// The client's `traceparent` header, when this gateway traces (an untraced one never
     /// reads it, and its requests skip the trace wrappers).
     fn traceparent(&self, headers: &http::HeaderMap) -> Option<String> {
-        header_text(headers, "traceparent")
-            .filter(|_| self.gateway.telemetry.is_tracing())
-            .map(str::to_owned)
+        if !self.gateway.telemetry.is_tracing() {
+            return None;
+        }
+        header_text(headers, TRACEPARENT_HEADER).map(str::to_owned)
     }
 
     /// 403 `insufficient_scope` naming the scopes `message` needs and the token lacks
@@ -522,16 +526,16 @@ fn malformed(error: FrameError) -> http::Response<Body> {
 
 /// GET and DELETE belong to legacy sessions; a modern client (or no session) gets 405.
 fn is_modern_or_sessionless(headers: &HeaderMap, session_id: Option<&str>) -> bool {
-    let modern_header = header_text(headers, MCP_PROTOCOL_VERSION)
+    let modern_header = header_text(headers, PROTOCOL_VERSION_HEADER)
         .is_some_and(|v| Revision::parse(v).is_none_or(|r| r.era() == Era::Modern));
     modern_header || session_id.is_none()
 }
 
 fn routing_headers(headers: &HeaderMap) -> RoutingHeaders<'_> {
     RoutingHeaders::Http {
-        protocol_version: header_field(headers, MCP_PROTOCOL_VERSION),
-        method: header_field(headers, MCP_METHOD),
-        name: header_field(headers, MCP_NAME),
+        protocol_version: header_field(headers, PROTOCOL_VERSION_HEADER),
+        method: header_field(headers, METHOD_HEADER),
+        name: header_field(headers, NAME_HEADER),
     }
 }
 
@@ -544,7 +548,7 @@ fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-fn header_field<'a>(headers: &'a HeaderMap, name: &str) -> HeaderField<'a> {
+fn header_field(headers: &HeaderMap, name: impl AsHeaderName) -> HeaderField<'_> {
     let mut values = headers.get_all(name).iter();
     match (values.next(), values.next()) {
         (None, _) => HeaderField::Absent,
@@ -553,30 +557,42 @@ fn header_field<'a>(headers: &'a HeaderMap, name: &str) -> HeaderField<'a> {
     }
 }
 
-fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn header_text(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// Whether `Accept` admits `wanted` (exactly, by `type/*`, or by `*/*`).
 fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
-    let wanted_type = wanted.split('/').next().unwrap_or("");
-    headers
+    accepts_all(headers, [wanted])
+}
+
+/// Whether `Accept` admits every one of `wanted`, read once for all of them.
+fn accepts_all<const N: usize>(headers: &HeaderMap, wanted: [&str; N]) -> bool {
+    let mut admitted = [false; N];
+    let items = headers
         .get_all(ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|item| {
-            let media = item.split(';').next().unwrap_or("").trim();
-            media.eq_ignore_ascii_case(wanted)
+        .flat_map(|v| v.split(','));
+    for item in items {
+        let media = item.split(';').next().unwrap_or("").trim();
+        for (wanted, admitted) in wanted.iter().zip(admitted.iter_mut()) {
+            let wanted_type = wanted.split('/').next().unwrap_or("");
+            *admitted |= media.eq_ignore_ascii_case(wanted)
                 || media == "*/*"
                 || media
                     .strip_suffix("/*")
-                    .is_some_and(|t| t.eq_ignore_ascii_case(wanted_type))
-        })
+                    .is_some_and(|t| t.eq_ignore_ascii_case(wanted_type));
+        }
+        if admitted.iter().all(|a| *a) {
+            return true;
+        }
+    }
+    admitted.iter().all(|a| *a)
 }
 
 fn content_type_is_json(headers: &HeaderMap) -> bool {
-    header_text(headers, CONTENT_TYPE.as_str())
+    header_text(headers, CONTENT_TYPE)
         .map(|v| v.split(';').next().unwrap_or("").trim())
         .is_some_and(|media| media.eq_ignore_ascii_case("application/json"))
 }

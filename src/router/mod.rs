@@ -8,7 +8,6 @@ pub mod federation;
 pub mod lists;
 pub mod reads;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +20,7 @@ pub use crate::upstream::{Call, CallEvent, CallStep, OnDrop, PartitionKey, Upstr
 pub use backend::{Admission, Backend, SessionNeed};
 
 use crate::config::UpstreamConfig;
+use crate::fast_hash::FastMap;
 use crate::upstream::Upstream;
 use crate::upstream::credentials::Registrations;
 use crate::upstream::transport::stdio::ChildSupervisor;
@@ -42,7 +42,8 @@ pub enum Endpoint {
 /// a configuration reload ([`Router::reload`]); a request holds the backend it
 /// was routed to (a cheap clone), so a swap never pulls one from under it.
 pub struct Router {
-    routes: ArcSwap<HashMap<String, Backend>>,
+    /// Keyed by the configured paths: [`FastMap`].
+    routes: ArcSwap<FastMap<String, Backend>>,
     /// Every stdio child of every backend, for shutdown.
     supervisor: ChildSupervisor,
     /// eragate registers itself once per authorization server, whichever upstreams share it.
@@ -104,7 +105,7 @@ impl Router {
     pub fn reload(&self, upstreams: &[UpstreamConfig]) -> Reloaded {
         let old = self.routes.load_full();
         let mut reloaded = Reloaded::default();
-        let mut routes = HashMap::with_capacity(upstreams.len());
+        let mut routes = FastMap::with_capacity_and_hasher(upstreams.len(), Default::default());
         for (path, configs) in by_path(upstreams) {
             let backend = match old.get(&path) {
                 Some(backend) if backend.configs() == configs => {

@@ -9,6 +9,7 @@
 //! `public_url`'s host, `localhost` on a loopback or wildcard bind, and
 //! `listen.allowed_hosts`.
 
+use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
 use http::header::{HOST, ORIGIN};
@@ -31,13 +32,17 @@ impl Served {
         let mut origins = own_origins(scheme, local);
         origins.extend(listen.allowed_origins.iter().cloned());
         let every_host = listen.allowed_hosts.iter().any(|h| h == "*");
-        let mut hosts: Vec<String> = listen.allowed_hosts.iter().map(|h| normalized(h)).collect();
+        let mut hosts: Vec<String> = listen
+            .allowed_hosts
+            .iter()
+            .map(|h| normalized(h).into_owned())
+            .collect();
         if local.ip().is_loopback() || local.ip().is_unspecified() {
             hosts.push("localhost".into());
         }
         let public = listen.public_url.as_deref().and_then(|u| u.parse::<Uri>().ok());
         if let Some(host) = public.as_ref().and_then(Uri::host) {
-            hosts.push(normalized(host));
+            hosts.push(normalized(host).into_owned());
         }
         Served {
             origins,
@@ -78,7 +83,7 @@ impl Served {
             },
         };
         let Some(name) = host_name(authority) else { return false };
-        name.parse::<IpAddr>().is_ok() || hosts.contains(&name)
+        name.parse::<IpAddr>().is_ok() || hosts.iter().any(|host| *host == name)
     }
 }
 
@@ -98,7 +103,7 @@ fn own_origins(scheme: &str, local: SocketAddr) -> Vec<String> {
 }
 
 /// The host name of a `Host` value, lower case, without port, brackets or a trailing dot.
-fn host_name(authority: &str) -> Option<String> {
+fn host_name(authority: &str) -> Option<Cow<'_, str>> {
     let authority = authority.trim();
     let name = match authority.strip_prefix('[') {
         Some(rest) => rest.split_once(']')?.0,
@@ -107,8 +112,14 @@ fn host_name(authority: &str) -> Option<String> {
     (!name.is_empty()).then(|| normalized(name))
 }
 
-fn normalized(host: &str) -> String {
-    host.trim().trim_end_matches('.').to_ascii_lowercase()
+/// Borrowed when already lower case (a request's `Host` is checked without a copy).
+fn normalized(host: &str) -> Cow<'_, str> {
+    let host = host.trim().trim_end_matches('.');
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Cow::Owned(host.to_ascii_lowercase())
+    } else {
+        Cow::Borrowed(host)
+    }
 }
 
 #[cfg(test)]

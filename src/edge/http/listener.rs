@@ -148,11 +148,15 @@ impl Connection {
         let activity = Arc::new(Activity::new());
         let service = {
             let activity = activity.clone();
-            service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+            // Kept this small: hyper's `recv_msg` then inlines the closure and builds the
+            // request's future in place. One that did more (it put the peer address in the
+            // request's extensions) was called out of line, and its future, as large as
+            // every state of `handle`, was copied three times (~9,400 instructions per
+            // call; bench/NOTES.md, "Instructions per proxied call").
+            service_fn(move |request: http::Request<hyper::body::Incoming>| {
                 let (frontend, in_flight) = (frontend.clone(), activity.enter());
-                request.extensions_mut().insert(super::PeerAddress(peer));
                 async move {
-                    let response = frontend.handle(request).await;
+                    let response = frontend.handle(request, peer).await;
                     Ok::<_, Infallible>(response.map(|body| Tracked {
                         body,
                         _in_flight: in_flight,

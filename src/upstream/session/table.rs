@@ -3,13 +3,13 @@
 //! response or event to its call's slot with the caller's own ids restored.
 //! It decides nothing about where a message goes: the session asks it.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
 use super::slot::{CallEvent, CallSlot};
+use crate::fast_hash::FastMap;
 use crate::protocol::{Id, LazyJson, Notification, Response};
 use crate::translate::multiplex::{restore_progress_token, retag_subscription, rewrite_progress_token};
 use crate::upstream::error::UpstreamError;
@@ -18,7 +18,8 @@ use crate::upstream::error::UpstreamError;
 pub(crate) struct CallTable {
     next_id: AtomicU64,
     /// A std mutex: held only to insert, look up or remove an entry, never across `.await`.
-    pending: Mutex<HashMap<u64, Pending>>,
+    /// Keyed by eragate's own ids: [`FastMap`].
+    pending: Mutex<FastMap<u64, Pending>>,
 }
 
 /// One request in flight: where its answer goes, and the caller's own ids.
@@ -43,7 +44,7 @@ impl CallTable {
     pub(crate) fn new(first_id: u64) -> CallTable {
         CallTable {
             next_id: AtomicU64::new(first_id),
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(FastMap::default()),
         }
     }
 
@@ -147,7 +148,7 @@ impl CallTable {
         self.lock().len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Pending>> {
+    fn lock(&self) -> MutexGuard<'_, FastMap<u64, Pending>> {
         // A poisoned lock only means another thread panicked mid-insert; the map is still usable.
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -424,7 +424,8 @@ impl LinkState {
     }
 
     fn remember_session_id(&self, response: &http::Response<Incoming>) {
-        if let Some(id) = response.headers().get(MCP_SESSION_ID) {
+        // By its name, not the `&str`: a lookup by text parses the name first.
+        if let Some(id) = response.headers().get(SESSION_ID_HEADER) {
             let mut slot = self.session_id.write().unwrap_or_else(|e| e.into_inner());
             if slot.is_none() {
                 *slot = Some(id.clone());
