@@ -272,7 +272,7 @@ impl ClientSession {
     }
 
     /// Adds or removes a subscribed URI; returns the new set, or
-    /// [`TooManySubscriptions`] (the set unchanged) past [`MAX_SUBSCRIPTIONS`].
+    /// `TooManySubscriptions` (the set unchanged) past `MAX_SUBSCRIPTIONS`.
     pub fn change_subscriptions(&self, uri: &str, subscribe: bool) -> Result<BTreeSet<String>, TooManySubscriptions> {
         let mut listen = lock(&self.listen);
         if subscribe {

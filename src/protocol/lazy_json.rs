@@ -109,7 +109,7 @@ impl LazyJson {
     }
 
     /// The object written again with some members dropped or replaced, from the
-    /// member spans the `_meta` pass found (no other pass; see [`Digest`]).
+    /// member spans the `_meta` pass found (no other pass; see `Digest`).
     /// `edit` is asked about each member, with whether it is the last of that
     /// name (the one a tree keeps). `None` when the spans are not known: the
     /// caller takes [`LazyJson::text_members`].

@@ -157,7 +157,7 @@ fn setpriv() -> Option<&'static Path> {
 }
 
 /// Logs the child's stderr line by line, each line cut at [`MAX_STDERR_LINE`]
-/// bytes and at most [`STDERR_LINES_PER_SECOND`] lines a second.
+/// bytes and at most `STDERR_LINES_PER_SECOND` lines a second.
 pub async fn log_stderr(upstream: Arc<str>, pid: u32, stderr: ChildStderr) {
     let mut reader = BufReader::with_capacity(MAX_STDERR_LINE, stderr);
     let mut lines = BoundedLines::new(MAX_STDERR_LINE);
@@ -258,7 +258,7 @@ impl BoundedLines {
     }
 }
 
-/// Per-child stderr rate limit: a one-second window of [`STDERR_LINES_PER_SECOND`] lines.
+/// Per-child stderr rate limit: a one-second window of `STDERR_LINES_PER_SECOND` lines.
 #[derive(Debug)]
 pub struct LogBudget {
     window: Instant,
