@@ -99,6 +99,20 @@ async def settle(held):
     await until(f"the upstream's open listens to be {want}", lambda: open_listens() == want)
 
 
+async def first_update(client, uri, also=None):
+    """Touches `uri` (after `also`, when given) until its first update arrives: an HTTP
+    client's GET stream may attach after the first update, which is then lost. The rounds it took."""
+    rounds = 0
+    while uri not in received and rounds < 10:
+        rounds += 1
+        if also is not None:
+            await touch(client, also)
+        await touch(client, uri)
+        await wait(lambda: uri in received, 2.0)
+    await until(f"the update of {uri}", lambda: uri in received, 0)
+    return rounds
+
+
 async def subscriptions(client):
     a, b, c = spec["uris"]
     phases, mark = [], 0
@@ -110,15 +124,8 @@ async def subscriptions(client):
 
     await client.subscribe_resource(a)
     await settle([a])
-    # An HTTP client's GET stream may attach after the first update, which is then lost:
-    # touch again until one arrives.
-    rounds = 0
-    while a not in received and rounds < 10:
-        rounds += 1
-        await touch(client, b)
-        await touch(client, a)
-        await wait(lambda: a in received, 2.0)
-    await until("the update of a", lambda: a in received, 0)
+    # b (not subscribed) is touched first every round: it must never arrive.
+    rounds = await first_update(client, a, also=b)
     phase()
 
     await client.subscribe_resource(b)
@@ -153,12 +160,7 @@ async def restart(client):
     a = spec["uris"][0]
     await client.subscribe_resource(a)
     await settle([a])
-    rounds = 0
-    while a not in received and rounds < 10:
-        rounds += 1
-        await touch(client, a)
-        await wait(lambda: a in received, 2.0)
-    await until("the update of a", lambda: a in received, 0)
+    await first_update(client, a)
     before = len(received)
     with open(spec["ready"], "w", encoding="utf-8") as f:
         f.write("subscribed")

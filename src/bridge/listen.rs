@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -126,12 +127,35 @@ pub async fn legacy_subscription_change(session: &Arc<ClientSession>, request: &
     Ok(json!({}))
 }
 
-/// The first pause before a listen eragate keeps for a client whose upstream
-/// ended it (a restart, a dropped connection) is opened again.
-pub const REOPEN_PAUSE: std::time::Duration = std::time::Duration::from_secs(1);
+/// The pause before a listen eragate keeps open for someone is asked for again
+/// after its upstream ended it (a restart, a dropped connection): 1 s, doubling
+/// up to a minute while the upstream cannot be reached, 1 s again once it delivers.
+/// One policy for every such listen (a legacy session's here, a federated
+/// listen's member share, the federation's own watch).
+pub struct ReopenPause(Duration);
 
-/// The longest such pause (it doubles while the upstream cannot be reached).
-pub const REOPEN_PAUSE_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+impl Default for ReopenPause {
+    fn default() -> ReopenPause {
+        ReopenPause(ReopenPause::FIRST)
+    }
+}
+
+impl ReopenPause {
+    const FIRST: Duration = Duration::from_secs(1);
+    const LONGEST: Duration = Duration::from_secs(60);
+
+    /// The listen delivered: the next pause is the first again.
+    pub fn reset(&mut self) {
+        self.0 = ReopenPause::FIRST;
+    }
+
+    /// The pause to wait now; the one after it is twice as long.
+    pub fn take(&mut self) -> Duration {
+        let now = self.0;
+        self.0 = (now * 2).min(ReopenPause::LONGEST);
+        now
+    }
+}
 
 /// (Re)opens the session's listen on the modern upstream for `uris`; notifications
 /// go to the client's stream without their subscription tag. When the upstream
@@ -151,7 +175,7 @@ fn reopen(session: &Arc<ClientSession>, uris: BTreeSet<String>) {
     let params = down::legacy_params_for_modern(Some(params), &envelope);
     let client = Arc::downgrade(session);
     let task = tokio::spawn(async move {
-        let mut pause = REOPEN_PAUSE;
+        let mut pause = ReopenPause::default();
         loop {
             let Some(backend) = client.upgrade().and_then(|c| c.upstream().cloned()) else {
                 return;
@@ -172,20 +196,34 @@ fn reopen(session: &Arc<ClientSession>, uris: BTreeSet<String>) {
                         {
                             let Some(client) = client.upgrade() else { return };
                             client.push(Message::Notification(listen::untagged(n)));
-                            pause = REOPEN_PAUSE;
+                            pause.reset();
                         }
                         CallStep::Event(_) => {}
                         CallStep::Done(_) => break,
                     }
                 }
             }
+            let pause = pause.take();
             tracing::debug!(
                 ?pause,
                 "a legacy session's listen on its modern upstream ended; opening it again"
             );
             tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(REOPEN_PAUSE_MAX);
         }
     });
     session.replace_listen(Some(task.abort_handle()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reopen_pause_doubles_up_to_a_minute_and_starts_again_once_delivered() {
+        let mut pause = ReopenPause::default();
+        let seconds: Vec<u64> = (0..9).map(|_| pause.take().as_secs()).collect();
+        assert_eq!(seconds, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        pause.reset();
+        assert_eq!(pause.take(), Duration::from_secs(1));
+    }
 }

@@ -7,7 +7,7 @@
 //! collects. A member failing or slow is left out of lists, never fails them.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use serde_json::{Value, json};
@@ -486,16 +486,10 @@ impl Asking<'_> {
                     Some(params.clone()),
                 )
                 .await;
-            let Reply::Stream(mut responses, _) = reply else {
-                tracing::warn!(member = %member.backend.name(), "a member's listen did not open");
-                return None;
-            };
-            match tokio::time::timeout(within, responses.recv()).await.ok().flatten() {
-                Some(Message::Notification(ack)) if ack.method == "notifications/subscriptions/acknowledged" => {
-                    Some((ack, responses, params))
-                }
-                _ => {
-                    tracing::warn!(member = %member.backend.name(), "a member's listen was not acknowledged");
+            match acknowledged(reply, within).await {
+                Ok((ack, responses)) => Some((ack, responses, params)),
+                Err(why) => {
+                    tracing::warn!(member = %member.backend.name(), "a member's listen {why}");
                     None
                 }
             }
@@ -849,6 +843,21 @@ fn expose_notification(prefix: &str, notification: &mut Notification) {
     let mut params = notification.params.take().map(LazyJson::into_value);
     route::expose_notification(prefix, &notification.method, &mut params);
     notification.params = params.map(LazyJson::from);
+}
+
+/// A member's answer to a listen, once its first message acknowledged it
+/// within `within`: the acknowledgement and the stream that follows it. `Err`
+/// says what went wrong instead ("did not open", "was not acknowledged").
+async fn acknowledged(reply: Reply, within: Duration) -> Result<(Notification, Responses), &'static str> {
+    let Reply::Stream(mut responses, _) = reply else {
+        return Err("did not open");
+    };
+    match tokio::time::timeout(within, responses.recv()).await.ok().flatten() {
+        Some(Message::Notification(ack)) if ack.method == "notifications/subscriptions/acknowledged" => {
+            Ok((ack, responses))
+        }
+        _ => Err("was not acknowledged"),
+    }
 }
 
 /// Asks `member` of `federation` for a listen outside any client's request

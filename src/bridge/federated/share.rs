@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use super::{expose_notification, list_changed_method};
 use crate::auth::Principal;
 use crate::bridge::Gateway;
-use crate::bridge::listen::{REOPEN_PAUSE, REOPEN_PAUSE_MAX};
-use crate::bridge::reply::{Reply, Responses};
+use crate::bridge::listen::ReopenPause;
+use crate::bridge::reply::Responses;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::{Id, Message};
 use crate::router::federation::Federation;
@@ -53,7 +53,7 @@ impl Share {
     /// Forwards the member's notifications into `joined` until the client
     /// closes its listen, opening the share again whenever the member ends it.
     pub async fn run(self, mut responses: Responses, joined: mpsc::Sender<Message>) {
-        let mut pause = REOPEN_PAUSE;
+        let mut pause = ReopenPause::default();
         loop {
             while let Some(message) = responses.recv_for(&joined).await {
                 let Message::Notification(mut notification) = message else {
@@ -66,16 +66,15 @@ impl Share {
                 if joined.send(Message::Notification(notification)).await.is_err() {
                     return; // the client closed its listen: dropping ours closes the member's
                 }
-                pause = REOPEN_PAUSE;
+                pause.reset();
             }
             drop(responses);
             responses = loop {
                 tokio::select! {
                     () = joined.closed() => return,
                     () = self.closing.cancelled() => return,
-                    () = tokio::time::sleep(pause) => {}
+                    () = tokio::time::sleep(pause.take()) => {}
                 }
-                pause = (pause * 2).min(REOPEN_PAUSE_MAX);
                 match self.reopen().await {
                     Reopened::Open(responses) => break *responses,
                     Reopened::NotYet => {}
@@ -105,17 +104,20 @@ impl Share {
         let Some(reply) = reply else {
             return Reopened::Never;
         };
-        let Reply::Stream(mut responses, _) = reply else {
-            tracing::debug!(member, "a member's ended listen share could not be opened again yet");
-            return Reopened::NotYet;
-        };
         let within = self.federation.config().handshake_timeout.0;
-        match tokio::time::timeout(within, responses.recv()).await.ok().flatten() {
-            Some(Message::Notification(ack)) if ack.method == "notifications/subscriptions/acknowledged" => {
+        match super::acknowledged(reply, within).await {
+            Ok((_, responses)) => {
                 tracing::info!(member, "a member's ended listen share was opened again");
                 Reopened::Open(Box::new(responses))
             }
-            _ => Reopened::NotYet,
+            Err(why) => {
+                tracing::debug!(
+                    member,
+                    why,
+                    "a member's ended listen share could not be opened again yet"
+                );
+                Reopened::NotYet
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::{Asking, list_changed_method, listen_unprompted};
 use crate::auth::Principal;
 use crate::bridge::Gateway;
-use crate::bridge::listen::{REOPEN_PAUSE, REOPEN_PAUSE_MAX};
+use crate::bridge::listen::ReopenPause;
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::stateless_envelope;
 use crate::federate::names::PrefixMode;
@@ -54,7 +54,7 @@ async fn watch_member(gateway: Weak<Gateway>, closing: CancellationToken, federa
     let principal = Principal::anonymous();
     let every_list = json!({"notifications": {
         "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true}});
-    let mut pause = REOPEN_PAUSE;
+    let mut pause = ReopenPause::default();
     loop {
         let asked = listen_unprompted(
             &gateway,
@@ -75,18 +75,17 @@ async fn watch_member(gateway: Weak<Gateway>, closing: CancellationToken, federa
                 match message {
                     Some(Message::Notification(n)) if n.method.ends_with("/list_changed") => {
                         federation.list_changed(list_changed_method(&n.method));
-                        pause = REOPEN_PAUSE;
+                        pause.reset();
                     }
-                    Some(Message::Notification(_)) => pause = REOPEN_PAUSE,
+                    Some(Message::Notification(_)) => pause.reset(),
                     _ => break,
                 }
             }
         }
         tokio::select! {
             () = closing.cancelled() => return,
-            () = tokio::time::sleep(pause) => {}
+            () = tokio::time::sleep(pause.take()) => {}
         }
-        pause = (pause * 2).min(REOPEN_PAUSE_MAX);
     }
 }
 
