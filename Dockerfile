@@ -26,15 +26,15 @@ RUN mkdir -p src benches bench/src/bin/mcpload \
  && touch src/lib.rs \
  && sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml > /tmp/names \
  && while read -r name; do echo 'fn main() {}' > "benches/$name.rs"; done < /tmp/names \
- && CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
-    cargo build --release --locked -p eragate --bin eragate \
+ && CARGO_PROFILE_DIST_DEBUG=false CARGO_PROFILE_DIST_STRIP=symbols \
+    cargo build --profile dist --locked -p eragate --bin eragate \
  && rm -rf src benches bench/src
 # eragate itself. Sources keep their own mtimes, so touch them past the stub build's.
 COPY . .
 RUN find src -name '*.rs' -exec touch {} + \
- && CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
-    cargo build --release --locked -p eragate --bin eragate \
- && install -D -m 0755 target/release/eragate /out/eragate
+ && CARGO_PROFILE_DIST_DEBUG=false CARGO_PROFILE_DIST_STRIP=symbols \
+    cargo build --profile dist --locked -p eragate --bin eragate \
+ && install -D -m 0755 target/dist/eragate /out/eragate
 
 FROM ${RUNTIME}
 COPY --from=build /out/eragate /usr/local/bin/eragate

@@ -3,7 +3,8 @@
 #
 #   bench/run.sh [--quick] [--no-build]
 #
-# Builds in release mode, installs the peer bridges (supergateway@4.0.0 from npm,
+# Builds eragate and the hyper relay with the `dist` profile the container image ships (fat
+# LTO, one codegen unit) and the rest of the harness in release mode, installs the peer bridges (supergateway@4.0.0 from npm,
 # mcp-proxy==0.13.0 from PyPI) into .cache/bench/, starts every process on
 # 127.0.0.1, runs every scenario of issue 3, stops everything it started, and
 # writes bench/RESULTS.md. Full run: under 10 minutes on 2 cores; --quick: under 2.
@@ -17,7 +18,7 @@ BUILD=1
 for arg in "$@"; do
   case "$arg" in
     --quick) MODE=quick ;;
-    # The release binaries already in target/release (no build, no criterion micro benchmarks):
+    # The binaries already in target/dist and target/release (no build, no criterion micro benchmarks):
     # a check of the harness on a machine where a build would take long.
     --no-build) BUILD=0 ;;
     *) echo "usage: bench/run.sh [--quick] [--no-build]" >&2; exit 2 ;;
@@ -30,6 +31,9 @@ WORK="$REPO/bench/work"
 CACHE="$REPO/.cache/bench"
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 BIN="$TARGET_DIR/release"
+# The two proxies compared with nginx, built as eragate ships (Cargo.toml's `dist` profile).
+ERAGATE="$TARGET_DIR/dist/eragate"
+RELAY="$TARGET_DIR/dist/hyper-relay"
 RUN_ID="eragate-bench-$$-$START_S"
 export ERAGATE_BENCH_RUN="$RUN_ID"   # inherited by what we start: the final sweep finds strays by it
 export ERAGATE_LOG="${ERAGATE_LOG:-warn}"
@@ -85,10 +89,11 @@ mkdir -p "$WORK/logs" "$CACHE"
 
 # ---------------------------------------------------------------- build
 if ((BUILD)); then
-  log "building (release)"
-  (cd "$REPO" && cargo build --release --workspace --bins --quiet && cargo bench --no-run --quiet --bench micro 2>/dev/null)
+  log "building (dist: eragate and hyper-relay; release: the harness)"
+  (cd "$REPO" && cargo build --profile dist --workspace --bin eragate --bin hyper-relay --quiet \
+    && cargo build --release --workspace --bins --quiet && cargo bench --no-run --quiet --bench micro 2>/dev/null)
 fi
-for b in eragate fast-upstream mcpload bench-issuer hyper-relay; do [[ -x "$BIN/$b" ]] || die "$BIN/$b missing"; done
+for b in "$ERAGATE" "$RELAY" "$BIN/fast-upstream" "$BIN/mcpload" "$BIN/bench-issuer"; do [[ -x "$b" ]] || die "$b missing"; done
 # What was built: the commit, and whether src/ differed from it.
 COMMIT="$(cd "$REPO" && git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
 if [[ -n "$(cd "$REPO" && git status --porcelain -- src 2>/dev/null)" ]]; then COMMIT="$COMMIT + uncommitted changes in src/"; fi
@@ -280,7 +285,7 @@ compare() { # NAME TITLE SUBJECT ROUNDS [--sse] TARGET...
 log "starting the fast upstream (HTTP) and eragate"
 start upstream "${PIN_SERVER[@]}" "$BIN/fast-upstream" --http "127.0.0.1:$P_UP"; UP_PID=$LAST_PID
 wait_mcp "http://127.0.0.1:$P_UP/mcp" "$UP_PID" legacy
-start eragate-http "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$CFG_HTTP" --shutdown-grace 2s; GW_PID=$LAST_PID
+start eragate-http "${PIN_SERVER[@]}" "$ERAGATE" run --config "$CFG_HTTP" --shutdown-grace 2s; GW_PID=$LAST_PID
 wait_http "http://127.0.0.1:$P_GW/readyz" "$GW_PID"
 wait_mcp "http://127.0.0.1:$P_GW/mcp" "$GW_PID" modern
 
@@ -288,7 +293,7 @@ start nginx "${PIN_SERVER[@]}" "$NGINX" -c "$CFG_NGINX" -p "$NGINX_DIR" -e "$WOR
 wait_mcp "http://127.0.0.1:$P_NGINX/mcp" "$NGINX_PID" legacy
 NGINX_PIDS=$(nginx_pids "$NGINX_PID")
 # The floor of eragate's own design: the same runtime and HTTP parts, forwarding only.
-start hyper-relay "${PIN_SERVER[@]}" "$BIN/hyper-relay" "127.0.0.1:$P_RELAY" "http://127.0.0.1:$P_UP"; RELAY_PID=$LAST_PID
+start hyper-relay "${PIN_SERVER[@]}" "$RELAY" "127.0.0.1:$P_RELAY" "http://127.0.0.1:$P_UP"; RELAY_PID=$LAST_PID
 wait_mcp "http://127.0.0.1:$P_RELAY/mcp" "$RELAY_PID" legacy
 
 DIRECT="http://127.0.0.1:$P_UP/mcp"
@@ -316,7 +321,7 @@ stop "$NGINX_PID"; stop "$RELAY_PID"
 log "starting bench-issuer and eragate with OAuth"
 start issuer "${PIN_SERVER[@]}" "$BIN/bench-issuer" "127.0.0.1:$P_ISSUER"; ISS_PID=$LAST_PID
 wait_http "http://127.0.0.1:$P_ISSUER/jwks" "$ISS_PID"
-start eragate-oauth "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$CFG_OAUTH" --shutdown-grace 2s; GWA_PID=$LAST_PID
+start eragate-oauth "${PIN_SERVER[@]}" "$ERAGATE" run --config "$CFG_OAUTH" --shutdown-grace 2s; GWA_PID=$LAST_PID
 wait_http "http://127.0.0.1:$P_GW_OAUTH/readyz" "$GWA_PID"
 VIA_OAUTH="http://127.0.0.1:$P_GW_OAUTH/mcp"
 TOKEN_FILE="$WORK/bench-token.jwt"
@@ -336,7 +341,7 @@ stop "$GW_PID"
 log "starting server-everything (Streamable HTTP) and eragate in front of it"
 PORT=$P_EVERY start everything "${PIN_SERVER[@]}" node --require "$BIND_LOCALHOST" "$EVERYTHING_JS" streamableHttp; EV_PID=$LAST_PID
 wait_mcp "http://127.0.0.1:$P_EVERY/mcp" "$EV_PID" legacy "--arg message"
-start eragate-everything "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$CFG_EVERY" --shutdown-grace 2s; GWE_PID=$LAST_PID
+start eragate-everything "${PIN_SERVER[@]}" "$ERAGATE" run --config "$CFG_EVERY" --shutdown-grace 2s; GWE_PID=$LAST_PID
 wait_http "http://127.0.0.1:$P_GW_EVERY/readyz" "$GWE_PID"
 wait_mcp "http://127.0.0.1:$P_GW_EVERY/mcp" "$GWE_PID" modern "--arg message"
 EV_DIRECT="http://127.0.0.1:$P_EVERY/mcp"
@@ -349,7 +354,7 @@ stop "$EV_PID"
 
 # ---------------------------------------------------------------- 4: memory (a fresh eragate)
 log "scenario memory: idle, $SESSIONS idle legacy sessions, $INFLIGHT in flight"
-start eragate-memory "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$WORK/eragate-memory.toml" --shutdown-grace 2s; MEM_PID=$LAST_PID
+start eragate-memory "${PIN_SERVER[@]}" "$ERAGATE" run --config "$WORK/eragate-memory.toml" --shutdown-grace 2s; MEM_PID=$LAST_PID
 wait_http "http://127.0.0.1:$P_GW_MEM/readyz" "$MEM_PID"
 "${PIN_LOAD[@]}" "$BIN/mcpload" memory --url "http://127.0.0.1:$P_GW_MEM/mcp" --pid "$MEM_PID" \
   --sessions "$SESSIONS" --inflight "$INFLIGHT" --sleep-ms "$SLEEP_MS" --out "$WORK/memory.json" \
@@ -359,7 +364,7 @@ stop "$UP_PID"
 
 # ---------------------------------------------------------------- 3: stdio bridging
 log "starting eragate, supergateway and mcp-proxy in front of fast-upstream --stdio"
-start eragate-stdio "${PIN_SERVER[@]}" "$BIN/eragate" run --config "$CFG_STDIO" --shutdown-grace 2s; GWS_PID=$LAST_PID
+start eragate-stdio "${PIN_SERVER[@]}" "$ERAGATE" run --config "$CFG_STDIO" --shutdown-grace 2s; GWS_PID=$LAST_PID
 start supergateway "${PIN_SERVER[@]}" node --require "$BIND_LOCALHOST" "$SUPERGW_JS" \
   --stdio "$BIN/fast-upstream --stdio" --outputTransport streamableHttp --stateful \
   --port "$P_SUPERGW" --streamableHttpPath /mcp --logLevel none; SG_PID=$LAST_PID
@@ -392,7 +397,7 @@ ENV_FILE="$WORK/env.txt"
   echo "kernel=$(uname -sr)"
   echo "commit=$COMMIT"
   echo "rustc=$(rustc --version)"
-  echo "build=release profile (opt-level 3, no LTO, line tables)"
+  echo "build=eragate and hyper-relay: dist profile (opt-level 3, fat LTO, one codegen unit, line tables), as the container image ships; the harness: release"
   echo "supergateway=$SUPERGW_FOUND (npm), stateful Streamable HTTP mode"
   echo "everything=@modelcontextprotocol/server-everything $EVERYTHING_FOUND (npm), streamableHttp mode"
   echo "mcp_proxy=$MCPPROXY_FOUND (PyPI)"
