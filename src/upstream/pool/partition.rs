@@ -250,6 +250,11 @@ impl Partition {
         self.sessions.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// `read` over the sessions, under the read lock (keep it short: no await, no other lock).
+    pub(super) fn with_sessions<R>(&self, read: impl FnOnce(&[Pooled]) -> R) -> R {
+        read(&self.sessions.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
     pub(super) fn add(&self, pooled: Pooled) {
         self.sessions.write().unwrap_or_else(|e| e.into_inner()).push(pooled);
     }

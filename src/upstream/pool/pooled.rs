@@ -145,44 +145,71 @@ impl Upstream {
     /// The least loaded usable session on a healthy member, unless every one is
     /// busy and the partition may grow (`force` takes any usable session).
     fn choose_with(&self, partition: &Partition, force: bool, sharing: Sharing) -> Option<Arc<UpstreamSession>> {
-        let sessions = partition.snapshot();
-        let usable: Vec<&Pooled> = sessions
-            .iter()
-            .filter(|p| !p.session.is_closed() && !p.session.is_draining())
-            .collect();
-        let healthy: Vec<&&Pooled> = usable.iter().filter(|p| self.member_healthy(p.member)).collect();
-        let any_healthy_member = self.members.iter().any(|m| m.health.is_healthy());
-        let candidates: Vec<&Pooled> = if healthy.is_empty() && !any_healthy_member {
-            usable.clone() // every member is out: keep trying the sessions we have
-        } else {
-            healthy.into_iter().copied().collect()
-        };
-        let best = candidates.iter().min_by_key(|p| p.session.in_flight())?;
-        // A request that must be alone on its session never shares one: with no
-        // idle session, another is opened, beyond `pool.size` if need be.
-        let (busy_at, room) = match sharing {
-            Sharing::Pooled => (
-                self.config.pool.max_in_flight_per_session,
-                self.pool_size() > usable.len(),
-            ),
-            Sharing::Alone => (1, true),
-        };
-        let busy = best.session.in_flight() >= busy_at;
-        if force || !(busy && room) {
-            Some(best.session.clone())
-        } else {
-            None
-        }
+        // One pass under the partition's read lock, nothing allocated: this runs on
+        // every pooled request. Ties go to the first session, as `min_by_key` would.
+        partition.with_sessions(|sessions| {
+            let mut usable = 0;
+            let mut least_loaded: Option<&Pooled> = None;
+            let mut least_loaded_healthy: Option<&Pooled> = None;
+            let fewer =
+                |best: Option<&Pooled>, p: &Pooled| best.is_none_or(|b| p.session.in_flight() < b.session.in_flight());
+            for pooled in sessions {
+                if pooled.session.is_closed() || pooled.session.is_draining() {
+                    continue;
+                }
+                usable += 1;
+                if fewer(least_loaded, pooled) {
+                    least_loaded = Some(pooled);
+                }
+                if self.member_healthy(pooled.member) && fewer(least_loaded_healthy, pooled) {
+                    least_loaded_healthy = Some(pooled);
+                }
+            }
+            let every_member_out = !self.members.iter().any(|m| m.health.is_healthy());
+            let best = match least_loaded_healthy {
+                // Every member is out: keep trying the sessions we have.
+                None if every_member_out => least_loaded?,
+                best => best?,
+            };
+            // A request that must be alone on its session never shares one: with no
+            // idle session, another is opened, beyond `pool.size` if need be.
+            let (busy_at, room) = match sharing {
+                Sharing::Pooled => (self.config.pool.max_in_flight_per_session, self.pool_size() > usable),
+                Sharing::Alone => (1, true),
+            };
+            let busy = best.session.in_flight() >= busy_at;
+            (force || !(busy && room)).then(|| best.session.clone())
+        })
     }
 
     /// Sessions past their request or age limit start draining; drained and dead ones go.
     fn retire(&self, partition: &Partition) {
         let restart = &self.config.restart;
+        let worn = |session: &UpstreamSession| {
+            (restart.max_requests > 0 && session.served() >= restart.max_requests)
+                || (!restart.max_lifetime.0.is_zero() && session.age() >= restart.max_lifetime.0)
+        };
+        // Most requests find nothing to retire: look first under the read lock, allocating nothing.
+        let nothing_to_do = partition.with_sessions(|sessions| {
+            let mut live = 0;
+            let mut idle = false;
+            for pooled in sessions {
+                let session = &pooled.session;
+                let draining = session.is_draining();
+                if session.is_closed() || (worn(session) && !draining) || (draining && session.in_flight() == 0) {
+                    return false;
+                }
+                live += 1;
+                idle |= session.in_flight() == 0;
+            }
+            live <= self.pool_size() || !idle
+        });
+        if nothing_to_do {
+            return;
+        }
         for pooled in partition.snapshot() {
             let session = &pooled.session;
-            let worn = (restart.max_requests > 0 && session.served() >= restart.max_requests)
-                || (!restart.max_lifetime.0.is_zero() && session.age() >= restart.max_lifetime.0);
-            if worn && !session.is_draining() {
+            if worn(session) && !session.is_draining() {
                 tracing::info!(upstream = %self.name, served = session.served(), "replacing a worn session (draining)");
                 session.drain();
             }
