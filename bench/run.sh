@@ -4,10 +4,10 @@
 #   bench/run.sh [--quick] [--no-build]
 #
 # Builds eragate and the hyper relay with the `dist` profile the container image ships (fat
-# LTO, one codegen unit) and the rest of the harness in release mode, installs the peer bridges (supergateway@4.0.0 from npm,
-# mcp-proxy==0.13.0 from PyPI) into .cache/bench/, starts every process on
-# 127.0.0.1, runs every scenario of issue 3, stops everything it started, and
-# writes bench/RESULTS.md. Full run: under 10 minutes on 2 cores; --quick: under 2.
+# LTO, one codegen unit) and the rest of the harness in release mode, installs the peer
+# bridges (supergateway@4.0.0 from npm, mcp-proxy==0.13.0 from PyPI) into .cache/bench/,
+# starts every process on 127.0.0.1, runs every scenario of issue 3, stops everything it
+# started, and writes bench/RESULTS.md. Full run: under 10 minutes on 2 cores; --quick: under 2.
 # Scratch files and logs go to bench/work/ (ignored by git).
 set -euo pipefail
 

@@ -203,12 +203,12 @@ fn reopen(session: &Arc<ClientSession>, uris: BTreeSet<String>) {
                     }
                 }
             }
-            let pause = pause.take();
+            let wait = pause.take();
             tracing::debug!(
-                ?pause,
+                ?wait,
                 "a legacy session's listen on its modern upstream ended; opening it again"
             );
-            tokio::time::sleep(pause).await;
+            tokio::time::sleep(wait).await;
         }
     });
     session.replace_listen(Some(task.abort_handle()));

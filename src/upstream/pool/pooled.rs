@@ -165,10 +165,9 @@ impl Upstream {
                     least_loaded_healthy = Some(pooled);
                 }
             }
-            let every_member_out = !self.members.iter().any(|m| m.health.is_healthy());
             let best = match least_loaded_healthy {
                 // Every member is out: keep trying the sessions we have.
-                None if every_member_out => least_loaded?,
+                None if !self.members.iter().any(|m| m.health.is_healthy()) => least_loaded?,
                 best => best?,
             };
             // A request that must be alone on its session never shares one: with no
@@ -189,7 +188,8 @@ impl Upstream {
             (restart.max_requests > 0 && session.served() >= restart.max_requests)
                 || (!restart.max_lifetime.0.is_zero() && session.age() >= restart.max_lifetime.0)
         };
-        // Most requests find nothing to retire: look first under the read lock, allocating nothing.
+        // Most requests find nothing to retire: look first under the read lock, allocating
+        // nothing, for what the loops below act on (a session to drain, to remove, or surplus).
         let nothing_to_do = partition.with_sessions(|sessions| {
             let mut live = 0;
             let mut idle = false;
