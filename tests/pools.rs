@@ -819,6 +819,42 @@ fn connections_to(port: u16) -> usize {
         .count()
 }
 
+/// An upstream closes keep-alive connections left idle (uvicorn, under the Python SDK's
+/// server, after 5 s): the next calls are not sent on a closed one, and all succeed.
+#[test]
+fn connections_the_upstream_closed_while_idle_are_not_reused() {
+    let upstream = LegacyHttpServer::start(&[]);
+    let port = port_of(&upstream.url);
+    let gateway = Gateway::start(&format!(
+        "[[upstreams]]\nname = \"fixture\"\n[upstreams.http]\nurl = \"{}\"\n",
+        upstream.url
+    ));
+    let url = gateway.url();
+    for (id, reply) in concurrent_slow_calls(&url, 1, 4, 2) {
+        assert_eq!(text_of(&reply, id), "done", "log:\n{}", gateway.log());
+    }
+    let busy = connections_to(port);
+    assert!(busy >= 2, "{busy} connections to the upstream after 4 concurrent calls");
+    // uvicorn closes the idle ones; the pool learns it only when it next looks.
+    assert!(
+        poll_until(Duration::from_secs(15), || connections_to(port) < busy),
+        "the upstream closed no idle connection (still {busy})"
+    );
+    for id in 10..16 {
+        let reply = modern_call(&url, id, "echo", json!({"text": id.to_string()}));
+        assert_eq!(text_of(&reply, id), format!("echo: {id}"), "log:\n{}", gateway.log());
+    }
+}
+
+/// The port of an `http://127.0.0.1:PORT/...` URL.
+fn port_of(url: &str) -> u16 {
+    url.rsplit(':')
+        .next()
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .expect("the upstream's port")
+}
+
 /// A burst of concurrent calls opens a connection per call to an HTTP upstream; once
 /// they end, no more than `http.max_idle_connections` stay open (the default, the upstream's
 /// `max_in_flight` of 512, keeps them all: the control that shows the bound is what closes
@@ -827,13 +863,7 @@ fn connections_to(port: u16) -> usize {
 fn idle_upstream_connections_are_bounded_after_a_burst() {
     for (bound, kept_at_least, kept_at_most) in [(None, 12, usize::MAX), (Some(2), 0, 3)] {
         let upstream = LegacyHttpServer::start(&[]);
-        let port: u16 = upstream
-            .url
-            .rsplit(':')
-            .next()
-            .and_then(|rest| rest.split('/').next())
-            .and_then(|p| p.parse().ok())
-            .expect("the upstream's port");
+        let port = port_of(&upstream.url);
         let setting = bound
             .map(|b| format!("max_idle_connections = {b}\n"))
             .unwrap_or_default();

@@ -410,10 +410,12 @@ fn lean_parse(bytes: &[u8]) -> Option<Result<Message, FrameError>> {
     if bytes.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r')) != Some(&b'{') {
         return None;
     }
-    let Look::Plain { line_breaks } = lazy_json::look(bytes) else {
+    // Invalid UTF-8 is the tree parse's to name; checked once here, then read as `str`.
+    let text = std::str::from_utf8(bytes).ok()?;
+    let Look::Plain { line_breaks } = lazy_json::look(text) else {
         return None;
     };
-    let members: Members<'_> = serde_json::from_slice(bytes).ok()?;
+    let members: Members<'_> = serde_json::from_str(text).ok()?;
     members.into_message(line_breaks)
 }
 
@@ -779,6 +781,14 @@ mod tests {
                 matches!(Message::parse(text.as_bytes()), Err(FrameError::Parse(_))),
                 "{text}"
             );
+        }
+        // Invalid UTF-8, in a value the lean parse would skip or in one it keeps.
+        for bytes in [
+            &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"other\":\"\xff\"}"[..],
+            &b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"s\":\"\xc3\"}}"[..],
+        ] {
+            assert!(lean_parse(bytes).is_none());
+            assert!(matches!(Message::parse(bytes), Err(FrameError::Parse(_))));
         }
     }
 

@@ -1,6 +1,7 @@
 //! The design's floor for issue 17: a reverse proxy built from the parts eragate is
-//! built from (tokio's multi-thread runtime, hyper's HTTP/1.1 server, hyper-util's
-//! pooled keep-alive client) that does nothing but forward.
+//! built from (tokio's multi-thread runtime, hyper's HTTP/1.1 server and client
+//! connections, kept alive in a list of idle connections as eragate's upstream
+//! client keeps them) that does nothing but forward.
 //!
 //! ```text
 //! hyper-relay 127.0.0.1:PORT http://127.0.0.1:UPSTREAM_PORT
@@ -16,6 +17,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,12 +25,76 @@ use http::header::{self, HeaderMap, HeaderName};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
 use hyper::service::service_fn;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 
-type UpstreamClient = Client<HttpConnector, Full<Bytes>>;
+/// Keep-alive connections to the one upstream: idle ones are taken from the end
+/// and put back there once their answer is read, as eragate's upstream client does
+/// (src/upstream/transport/http_client.rs; no idle timeout: the runs are short).
+#[derive(Clone)]
+struct UpstreamClient {
+    upstream: SocketAddr,
+    idle: Arc<Mutex<Vec<SendRequest<Full<Bytes>>>>>,
+}
+
+/// Idle upstream connections kept at most.
+const MAX_IDLE: usize = 512;
+
+impl UpstreamClient {
+    async fn request(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, String> {
+        let mut request = request;
+        loop {
+            let taken = {
+                let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+                std::iter::from_fn(|| idle.pop()).find(SendRequest::is_ready)
+            };
+            let (mut sender, reused) = match taken {
+                Some(sender) => (sender, true),
+                None => (self.connect().await?, false),
+            };
+            match sender.try_send_request(request).await {
+                Ok(response) => {
+                    self.release(sender);
+                    return Ok(response);
+                }
+                Err(mut error) => match error.take_message() {
+                    Some(unsent) if reused => request = unsent,
+                    _ => return Err(error.into_error().to_string()),
+                },
+            }
+        }
+    }
+
+    fn release(&self, mut sender: SendRequest<Full<Bytes>>) {
+        if sender.is_ready() {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() < MAX_IDLE {
+                idle.push(sender);
+            }
+        } else if !sender.is_closed() {
+            let client = self.clone();
+            tokio::spawn(async move {
+                if sender.ready().await.is_ok() {
+                    client.release(sender);
+                }
+            });
+        }
+    }
+
+    async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
+        let stream = tokio::net::TcpStream::connect(self.upstream)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = stream.set_nodelay(true);
+        let (mut sender, connection) = http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("handshake: {e}"))?;
+        tokio::spawn(connection);
+        sender.ready().await.map_err(|e| format!("handshake: {e}"))?;
+        Ok(sender)
+    }
+}
 
 /// Headers of one hop (RFC 9110 §7.6.1), never forwarded.
 const HOP_BY_HOP: [HeaderName; 6] = [
@@ -49,10 +115,11 @@ fn main() {
         eprintln!("usage: hyper-relay 127.0.0.1:PORT http://127.0.0.1:UPSTREAM_PORT");
         std::process::exit(2);
     };
-    if upstream.scheme_str() != Some("http") || upstream.authority().is_none() {
-        eprintln!("hyper-relay: the upstream must be an http:// URL with a host and port");
+    let address = upstream.authority().and_then(|a| a.as_str().parse::<SocketAddr>().ok());
+    let Some(address) = address.filter(|_| upstream.scheme_str() == Some("http")) else {
+        eprintln!("hyper-relay: the upstream must be an http:// URL with an IP address and port");
         std::process::exit(2);
-    }
+    };
     // As many workers as the process may use (the benchmark pins it to the server cores),
     // as eragate's default runtime does.
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
@@ -62,19 +129,17 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(e) = runtime.block_on(serve(listen, upstream)) {
+    if let Err(e) = runtime.block_on(serve(listen, upstream, address)) {
         eprintln!("hyper-relay: {e}");
         std::process::exit(1);
     }
 }
 
-async fn serve(listen: SocketAddr, upstream: Uri) -> std::io::Result<()> {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    let client: UpstreamClient = Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .pool_max_idle_per_host(512)
-        .build(connector);
+async fn serve(listen: SocketAddr, upstream: Uri, address: SocketAddr) -> std::io::Result<()> {
+    let client = UpstreamClient {
+        upstream: address,
+        idle: Arc::new(Mutex::new(Vec::new())),
+    };
     let listener = tokio::net::TcpListener::bind(listen).await?;
     eprintln!("hyper-relay: listening on {listen}, forwarding to {upstream}");
     loop {
@@ -126,15 +191,11 @@ async fn forward(
         .await
         .map_err(|e| format!("client body: {e}"))?
         .to_bytes();
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    parts.uri = Uri::builder()
-        .scheme("http")
-        .authority(upstream.authority().map_or("", |a| a.as_str()))
-        .path_and_query(path)
-        .build()
-        .map_err(|e| format!("upstream uri: {e}"))?;
+    // HTTP/1.1 to the upstream: the path as it came, the upstream's authority as `Host`.
     strip_hop_by_hop(&mut parts.headers);
-    parts.headers.remove(header::HOST);
+    let host = upstream.authority().map_or("", |a| a.as_str());
+    let host = http::HeaderValue::from_str(host).map_err(|e| format!("upstream host: {e}"))?;
+    parts.headers.insert(header::HOST, host);
     let answer = client
         .request(Request::from_parts(parts, Full::new(body)))
         .await

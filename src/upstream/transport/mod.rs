@@ -6,6 +6,7 @@
 //! never look at bytes, transports never look at eras or at the call table.
 
 pub mod child;
+pub mod http_client;
 pub mod sse;
 pub mod stdio;
 pub mod streamable_http;
@@ -17,7 +18,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 
-use self::streamable_http::HttpClient;
+use self::http_client::HttpClient;
 pub(crate) use self::streamable_http::PostInFlight;
 use crate::protocol::scan::Bounds;
 use crate::protocol::{Message, Revision};

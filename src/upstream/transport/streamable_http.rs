@@ -15,12 +15,11 @@ use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::Client;
+use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use tokio::task::AbortHandle;
 
+pub use super::http_client::HttpClient;
 use super::{Inbound, send_authorized};
 use crate::config::UpstreamTlsConfig;
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, mirrored_name};
@@ -33,15 +32,11 @@ use crate::upstream::error::UpstreamError;
 /// Largest JSON body or SSE event accepted from an upstream.
 const MAX_UPSTREAM_MESSAGE: usize = 64 * 1024 * 1024;
 
-/// The HTTP client shared by every session of one upstream (connection
-/// pooling): `http://`, or `https://` checked as `[upstreams.tls]` says.
-pub type HttpClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
-
 /// A client for one upstream keeping at most `max_idle_per_endpoint` idle
-/// connections to each of its endpoints, for 90 s at most. When its TLS files cannot
-/// be loaded (they were checked at start; one vanished since), the client
-/// trusts nothing: every `https://` connection fails with the reason logged
-/// here, rather than falling back to roots the operator did not choose.
+/// connections to each of its endpoints, for [`super::http_client::IDLE_TIMEOUT`] at
+/// most. When its TLS files cannot be loaded (they were checked at start; one
+/// vanished since), the client trusts nothing: every `https://` connection fails
+/// with the reason logged here, rather than falling back to roots the operator did not choose.
 pub fn client(upstream: &str, tls: &UpstreamTlsConfig, max_idle_per_endpoint: usize) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
@@ -56,10 +51,7 @@ pub fn client(upstream: &str, tls: &UpstreamTlsConfig, max_idle_per_endpoint: us
         .https_or_http()
         .enable_http1()
         .wrap_connector(connector);
-    Client::builder(TokioExecutor::new())
-        .pool_idle_timeout(Duration::from_secs(90))
-        .pool_max_idle_per_host(max_idle_per_endpoint)
-        .build(connector)
+    HttpClient::new(connector, max_idle_per_endpoint)
 }
 
 /// One Streamable HTTP endpoint and the client reaching it, shared by every
