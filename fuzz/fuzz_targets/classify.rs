@@ -74,7 +74,7 @@ fn check_verdict(
     is_request: bool,
     headers: RoutingHeaders<'_>,
 ) {
-    let signalled = envelope::claimed_version(params).is_some()
+    let signalled = envelope::claims_version(params)
         || matches!(
             headers,
             RoutingHeaders::Http {

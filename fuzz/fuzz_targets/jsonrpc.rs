@@ -15,7 +15,7 @@
 
 use eragate::protocol::jsonrpc::{Frame, FrameError};
 use eragate::protocol::scan::{self, Bounds, Kind, ScanError};
-use eragate::protocol::lazy_json::ParamsView;
+use eragate::protocol::lazy_json::{MetaMember, ParamsView};
 use eragate::protocol::{Message, Response};
 use eragate::translate::down;
 use libfuzzer_sys::fuzz_target;
@@ -140,6 +140,7 @@ fn check_text_params(params: Option<&eragate::protocol::LazyJson>) {
     };
     let tree: Value = params.clone().into_value();
     let text = params.clone();
+    check_meta_members(&params.clone(), &tree);
     assert_eq!(text.meta(), tree.get("_meta"), "_meta read alone");
     for name in ["name", "requestState", "inputResponses", "_meta"] {
         assert_eq!(ParamsView::str_member(&text, name), tree.str_member(name), "{name}");
@@ -160,11 +161,38 @@ fn check_text_params(params: Option<&eragate::protocol::LazyJson>) {
         for name in ["name", "requestState", "_meta"] {
             assert_eq!(ParamsView::str_member(&routed, name), expected.str_member(name), "{name}");
         }
+        check_meta_members(&routed, &expected);
         let legacy = down::modern_text_params_for_legacy(routed);
         assert_eq!(*legacy, down::modern_params_for_legacy(expected), "routed params for a legacy upstream");
     }
     let legacy = down::modern_text_params_for_legacy(params.clone());
     assert_eq!(*legacy, down::modern_params_for_legacy(tree), "params for a legacy upstream");
+}
+
+/// `_meta`'s members read one by one from the text (a 2026-07-28 envelope) are the tree's.
+fn check_meta_members(text: &eragate::protocol::LazyJson, tree: &Value) {
+    let meta = tree.get("_meta");
+    for key in [
+        "io.modelcontextprotocol/protocolVersion",
+        "io.modelcontextprotocol/clientCapabilities",
+        "io.modelcontextprotocol/clientInfo",
+        "progressToken",
+        "traceparent",
+    ] {
+        let expected = meta.and_then(|meta| meta.get(key));
+        let found = text.meta_member(key);
+        assert_eq!(found.map(MetaMember::to_value).as_ref(), expected, "_meta.{key}");
+        assert_eq!(found.and_then(MetaMember::as_str).as_deref(), expected.and_then(Value::as_str));
+    }
+    assert_eq!(ParamsView::has_meta_object(text), meta.is_some_and(Value::is_object), "_meta an object");
+    if let Some(mut names) = text.meta_names() {
+        names.sort_unstable();
+        let keys: Vec<&str> = meta
+            .and_then(Value::as_object)
+            .map(|meta| meta.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(names, keys, "_meta's names");
+    }
 }
 
 /// One line out, the same message back in.

@@ -49,7 +49,8 @@ pub async fn dispatch(gateway: &Gateway, backend: &Backend, inbound: Inbound<'_>
         Message::Response(_) => MethodLabel::RESPONSE,
     };
     let header = trace::header();
-    let parent = traceparent(message).or(header.as_deref());
+    let from_meta = traceparent(message);
+    let parent = from_meta.as_deref().or(header.as_deref());
     let mut exchange = gateway.telemetry.begin(method, backend.stats(), parent);
     if let SessionLookup::Found(s) = &inbound.session {
         exchange.in_session(&s.id, s.revision);
@@ -206,14 +207,14 @@ async fn serve(
 
 /// The client's trace context in `params._meta.traceparent` (2026-07-28 puts it there;
 /// any era may); it wins over a `traceparent` header.
-fn traceparent(message: &Message) -> Option<&str> {
+fn traceparent(message: &Message) -> Option<std::borrow::Cow<'_, str>> {
     let params = match message {
         Message::Request(r) => r.params.as_ref(),
         Message::Notification(n) => n.params.as_ref(),
         Message::Response(_) => None,
     };
-    // `_meta` alone: the rest of the params stays unbuilt.
-    params?.meta()?.get("traceparent")?.as_str()
+    // That member alone: the rest of the params, and of `_meta`, stays unbuilt.
+    params?.meta_member("traceparent")?.as_str()
 }
 
 /// The tool, prompt or resource a request names, for its span (at most 256 bytes of it).

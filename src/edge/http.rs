@@ -568,6 +568,17 @@ fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
 
 /// Whether `Accept` admits every one of `wanted`, read once for all of them.
 fn accepts_all<const N: usize>(headers: &HeaderMap, wanted: [&str; N]) -> bool {
+    // The spelling the SDKs send, taken whole: no splitting, trimming or case folding.
+    const USUAL: &[u8] = b"application/json, text/event-stream";
+    let mut values = headers.get_all(ACCEPT).iter();
+    if let (Some(only), None) = (values.next(), values.next())
+        && only.as_bytes() == USUAL
+        && wanted
+            .iter()
+            .all(|w| matches!(*w, "application/json" | "text/event-stream"))
+    {
+        return true;
+    }
     let mut admitted = [false; N];
     let items = headers
         .get_all(ACCEPT)

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::lazy_json::ParamsView;
+use super::lazy_json::{MetaMember, ParamsView};
 
 /// `_meta` key: the protocol version of this request.
 pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -53,39 +53,40 @@ pub enum EnvelopeError {
     InvalidLogLevel,
 }
 
-/// The version a message claims in its envelope, if any: the era signal in the body.
-pub fn claimed_version<P: ParamsView>(params: Option<&P>) -> Option<&Value> {
-    params?.meta()?.get(PROTOCOL_VERSION)
+/// Whether a message claims a version in its envelope: the era signal in the body.
+pub fn claims_version<P: ParamsView>(params: Option<&P>) -> bool {
+    params.and_then(|p| p.meta_member(PROTOCOL_VERSION)).is_some()
 }
 
 impl Envelope {
     /// Reads and checks the envelope of a request's params.
+    /// Each member is read alone: params kept as text build only these.
     pub fn parse<P: ParamsView>(params: Option<&P>) -> Result<Envelope, EnvelopeError> {
-        let meta = params
-            .and_then(ParamsView::meta)
-            .and_then(Value::as_object)
+        let params = params
+            .filter(|p| p.has_meta_object())
             .ok_or(EnvelopeError::MissingMeta)?;
-        let protocol_version = match meta.get(PROTOCOL_VERSION) {
-            Some(Value::String(v)) => v.clone(),
-            _ => return Err(EnvelopeError::MissingProtocolVersion),
+        let protocol_version = match params.meta_member(PROTOCOL_VERSION).and_then(MetaMember::as_str) {
+            Some(version) => version.into_owned(),
+            None => return Err(EnvelopeError::MissingProtocolVersion),
         };
-        let client_capabilities = match meta.get(CLIENT_CAPABILITIES) {
-            Some(v @ Value::Object(_)) => v.clone(),
+        let client_capabilities = match params.meta_member(CLIENT_CAPABILITIES) {
+            Some(member) if member.is_object() => member.to_value(),
             Some(_) => return Err(EnvelopeError::InvalidClientCapabilities),
             None => return Err(EnvelopeError::MissingClientCapabilities),
         };
-        let log_level = match meta.get(LOG_LEVEL) {
+        let log_level = match params.meta_member(LOG_LEVEL) {
             None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .and_then(LogLevel::parse)
+            Some(member) => Some(
+                member
+                    .as_str()
+                    .and_then(|level| LogLevel::parse(&level))
                     .ok_or(EnvelopeError::InvalidLogLevel)?,
             ),
         };
         Ok(Envelope {
             protocol_version,
             client_capabilities,
-            client_info: meta.get(CLIENT_INFO).cloned(),
+            client_info: params.meta_member(CLIENT_INFO).map(MetaMember::to_value),
             log_level,
         })
     }

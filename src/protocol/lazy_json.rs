@@ -8,7 +8,8 @@
 //! order, number spelling and unknown fields untouched); the tree is built the
 //! first time a stage dereferences it, and the text is given up only when a
 //! stage changes the tree (`DerefMut`). `_meta` alone can be read without the
-//! tree ([`LazyJson::meta`]).
+//! tree ([`LazyJson::meta`]), and one member of it without building `_meta`
+//! ([`LazyJson::meta_member`]): a 2026-07-28 request's envelope is read so.
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
@@ -84,7 +85,44 @@ impl LazyJson {
         if let Some(tree) = self.read.get() {
             return tree.get("_meta");
         }
-        self.digest_of(text).map(|digest| &digest.meta)
+        let digest = self.digest_of(text)?;
+        Some(digest.meta.tree(text.get()))
+    }
+
+    /// One member of `_meta` (the last of that name, as a tree keeps), read
+    /// without building `_meta` where the pass found where its members lie.
+    pub fn meta_member(&self, key: &str) -> Option<MetaMember<'_>> {
+        let Some(text) = self.text.as_deref() else {
+            return self.owned.as_ref()?.get("_meta")?.get(key).map(MetaMember::Tree);
+        };
+        if let Some(tree) = self.read.get() {
+            return tree.get("_meta")?.get(key).map(MetaMember::Tree);
+        }
+        let digest = self.digest_of(text)?;
+        let text = text.get();
+        match (digest.meta.tree.get(), digest.meta.member_spans(text)) {
+            (None, Some((meta, members))) => {
+                let member = members.iter().rev().find(|member| member.name(meta) == key)?;
+                Some(MetaMember::Text(member.value(meta)))
+            }
+            _ => digest.meta.tree(text).get(key).map(MetaMember::Tree),
+        }
+    }
+
+    /// The names of `_meta`'s members, in order, when the pass found them and no
+    /// name repeats (`None`: ask [`LazyJson::meta`]); `Some` of none for no `_meta`.
+    pub fn meta_names(&self) -> Option<Vec<&str>> {
+        let text = self.text.as_deref()?;
+        if self.read.get().is_some() {
+            return None;
+        }
+        let Some(digest) = self.digest_of(text) else {
+            return Some(Vec::new());
+        };
+        let (meta, members) = digest.meta.member_spans(text.get())?;
+        let names: Vec<&str> = members.iter().map(|member| member.name(meta)).collect();
+        let repeats = names.iter().enumerate().any(|(at, name)| names[..at].contains(name));
+        (!repeats).then_some(names)
     }
 
     /// The one pass over the text, made on first use.
@@ -173,7 +211,7 @@ impl LazyJson {
     /// (`_meta`, and the spans moved by the new value's length), so the stages
     /// after read it without another. `Err` with the value as it was when the
     /// spans are not known, the object has no member `name` or several, or
-    /// `name` is `_meta` (which the pass holds built).
+    /// `name` is `_meta` (which the pass holds).
     pub fn with_member<T: serde::Serialize + ?Sized>(mut self, name: &str, value: &T) -> Result<LazyJson, LazyJson> {
         let (Some((text, members)), false) = (self.spans(), name == "_meta") else {
             return Err(self);
@@ -204,6 +242,12 @@ impl LazyJson {
             return Err(self); // cannot happen: the spans came from the digest
         };
         let moved = |offset: usize| offset - old.value_end + old.value_start + value.len();
+        // `_meta` (never the member replaced) moves when it lies after it; its
+        // members' offsets are its own.
+        if digest.meta.start >= old.value_end {
+            digest.meta.start = moved(digest.meta.start);
+            digest.meta.end = moved(digest.meta.end);
+        }
         if let Some(spans) = digest.members.as_deref_mut() {
             for (index, span) in spans.iter_mut().enumerate() {
                 match index.cmp(&at) {
@@ -255,9 +299,91 @@ pub enum Edited {
 /// not kept past [`SPAN_LIMIT`] members or for an escaped name.
 struct Digest {
     /// `_meta`.
-    meta: Value,
+    meta: MetaDigest,
     /// The members in order, when known.
     members: Option<Box<[MemberSpan]>>,
+}
+
+/// Where an object's `_meta` lies in its text, and its members: a request's
+/// envelope is read member by member (`io.modelcontextprotocol/*`, `progressToken`,
+/// `traceparent`), and `_meta` is built only for a stage that asks for the tree.
+struct MetaDigest {
+    /// `_meta`'s value (the last, as a tree keeps), as byte offsets into the text.
+    start: usize,
+    end: usize,
+    /// Its members, offsets into `_meta`'s own text, when it is an object of at
+    /// most [`SPAN_LIMIT`] members whose names have no escapes.
+    members: Option<Box<[MemberSpan]>>,
+    /// `_meta` built, on first use of [`LazyJson::meta`].
+    tree: OnceLock<Value>,
+}
+
+impl MetaDigest {
+    /// `_meta` lying at `start..end` in `text`, its members found by a walk over
+    /// its own text when it is an object.
+    fn at(text: &str, start: usize, end: usize) -> MetaDigest {
+        let members = text.get(start..end).and_then(walk_object);
+        MetaDigest {
+            start,
+            end,
+            members,
+            tree: OnceLock::new(),
+        }
+    }
+
+    /// `_meta`'s text and the spans of its members, when known.
+    fn member_spans<'t>(&self, text: &'t str) -> Option<(&'t str, &[MemberSpan])> {
+        Some((text.get(self.start..self.end)?, self.members.as_deref()?))
+    }
+
+    /// `_meta` built (once) from `text`, the params' text it lies in.
+    fn tree(&self, text: &str) -> &Value {
+        self.tree.get_or_init(|| {
+            text.get(self.start..self.end)
+                .and_then(|meta| serde_json::from_str(meta).ok())
+                .unwrap_or_default()
+        })
+    }
+}
+
+/// One member of a request's `_meta` as [`ParamsView::meta_member`] finds it.
+#[derive(Clone, Copy, Debug)]
+pub enum MetaMember<'a> {
+    /// Its value as the peer wrote it (checked JSON).
+    Text(&'a str),
+    /// Its value in a tree.
+    Tree(&'a Value),
+}
+
+impl<'a> MetaMember<'a> {
+    /// The value when it is a string (borrowed unless it had escapes).
+    pub fn as_str(self) -> Option<std::borrow::Cow<'a, str>> {
+        match self {
+            MetaMember::Text(text) if text.starts_with('"') => match serde_json::from_str::<&str>(text) {
+                Ok(plain) => Some(std::borrow::Cow::Borrowed(plain)),
+                // Escapes: written out anew.
+                Err(_) => serde_json::from_str::<String>(text).ok().map(std::borrow::Cow::Owned),
+            },
+            MetaMember::Text(_) => None,
+            MetaMember::Tree(value) => value.as_str().map(std::borrow::Cow::Borrowed),
+        }
+    }
+
+    /// Whether the value is an object.
+    pub fn is_object(self) -> bool {
+        match self {
+            MetaMember::Text(text) => text.starts_with('{'),
+            MetaMember::Tree(value) => value.is_object(),
+        }
+    }
+
+    /// The value, built.
+    pub fn to_value(self) -> Value {
+        match self {
+            MetaMember::Text(text) => serde_json::from_str(text).unwrap_or_default(),
+            MetaMember::Tree(value) => value.clone(),
+        }
+    }
 }
 
 /// Most members whose spans a [`Digest`] keeps (params have a handful).
@@ -301,16 +427,25 @@ impl Digest {
         if !text.contains("_meta") && !text.contains('\\') {
             return None;
         }
+        // The text is checked JSON: a walk over its bytes finds the members, unless
+        // a name has escapes or there are many; serde_json's pass does then.
+        if let Some(members) = walk_object(text) {
+            let meta = members.iter().rev().find(|member| member.name(text) == "_meta")?;
+            return Some(Digest {
+                meta: MetaDigest::at(text, meta.value_start, meta.value_end),
+                members: Some(members),
+            });
+        }
         let mut deserializer = serde_json::Deserializer::from_str(text);
         let seed = DigestSeed {
             base: text.as_ptr() as usize,
             len: text.len(),
         };
-        let Ok(Some((Some(meta), names))) = seed.deserialize(&mut deserializer) else {
+        let Ok(Some((Some((start, end)), names))) = seed.deserialize(&mut deserializer) else {
             return None;
         };
         Some(Digest {
-            meta,
+            meta: MetaDigest::at(text, start, end),
             members: names.and_then(|names| member_spans(text, names.as_slice())),
         })
     }
@@ -380,8 +515,9 @@ fn member_spans(text: &str, names: &[(usize, usize)]) -> Option<Box<[MemberSpan]
     Some(spans.into_boxed_slice())
 }
 
-/// Reads an object's `_meta` (the last) and where its member names lie (`None`
-/// past [`SPAN_LIMIT`] or for an escaped name); other values are skipped unbuilt.
+/// Finds where an object's member names lie (`None` past [`SPAN_LIMIT`] or for
+/// an escaped name) and where its `_meta` value lies (the last); every value is
+/// skipped unbuilt. For the texts [`walk_object`] leaves: escaped names, many members.
 struct DigestSeed {
     /// Where the text starts in memory: borrowed names are located from it.
     base: usize,
@@ -395,10 +531,20 @@ impl DigestSeed {
         let end = start.checked_add(name.len())?;
         (start >= 1 && end < self.len).then_some((start, end))
     }
+
+    /// The span of a value borrowed from the text.
+    fn locate_value(&self, value: &str) -> Option<(usize, usize)> {
+        let start = (value.as_ptr() as usize).checked_sub(self.base)?;
+        let end = start.checked_add(value.len())?;
+        (end <= self.len).then_some((start, end))
+    }
 }
 
+/// What a [`DigestSeed`] finds: `_meta`'s span, and the names' spans.
+type Found = Option<(Option<(usize, usize)>, Option<NameSpans>)>;
+
 impl<'de> DeserializeSeed<'de> for DigestSeed {
-    type Value = Option<(Option<Value>, Option<NameSpans>)>;
+    type Value = Found;
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
         deserializer.deserialize_any(self)
@@ -406,7 +552,7 @@ impl<'de> DeserializeSeed<'de> for DigestSeed {
 }
 
 impl<'de> Visitor<'de> for DigestSeed {
-    type Value = Option<(Option<Value>, Option<NameSpans>)>;
+    type Value = Found;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
@@ -435,7 +581,12 @@ impl<'de> Visitor<'de> for DigestSeed {
                 }
             }
             if name == "_meta" {
-                meta = Some(map.next_value::<Value>()?);
+                let value = map.next_value::<&'de RawValue>()?;
+                // Borrowed from the text, so found in it (a checked text: cannot fail).
+                meta = self.locate_value(value.get());
+                if meta.is_none() {
+                    return Ok(None);
+                }
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -478,6 +629,14 @@ impl<'de> Visitor<'de> for DigestSeed {
 pub trait ParamsView {
     /// The `_meta` member, when `self` is an object that has one.
     fn meta(&self) -> Option<&Value>;
+    /// One member of `_meta`, when `self` has a `_meta` object with that member.
+    fn meta_member(&self, key: &str) -> Option<MetaMember<'_>> {
+        self.meta()?.get(key).map(MetaMember::Tree)
+    }
+    /// Whether `self` has a `_meta` member that is an object.
+    fn has_meta_object(&self) -> bool {
+        self.meta().is_some_and(Value::is_object)
+    }
     /// The whole value.
     fn tree(&self) -> &Value;
     /// A top-level member that is a string, when `self` is an object that has one.
@@ -499,6 +658,22 @@ impl ParamsView for Value {
 impl ParamsView for LazyJson {
     fn meta(&self) -> Option<&Value> {
         LazyJson::meta(self)
+    }
+
+    fn meta_member(&self, key: &str) -> Option<MetaMember<'_>> {
+        LazyJson::meta_member(self, key)
+    }
+
+    /// Read from the text while `_meta` is not built.
+    fn has_meta_object(&self) -> bool {
+        match (&self.owned, self.read.get(), self.text.as_deref()) {
+            (None, None, Some(text)) => self.digest_of(text).is_some_and(|digest| {
+                text.get()
+                    .get(digest.meta.start..)
+                    .is_some_and(|meta| meta.starts_with('{'))
+            }),
+            _ => self.meta().is_some_and(Value::is_object),
+        }
     }
 
     fn tree(&self) -> &Value {
@@ -877,6 +1052,109 @@ pub(crate) fn look(text: &str) -> Look {
     Look::Plain { line_breaks }
 }
 
+/// Where the members of an object lie, found by walking a text serde_json has
+/// checked (so no mistake of syntax is looked for): `None` when it is not an
+/// object, has more than [`SPAN_LIMIT`] members, or a name with an escape (whose
+/// span would not spell the name). Strings are crossed eight bytes at a time,
+/// nested values by counting brackets: a fraction of a serde_json pass.
+fn walk_object(text: &str) -> Option<Box<[MemberSpan]>> {
+    let bytes = text.as_bytes();
+    let blank = |mut at: usize| {
+        while bytes.get(at).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+            at += 1;
+        }
+        at
+    };
+    let mut at = blank(0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = blank(at + 1);
+    let mut spans = Vec::with_capacity(SPAN_LIMIT);
+    if bytes.get(at) == Some(&b'}') {
+        return Some(spans.into_boxed_slice());
+    }
+    loop {
+        if bytes.get(at) != Some(&b'"') || spans.len() == SPAN_LIMIT {
+            return None;
+        }
+        let name_start = at + 1;
+        let name_end = quote_or_escape(bytes, name_start);
+        if bytes.get(name_end) != Some(&b'"') {
+            return None;
+        }
+        at = blank(name_end + 1);
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        let value_start = blank(at + 1);
+        let value_end = value_end(bytes, value_start)?;
+        spans.push(MemberSpan {
+            name_start,
+            name_end,
+            value_start,
+            value_end,
+        });
+        at = blank(value_end);
+        match bytes.get(at) {
+            Some(b',') => at = blank(at + 1),
+            Some(b'}') if blank(at + 1) == bytes.len() => return Some(spans.into_boxed_slice()),
+            _ => return None,
+        }
+    }
+}
+
+/// One past the end of the (checked) JSON value that starts at `start`.
+fn value_end(bytes: &[u8], start: usize) -> Option<usize> {
+    match bytes.get(start)? {
+        b'"' => string_end(bytes, start + 1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut at = start;
+            loop {
+                match bytes.get(at)? {
+                    b'"' => {
+                        at = string_end(bytes, at + 1)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(at + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                at += 1;
+            }
+        }
+        // A number, `true`, `false` or `null`: up to what follows a value.
+        _ => {
+            let mut at = start;
+            while bytes
+                .get(at)
+                .is_some_and(|b| !matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+            {
+                at += 1;
+            }
+            (at > start).then_some(at)
+        }
+    }
+}
+
+/// One past the closing quote of a string whose contents start at `at`.
+fn string_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    loop {
+        at = quote_or_escape(bytes, at);
+        match bytes.get(at)? {
+            b'"' => return Some(at + 1),
+            // An escape and the byte it escapes (a `\uXXXX`'s digits are plain bytes).
+            _ => at += 2,
+        }
+    }
+}
+
 /// The first `"` or `\\` in `bytes` from `at` (`bytes.len()` when none), looked for
 /// eight bytes at a time: most of a message's bytes are inside strings.
 fn quote_or_escape(bytes: &[u8], mut at: usize) -> usize {
@@ -971,6 +1249,142 @@ mod tests {
         let mut changed = lazy(r#"{"_meta":{"a":1}}"#);
         changed["_meta"]["a"] = json!(2);
         assert_eq!(changed.meta(), Some(&json!({"a":2})));
+    }
+
+    #[test]
+    fn a_meta_member_is_read_as_the_tree_would_give_it() {
+        let envelope = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}"#;
+        let many: String = (0..12).map(|i| format!(r#","k{i}":{i}"#)).collect();
+        let cases = [
+            format!(r#"{{"name":"echo","arguments":{{"text":"hi"}},"_meta":{{{envelope}}}}}"#),
+            format!(r#"{{"_meta":{{{envelope},"progressToken":"p-1","traceparent":"00-ab-cd-01"}},"name":"echo"}}"#),
+            "{ \"_meta\" : { \"progressToken\" :\n 7 , \"k\" : [1, {\"_meta\": 2}] } , \"name\":\"x\"}".to_owned(),
+            // The last of a repeated name, in `_meta` and of `_meta` itself.
+            r#"{"_meta":{"k":1,"k":"two"}}"#.to_owned(),
+            r#"{"_meta":{"k":1},"x":1,"_meta":{"k":3,"j":[]}}"#.to_owned(),
+            // Escaped names, too many members, `_meta` that is no object: the tree answers.
+            r#"{"_meta":{"\u006b":"esc","traceparent":"t\u0041"}}"#.to_owned(),
+            format!(r#"{{"_meta":{{"k":"first"{many}}}}}"#),
+            r#"{"_meta":[1,2]}"#.to_owned(),
+            r#"{"_meta":{}}"#.to_owned(),
+            r#"{"name":"no meta"}"#.to_owned(),
+        ];
+        let keys = [
+            "io.modelcontextprotocol/protocolVersion",
+            "io.modelcontextprotocol/clientCapabilities",
+            "io.modelcontextprotocol/clientInfo",
+            "progressToken",
+            "traceparent",
+            "k",
+            "j",
+            "k11",
+            "absent",
+        ];
+        for text in &cases {
+            let tree: Value = serde_json::from_str(text).unwrap();
+            let tree_meta = tree.get("_meta");
+            let value = lazy(text);
+            for key in keys {
+                let expected = tree_meta.and_then(|meta| meta.get(key));
+                let found = value.meta_member(key);
+                assert_eq!(found.map(MetaMember::to_value).as_ref(), expected, "{text}: {key}");
+                assert_eq!(
+                    found.and_then(MetaMember::as_str).as_deref(),
+                    expected.and_then(Value::as_str),
+                    "{text}: {key}"
+                );
+                assert_eq!(
+                    found.is_some_and(MetaMember::is_object),
+                    expected.is_some_and(Value::is_object),
+                    "{text}: {key}"
+                );
+                // The tree's answers, through the same view.
+                assert_eq!(tree.meta_member(key).map(MetaMember::to_value).as_ref(), expected);
+            }
+            assert_eq!(
+                value.has_meta_object(),
+                tree_meta.is_some_and(Value::is_object),
+                "{text}"
+            );
+            if let Some(names) = value.meta_names() {
+                let expected: Vec<&str> = tree_meta
+                    .and_then(Value::as_object)
+                    .map(|meta| meta.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                let mut sorted = names.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, expected, "{text}");
+            }
+            assert!(value.read.get().is_none(), "{text}: the params' tree was built");
+            assert_eq!(value.meta(), tree_meta, "{text}");
+        }
+        // Read from the text alone where the pass found `_meta`'s members.
+        let plain = lazy(&cases[0]);
+        assert!(matches!(
+            plain.meta_member("io.modelcontextprotocol/clientInfo"),
+            Some(MetaMember::Text(_))
+        ));
+        assert!(
+            plain
+                .digest
+                .get()
+                .and_then(Option::as_deref)
+                .is_some_and(|d| d.meta.tree.get().is_none())
+        );
+        assert_eq!(lazy(r#"{"_meta":{"k":1,"k":2}}"#).meta_names(), None, "a repeated name");
+    }
+
+    #[test]
+    fn the_walk_finds_the_members_serde_json_finds() {
+        let cases = [
+            r#"{"name":"echo","arguments":{"text":"a \"quoted\" } ] {","n":[1,{"x":"]"}]},"_meta":{}}"#,
+            "{ \"a\" :\t1 ,\n\"b\": -2.5e3 , \"c\":true,\"d\":null , \"e\" : \"\\\\\" }",
+            r#"{"k":"\u00e9\n\\","l":[[],[[{}]]],"m":{"":""}}"#,
+            "{}",
+            " { } ",
+        ];
+        for text in cases {
+            let walked = walk_object(text).unwrap_or_else(|| panic!("{text}: not walked"));
+            // serde_json's view of the same members: names, and values as text.
+            let members: TextMembers<'_> = serde_json::from_str(text).unwrap();
+            assert_eq!(walked.len(), members.0.len(), "{text}");
+            for (span, (name, value)) in walked.iter().zip(&members.0) {
+                assert_eq!(span.name(text), name, "{text}");
+                assert_eq!(span.value(text), value.get(), "{text}");
+            }
+        }
+        let nine: String = (0..9).map(|i| format!(r#""k{i}":{i}"#)).collect::<Vec<_>>().join(",");
+        for left in [
+            r#"{"na\u006de":1}"#.to_owned(),
+            format!("{{{nine}}}"),
+            "[1,2]".to_owned(),
+            r#""_meta""#.to_owned(),
+        ] {
+            assert!(walk_object(&left).is_none(), "{left}");
+        }
+    }
+
+    #[test]
+    fn meta_follows_a_member_replaced_before_it() {
+        let text = r#"{"name":"fed__echo","_meta":{"progressToken":5,"k":"v"},"arguments":{}}"#;
+        let value = lazy(text);
+        let _ = value.meta_member("k");
+        let Ok(renamed) = value.with_member("name", "echo") else {
+            panic!("the spans are known");
+        };
+        assert_eq!(
+            renamed.text(),
+            Some(r#"{"name":"echo","_meta":{"progressToken":5,"k":"v"},"arguments":{}}"#)
+        );
+        assert_eq!(
+            renamed.meta_member("k").and_then(MetaMember::as_str).as_deref(),
+            Some("v")
+        );
+        assert_eq!(
+            renamed.meta_member("progressToken").map(MetaMember::to_value),
+            Some(json!(5))
+        );
+        assert_eq!(renamed.meta(), Some(&json!({"progressToken":5,"k":"v"})));
     }
 
     #[test]

@@ -86,7 +86,7 @@ pub fn classify<P: ParamsView>(
 /// The era signals: an envelope version in the body, or a version header that
 /// does not name a handshake revision. The header's value, not its presence, decides.
 fn looks_modern<P: ParamsView>(params: Option<&P>, headers: RoutingHeaders<'_>) -> bool {
-    if envelope::claimed_version(params).is_some() {
+    if envelope::claims_version(params) {
         return true;
     }
     match headers {

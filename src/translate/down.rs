@@ -23,29 +23,19 @@ pub fn modern_params_for_legacy(mut params: Value) -> Value {
     params
 }
 
-/// [`modern_params_for_legacy`] on params as the client sent them: only `_meta`
-/// is built (classifying the request built it already); every other member is
-/// passed on as its text. Where the pass that read `_meta` also found where the
+/// [`modern_params_for_legacy`] on params as the client sent them: `_meta` is
+/// built only when it mixes reserved keys with others (its names decide, read by
+/// the pass that found it); every other member is passed on as its text. Where the pass that read `_meta` also found where the
 /// members lie, they are cut out of the text without another pass; otherwise the
 /// members are read once more. A tree, or params that are not an object, take the tree path.
 pub fn modern_text_params_for_legacy(params: LazyJson) -> LazyJson {
-    let meta = match params.meta() {
-        Some(Value::Object(meta)) => {
-            let reserved = meta.keys().filter(|key| key.starts_with(RESERVED_PREFIX)).count();
-            if reserved == meta.len() {
-                MetaFate::Drop
-            } else if reserved == 0 {
-                MetaFate::Keep
-            } else {
-                let kept: Map<String, Value> = meta
-                    .iter()
-                    .filter(|(key, _)| !key.starts_with(RESERVED_PREFIX))
-                    .map(|(key, value)| (key.clone(), value.clone()))
-                    .collect();
-                MetaFate::Write(Value::Object(kept))
-            }
-        }
-        _ => MetaFate::Keep,
+    // The names alone tell, unless `_meta` mixes reserved keys with others (or
+    // its names were not found): then what is left of it is built.
+    let reserved = |key: &&str| key.starts_with(RESERVED_PREFIX);
+    let meta = match params.meta_names() {
+        Some(names) if names.iter().all(reserved) => MetaFate::Drop,
+        Some(names) if !names.iter().any(reserved) => MetaFate::Keep,
+        _ => meta_fate(&params),
     };
     let edited = params.edit_members(|name, last| match name {
         name if MRTR_MEMBERS.contains(&name) => MemberEdit::Drop,
@@ -76,6 +66,28 @@ pub fn modern_text_params_for_legacy(params: LazyJson) -> LazyJson {
         name => Some((name, MemberValue::Text(text))),
     });
     LazyJson::object_with(written)
+}
+
+/// What becomes of `_meta`, read from its tree.
+fn meta_fate(params: &LazyJson) -> MetaFate {
+    match params.meta() {
+        Some(Value::Object(meta)) => {
+            let reserved = meta.keys().filter(|key| key.starts_with(RESERVED_PREFIX)).count();
+            if reserved == meta.len() {
+                MetaFate::Drop
+            } else if reserved == 0 {
+                MetaFate::Keep
+            } else {
+                let kept: Map<String, Value> = meta
+                    .iter()
+                    .filter(|(key, _)| !key.starts_with(RESERVED_PREFIX))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect();
+                MetaFate::Write(Value::Object(kept))
+            }
+        }
+        _ => MetaFate::Keep,
+    }
 }
 
 /// What becomes of a request's `_meta` on its way to a legacy upstream.

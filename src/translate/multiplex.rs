@@ -53,7 +53,7 @@ pub fn addressee(notification: &Notification) -> Addressee {
 /// original (to give back with [`restore_progress_token`]).
 pub fn rewrite_progress_token(params: &mut Option<LazyJson>, upstream_id: u64) -> Option<Value> {
     // Read first: most requests carry no token, and changing the tree gives up their text.
-    params.as_ref()?.meta()?.get("progressToken")?;
+    params.as_ref()?.meta_member("progressToken")?;
     let meta = params
         .as_deref_mut()?
         .as_object_mut()?

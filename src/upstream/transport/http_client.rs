@@ -85,12 +85,30 @@ struct Idle {
     since: Instant,
 }
 
-/// Where a request goes: scheme and authority, compared as bytes (the URLs come
-/// from one configuration, so one origin is always spelled the same way).
-#[derive(Clone, PartialEq, Eq)]
+/// Where a request goes: scheme and authority.
+#[derive(Clone)]
 struct Origin {
     https: bool,
     authority: Authority,
+}
+
+impl PartialEq for Origin {
+    /// As bytes (`Authority`'s own comparison folds case): the URLs come from one
+    /// configuration, so one origin is always spelled the same way.
+    fn eq(&self, other: &Origin) -> bool {
+        self.https == other.https && self.authority.as_str() == other.authority.as_str()
+    }
+}
+
+/// The `Host` header of requests to `url`'s origin (`None` when it names no
+/// host): for a caller that sends many, made once; [`HttpClient::request`] makes
+/// it for a request that comes without.
+pub fn host_header(url: &Uri) -> Option<HeaderValue> {
+    Origin {
+        https: url.scheme() == Some(&Scheme::HTTPS),
+        authority: url.authority()?.clone(),
+    }
+    .host()
 }
 
 impl Origin {

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, CONTENT_TYPE};
+use http::header::{ACCEPT, CONTENT_TYPE, HOST};
 use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -61,6 +61,8 @@ pub struct Endpoint {
     pub client: HttpClient,
     /// The endpoint's URL.
     pub url: Uri,
+    /// Its `Host` header, made once (`None`: the client reports the URL has no host).
+    host: Option<HeaderValue>,
     /// What eragate presents to it.
     pub credentials: Arc<UpstreamCredentials>,
     /// Requests POSTed to it and not yet answered, over all its sessions.
@@ -72,6 +74,7 @@ impl Endpoint {
     pub fn new(client: HttpClient, url: Uri, credentials: Arc<UpstreamCredentials>) -> Endpoint {
         Endpoint {
             client,
+            host: super::http_client::host_header(&url),
             url,
             credentials,
             posts_in_flight: AtomicUsize::new(0),
@@ -374,7 +377,10 @@ impl Sender {
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.endpoint.url.clone();
         let map = request.headers_mut();
-        map.reserve(4 + headers.len());
+        map.reserve(5 + headers.len());
+        if let Some(host) = &self.endpoint.host {
+            map.insert(HOST, host.clone());
+        }
         if let Some(id) = &self.session_id {
             map.insert(SESSION_ID_HEADER, id.clone());
         }
