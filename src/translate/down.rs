@@ -25,9 +25,10 @@ pub fn modern_params_for_legacy(mut params: Value) -> Value {
 
 /// [`modern_params_for_legacy`] on params as the client sent them: `_meta` is
 /// built only when it mixes reserved keys with others (its names decide, read by
-/// the pass that found it); every other member is passed on as its text. Where the pass that read `_meta` also found where the
-/// members lie, they are cut out of the text without another pass; otherwise the
-/// members are read once more. A tree, or params that are not an object, take the tree path.
+/// the pass that found it); every other member is passed on as its text. Where
+/// that pass also found where the members lie, they are cut out of the text
+/// without another pass; otherwise the members are read once more. A tree, or
+/// params that are not an object, take the tree path.
 pub fn modern_text_params_for_legacy(params: LazyJson) -> LazyJson {
     // The names alone tell, unless `_meta` mixes reserved keys with others (or
     // its names were not found): then what is left of it is built.

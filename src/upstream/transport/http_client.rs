@@ -5,8 +5,8 @@
 //! hyper-util's pooled client did this job, generically: each request hashed its
 //! `(scheme, authority)` key with SipHash twice (checkout and put back), compared
 //! authorities without regard to case, rewrote the URI and `Host`, and moved its
-//! connection through a waiter queue: about 7,000 instructions per proxied call,
-//! 7 % of a legacy call (bench/NOTES.md, issue 17). An upstream's client here
+//! connection through a waiter queue: about 9,000 instructions per proxied call,
+//! 9 % of a legacy call (bench/NOTES.md, issue 17). An upstream's client here
 //! talks to the handful of origins its configuration names, so a short list of
 //! idle senders per origin, found by comparing bytes, does the same work.
 //!
@@ -104,14 +104,18 @@ impl PartialEq for Origin {
 /// host): for a caller that sends many, made once; [`HttpClient::request`] makes
 /// it for a request that comes without.
 pub fn host_header(url: &Uri) -> Option<HeaderValue> {
-    Origin {
-        https: url.scheme() == Some(&Scheme::HTTPS),
-        authority: url.authority()?.clone(),
-    }
-    .host()
+    Origin::of(url)?.host()
 }
 
 impl Origin {
+    /// The origin of an absolute URL (`None` when it names no host).
+    fn of(url: &Uri) -> Option<Origin> {
+        Some(Origin {
+            https: url.scheme() == Some(&Scheme::HTTPS),
+            authority: url.authority()?.clone(),
+        })
+    }
+
     /// The `Host` header for it: the host, and the port unless it is the
     /// scheme's own (no user information, which an authority may carry).
     fn host(&self) -> Option<HeaderValue> {
@@ -147,12 +151,8 @@ impl HttpClient {
     /// read from the connection as it is polled.
     pub async fn request(&self, mut request: Request<Full<Bytes>>) -> Result<Response<Incoming>, ClientError> {
         let target = request.uri().clone();
-        let Some(authority) = target.authority().cloned() else {
+        let Some(origin) = Origin::of(&target) else {
             return Err(ClientError::NoHost(target));
-        };
-        let origin = Origin {
-            https: target.scheme() == Some(&Scheme::HTTPS),
-            authority,
         };
         // HTTP/1.1 sends the path alone, and the origin in `Host` (RFC 9112 §3.2).
         if !request.headers().contains_key(HOST) {
@@ -282,11 +282,7 @@ mod tests {
         ];
         for (url, expected) in cases {
             let uri: Uri = url.parse().expect(url);
-            let origin = Origin {
-                https: uri.scheme() == Some(&Scheme::HTTPS),
-                authority: uri.authority().cloned().expect(url),
-            };
-            assert_eq!(origin.host(), Some(HeaderValue::from_static(expected)), "{url}");
+            assert_eq!(host_header(&uri), Some(HeaderValue::from_static(expected)), "{url}");
         }
     }
 }
