@@ -6,7 +6,7 @@
 //!   values (duplicate object keys collapse in a `Value`), within bounds;
 //! - a bound crossed is refused before parsing (`Oversized`), never parsed;
 //! - every parsed message serialises to one line that parses back to itself
-//!   (and to the same JSON as `to_value`);
+//!   (and to the same JSON as `to_value`), written by hand as serde writes it;
 //! - every refusal maps to a JSON-RPC error response that serialises;
 //! - params kept as text read as their tree does: `_meta`, a string member,
 //!   whether a member is there, and the params a legacy upstream gets (the text
@@ -199,6 +199,10 @@ fn check_meta_members(text: &eragate::protocol::LazyJson, tree: &Value) {
 fn round_trip(message: &Message) {
     let bytes = message.to_bytes();
     assert!(!bytes.contains(&b'\n'), "a serialised message spans lines");
+    // Written by hand as serde writes it, and as an array of one as `[` + itself + `]`.
+    assert_eq!(serde_json::to_vec(message).ok().as_ref(), Some(&bytes), "the hand writer differs");
+    let array = Message::array_to_bytes(std::slice::from_ref(message));
+    assert_eq!(&array[1..array.len() - 1], &bytes[..]);
     assert_eq!(serde_json::from_slice::<Value>(&bytes).ok(), Some(message.to_value()));
     match Message::parse(&bytes) {
         Ok(again) => assert_eq!(&again, message),

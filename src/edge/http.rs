@@ -34,8 +34,6 @@ use crate::translate::{HeaderField, RoutingHeaders};
 /// parses and checks the name first (~350 instructions a lookup).
 const SESSION_ID_HEADER: HeaderName = HeaderName::from_static(MCP_SESSION_ID);
 const PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static(MCP_PROTOCOL_VERSION);
-const METHOD_HEADER: HeaderName = HeaderName::from_static(MCP_METHOD);
-const NAME_HEADER: HeaderName = HeaderName::from_static(MCP_NAME);
 const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
 
 /// The refusal of a batch on a session (or none) whose revision may not batch.
@@ -179,14 +177,16 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        let session_id = header_text(&parts.headers, SESSION_ID_HEADER);
+        let McpHeaders {
+            session_id,
+            routing,
+            forwarded,
+        } = McpHeaders::read(&parts.headers);
         let session = self.lookup(backend, session_id, principal).await;
         // A batch where none is allowed is refused before a byte of it is parsed.
         if !batches_allowed(&session) && scan::is_batch(&bytes, self.bounds()) {
             return reject(BATCHES_FOR_2025_03_26);
         }
-        let routing = routing_headers(&parts.headers);
-        let forwarded = param_headers(&parts.headers);
         let reply = match Frame::parse_within(&bytes, self.bounds()) {
             Ok(Frame::Single(message)) => {
                 if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
@@ -531,29 +531,63 @@ fn is_modern_or_sessionless(headers: &HeaderMap, session_id: Option<&str>) -> bo
     modern_header || session_id.is_none()
 }
 
-fn routing_headers(headers: &HeaderMap) -> RoutingHeaders<'_> {
-    RoutingHeaders::Http {
-        protocol_version: header_field(headers, PROTOCOL_VERSION_HEADER),
-        method: header_field(headers, METHOD_HEADER),
-        name: header_field(headers, NAME_HEADER),
+/// The MCP headers of a POST, read in one pass over its headers: a lookup by
+/// name hashes it, and five of them (session, routing, the `Mcp-Param-*` scan)
+/// cost ~1,000 instructions a request (issue 17).
+struct McpHeaders<'h> {
+    /// `Mcp-Session-Id` (its first value, when text).
+    session_id: Option<&'h str>,
+    /// `Mcp-Protocol-Version`, `Mcp-Method` and `Mcp-Name`.
+    routing: RoutingHeaders<'h>,
+    /// `Mcp-Param-*` headers, which an intermediary must forward unchanged.
+    forwarded: Vec<(String, String)>,
+}
+
+impl<'h> McpHeaders<'h> {
+    fn read(headers: &'h HeaderMap) -> McpHeaders<'h> {
+        let mut session_id = None;
+        let mut first_session_id = true;
+        let (mut protocol_version, mut method, mut name) =
+            (HeaderField::Absent, HeaderField::Absent, HeaderField::Absent);
+        let mut forwarded = Vec::new();
+        for (header, value) in headers {
+            let header = header.as_str();
+            // Names are lower case; every MCP header starts so.
+            if !header.starts_with("mcp-") {
+                continue;
+            }
+            match header {
+                // The first value, as a lookup by name gives.
+                MCP_SESSION_ID if std::mem::take(&mut first_session_id) => session_id = value.to_str().ok(),
+                MCP_PROTOCOL_VERSION => protocol_version = with_value(protocol_version, value),
+                MCP_METHOD => method = with_value(method, value),
+                MCP_NAME => name = with_value(name, value),
+                _ if header.starts_with(MCP_PARAM_PREFIX) => {
+                    if let Ok(value) = value.to_str() {
+                        forwarded.push((header.to_owned(), value.to_owned()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        McpHeaders {
+            session_id,
+            routing: RoutingHeaders::Http {
+                protocol_version,
+                method,
+                name,
+            },
+            forwarded,
+        }
     }
 }
 
-/// `Mcp-Param-*` headers, which an intermediary must forward unchanged.
-fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .filter(|(name, _)| name.as_str().starts_with(MCP_PARAM_PREFIX))
-        .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
-        .collect()
-}
-
-fn header_field(headers: &HeaderMap, name: impl AsHeaderName) -> HeaderField<'_> {
-    let mut values = headers.get_all(name).iter();
-    match (values.next(), values.next()) {
-        (None, _) => HeaderField::Absent,
-        (Some(value), None) => value.to_str().map_or(HeaderField::Malformed, HeaderField::One),
-        (Some(_), Some(_)) => HeaderField::Malformed,
+/// `field` with one more value of its header: one value is `One` when it is
+/// text, a second makes it `Malformed` (never trustworthy).
+fn with_value<'h>(field: HeaderField<'h>, value: &'h HeaderValue) -> HeaderField<'h> {
+    match field {
+        HeaderField::Absent => value.to_str().map_or(HeaderField::Malformed, HeaderField::One),
+        HeaderField::One(_) | HeaderField::Malformed => HeaderField::Malformed,
     }
 }
 
@@ -637,9 +671,42 @@ mod tests {
     }
 
     #[test]
-    fn repeated_headers_are_malformed() {
-        let map = headers(&[("mcp-method", "a"), ("mcp-method", "b")]);
-        assert_eq!(header_field(&map, MCP_METHOD), HeaderField::Malformed);
-        assert_eq!(header_field(&map, MCP_NAME), HeaderField::Absent);
+    fn mcp_headers_are_read_in_one_pass() {
+        let map = headers(&[
+            ("content-type", "application/json"),
+            ("mcp-method", "a"),
+            ("mcp-session-id", "s-1"),
+            ("mcp-method", "b"),
+            ("mcp-name", "echo"),
+            ("mcp-session-id", "s-2"),
+            ("mcp-param-region", "eu"),
+            ("mcp-params", "not a param header"),
+            ("x-mcp-name", "other"),
+        ]);
+        let read = McpHeaders::read(&map);
+        // A repeated routing header is never trusted; the session id is the first.
+        assert_eq!(read.session_id, Some("s-1"));
+        assert_eq!(
+            read.routing,
+            RoutingHeaders::Http {
+                protocol_version: HeaderField::Absent,
+                method: HeaderField::Malformed,
+                name: HeaderField::One("echo"),
+            }
+        );
+        assert_eq!(read.forwarded, [("mcp-param-region".to_owned(), "eu".to_owned())]);
+        let mut not_text = HeaderMap::new();
+        not_text.insert("mcp-protocol-version", HeaderValue::from_bytes(b"\xff").unwrap());
+        not_text.insert("mcp-session-id", HeaderValue::from_bytes(b"\xfe").unwrap());
+        let read = McpHeaders::read(&not_text);
+        assert_eq!(read.session_id, None);
+        assert!(matches!(
+            read.routing,
+            RoutingHeaders::Http {
+                protocol_version: HeaderField::Malformed,
+                ..
+            }
+        ));
+        assert!(McpHeaders::read(&HeaderMap::new()).forwarded.is_empty());
     }
 }

@@ -76,7 +76,7 @@ pub async fn render_batch(replies: Vec<Reply>) -> http::Response<Body> {
     if messages.is_empty() {
         return empty(StatusCode::ACCEPTED);
     }
-    let mut response = with_status(StatusCode::OK, full(serde_json::to_vec(&messages).unwrap_or_default()));
+    let mut response = with_status(StatusCode::OK, full(Message::array_to_bytes(&messages)));
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));

@@ -150,7 +150,7 @@ impl Connection {
             if responses.is_empty() {
                 return;
             }
-            let _ = lines.send(serde_json::to_vec(&responses).unwrap_or_default()).await;
+            let _ = lines.send(Message::array_to_bytes(&responses)).await;
         });
     }
 

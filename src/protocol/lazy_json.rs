@@ -23,8 +23,9 @@ use serde_json::value::RawValue;
 /// (with the tree and `_meta` built on first look) or a tree of its own.
 #[derive(Default)]
 pub struct LazyJson {
-    /// The text as it came (line breaks turned into spaces); `None` once the tree is owned.
-    text: Option<Box<RawValue>>,
+    /// The text as it came (line breaks turned into spaces), JSON that serde_json
+    /// accepts (checked by it or by `json_check`); `None` once the tree is owned.
+    text: Option<Box<str>>,
     /// The tree, when there is no text: given, or changed by a stage (boxed, as `read`).
     owned: Option<Box<Value>>,
     /// The tree of `text`, built on first look (boxed: a message stays small to move).
@@ -39,21 +40,19 @@ impl LazyJson {
     /// Whitespace line breaks become spaces, so a message still writes as one
     /// line (stdio framing): inside a JSON string they can only appear escaped.
     pub fn from_checked_text(text: &RawValue) -> LazyJson {
-        let bytes = text.get().as_bytes();
-        LazyJson::from_text(text, bytes.iter().any(|b| matches!(b, b'\n' | b'\r')))
+        let text = text.get();
+        LazyJson::from_text(text, text.bytes().any(|b| matches!(b, b'\n' | b'\r')))
     }
 
-    /// [`LazyJson::from_checked_text`] when the caller knows whether the text holds line breaks.
-    pub(crate) fn from_text(text: &RawValue, line_breaks: bool) -> LazyJson {
+    /// [`LazyJson::from_checked_text`] for text checked as JSON (by serde_json, or
+    /// by `json_check`, which accepts only what serde_json does), when the caller
+    /// knows whether it holds line breaks.
+    pub(crate) fn from_text(text: &str, line_breaks: bool) -> LazyJson {
         let text = if line_breaks {
-            let flat: String = text.get().replace(['\n', '\r'], " ");
             // Whitespace for whitespace: still the same JSON.
-            match RawValue::from_string(flat) {
-                Ok(raw) => raw,
-                Err(_) => return LazyJson::from(serde_json::from_str::<Value>(text.get()).unwrap_or_default()),
-            }
+            text.replace(['\n', '\r'], " ").into_boxed_str()
         } else {
-            text.to_owned()
+            text.into()
         };
         LazyJson {
             text: Some(text),
@@ -63,7 +62,18 @@ impl LazyJson {
 
     /// The text this value will be written as, when it is still the peer's.
     pub fn text(&self) -> Option<&str> {
-        self.text.as_deref().map(RawValue::get)
+        self.text.as_deref()
+    }
+
+    /// Writes the value as JSON: the text as it came, or the tree serialised.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        match self.text.as_deref() {
+            Some(text) => out.extend_from_slice(text.as_bytes()),
+            // A tree with string keys written to memory: cannot fail.
+            None => {
+                let _ = serde_json::to_writer(&mut *out, &**self);
+            }
+        }
     }
 
     /// The tree, built now if it was not yet.
@@ -86,7 +96,7 @@ impl LazyJson {
             return tree.get("_meta");
         }
         let digest = self.digest_of(text)?;
-        Some(digest.meta.tree(text.get()))
+        Some(digest.meta.tree(text))
     }
 
     /// One member of `_meta` (the last of that name, as a tree keeps), read
@@ -99,7 +109,7 @@ impl LazyJson {
             return tree.get("_meta")?.get(key).map(MetaMember::Tree);
         }
         let digest = self.digest_of(text)?;
-        let text = text.get();
+
         match (digest.meta.tree.get(), digest.meta.member_spans(text)) {
             (None, Some((meta, members))) => {
                 let member = members.iter().rev().find(|member| member.name(meta) == key)?;
@@ -119,17 +129,15 @@ impl LazyJson {
         let Some(digest) = self.digest_of(text) else {
             return Some(Vec::new());
         };
-        let (meta, members) = digest.meta.member_spans(text.get())?;
+        let (meta, members) = digest.meta.member_spans(text)?;
         let names: Vec<&str> = members.iter().map(|member| member.name(meta)).collect();
         let repeats = names.iter().enumerate().any(|(at, name)| names[..at].contains(name));
         (!repeats).then_some(names)
     }
 
     /// The one pass over the text, made on first use.
-    fn digest_of(&self, text: &RawValue) -> Option<&Digest> {
-        self.digest
-            .get_or_init(|| Digest::of(text.get()).map(Box::new))
-            .as_deref()
+    fn digest_of(&self, text: &str) -> Option<&Digest> {
+        self.digest.get_or_init(|| Digest::of(text).map(Box::new)).as_deref()
     }
 
     /// Where the members of the text lie, when the pass for `_meta` found them
@@ -137,7 +145,7 @@ impl LazyJson {
     fn spans(&self) -> Option<(&str, &[MemberSpan])> {
         let text = self.text.as_deref()?;
         let members = self.digest.get()?.as_deref()?.members.as_deref()?;
-        Some((text.get(), members))
+        Some((text, members))
     }
 
     /// Whether the text is an object with a member `name`, when known without another pass.
@@ -194,10 +202,9 @@ impl LazyJson {
             }
         }
         written.push('}');
-        // Pieces of a checked text (and a serialised tree): the check cannot fail.
-        let text = RawValue::from_string(written).ok()?;
+        // Pieces of a checked text (and a serialised tree): checked JSON still.
         let lazy = LazyJson {
-            text: Some(text),
+            text: Some(written.into_boxed_str()),
             ..LazyJson::default()
         };
         if !has_meta {
@@ -234,10 +241,8 @@ impl LazyJson {
         written.push_str(before);
         written.push_str(&value);
         written.push_str(after);
-        // A checked text with one value replaced by a serialised one: the check cannot fail.
-        let Ok(written) = RawValue::from_string(written) else {
-            return Err(self);
-        };
+        // A checked text with one value replaced by a serialised one: checked JSON still.
+        let written = written.into_boxed_str();
         let Some(Some(mut digest)) = self.digest.take() else {
             return Err(self); // cannot happen: the spans came from the digest
         };
@@ -667,11 +672,9 @@ impl ParamsView for LazyJson {
     /// Read from the text while `_meta` is not built.
     fn has_meta_object(&self) -> bool {
         match (&self.owned, self.read.get(), self.text.as_deref()) {
-            (None, None, Some(text)) => self.digest_of(text).is_some_and(|digest| {
-                text.get()
-                    .get(digest.meta.start..)
-                    .is_some_and(|meta| meta.starts_with('{'))
-            }),
+            (None, None, Some(text)) => self
+                .digest_of(text)
+                .is_some_and(|digest| text.get(digest.meta.start..).is_some_and(|meta| meta.starts_with('{'))),
             _ => self.meta().is_some_and(Value::is_object),
         }
     }
@@ -689,7 +692,7 @@ impl ParamsView for LazyJson {
                     let member = members.iter().rev().find(|member| member.name(text) == key)?;
                     return serde_json::from_str::<String>(member.value(text)).ok();
                 }
-                let mut deserializer = serde_json::Deserializer::from_str(text.get());
+                let mut deserializer = serde_json::Deserializer::from_str(text);
                 StrMember(key).deserialize(&mut deserializer).ok().flatten()
             }
             _ => self.tree().get(key)?.as_str().map(str::to_owned),
@@ -772,10 +775,10 @@ impl LazyJson {
     /// (`None` for a tree, or a text that is not an object: the caller uses the tree).
     pub fn text_members(&self) -> Option<Vec<(std::borrow::Cow<'_, str>, &RawValue)>> {
         let text = self.text.as_deref()?;
-        if !text.get().starts_with('{') {
+        if !text.starts_with('{') {
             return None;
         }
-        let members: TextMembers<'_> = serde_json::from_str(text.get()).ok()?;
+        let members: TextMembers<'_> = serde_json::from_str(text).ok()?;
         Some(members.0)
     }
 
@@ -791,7 +794,7 @@ impl LazyJson {
             return LazyJson::from(Value::Null);
         };
         let lazy = LazyJson {
-            text: Some(text),
+            text: Some(text.into()),
             ..LazyJson::default()
         };
         if !has_meta {
@@ -948,8 +951,14 @@ impl fmt::Debug for LazyJson {
 
 impl serde::Serialize for LazyJson {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match &self.text {
-            Some(text) => text.serialize(serializer),
+        match self.text.as_deref() {
+            // Written as it is; serde_json has no way to write text unchecked, so
+            // the text is read once more. Messages are written by hand, without it
+            // (`Message::write_to`); this is for other writers.
+            Some(text) => match serde_json::from_str::<&RawValue>(text) {
+                Ok(raw) => raw.serialize(serializer),
+                Err(error) => Err(serde::ser::Error::custom(error)),
+            },
             None => (**self).serialize(serializer),
         }
     }
@@ -962,94 +971,9 @@ impl<'de> serde::Deserialize<'de> for LazyJson {
 }
 
 /// The tree of a checked text (`Null` for none; a checked text always parses).
-fn tree_of(text: Option<&RawValue>) -> Value {
-    text.and_then(|text| serde_json::from_str(text.get()).ok())
+fn tree_of(text: Option<&str>) -> Value {
+    text.and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_default()
-}
-
-/// What a quick look at a message's bytes found (see [`look`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Look {
-    /// Nothing a tree parse could refuse once the text is well formed; `line_breaks`
-    /// when whitespace between tokens holds `\n` or `\r`.
-    Plain {
-        /// Whether a line break lies between tokens.
-        line_breaks: bool,
-    },
-    /// Something only a tree parse can judge: leave the text to it.
-    Unusual,
-}
-
-/// Nesting deeper than this is left to the tree parse (serde_json stops at 128).
-const PLAIN_DEPTH: u32 = 100;
-/// A run of digits longer than this might not fit an `f64`: left to the tree parse.
-const PLAIN_DIGITS: u32 = 300;
-
-/// One pass over a JSON text for what a lean parse (serde_json skipping values
-/// unbuilt) accepts and a tree parse refuses: nesting past serde_json's limit,
-/// numbers out of `f64` range (an exponent, or hundreds of digits) and surrogate
-/// escapes (`\uD800`–`\uDFFF`, which must pair). Each makes the text
-/// [`Look::Unusual`], so that it is read as a tree, which accepts or refuses it
-/// exactly as before. Syntax itself is left to the lean parse. The text is `str`:
-/// its UTF-8 was checked once, by the caller, so the lean parse that follows reads
-/// it as `str` too and checks no string or member again (issue 17).
-pub(crate) fn look(text: &str) -> Look {
-    let bytes = text.as_bytes();
-    let mut depth = 0u32;
-    let mut digits = 0u32;
-    let mut line_breaks = false;
-    let mut at = 0;
-    while at < bytes.len() {
-        let byte = bytes[at];
-        at += 1;
-        match byte {
-            b'"' => {
-                digits = 0;
-                // Inside a string: only a quote or an escape matters.
-                loop {
-                    at = quote_or_escape(bytes, at);
-                    let Some(&byte) = bytes.get(at) else { break };
-                    match byte {
-                        b'"' => break,
-                        b'\\' => {
-                            if bytes.get(at + 1) == Some(&b'u') && matches!(bytes.get(at + 2), Some(b'd' | b'D')) {
-                                return Look::Unusual;
-                            }
-                            at += 2;
-                            continue;
-                        }
-                        _ => at += 1,
-                    }
-                }
-                at += 1;
-            }
-            b'0'..=b'9' => {
-                digits += 1;
-                if digits > PLAIN_DIGITS {
-                    return Look::Unusual;
-                }
-            }
-            b'e' | b'E' if digits > 0 || bytes.get(at.wrapping_sub(2)) == Some(&b'.') => return Look::Unusual,
-            b'{' | b'[' => {
-                digits = 0;
-                depth += 1;
-                if depth > PLAIN_DEPTH {
-                    return Look::Unusual;
-                }
-            }
-            b'}' | b']' => {
-                digits = 0;
-                depth = depth.saturating_sub(1);
-            }
-            b'\n' | b'\r' => {
-                digits = 0;
-                line_breaks = true;
-            }
-            b'.' => {}
-            _ => digits = 0,
-        }
-    }
-    Look::Plain { line_breaks }
 }
 
 /// Where the members of an object lie, found by walking a text serde_json has
@@ -1579,43 +1503,5 @@ mod tests {
             assert_eq!(lazy(a) == serde_json::from_str::<Value>(b).unwrap(), equal);
         }
         assert_eq!(lazy(r#"{"a":1}"#).clone(), lazy(r#"{"a":1}"#));
-    }
-
-    #[test]
-    fn a_plain_look_means_a_tree_parse_accepts_what_is_well_formed() {
-        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
-        let shallow = format!("{}{}", "[".repeat(50), "]".repeat(50));
-        let long = format!("[{}]", "9".repeat(400));
-        let cases: [(&str, Look); 14] = [
-            (
-                r#"{"a":[1,2.5,-3,"x",true,false,null,{}]}"#,
-                Look::Plain { line_breaks: false },
-            ),
-            ("{\"a\":\n1,\r\n\"s\":\"x\\ny\"}", Look::Plain { line_breaks: true }),
-            (
-                r#"{"e":"1e400","t":true,"f":false}"#,
-                Look::Plain { line_breaks: false },
-            ),
-            (r#"{"a":1e400}"#, Look::Unusual),
-            (r#"{"a":1.5E3}"#, Look::Unusual),
-            (r#"{"a":2.e3}"#, Look::Unusual),
-            (r#"{"a":"\ud800"}"#, Look::Unusual),
-            (r#"{"a":"\uDC00x"}"#, Look::Unusual),
-            (r#"{"a":"\u00e9\"\\"}"#, Look::Plain { line_breaks: false }),
-            (&deep, Look::Unusual),
-            (&shallow, Look::Plain { line_breaks: false }),
-            (&long, Look::Unusual),
-            ("[\"\\\"]\"]", Look::Plain { line_breaks: false }),
-            ("{\"a\":\"\u{e9}\"}", Look::Plain { line_breaks: false }),
-        ];
-        for (text, expected) in cases {
-            assert_eq!(look(text), expected, "{text}");
-            if expected != Look::Unusual {
-                assert!(serde_json::from_str::<Value>(text).is_ok(), "{text}");
-            }
-        }
-        for refused in [r#"{"a":1e400}"#, r#"{"a":"\ud800"}"#, &deep, &long] {
-            assert!(serde_json::from_str::<Value>(refused).is_err(), "{refused}");
-        }
     }
 }

@@ -8,6 +8,7 @@ pub mod capabilities;
 pub mod envelope;
 pub mod errors;
 pub mod headers;
+pub(crate) mod json_check;
 pub mod jsonrpc;
 pub mod lazy_json;
 pub mod method;
