@@ -764,8 +764,8 @@ impl<'de> Visitor<'de> for StrMember<'_> {
 
 /// A member's value as [`LazyJson::object_with`] writes it.
 pub enum MemberValue<'a> {
-    /// The text as it was.
-    Text(&'a RawValue),
+    /// The text as it was (checked JSON: a value of a [`LazyJson`]'s text).
+    Text(&'a str),
     /// A tree, written as JSON.
     Tree(&'a Value),
 }
@@ -773,28 +773,64 @@ pub enum MemberValue<'a> {
 impl LazyJson {
     /// The members of an object still held as text, in order, their values unbuilt
     /// (`None` for a tree, or a text that is not an object: the caller uses the tree).
-    pub fn text_members(&self) -> Option<Vec<(std::borrow::Cow<'_, str>, &RawValue)>> {
+    pub fn text_members(&self) -> Option<Vec<(std::borrow::Cow<'_, str>, &str)>> {
         let text = self.text.as_deref()?;
         if !text.starts_with('{') {
             return None;
         }
-        let members: TextMembers<'_> = serde_json::from_str(text).ok()?;
-        Some(members.0)
+        // Where the members lie, from the `_meta` pass or a walk over the checked
+        // text; serde_json's pass only for escaped names or many members.
+        let walked;
+        let spans = match self.spans() {
+            Some((_, spans)) => spans,
+            None => match walk_object(text) {
+                Some(spans) => {
+                    walked = spans;
+                    &walked[..]
+                }
+                None => {
+                    let members: TextMembers<'_> = serde_json::from_str(text).ok()?;
+                    return Some(members.0.into_iter().map(|(name, value)| (name, value.get())).collect());
+                }
+            },
+        };
+        let members = spans
+            .iter()
+            .map(|span| (std::borrow::Cow::Borrowed(span.name(text)), span.value(text)))
+            .collect();
+        Some(members)
     }
 
     /// An object written from members: text values copied as they are, trees
     /// written as JSON. What a stage that adds or drops a few members of an
     /// object uses instead of building (and writing out) the whole tree.
     pub fn object_with<'a>(members: impl IntoIterator<Item = (&'a str, MemberValue<'a>)>) -> LazyJson {
-        let members: Vec<(&str, MemberValue<'_>)> = members.into_iter().collect();
-        let has_meta = members.iter().any(|(key, _)| *key == "_meta");
         // Written, not parsed again: every piece is JSON already.
-        let Ok(text) = serde_json::value::to_raw_value(&WrittenObject(&members)) else {
-            // Cannot happen (strings and trees always serialise); the tree of nothing is null.
+        let mut written = Vec::with_capacity(128);
+        let mut has_meta = false;
+        written.push(b'{');
+        for (key, value) in members {
+            if written.len() > 1 {
+                written.push(b',');
+            }
+            has_meta |= key == "_meta";
+            crate::protocol::jsonrpc::write_json_str(&mut written, key);
+            written.push(b':');
+            match value {
+                MemberValue::Text(text) => written.extend_from_slice(text.as_bytes()),
+                // A tree with string keys written to memory: cannot fail.
+                MemberValue::Tree(tree) => {
+                    let _ = serde_json::to_writer(&mut written, tree);
+                }
+            }
+        }
+        written.push(b'}');
+        // Text and serialised trees are UTF-8: cannot fail.
+        let Ok(text) = String::from_utf8(written) else {
             return LazyJson::from(Value::Null);
         };
         let lazy = LazyJson {
-            text: Some(text.into()),
+            text: Some(text.into_boxed_str()),
             ..LazyJson::default()
         };
         if !has_meta {
@@ -802,23 +838,6 @@ impl LazyJson {
             let _ = lazy.digest.set(None);
         }
         lazy
-    }
-}
-
-/// Members written as one JSON object (text values as they are).
-struct WrittenObject<'a, 'b>(&'b [(&'a str, MemberValue<'a>)]);
-
-impl serde::Serialize for WrittenObject<'_, '_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (key, value) in self.0 {
-            match value {
-                MemberValue::Text(text) => map.serialize_entry(key, text)?,
-                MemberValue::Tree(tree) => map.serialize_entry(key, tree)?,
-            }
-        }
-        map.end()
     }
 }
 
@@ -1503,5 +1522,45 @@ mod tests {
             assert_eq!(lazy(a) == serde_json::from_str::<Value>(b).unwrap(), equal);
         }
         assert_eq!(lazy(r#"{"a":1}"#).clone(), lazy(r#"{"a":1}"#));
+    }
+
+    #[test]
+    fn text_members_and_objects_written_from_them_read_as_the_tree() {
+        let many = format!(
+            "{{{}}}",
+            (0..12).map(|n| format!(r#""m{n}":{n}"#)).collect::<Vec<_>>().join(",")
+        );
+        let cases = [
+            r#"{"a":1,"b":{"c":[1,"}"]},"_meta":{"k":"v"}}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"\u0061":1,"b\"":2}"#,
+            r#" {"s":"x\ty"} "#.trim(),
+            many.as_str(),
+            "{}",
+        ];
+        for text in cases {
+            let value = lazy(text);
+            // Reading `_meta` first makes the pass that keeps the spans.
+            for read_meta_first in [false, true] {
+                if read_meta_first {
+                    let _ = value.meta();
+                }
+                let members = value.text_members().unwrap();
+                let tree: Value = serde_json::from_str(text).unwrap();
+                for (name, member) in tree.as_object().unwrap() {
+                    let last = members.iter().rev().find(|(n, _)| n == name).unwrap().1;
+                    assert_eq!(&serde_json::from_str::<Value>(last).unwrap(), member, "{text}: {name}");
+                }
+                let written = LazyJson::object_with(
+                    members
+                        .iter()
+                        .map(|(name, text)| (name.as_ref(), MemberValue::Text(text))),
+                );
+                assert_eq!(*written, tree, "{text}");
+            }
+        }
+        assert!(lazy("[1]").text_members().is_none());
+        let with_tree = LazyJson::object_with([("a\"", MemberValue::Tree(&json!({"b": [1]})))]);
+        assert_eq!(with_tree.text(), Some(r#"{"a\"":{"b":[1]}}"#));
     }
 }

@@ -1,6 +1,5 @@
 //! Results and errors on their way up, from the upstream's era to the client's.
 
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::cache::CachePolicy;
@@ -40,13 +39,15 @@ pub struct ServerInfo {
     /// `serverInfo` from the upstream's handshake.
     pub tree: Value,
     /// `{"io.modelcontextprotocol/serverInfo": tree}` as text.
-    meta: Option<Box<RawValue>>,
+    meta: Option<Box<str>>,
 }
 
 impl ServerInfo {
     /// Keeps `tree` and writes the `_meta` that carries it.
     pub fn new(tree: Value) -> ServerInfo {
-        let meta = serde_json::value::to_raw_value(&serde_json::json!({ SERVER_INFO: &tree })).ok();
+        let meta = serde_json::to_string(&serde_json::json!({ SERVER_INFO: &tree }))
+            .ok()
+            .map(String::into_boxed_str);
         ServerInfo { tree, meta }
     }
 }
@@ -75,7 +76,7 @@ pub fn text_result_for_modern(
         .map(|(_, text)| *text);
     let meta: Option<Value> = match meta_text {
         None => None,
-        Some(text) => match serde_json::from_str::<Value>(text.get()) {
+        Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(Value::Object(mut meta)) if !meta.contains_key(SERVER_INFO) => {
                 meta.insert(SERVER_INFO.into(), server_info.tree.clone());
                 Some(Value::Object(meta))
@@ -400,6 +401,8 @@ mod tests {
             r#"{"content":[],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"other"}}}"#,
             r#"{"content":[],"_meta":7}"#,
             r#"{"resultType":"input_required","inputRequests":{}}"#,
+            r#"{"\u0063ontent":[],"a\"b":"x"}"#,
+            r#"{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"_meta":{}}"#,
             r#"{}"#,
             r#"[1]"#,
         ];

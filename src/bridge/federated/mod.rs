@@ -551,7 +551,7 @@ impl Asking<'_> {
         }
         let members = params.text_members()?;
         let (_, exposed) = members.iter().find(|(key, _)| key == "name")?;
-        let exposed: String = serde_json::from_str(exposed.get()).ok()?;
+        let exposed: String = serde_json::from_str(exposed).ok()?;
         let (member, own) = self.naming(names).owner(&exposed)?;
         let backend = self.relays_to(member, method)?;
         let own = Value::from(own);
