@@ -13,6 +13,7 @@
 mod client_session;
 mod dispatch;
 mod federated;
+pub(crate) mod handoff;
 mod legacy;
 pub mod listen;
 mod lists;

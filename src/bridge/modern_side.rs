@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::mpsc;
 
+use super::handoff;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ErrorObject, Id, Message, ModernMethod, Notification, Request, Response};
@@ -83,7 +83,7 @@ impl ModernSide {
 }
 
 /// Answers the client `error` and cancels the upstream call, which cannot complete.
-pub async fn fail_call(call: Call, client_id: &Id, error: ErrorObject, tx: &mpsc::Sender<Message>) {
+pub async fn fail_call(call: Call, client_id: &Id, error: ErrorObject, tx: &handoff::Sender) {
     call.cancel(&error.message);
     let _ = tx
         .send(Response::error(Some(client_id.clone()), error).into_message())

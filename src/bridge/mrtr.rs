@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 use dashmap::DashMap;
 use rand::Rng;
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio::time::Instant as Deadline;
 
+use super::handoff;
 use super::modern_side::{self, ModernSide, answer_upstream};
 use crate::config::SessionsConfig;
-use crate::protocol::{ErrorObject, Id, Message, Request, Response};
+use crate::protocol::{ErrorObject, Id, Request, Response};
 use crate::router::{Call, CallEvent, CallStep};
 use crate::seal::{Purpose, SealKey, Sealer, unix_now};
 use crate::translate::mrtr::RequestStateClaims;
@@ -241,7 +241,7 @@ pub async fn gather(
     store: &SuspendedCalls,
     mut gathering: GatheringInput,
     client_id: Id,
-    tx: mpsc::Sender<Message>,
+    tx: handoff::Sender,
     deadline: Deadline,
 ) {
     let session = call.session().clone();

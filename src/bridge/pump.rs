@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::handoff;
 use super::modern_side::{ModernSide, answer_upstream, fail_call, refuse_later};
 use super::mrtr::{self, SuspendedCalls};
 use super::reply::{Reply, Responses};
@@ -96,7 +96,7 @@ pub fn stream_call(
     timeout: Option<Duration>,
     held: impl Send + 'static,
 ) -> Reply {
-    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    let (tx, rx) = handoff::queue(STREAM_QUEUE);
     let era = side.era();
     // A year stands in for "never": far enough, and `Instant` arithmetic cannot overflow.
     let timeout = timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600));
@@ -113,7 +113,7 @@ async fn pump(
     mut call: Call,
     mut side: ClientSide,
     client_id: Id,
-    tx: mpsc::Sender<Message>,
+    tx: handoff::Sender,
     deadline: Instant,
     timeout: Duration,
 ) {
@@ -204,7 +204,7 @@ async fn on_input(
     side: ClientSide,
     request: Request,
     client_id: &Id,
-    tx: &mpsc::Sender<Message>,
+    tx: &handoff::Sender,
     deadline: Instant,
 ) -> Streaming {
     let ClientSide::Modern {
@@ -231,7 +231,7 @@ async fn on_input(
 }
 
 /// Gives up on a call past its deadline and tells the client.
-async fn time_out(call: Call, client_id: &Id, tx: &mpsc::Sender<Message>, timeout: Duration) {
+async fn time_out(call: Call, client_id: &Id, tx: &handoff::Sender, timeout: Duration) {
     let error = UpstreamError::Timeout {
         upstream: call.session().upstream_name().to_owned(),
         after_ms: timeout.as_millis() as u64,
@@ -260,7 +260,7 @@ impl ClientSide {
     async fn answer_input(
         &self,
         input: &Value,
-        tx: &mpsc::Sender<Message>,
+        tx: &handoff::Sender,
         deadline: Instant,
     ) -> Result<Option<Call>, ErrorObject> {
         let ClientSide::Legacy {

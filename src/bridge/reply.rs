@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::handoff;
 use super::quota::Hold;
 use super::sessions::ClientSession;
 use crate::protocol::errors::{Rejection, handler_error_status};
@@ -39,7 +40,7 @@ pub enum Reply {
 /// rides along, the final response (or the stream's end without one) closes it:
 /// no task and no extra channel hop per request.
 pub struct Responses {
-    messages: mpsc::Receiver<Message>,
+    messages: Source,
     exchange: Option<(Exchange, Era)>,
     /// The request's place in its principal's in-flight quota, given back with the response.
     in_flight: Option<Hold>,
@@ -202,6 +203,12 @@ impl Drop for Responses {
 
 impl From<mpsc::Receiver<Message>> for Responses {
     fn from(messages: mpsc::Receiver<Message>) -> Responses {
+        Responses::from(Source::Channel(messages))
+    }
+}
+
+impl From<Source> for Responses {
+    fn from(messages: Source) -> Responses {
         Responses {
             messages,
             exchange: None,
@@ -217,20 +224,41 @@ impl From<mpsc::Receiver<Message>> for Responses {
 impl Responses {
     /// The messages `producer` sends on the channel `messages` receives from,
     /// `producer` driven as they are received.
-    pub fn produced_by(messages: mpsc::Receiver<Message>, producer: Producer) -> Responses {
-        let mut responses = Responses::from(messages);
+    pub fn produced_by(messages: handoff::Receiver, producer: Producer) -> Responses {
+        let mut responses = Responses::from(Source::Handoff(messages));
         responses.producer = Some(Mutex::new(producer));
         responses
     }
 }
 
+/// Where a stream's messages come from: a channel other tasks send on (a
+/// session's GET stream, a relay), or the queue of the call pumped as they are
+/// received.
+enum Source {
+    Channel(mpsc::Receiver<Message>),
+    Handoff(handoff::Receiver),
+}
+
+impl Source {
+    fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Message>> {
+        match self {
+            Source::Channel(messages) => messages.poll_recv(cx),
+            Source::Handoff(messages) => messages.poll_recv(cx),
+        }
+    }
+
+    fn try_recv(&mut self) -> Result<Message, mpsc::error::TryRecvError> {
+        match self {
+            Source::Channel(messages) => messages.try_recv(),
+            Source::Handoff(messages) => messages.try_recv(),
+        }
+    }
+}
+
 /// The next message on `messages`, driving `producer` (until it ends) meanwhile.
-async fn next_message(
-    messages: &mut mpsc::Receiver<Message>,
-    producer: &mut Option<Mutex<Producer>>,
-) -> Option<Message> {
+async fn next_message(messages: &mut Source, producer: &mut Option<Mutex<Producer>>) -> Option<Message> {
     if producer.is_none() {
-        return messages.recv().await;
+        return std::future::poll_fn(|cx| messages.poll_recv(cx)).await;
     }
     std::future::poll_fn(|cx| {
         if let Some(running) = producer {

@@ -281,14 +281,14 @@ impl Message {
     /// Serialises to one line of JSON (no embedded newline, as stdio framing
     /// needs), straight from the message: params and results are not copied.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + self.kept_text_len());
+        let mut out = Vec::with_capacity(self.written_len());
         self.write_to(&mut out);
         out
     }
 
     /// Several messages as one JSON array on one line (a batch's answer).
     pub fn array_to_bytes(messages: &[Message]) -> Vec<u8> {
-        let size = messages.iter().map(|m| 65 + m.kept_text_len()).sum::<usize>();
+        let size = messages.iter().map(|m| 1 + m.written_len()).sum::<usize>();
         let mut out = Vec::with_capacity(2 + size);
         out.push(b'[');
         for (at, message) in messages.iter().enumerate() {
@@ -348,19 +348,29 @@ impl Message {
         out.push(b'}');
     }
 
-    /// The length of the params or result text the message keeps, if any.
-    fn kept_text_len(&self) -> usize {
-        let kept = match self {
-            Message::Request(Request { params, .. }) | Message::Notification(Notification { params, .. }) => {
-                params.as_ref()
-            }
-            Message::Response(Response {
-                outcome: Outcome::Result(result),
-                ..
-            }) => Some(result),
-            Message::Response(_) => None,
+    /// About how many bytes [`Message::write_to`] writes: exactly enough for the
+    /// usual message (an id, a method without escapes, params or a result kept as
+    /// text), so that the buffer is allocated once.
+    fn written_len(&self) -> usize {
+        // `{"jsonrpc":"2.0",` `"id":` `,"method":""` `,"params":` `}`
+        const FRAME: usize = 17 + 5 + 12 + 10 + 1;
+        let id_len = |id: &Id| match &id.0 {
+            IdRepr::Number(_) => 20,
+            IdRepr::String(s) => s.len() + 2,
         };
-        kept.and_then(LazyJson::text).map_or(0, str::len)
+        let text_len = |value: &LazyJson| value.text().map_or(64, str::len);
+        FRAME
+            + match self {
+                Message::Request(r) => id_len(&r.id) + r.method.len() + r.params.as_ref().map_or(0, text_len),
+                Message::Notification(n) => n.method.len() + n.params.as_ref().map_or(0, text_len),
+                Message::Response(r) => {
+                    r.id.as_ref().map_or(4, id_len)
+                        + match &r.outcome {
+                            Outcome::Result(result) => text_len(result),
+                            Outcome::Error(error) => 64 + error.message.len(),
+                        }
+                }
+            }
     }
 
     /// The method, for requests and notifications.
@@ -876,15 +886,22 @@ mod tests {
         ];
         for id in ids {
             let texts = [
-                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"m\"1","params":{{"a":[1,{{"b":null}}]}}}}"#),
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"a":[1,{{"b":null}}]}}}}"#),
                 format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[]}}}}"#),
                 format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"no","data":{{"x":1}}}}}}"#),
                 r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#.to_owned(),
+                r#"{"jsonrpc":"2.0","method":"m\"1","params":[]}"#.to_owned(),
             ];
             for text in texts {
                 let message = Message::parse(text.as_bytes()).unwrap();
+                let bytes = message.to_bytes();
+                // Allocated once: the buffer never grew past its first size (strings
+                // with escapes may grow it).
+                if !text.contains('\\') {
+                    assert_eq!(bytes.capacity(), message.written_len(), "{text}");
+                }
                 assert_eq!(
-                    String::from_utf8(message.to_bytes()).unwrap(),
+                    String::from_utf8(bytes).unwrap(),
                     serde_json::to_string(&message).unwrap(),
                     "{text}"
                 );

@@ -1,0 +1,327 @@
+//! The bounded queue from a call's pump to the answer that drives it.
+//!
+//! A call's pump is polled by whoever receives its messages (see
+//! [`super::reply::Responses::produced_by`]), and most calls send it one
+//! message, the response. tokio's mpsc channel cost ~3,000 instructions a call
+//! for that (bench/NOTES.md, issue 17): its shared state is cache-padded, so
+//! allocated aligned, and its first block holds 32 messages, two allocations
+//! past the allocator's fast path, then its semaphore and wakers. This queue is
+//! a queue behind a mutex that nobody else takes, its first message held in
+//! place: one small allocation for a call's one message. It keeps the channel's promises that the pump
+//! relies on: at most `bound` messages wait, a sender waits for room, a send
+//! after the receiver left fails, [`Sender::closed`] resolves when the receiver
+//! leaves, and the receiver sees every message sent before the last sender went.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+
+use tokio::sync::mpsc::error::TryRecvError;
+
+use crate::protocol::Message;
+
+/// A queue of at most `bound` messages (at least one).
+pub fn queue(bound: usize) -> (Sender, Receiver) {
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            first: None,
+            rest: VecDeque::new(),
+            bound: bound.max(1),
+            senders: 1,
+            receiver_alive: true,
+            receiver_waker: None,
+            sender_waker: None,
+            more_sender_wakers: Vec::new(),
+        }),
+    });
+    (
+        Sender {
+            shared: Arc::clone(&shared),
+        },
+        Receiver { shared },
+    )
+}
+
+struct Shared {
+    state: Mutex<State>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves the queue as it was: go on with it.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+struct State {
+    /// The oldest message, kept in place: most calls send one.
+    first: Option<Message>,
+    /// The messages after it.
+    rest: VecDeque<Message>,
+    bound: usize,
+    /// Senders alive; the receiver sees the end once none is and the queue is empty.
+    senders: usize,
+    receiver_alive: bool,
+    /// The receiver waiting for a message.
+    receiver_waker: Option<Waker>,
+    /// Senders waiting for room or for the receiver to leave (one per task: a
+    /// waker that would wake the same task is not kept twice). The pump and the
+    /// stages it awaits are one task, so the second place is seldom used.
+    sender_waker: Option<Waker>,
+    more_sender_wakers: Vec<Waker>,
+}
+
+impl State {
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
+    fn push(&mut self, message: Message) {
+        if self.first.is_none() && self.rest.is_empty() {
+            self.first = Some(message);
+        } else {
+            self.rest.push_back(message);
+        }
+    }
+
+    fn pop(&mut self) -> Option<Message> {
+        self.first.take().or_else(|| self.rest.pop_front())
+    }
+
+    fn wake_senders(&mut self) {
+        if let Some(waker) = self.sender_waker.take() {
+            waker.wake();
+        }
+        for waker in self.more_sender_wakers.drain(..) {
+            waker.wake();
+        }
+    }
+
+    fn wait_as_sender(&mut self, waker: &Waker) {
+        match &self.sender_waker {
+            None => self.sender_waker = Some(waker.clone()),
+            Some(kept) if kept.will_wake(waker) => {}
+            Some(_) => {
+                if !self.more_sender_wakers.iter().any(|w| w.will_wake(waker)) {
+                    self.more_sender_wakers.push(waker.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The sending side (cloned for a stage that sends on the pump's behalf).
+pub struct Sender {
+    shared: Arc<Shared>,
+}
+
+impl Sender {
+    /// Queues `message`, waiting while the queue is full; `Err` with the message
+    /// when the receiver has left.
+    pub async fn send(&self, message: Message) -> Result<(), Message> {
+        let mut message = Some(message);
+        poll_fn(|cx| {
+            let mut state = self.shared.lock();
+            let Some(taken) = message.take() else {
+                return Poll::Ready(Ok(()));
+            };
+            if !state.receiver_alive {
+                return Poll::Ready(Err(taken));
+            }
+            if state.len() >= state.bound {
+                message = Some(taken);
+                state.wait_as_sender(cx.waker());
+                return Poll::Pending;
+            }
+            state.push(taken);
+            if let Some(waker) = state.receiver_waker.take() {
+                waker.wake();
+            }
+            Poll::Ready(Ok(()))
+        })
+        .await
+    }
+
+    /// Resolves once the receiver has left.
+    pub async fn closed(&self) {
+        poll_fn(|cx| {
+            let mut state = self.shared.lock();
+            if state.receiver_alive {
+                state.wait_as_sender(cx.waker());
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+    }
+}
+
+impl Clone for Sender {
+    fn clone(&self) -> Sender {
+        self.shared.lock().senders += 1;
+        Sender {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl Drop for Sender {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        state.senders -= 1;
+        if state.senders == 0
+            && let Some(waker) = state.receiver_waker.take()
+        {
+            waker.wake();
+        }
+    }
+}
+
+/// The receiving side.
+pub struct Receiver {
+    shared: Arc<Shared>,
+}
+
+impl Receiver {
+    /// The next message, `None` once every sender has gone and the queue is empty.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+        let mut state = self.shared.lock();
+        match state.pop() {
+            Some(message) => {
+                state.wake_senders();
+                Poll::Ready(Some(message))
+            }
+            None if state.senders == 0 => Poll::Ready(None),
+            None => {
+                state.receiver_waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    /// A message already queued, without waiting.
+    pub fn try_recv(&mut self) -> Result<Message, TryRecvError> {
+        let mut state = self.shared.lock();
+        match state.pop() {
+            Some(message) => {
+                state.wake_senders();
+                Ok(message)
+            }
+            None if state.senders == 0 => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        state.receiver_alive = false;
+        state.receiver_waker = None;
+        let unread = (state.first.take(), std::mem::take(&mut state.rest));
+        state.wake_senders();
+        drop(state);
+        drop(unread);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Id, Response};
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn message(n: u64) -> Message {
+        Response::result(Id::number(n), json!({})).into_message()
+    }
+
+    fn id_of(message: &Message) -> Option<Id> {
+        match message {
+            Message::Response(response) => response.id.clone(),
+            _ => None,
+        }
+    }
+
+    async fn recv(receiver: &mut Receiver) -> Option<Message> {
+        poll_fn(|cx| receiver.poll_recv(cx)).await
+    }
+
+    #[tokio::test]
+    async fn messages_arrive_in_order_then_the_end() {
+        let (sender, mut receiver) = queue(4);
+        let second = sender.clone();
+        sender.send(message(1)).await.unwrap();
+        second.send(message(2)).await.unwrap();
+        assert!(matches!(receiver.try_recv(), Ok(m) if id_of(&m) == Some(Id::number(1))));
+        drop(sender);
+        // One sender is left: the queue is empty, not ended.
+        assert!(matches!(receiver.try_recv(), Ok(m) if id_of(&m) == Some(Id::number(2))));
+        assert!(matches!(receiver.try_recv(), Err(TryRecvError::Empty)));
+        second.send(message(3)).await.unwrap();
+        drop(second);
+        // What was sent before the last sender went is still received.
+        assert_eq!(recv(&mut receiver).await.as_ref().and_then(id_of), Some(Id::number(3)));
+        assert!(recv(&mut receiver).await.is_none());
+        assert!(matches!(receiver.try_recv(), Err(TryRecvError::Disconnected)));
+    }
+
+    #[tokio::test]
+    async fn order_holds_when_sends_and_receives_interleave() {
+        let (sender, mut receiver) = queue(8);
+        let mut received = Vec::new();
+        for (sends, receives) in [(2, 1), (1, 1), (3, 2), (0, 2)] {
+            for _ in 0..sends {
+                // Ids count up in the order sent.
+                let next = received.len() as u64 + receiver.shared.lock().len() as u64;
+                sender.send(message(next)).await.unwrap();
+            }
+            for _ in 0..receives {
+                received.push(receiver.try_recv().ok().as_ref().and_then(id_of));
+            }
+        }
+        assert_eq!(received, (0..6).map(|n| Some(Id::number(n))).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_makes_the_sender_wait_until_a_message_is_taken() {
+        let (sender, mut receiver) = queue(2);
+        let sending = tokio::spawn(async move {
+            for n in 0..5 {
+                sender.send(message(n)).await.unwrap();
+            }
+        });
+        let mut received = Vec::new();
+        while let Some(message) = recv(&mut receiver).await {
+            // Never more than the bound waits.
+            assert!(receiver.shared.lock().len() <= 2);
+            received.push(id_of(&message));
+            tokio::task::yield_now().await;
+        }
+        sending.await.unwrap();
+        assert_eq!(received, (0..5).map(|n| Some(Id::number(n))).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn the_receiver_leaving_ends_a_waiting_send_and_wakes_closed() {
+        let (sender, receiver) = queue(1);
+        sender.send(message(1)).await.unwrap();
+        let sender = Arc::new(sender);
+        let waiting = {
+            let sender = Arc::clone(&sender);
+            tokio::spawn(async move { sender.send(message(2)).await.is_err() })
+        };
+        let closed = {
+            let sender = Arc::clone(&sender);
+            tokio::spawn(async move { sender.closed().await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished() && !closed.is_finished());
+        drop(receiver);
+        assert!(waiting.await.unwrap(), "a send after the receiver left fails");
+        closed.await.unwrap();
+        assert!(sender.send(message(3)).await.is_err());
+    }
+}
