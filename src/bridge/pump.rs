@@ -119,6 +119,18 @@ async fn pump(
 ) {
     loop {
         tokio::select! {
+            // In this order, without the macro's random start (a thread-local RNG on
+            // every poll): a deadline passed is honoured even while the call keeps
+            // sending, and a client that left is seen before the next event.
+            biased;
+            () = tokio::time::sleep_until(deadline) => {
+                time_out(call, &client_id, &tx, timeout).await;
+                break;
+            }
+            () = tx.closed() => {
+                call.cancel(CLIENT_LEFT);
+                break;
+            }
             step = call.next() => match step {
                 CallStep::Event(event) => match side.on_event(event, call.session()) {
                     EventAction::Send(message) => {
@@ -174,14 +186,6 @@ async fn pump(
                     break;
                 }
             },
-            () = tx.closed() => {
-                call.cancel(CLIENT_LEFT);
-                break;
-            }
-            () = tokio::time::sleep_until(deadline) => {
-                time_out(call, &client_id, &tx, timeout).await;
-                break;
-            }
         }
     }
     side.finish(&client_id);

@@ -640,6 +640,11 @@ impl<'a> Members<'a> {
 fn id_member(text: &str) -> Option<IdMember> {
     Some(match text.as_bytes().first() {
         Some(b'"') => IdMember::Id(Id(IdRepr::String(string_member(text)?))),
+        Some(b'0'..=b'9') if text.len() <= 19 && text.bytes().all(|b| b.is_ascii_digit()) => {
+            // A checked run of digits below 10^19 fits a u64: read without serde_json.
+            let n = text.bytes().fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
+            IdMember::Id(Id::number(n))
+        }
         Some(b'-' | b'0'..=b'9') => IdMember::Id(Id(IdRepr::Number(serde_json::from_str(text).ok()?))),
         Some(b'n') => IdMember::Null,
         _ => IdMember::Other,
@@ -796,6 +801,10 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#,
             r#"{"jsonrpc":"2.0","id":-7,"method":"x"}"#,
             r#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":9999999999999999999,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":10000000000000000000,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":0,"method":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":-0,"method":"x"}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":1},"params":[2]}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"x","vendor":{"k":[true,null]}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":0.5}}"#,

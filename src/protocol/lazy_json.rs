@@ -395,7 +395,7 @@ impl<'a> MetaMember<'a> {
 const SPAN_LIMIT: usize = 8;
 
 /// Where one member of an object's text lies (byte offsets into the text).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct MemberSpan {
     /// The first byte of the name, after its opening quote.
     name_start: usize,
@@ -805,8 +805,21 @@ impl LazyJson {
     /// written as JSON. What a stage that adds or drops a few members of an
     /// object uses instead of building (and writing out) the whole tree.
     pub fn object_with<'a>(members: impl IntoIterator<Item = (&'a str, MemberValue<'a>)>) -> LazyJson {
+        let members: Vec<(&str, MemberValue<'_>)> = members.into_iter().collect();
+        // Sized for the pieces (a tree's guessed), so that the buffer rarely grows.
+        let size = 2 + members
+            .iter()
+            .map(|(key, value)| {
+                key.len()
+                    + 4
+                    + match value {
+                        MemberValue::Text(text) => text.len(),
+                        MemberValue::Tree(_) => 64,
+                    }
+            })
+            .sum::<usize>();
         // Written, not parsed again: every piece is JSON already.
-        let mut written = Vec::with_capacity(128);
+        let mut written = Vec::with_capacity(size);
         let mut has_meta = false;
         written.push(b'{');
         for (key, value) in members {
@@ -1013,12 +1026,15 @@ fn walk_object(text: &str) -> Option<Box<[MemberSpan]>> {
         return None;
     }
     at = blank(at + 1);
-    let mut spans = Vec::with_capacity(SPAN_LIMIT);
+    // Gathered in place and boxed at their number: a `Vec` boxed would be shrunk,
+    // a reallocation each time (~250 instructions).
+    let mut spans = [MemberSpan::default(); SPAN_LIMIT];
+    let mut found = 0;
     if bytes.get(at) == Some(&b'}') {
-        return Some(spans.into_boxed_slice());
+        return Some(Box::default());
     }
     loop {
-        if bytes.get(at) != Some(&b'"') || spans.len() == SPAN_LIMIT {
+        if bytes.get(at) != Some(&b'"') || found == SPAN_LIMIT {
             return None;
         }
         let name_start = at + 1;
@@ -1032,16 +1048,17 @@ fn walk_object(text: &str) -> Option<Box<[MemberSpan]>> {
         }
         let value_start = blank(at + 1);
         let value_end = value_end(bytes, value_start)?;
-        spans.push(MemberSpan {
+        spans[found] = MemberSpan {
             name_start,
             name_end,
             value_start,
             value_end,
-        });
+        };
+        found += 1;
         at = blank(value_end);
         match bytes.get(at) {
             Some(b',') => at = blank(at + 1),
-            Some(b'}') if blank(at + 1) == bytes.len() => return Some(spans.into_boxed_slice()),
+            Some(b'}') if blank(at + 1) == bytes.len() => return Some(Box::from(&spans[..found])),
             _ => return None,
         }
     }

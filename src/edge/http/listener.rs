@@ -166,6 +166,9 @@ impl Connection {
         };
         let connection = watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
         tokio::select! {
+            // The connection first, without the macro's random start (a thread-local
+            // RNG on every wake of the connection); the idle timer only ends it.
+            biased;
             result = connection => if let Err(error) = result {
                 tracing::debug!(%peer, error = %error, "connection ended with an error");
             },

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE, HOST};
-use http::{HeaderName, HeaderValue, Method, StatusCode, Uri};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnectorBuilder;
@@ -118,6 +118,12 @@ struct LinkState {
     /// Set from the `initialize` response; std locks, never held across `.await`.
     session_id: RwLock<Option<HeaderValue>>,
     protocol_version: RwLock<Option<HeaderValue>>,
+    /// The endpoint's `Host`, kept for [`LinkState::post_headers`].
+    host: Option<HeaderValue>,
+    /// The headers of every POST on this link (`Host`, the session's, the content
+    /// types), made again when the session's change: a request clones them, where
+    /// five inserts hashed each name (~1,000 instructions a call, issue 17).
+    post_headers: RwLock<Arc<HeaderMap>>,
     /// The POSTs running as tasks of their own (see [`HttpLink::adopt`]).
     in_flight: Mutex<HashMap<u64, AbortHandle>>,
 }
@@ -129,8 +135,11 @@ impl HttpLink {
             upstream,
             session_id: RwLock::new(None),
             protocol_version: RwLock::new(None),
+            host: endpoint.host.clone(),
+            post_headers: RwLock::default(),
             in_flight: Mutex::new(HashMap::new()),
         });
+        state.make_post_headers();
         HttpLink {
             endpoint,
             subject: None,
@@ -150,6 +159,7 @@ impl HttpLink {
         let value = HeaderValue::from_str(session_id).ok()?;
         let link = HttpLink::new(endpoint, upstream);
         *link.state.session_id.write().unwrap_or_else(|e| e.into_inner()) = Some(value);
+        link.state.make_post_headers();
         Some(link)
     }
 
@@ -172,6 +182,7 @@ impl HttpLink {
     pub(crate) fn set_protocol_version(&self, revision: Revision) {
         *self.state.protocol_version.write().unwrap_or_else(|e| e.into_inner()) =
             Some(HeaderValue::from_static(revision.as_str()));
+        self.state.make_post_headers();
     }
 
     /// The POST of a request and the reading of its answer into `session`, as a
@@ -309,10 +320,10 @@ impl HttpLink {
     /// headers are regenerated from the body (`Mcp-Method`, `Mcp-Name`
     /// sentinel-encoded); `extra` carries headers forwarded as they came (`Mcp-Param-*`).
     fn post_headers(&self, message: &Message, extra: &[(String, String)]) -> Vec<(String, String)> {
-        let mut headers = Vec::with_capacity(extra.len() + 2);
-        if self.is_modern()
-            && let Message::Request(request) = message
-        {
+        let modern = self.is_modern();
+        // Nothing to mirror for a legacy upstream: no allocation either.
+        let mut headers = Vec::with_capacity(extra.len() + if modern { 2 } else { 0 });
+        if modern && let Message::Request(request) = message {
             headers.push((MCP_METHOD.to_owned(), request.method.clone()));
             if let Some(name) = mirrored_name(&request.method, request.params.as_deref()) {
                 headers.push((MCP_NAME.to_owned(), name));
@@ -324,12 +335,10 @@ impl HttpLink {
 
     /// What a request's task needs to send on this link (its session headers as they are now).
     fn sender(&self) -> Sender {
-        let read = |lock: &RwLock<Option<HeaderValue>>| lock.read().unwrap_or_else(|e| e.into_inner()).clone();
         Sender {
             endpoint: self.endpoint.clone(),
             subject: self.subject.clone(),
-            session_id: read(&self.state.session_id),
-            protocol_version: read(&self.state.protocol_version),
+            headers: Arc::clone(&self.state.post_headers.read().unwrap_or_else(|e| e.into_inner())),
         }
     }
 
@@ -354,17 +363,17 @@ const PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static(MCP_PROTOCOL
 struct Sender {
     endpoint: Arc<Endpoint>,
     subject: Option<Arc<Subject>>,
-    session_id: Option<HeaderValue>,
-    protocol_version: Option<HeaderValue>,
+    /// The link's POST headers as they were when the request was made.
+    headers: Arc<HeaderMap>,
 }
 
 impl Sender {
     fn builder(&self, method: Method) -> http::request::Builder {
         let mut builder = http::Request::builder().method(method).uri(self.endpoint.url.clone());
-        if let Some(id) = &self.session_id {
+        if let Some(id) = self.headers.get(SESSION_ID_HEADER) {
             builder = builder.header(SESSION_ID_HEADER, id);
         }
-        if let Some(version) = &self.protocol_version {
+        if let Some(version) = self.headers.get(PROTOCOL_VERSION_HEADER) {
             builder = builder.header(PROTOCOL_VERSION_HEADER, version);
         }
         builder
@@ -377,18 +386,10 @@ impl Sender {
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.endpoint.url.clone();
         let map = request.headers_mut();
-        map.reserve(5 + headers.len());
-        if let Some(host) = &self.endpoint.host {
-            map.insert(HOST, host.clone());
+        *map = HeaderMap::clone(&self.headers);
+        if !headers.is_empty() {
+            map.reserve(headers.len());
         }
-        if let Some(id) = &self.session_id {
-            map.insert(SESSION_ID_HEADER, id.clone());
-        }
-        if let Some(version) = &self.protocol_version {
-            map.insert(PROTOCOL_VERSION_HEADER, version.clone());
-        }
-        map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        map.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
         for (name, value) in headers {
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|e| e.to_string())?;
             let value = HeaderValue::from_str(value).map_err(|e| e.to_string())?;
@@ -427,8 +428,29 @@ impl LinkState {
             let mut slot = self.session_id.write().unwrap_or_else(|e| e.into_inner());
             if slot.is_none() {
                 *slot = Some(id.clone());
+                drop(slot);
+                self.make_post_headers();
             }
         }
+    }
+
+    /// Makes the headers every POST on this link carries from the session's
+    /// values as they are now (in the order they were always written).
+    fn make_post_headers(&self) {
+        let read = |lock: &RwLock<Option<HeaderValue>>| lock.read().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut map = HeaderMap::with_capacity(5);
+        if let Some(host) = &self.host {
+            map.insert(HOST, host.clone());
+        }
+        if let Some(id) = read(&self.session_id) {
+            map.insert(SESSION_ID_HEADER, id);
+        }
+        if let Some(version) = read(&self.protocol_version) {
+            map.insert(PROTOCOL_VERSION_HEADER, version);
+        }
+        map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        map.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        *self.post_headers.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(map);
     }
 }
 
