@@ -4,7 +4,7 @@
 //! round-trip suspensions ([`mrtr`]), listens ([`listen`]), what principals
 //! hold open ([`quota`]), `Mcp-Param-*` mirroring (`param_headers`) and
 //! batches meet here, with the lists kept of a legacy upstream (`lists`); `pump` turns a call in
-//! flight into what the client sees.
+//! flight into what the client sees, handing its messages over through `handoff`.
 //!
 //! The rules live in [`crate::translate`]; servers are reached only through
 //! [`crate::router`]. Nothing here knows a client's transport: the edge hands

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::errors::{ErrorObject, Rejection};
 use super::json_check;
-use super::lazy_json::LazyJson;
+use super::lazy_json::{LazyJson, write_json_str};
 use super::scan::{self, Bounds, ScanError};
 
 /// A request id: a string or a number, kept exactly as the peer sent it.
@@ -311,21 +311,10 @@ impl Message {
             Message::Request(r) => {
                 out.extend_from_slice(br#""id":"#);
                 r.id.write_to(out);
-                out.extend_from_slice(br#","method":"#);
-                write_json_str(out, &r.method);
-                if let Some(params) = &r.params {
-                    out.extend_from_slice(br#","params":"#);
-                    params.write_to(out);
-                }
+                out.push(b',');
+                write_method_and_params(out, &r.method, r.params.as_ref());
             }
-            Message::Notification(n) => {
-                out.extend_from_slice(br#""method":"#);
-                write_json_str(out, &n.method);
-                if let Some(params) = &n.params {
-                    out.extend_from_slice(br#","params":"#);
-                    params.write_to(out);
-                }
-            }
+            Message::Notification(n) => write_method_and_params(out, &n.method, n.params.as_ref()),
             Message::Response(r) => {
                 out.extend_from_slice(br#""id":"#);
                 match &r.id {
@@ -430,6 +419,16 @@ impl Id {
     }
 }
 
+/// Writes a request's or notification's `"method"` and, when given, `"params"` members.
+fn write_method_and_params(out: &mut Vec<u8>, method: &str, params: Option<&LazyJson>) {
+    out.extend_from_slice(br#""method":"#);
+    write_json_str(out, method);
+    if let Some(params) = params {
+        out.extend_from_slice(br#","params":"#);
+        params.write_to(out);
+    }
+}
+
 /// Writes `n` in decimal (`write!`'s formatting machinery cost ~250 instructions an id).
 fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
     let mut digits = [0u8; 20];
@@ -443,19 +442,6 @@ fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
         }
     }
     out.extend_from_slice(&digits[at..]);
-}
-
-/// Writes `text` as a JSON string: as it is between quotes when nothing in it
-/// needs an escape, else as serde_json escapes it.
-pub(crate) fn write_json_str(out: &mut Vec<u8>, text: &str) {
-    if text.bytes().any(|b| b == b'"' || b == b'\\' || b < b' ') {
-        // Writing a string to memory cannot fail.
-        let _ = serde_json::to_writer(&mut *out, text);
-    } else {
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
-    }
 }
 
 impl serde::Serialize for Id {

@@ -827,7 +827,7 @@ impl LazyJson {
                 written.push(b',');
             }
             has_meta |= key == "_meta";
-            crate::protocol::jsonrpc::write_json_str(&mut written, key);
+            write_json_str(&mut written, key);
             written.push(b':');
             match value {
                 MemberValue::Text(text) => written.extend_from_slice(text.as_bytes()),
@@ -999,6 +999,19 @@ impl serde::Serialize for LazyJson {
 impl<'de> serde::Deserialize<'de> for LazyJson {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<LazyJson, D::Error> {
         Value::deserialize(deserializer).map(LazyJson::from)
+    }
+}
+
+/// Writes `text` as a JSON string: as it is between quotes when nothing in it
+/// needs an escape, else as serde_json escapes it.
+pub(crate) fn write_json_str(out: &mut Vec<u8>, text: &str) {
+    if text.bytes().any(|b| b == b'"' || b == b'\\' || b < b' ') {
+        // Writing a string to memory cannot fail.
+        let _ = serde_json::to_writer(&mut *out, text);
+    } else {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
     }
 }
 
