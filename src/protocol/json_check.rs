@@ -234,8 +234,11 @@ impl Walk<'_> {
 }
 
 /// The first byte at or after `at` that a string cannot simply hold (a quote, a
-/// backslash or a control character), or the end: eight bytes at a time.
-fn special_byte(bytes: &[u8], mut at: usize) -> usize {
+/// backslash or a control character), or the end: eight bytes at a time, most
+/// of a message's bytes being inside strings. In checked text no control
+/// character lies in a string, so the walks over it (`lazy_json`) find the
+/// string's closing quote or its next escape with it.
+pub(crate) fn special_byte(bytes: &[u8], mut at: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     const QUOTES: u64 = ONES * b'"' as u64;
@@ -379,19 +382,33 @@ mod tests {
 
     #[test]
     fn the_byte_search_finds_the_first_special_byte() {
-        for text in [
-            "abcdefghij\"",
-            "abc\\",
-            "abcdefgh\u{1f}",
-            "é日本語テキストです\"",
-            "no end at all here",
-        ] {
-            let bytes = text.as_bytes();
-            let slow = bytes
+        let cases: [(&str, usize, usize); 13] = [
+            // (bytes, from, found)
+            ("", 0, 0),
+            ("abc", 0, 3),
+            ("abc\"", 0, 3),
+            ("ab\\c\"", 0, 2),
+            ("0123456789abcdef\"", 0, 16),
+            ("0123456\"89abcdef\"", 0, 7),
+            ("01234567\\9abcdef\"", 0, 8),
+            ("\"\"\"\"\"\"\"\"\"x", 3, 3),
+            ("\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\"\u{e9}", 1, 10),
+            ("abcdefgh\u{1f}", 0, 8),
+            ("abcdefghij\t", 2, 10),
+            ("é日本語テキストです\"", 0, 29),
+            ("no end at all here", 0, 18),
+        ];
+        for (text, from, found) in cases {
+            assert_eq!(special_byte(text.as_bytes(), from), found, "{text:?} from {from}");
+        }
+        // Every position of every byte value, against the plain search.
+        let bytes: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
+        for from in 0..bytes.len() {
+            let plain = bytes[from..]
                 .iter()
                 .position(|&b| b == b'"' || b == b'\\' || b < b' ')
-                .unwrap_or(bytes.len());
-            assert_eq!(special_byte(bytes, 0), slow, "{text}");
+                .map_or(bytes.len(), |i| from + i);
+            assert_eq!(special_byte(&bytes, from), plain, "from {from}");
         }
     }
 }

@@ -19,6 +19,8 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::json_check::special_byte;
+
 /// A JSON value kept as text until needed as a tree. Either holds the text
 /// (with the tree and `_meta` built on first look) or a tree of its own.
 #[derive(Default)]
@@ -109,7 +111,6 @@ impl LazyJson {
             return tree.get("_meta")?.get(key).map(MetaMember::Tree);
         }
         let digest = self.digest_of(text)?;
-
         match (digest.meta.tree.get(), digest.meta.member_spans(text)) {
             (None, Some((meta, members))) => {
                 let member = members.iter().rev().find(|member| member.name(meta) == key)?;
@@ -1051,7 +1052,7 @@ fn walk_object(text: &str) -> Option<Box<[MemberSpan]>> {
             return None;
         }
         let name_start = at + 1;
-        let name_end = quote_or_escape(bytes, name_start);
+        let name_end = special_byte(bytes, name_start);
         if bytes.get(name_end) != Some(&b'"') {
             return None;
         }
@@ -1119,37 +1120,13 @@ fn value_end(bytes: &[u8], start: usize) -> Option<usize> {
 /// One past the closing quote of a string whose contents start at `at`.
 fn string_end(bytes: &[u8], mut at: usize) -> Option<usize> {
     loop {
-        at = quote_or_escape(bytes, at);
+        at = special_byte(bytes, at);
         match bytes.get(at)? {
             b'"' => return Some(at + 1),
             // An escape and the byte it escapes (a `\uXXXX`'s digits are plain bytes).
             _ => at += 2,
         }
     }
-}
-
-/// The first `"` or `\\` in `bytes` from `at` (`bytes.len()` when none), looked for
-/// eight bytes at a time: most of a message's bytes are inside strings.
-fn quote_or_escape(bytes: &[u8], mut at: usize) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    const QUOTES: u64 = ONES * b'"' as u64;
-    const ESCAPES: u64 = ONES * b'\\' as u64;
-    while let Some(Ok(chunk)) = bytes.get(at..at + 8).map(<[u8; 8]>::try_from) {
-        let word = u64::from_le_bytes(chunk);
-        // A byte of `x` is zero where the word held the byte looked for; the lowest
-        // flag `(x - ONES) & !x & HIGHS` raises is the first such byte.
-        let (quote, escape) = (word ^ QUOTES, word ^ ESCAPES);
-        let found = ((quote.wrapping_sub(ONES) & !quote) | (escape.wrapping_sub(ONES) & !escape)) & HIGHS;
-        if found != 0 {
-            return at + (found.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    while bytes.get(at).is_some_and(|b| !matches!(b, b'"' | b'\\')) {
-        at += 1;
-    }
-    at.min(bytes.len())
 }
 
 #[cfg(test)]
@@ -1510,34 +1487,6 @@ mod tests {
         let value = lazy(r#"{"_meta":{}}"#);
         let _ = value.meta();
         assert!(value.with_member("_meta", &json!({})).is_err(), "_meta is the pass's");
-    }
-
-    #[test]
-    fn the_first_quote_or_escape_is_found() {
-        let cases: [(&str, usize, usize); 9] = [
-            // (bytes, from, found)
-            ("", 0, 0),
-            ("abc", 0, 3),
-            ("abc\"", 0, 3),
-            ("ab\\c\"", 0, 2),
-            ("0123456789abcdef\"", 0, 16),
-            ("0123456\"89abcdef\"", 0, 7),
-            ("01234567\\9abcdef\"", 0, 8),
-            ("\"\"\"\"\"\"\"\"\"x", 3, 3),
-            ("\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\"\u{e9}", 1, 10),
-        ];
-        for (text, from, found) in cases {
-            assert_eq!(quote_or_escape(text.as_bytes(), from), found, "{text:?} from {from}");
-        }
-        // Every position of every byte value, against the plain search.
-        let bytes: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
-        for from in 0..bytes.len() {
-            let plain = bytes[from..]
-                .iter()
-                .position(|b| matches!(b, b'"' | b'\\'))
-                .map_or(bytes.len(), |i| from + i);
-            assert_eq!(quote_or_escape(&bytes, from), plain, "from {from}");
-        }
     }
 
     #[test]

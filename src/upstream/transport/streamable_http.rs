@@ -435,8 +435,12 @@ impl LinkState {
     }
 
     /// Makes the headers every POST on this link carries from the session's
-    /// values as they are now (in the order they were always written).
+    /// values as they are now (in the order they were always written). Called
+    /// after each change of those values; the session's values are read under
+    /// the headers' write lock, so the last call made sees every change before it
+    /// and no older reading is stored over a newer one.
     fn make_post_headers(&self) {
+        let mut post_headers = self.post_headers.write().unwrap_or_else(|e| e.into_inner());
         let read = |lock: &RwLock<Option<HeaderValue>>| lock.read().unwrap_or_else(|e| e.into_inner()).clone();
         let mut map = HeaderMap::with_capacity(5);
         if let Some(host) = &self.host {
@@ -450,7 +454,7 @@ impl LinkState {
         }
         map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         map.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
-        *self.post_headers.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(map);
+        *post_headers = Arc::new(map);
     }
 }
 
