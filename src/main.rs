@@ -216,15 +216,33 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 
 /// The runtime `[runtime]` asks for: one thread for everything, or a pool of workers
 /// (tokio's default count, the CPUs eragate may use, unless `workers` says otherwise).
+/// A pool of one worker is the one thread: a multi-thread runtime with a single worker
+/// only adds its scheduler's bookkeeping (a clock read per task poll, its queue tuning)
+/// and a hand-off between the worker and the thread that waits on it.
 fn build_runtime(config: &RuntimeConfig) -> anyhow::Result<tokio::runtime::Runtime> {
-    let mut builder = match config.single_thread {
-        true => tokio::runtime::Builder::new_current_thread(),
-        false => tokio::runtime::Builder::new_multi_thread(),
+    let mut builder = match (config.single_thread, worker_count(config)) {
+        (true, _) | (false, 1) => tokio::runtime::Builder::new_current_thread(),
+        (false, workers) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(workers);
+            builder
+        }
     };
-    if let Some(workers) = config.workers {
-        builder.worker_threads(workers);
-    }
     builder.enable_all().build().context("starting the runtime")
+}
+
+/// The workers a multi-thread runtime would have: `workers`, else `TOKIO_WORKER_THREADS`
+/// (as tokio reads it), else the CPUs this process may run on (affinity mask, cgroup quota).
+fn worker_count(config: &RuntimeConfig) -> usize {
+    config
+        .workers
+        .or_else(|| {
+            std::env::var("TOKIO_WORKER_THREADS")
+                .ok()
+                .and_then(|count| count.trim().parse().ok())
+                .filter(|&count| count > 0)
+        })
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
 /// The configuration `eragate run` serves: the file, then the command line's overrides.

@@ -19,7 +19,12 @@ fn modern_and_legacy_python_clients_reach_server_everything_over_stdio() {
 
 #[test]
 fn every_runtime_shape_serves_both_eras() {
-    for runtime in ["single_thread = true", "workers = 1", "workers = 4"] {
+    // (the shape, whether tokio's worker threads serve: one worker is the one thread)
+    for (runtime, pool) in [
+        ("single_thread = true", false),
+        ("workers = 1", false),
+        ("workers = 4", true),
+    ] {
         let config = format!(
             "[runtime]\n{runtime}\n{}",
             stdio_upstream_toml(&everything_stdio_command(), "", "")
@@ -33,6 +38,16 @@ fn every_runtime_shape_serves_both_eras() {
                 report["results"]["call_echo"]["text"], "Echo: hi",
                 "[runtime] {runtime}: {report}"
             );
+        }
+        // tokio names its worker threads (and its blocking pool's) `tokio-rt-worker`.
+        let threads = std::fs::read_dir(format!("/proc/{}/task", gateway.proc.pid())).expect("the process's threads");
+        let workers = threads
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .filter(|name| name.trim() == "tokio-rt-worker")
+            .count();
+        match pool {
+            true => assert!(workers >= 4, "[runtime] {runtime}: {workers} worker threads"),
+            false => assert_eq!(workers, 0, "[runtime] {runtime}: served on one thread"),
         }
     }
 }

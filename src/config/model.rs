@@ -65,6 +65,7 @@ pub struct Config {
 pub struct RuntimeConfig {
     /// Worker threads serving requests. Default: the CPUs eragate may run on
     /// (its affinity mask and cgroup quota), or `TOKIO_WORKER_THREADS` when set.
+    /// One worker is served as `single_thread` is.
     pub workers: Option<usize>,
     /// One thread serves everything (accepting, clients, upstreams, timers):
     /// no hand-offs between threads, for a sidecar that has a share of one

@@ -1,5 +1,5 @@
 //! The design's floor for issue 17: a reverse proxy built from the parts eragate is
-//! built from (tokio's multi-thread runtime, hyper's HTTP/1.1 server and client
+//! built from (tokio's runtime, chosen as eragate's is, hyper's HTTP/1.1 server and client
 //! connections, kept alive in a list of idle connections as eragate's upstream
 //! client keeps them) that does nothing but forward.
 //!
@@ -121,8 +121,13 @@ fn main() {
         std::process::exit(2);
     };
     // As many workers as the process may use (the benchmark pins it to the server cores),
-    // as eragate's default runtime does.
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // and one thread for everything when that is one, as eragate's default runtime does.
+    let one_cpu = std::thread::available_parallelism().map_or(true, |cpus| cpus.get() == 1);
+    let mut builder = match one_cpu {
+        true => tokio::runtime::Builder::new_current_thread(),
+        false => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("hyper-relay: no runtime: {e}");
