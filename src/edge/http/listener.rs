@@ -300,7 +300,22 @@ impl Activity {
             if wait.is_zero() {
                 return;
             }
-            tokio::time::sleep(wait).await;
+            // Polled again only once it has fired. This future is polled on every wake
+            // of its connection (~4 a call), and a sleep's own poll registers the waker
+            // again each time (~150 instructions). The waker registered first stays
+            // good: the connection's one spawned task polls this, and its waker does
+            // not change.
+            let sleep = tokio::time::sleep(wait);
+            tokio::pin!(sleep);
+            let mut armed = false;
+            std::future::poll_fn(|cx| {
+                if armed && !sleep.is_elapsed() {
+                    return Poll::Pending;
+                }
+                armed = true;
+                sleep.as_mut().poll(cx)
+            })
+            .await;
         }
     }
 }
