@@ -408,7 +408,7 @@ impl Id {
     fn write_to(&self, out: &mut Vec<u8>) {
         match &self.0 {
             IdRepr::Number(n) => match n.as_u64() {
-                Some(n) => write_decimal(out, n),
+                Some(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
                 // Writing a number to memory cannot fail.
                 None => {
                     let _ = serde_json::to_writer(&mut *out, n);
@@ -427,21 +427,6 @@ fn write_method_and_params(out: &mut Vec<u8>, method: &str, params: Option<&Lazy
         out.extend_from_slice(br#","params":"#);
         params.write_to(out);
     }
-}
-
-/// Writes `n` in decimal (`write!`'s formatting machinery cost ~250 instructions an id).
-fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 impl serde::Serialize for Id {
