@@ -48,7 +48,12 @@ pub async fn serve(
         ListenCounting::Counted => gateway.listens.hold(principal.as_str()).map(Some),
         ListenCounting::CountedElsewhere => Ok(None),
     };
-    match backend.era(principal).await {
+    // Known after the first request; learning it (a probe, ~2,800 bytes of future) is boxed.
+    let era = match backend.era_if_known() {
+        Some(era) => Ok(era),
+        None => Box::pin(backend.era(principal)).await,
+    };
+    match era {
         Err(error) => Reply::upstream_failure(Some(request.id), &error),
         Ok(Era::Modern) if modern.method == ModernMethod::SubscriptionsListen => {
             let hold = match listen_hold() {

@@ -32,6 +32,11 @@ impl RateGate {
         }
     }
 
+    /// Whether no `[[rate_limits]]` apply: every request passes without a look.
+    pub fn unlimited(&self) -> bool {
+        self.limits.is_empty()
+    }
+
     /// Whether `message` from `principal` to `upstream` may pass now. Only
     /// requests are counted: notifications and responses answer nothing.
     pub async fn admit(&self, principal: &str, upstream: &str, message: &Message) -> Result<(), Rejection> {

@@ -128,13 +128,9 @@ impl UpstreamCredentials {
             UpstreamCredentials::None => Ok(None),
             UpstreamCredentials::Header(name, value) => Ok(Some((name.clone(), value.clone()))),
             UpstreamCredentials::Broken(error) => Err(error.clone()),
-            UpstreamCredentials::OAuth(client) => {
-                let subject = subject.map(|s| (s.token(), s.principal.as_str()));
-                let token = client.token(subject.as_ref().map(|(t, p)| (t.as_str(), *p))).await?;
-                let value = HeaderValue::try_from(format!("Bearer {token}"))
-                    .map_err(|_| CredentialError::TokenRequest("the access token is not a header value".into()))?;
-                Ok(Some((http::header::AUTHORIZATION, value)))
-            }
+            // Boxed: the token request's future (~1,900 bytes) would otherwise size the
+            // state of every request toward every upstream, and be moved with it.
+            UpstreamCredentials::OAuth(client) => Box::pin(bearer_header(client, subject)).await,
         }
     }
 
@@ -151,6 +147,18 @@ impl UpstreamCredentials {
             client.refused(token, subject.map(|s| s.principal.as_str()));
         }
     }
+}
+
+/// `Authorization: Bearer` with a token from `client`, for `subject` when it exchanges.
+async fn bearer_header(
+    client: &Arc<OAuthClient>,
+    subject: Option<&Subject>,
+) -> Result<Option<(HeaderName, HeaderValue)>, CredentialError> {
+    let subject = subject.map(|s| (s.token(), s.principal.as_str()));
+    let token = client.token(subject.as_ref().map(|(t, p)| (t.as_str(), *p))).await?;
+    let value = HeaderValue::try_from(format!("Bearer {token}"))
+        .map_err(|_| CredentialError::TokenRequest("the access token is not a header value".into()))?;
+    Ok(Some((http::header::AUTHORIZATION, value)))
 }
 
 fn header_credentials(header: &crate::config::HeaderCredential) -> Result<UpstreamCredentials, CredentialError> {

@@ -120,6 +120,20 @@ impl Upstream {
             self.reused(handshake);
             return Ok(session);
         }
+        // Boxed: opening a session (a connection, a handshake under its timeout; ~2,700
+        // bytes of future) is rare, and would otherwise size every pooled request's state.
+        Box::pin(self.open_for(partition, initialize, sharing)).await
+    }
+
+    /// [`Upstream::pick_with`] when no session could be chosen at once: waits for
+    /// the partition's turn to open one, and opens one unless another opened meanwhile.
+    async fn open_for(
+        self: &Arc<Self>,
+        partition: &Arc<Partition>,
+        initialize: Option<impl FnOnce() -> Value + Send>,
+        sharing: Sharing,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let handshake = initialize.is_some();
         let _opening = partition.opening.lock().await;
         if let Some(session) = self.choose_with(partition, false, sharing) {
             self.reused(handshake);

@@ -168,7 +168,9 @@ impl HttpClient {
         loop {
             let (mut sender, reused) = match self.checkout(&origin) {
                 Some(sender) => (sender, true),
-                None => (self.connect(&target).await?, false),
+                // Boxed: connecting (TCP, TLS, the handshake; ~2,400 bytes of future)
+                // is once per connection, and would otherwise size every request's state.
+                None => (Box::pin(self.connect(&target)).await?, false),
             };
             match sender.try_send_request(request).await {
                 Ok(response) => {
