@@ -807,42 +807,50 @@ impl LazyJson {
     /// object uses instead of building (and writing out) the whole tree.
     pub fn object_with<'a>(members: impl IntoIterator<Item = (&'a str, MemberValue<'a>)>) -> LazyJson {
         let members: Vec<(&str, MemberValue<'_>)> = members.into_iter().collect();
-        // Sized for the pieces (a tree's guessed), so that the buffer rarely grows.
-        let size = 2 + members
+        // Sized for the pieces: exactly when every name is plain and every value is
+        // text (the common case), so the text is boxed without a reallocation.
+        let size = 1 + members
             .iter()
             .map(|(key, value)| {
-                key.len()
-                    + 4
+                let key_len = match is_plain(key) {
+                    true => key.len() + 2,
+                    false => 6 * key.len() + 2,
+                };
+                key_len
+                    + 2
                     + match value {
                         MemberValue::Text(text) => text.len(),
                         MemberValue::Tree(_) => 64,
                     }
             })
-            .sum::<usize>();
-        // Written, not parsed again: every piece is JSON already.
-        let mut written = Vec::with_capacity(size);
+            .sum::<usize>()
+            .max(2);
+        // Written as a `String`, not parsed again: every piece is JSON already.
+        let mut text = String::with_capacity(size);
         let mut has_meta = false;
-        written.push(b'{');
+        text.push('{');
         for (key, value) in members {
-            if written.len() > 1 {
-                written.push(b',');
+            if text.len() > 1 {
+                text.push(',');
             }
             has_meta |= key == "_meta";
-            write_json_str(&mut written, key);
-            written.push(b':');
-            match value {
-                MemberValue::Text(text) => written.extend_from_slice(text.as_bytes()),
-                // A tree with string keys written to memory: cannot fail.
-                MemberValue::Tree(tree) => {
-                    let _ = serde_json::to_writer(&mut written, tree);
+            match is_plain(key) {
+                true => {
+                    text.push('"');
+                    text.push_str(key);
+                    text.push('"');
                 }
+                // A string written to memory: cannot fail.
+                false => text.push_str(&serde_json::to_string(key).unwrap_or_default()),
+            }
+            text.push(':');
+            match value {
+                MemberValue::Text(piece) => text.push_str(piece),
+                // A tree with string keys written to memory: cannot fail.
+                MemberValue::Tree(tree) => text.push_str(&serde_json::to_string(tree).unwrap_or_default()),
             }
         }
-        written.push(b'}');
-        // Text and serialised trees are UTF-8: cannot fail.
-        let Ok(text) = String::from_utf8(written) else {
-            return LazyJson::from(Value::Null);
-        };
+        text.push('}');
         let lazy = LazyJson {
             text: Some(text.into_boxed_str()),
             ..LazyJson::default()
@@ -1006,7 +1014,7 @@ impl<'de> serde::Deserialize<'de> for LazyJson {
 /// Writes `text` as a JSON string: as it is between quotes when nothing in it
 /// needs an escape, else as serde_json escapes it.
 pub(crate) fn write_json_str(out: &mut Vec<u8>, text: &str) {
-    if text.bytes().any(|b| b == b'"' || b == b'\\' || b < b' ') {
+    if !is_plain(text) {
         // Writing a string to memory cannot fail.
         let _ = serde_json::to_writer(&mut *out, text);
     } else {
@@ -1014,6 +1022,12 @@ pub(crate) fn write_json_str(out: &mut Vec<u8>, text: &str) {
         out.extend_from_slice(text.as_bytes());
         out.push(b'"');
     }
+}
+
+/// Whether `text` is written as JSON between quotes as it is (no quote,
+/// backslash or control character to escape).
+fn is_plain(text: &str) -> bool {
+    special_byte(text.as_bytes(), 0) == text.len()
 }
 
 /// The tree of a checked text (`Null` for none; a checked text always parses).

@@ -84,7 +84,6 @@ pub fn text_result_for_modern(
             _ => None,
         },
     };
-    let complete = Value::from("complete");
     let unwritten;
     let written_meta = match &server_info.meta {
         Some(text) => MemberValue::Text(text),
@@ -99,7 +98,7 @@ pub fn text_result_for_modern(
             ("_meta", Some(meta)) => ("_meta", MemberValue::Tree(meta)),
             (name, _) => (name, MemberValue::Text(text)),
         })
-        .chain((!has_type).then_some(("resultType", MemberValue::Tree(&complete))))
+        .chain((!has_type).then_some(("resultType", MemberValue::Text(r#""complete""#))))
         .chain(meta_text.is_none().then_some(("_meta", written_meta)));
     LazyJson::object_with(written)
 }
