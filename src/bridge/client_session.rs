@@ -567,7 +567,9 @@ pub fn stateless_envelope(capabilities: &Value, client_info: &Value) -> Envelope
     Envelope {
         protocol_version: Revision::LATEST.as_str().to_owned(),
         client_capabilities: crate::protocol::capabilities::client_legacy_to_modern(capabilities),
-        client_info: Some(client_info.clone()).filter(|v| !v.is_null()),
+        client_info: Some(client_info)
+            .filter(|v| !v.is_null())
+            .map(crate::protocol::envelope::ClientInfo::of),
         log_level: None,
     }
 }

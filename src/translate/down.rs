@@ -106,7 +106,7 @@ enum MetaFate {
 pub fn initialize_for_envelope(envelope: &Envelope, revision: Revision, gateway_info: &Value) -> Value {
     let client_info = envelope.client_info.as_ref().map_or_else(
         || gateway_info.clone(),
-        |info| capabilities::client_info_for(info, revision),
+        |info| capabilities::client_info_for(&info.value(), revision),
     );
     initialize_params(
         revision,
@@ -183,7 +183,9 @@ mod tests {
         let envelope = Envelope {
             protocol_version: "2026-07-28".into(),
             client_capabilities: json!({"roots": {}}),
-            client_info: Some(json!({"name": "c", "version": "1"})),
+            client_info: Some(crate::protocol::envelope::ClientInfo::of(
+                &json!({"name": "c", "version": "1"}),
+            )),
             log_level: Some(crate::protocol::envelope::LogLevel::Warning),
         };
         let params = legacy_params_for_modern(Some(json!({"name": "t", "_meta": {"progressToken": 3}})), &envelope);
