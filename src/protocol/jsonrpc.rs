@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::errors::{ErrorObject, Rejection};
 use super::json_check;
-use super::lazy_json::{LazyJson, write_json_str};
+use super::lazy_json::{LazyJson, plain_string, write_json_str};
 use super::scan::{self, Bounds, ScanError};
 
 /// A request id: a string or a number, kept exactly as the peer sent it.
@@ -625,9 +625,9 @@ fn id_member(text: &str) -> Option<IdMember> {
 /// A string member's checked text read as the string: the text between its
 /// quotes when it has no escape, else as serde_json reads it.
 fn string_member(text: &str) -> Option<String> {
-    match text.strip_prefix('"').and_then(|inner| inner.strip_suffix('"')) {
-        Some(plain) if !plain.contains('\\') => Some(plain.to_owned()),
-        _ => serde_json::from_str(text).ok(),
+    match plain_string(text) {
+        Some(plain) => Some(plain.to_owned()),
+        None => serde_json::from_str(text).ok(),
     }
 }
 

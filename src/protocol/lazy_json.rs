@@ -365,10 +365,10 @@ impl<'a> MetaMember<'a> {
     /// The value when it is a string (borrowed unless it had escapes).
     pub fn as_str(self) -> Option<std::borrow::Cow<'a, str>> {
         match self {
-            MetaMember::Text(text) if text.starts_with('"') => match serde_json::from_str::<&str>(text) {
-                Ok(plain) => Some(std::borrow::Cow::Borrowed(plain)),
+            MetaMember::Text(text) if text.starts_with('"') => match plain_string(text) {
+                Some(plain) => Some(std::borrow::Cow::Borrowed(plain)),
                 // Escapes: written out anew.
-                Err(_) => serde_json::from_str::<String>(text).ok().map(std::borrow::Cow::Owned),
+                None => serde_json::from_str::<String>(text).ok().map(std::borrow::Cow::Owned),
             },
             MetaMember::Text(_) => None,
             MetaMember::Tree(value) => value.as_str().map(std::borrow::Cow::Borrowed),
@@ -691,7 +691,11 @@ impl ParamsView for LazyJson {
                 if let Some((text, members)) = self.spans() {
                     // The last of that name, as a tree keeps; a value that is not a string is none.
                     let member = members.iter().rev().find(|member| member.name(text) == key)?;
-                    return serde_json::from_str::<String>(member.value(text)).ok();
+                    let value = member.value(text);
+                    return match plain_string(value) {
+                        Some(plain) => Some(plain.to_owned()),
+                        None => serde_json::from_str::<String>(value).ok(),
+                    };
                 }
                 let mut deserializer = serde_json::Deserializer::from_str(text);
                 StrMember(key).deserialize(&mut deserializer).ok().flatten()
@@ -1022,6 +1026,14 @@ pub(crate) fn write_json_str(out: &mut Vec<u8>, text: &str) {
         out.extend_from_slice(text.as_bytes());
         out.push(b'"');
     }
+}
+
+/// The contents of a checked JSON string written without escapes (`None` for
+/// any other value, or a string with an escape).
+pub(crate) fn plain_string(text: &str) -> Option<&str> {
+    let inner = text.strip_prefix('"')?;
+    let end = special_byte(inner.as_bytes(), 0);
+    (end + 1 == inner.len() && inner.as_bytes().get(end) == Some(&b'"')).then(|| inner.get(..end))?
 }
 
 /// Whether `text` is written as JSON between quotes as it is (no quote,
