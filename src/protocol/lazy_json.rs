@@ -435,10 +435,15 @@ impl Digest {
         }
         // The text is checked JSON: a walk over its bytes finds the members, unless
         // a name has escapes or there are many; serde_json's pass does then.
-        if let Some(members) = walk_object(text) {
+        if let Some((members, meta_members)) = walk_object_and_meta(text) {
             let meta = members.iter().rev().find(|member| member.name(text) == "_meta")?;
             return Some(Digest {
-                meta: MetaDigest::at(text, meta.value_start, meta.value_end),
+                meta: MetaDigest {
+                    start: meta.value_start,
+                    end: meta.value_end,
+                    members: meta_members,
+                    tree: OnceLock::new(),
+                },
                 members: Some(members),
             });
         }
@@ -1054,24 +1059,40 @@ fn tree_of(text: Option<&str>) -> Value {
 /// span would not spell the name). Strings are crossed eight bytes at a time,
 /// nested values by counting brackets: a fraction of a serde_json pass.
 fn walk_object(text: &str) -> Option<Box<[MemberSpan]>> {
+    walk_object_and_meta(text).map(|(members, _)| members)
+}
+
+/// [`walk_object`], and the members of its last `_meta` found in the same pass
+/// when that is an object the walk reads (offsets into `_meta`'s own text).
+fn walk_object_and_meta(text: &str) -> Option<(Box<[MemberSpan]>, Option<Box<[MemberSpan]>>)> {
     let bytes = text.as_bytes();
-    let blank = |mut at: usize| {
-        while bytes.get(at).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
-            at += 1;
-        }
-        at
-    };
-    let mut at = blank(0);
-    if bytes.get(at) != Some(&b'{') {
+    let start = blank(bytes, 0);
+    let (members, meta, end) = walk_members(bytes, start, true)?;
+    (blank(bytes, end) == bytes.len()).then_some((members, meta))
+}
+
+/// The members of the object that opens at `start` (offsets from `start` when it is
+/// the text's start, as `walk_object` has it; a nested one's from its own `{`), the
+/// members of its last `_meta` when `read_meta` asks and that is an object of plain
+/// names, and one past its closing `}`.
+#[allow(clippy::type_complexity)]
+fn walk_members(
+    bytes: &[u8],
+    start: usize,
+    read_meta: bool,
+) -> Option<(Box<[MemberSpan]>, Option<Box<[MemberSpan]>>, usize)> {
+    if bytes.get(start) != Some(&b'{') {
         return None;
     }
-    at = blank(at + 1);
+    let base = if read_meta { 0 } else { start };
+    let mut at = blank(bytes, start + 1);
     // Gathered in place and boxed at their number: a `Vec` boxed would be shrunk,
     // a reallocation each time (~250 instructions).
     let mut spans = [MemberSpan::default(); SPAN_LIMIT];
     let mut found = 0;
+    let mut meta = None;
     if bytes.get(at) == Some(&b'}') {
-        return Some(Box::default());
+        return Some((Box::default(), None, at + 1));
     }
     loop {
         if bytes.get(at) != Some(&b'"') || found == SPAN_LIMIT {
@@ -1082,26 +1103,47 @@ fn walk_object(text: &str) -> Option<Box<[MemberSpan]>> {
         if bytes.get(name_end) != Some(&b'"') {
             return None;
         }
-        at = blank(name_end + 1);
+        at = blank(bytes, name_end + 1);
         if bytes.get(at) != Some(&b':') {
             return None;
         }
-        let value_start = blank(at + 1);
-        let value_end = value_end(bytes, value_start)?;
+        let value_start = blank(bytes, at + 1);
+        // `_meta` read member by member on the way, not crossed and read again.
+        let value_end = match read_meta && bytes.get(name_start..name_end) == Some(b"_meta".as_slice()) {
+            true => match walk_members(bytes, value_start, false) {
+                Some((members, _, end)) => {
+                    meta = Some(members);
+                    end
+                }
+                None => {
+                    meta = None;
+                    value_end(bytes, value_start)?
+                }
+            },
+            false => value_end(bytes, value_start)?,
+        };
         spans[found] = MemberSpan {
-            name_start,
-            name_end,
-            value_start,
-            value_end,
+            name_start: name_start - base,
+            name_end: name_end - base,
+            value_start: value_start - base,
+            value_end: value_end - base,
         };
         found += 1;
-        at = blank(value_end);
+        at = blank(bytes, value_end);
         match bytes.get(at) {
-            Some(b',') => at = blank(at + 1),
-            Some(b'}') if blank(at + 1) == bytes.len() => return Some(Box::from(&spans[..found])),
+            Some(b',') => at = blank(bytes, at + 1),
+            Some(b'}') => return Some((Box::from(&spans[..found]), meta, at + 1)),
             _ => return None,
         }
     }
+}
+
+/// The first byte at or after `at` that is not whitespace.
+fn blank(bytes: &[u8], mut at: usize) -> usize {
+    while bytes.get(at).is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
 }
 
 /// One past the end of the (checked) JSON value that starts at `start`.
@@ -1238,6 +1280,9 @@ mod tests {
             // The last of a repeated name, in `_meta` and of `_meta` itself.
             r#"{"_meta":{"k":1,"k":"two"}}"#.to_owned(),
             r#"{"_meta":{"k":1},"x":1,"_meta":{"k":3,"j":[]}}"#.to_owned(),
+            r#"{"_meta":{"k":1},"_meta":5}"#.to_owned(),
+            r#"{"_meta":5,"_meta":{"k":2,"j":{"k":0}}}"#.to_owned(),
+            "{ \"_meta\" : { \"k\" : 1 ,\n \"j\" : [ { } ] } , \"x\" : 2 }".to_owned(),
             // Escaped names, too many members, `_meta` that is no object: the tree answers.
             r#"{"_meta":{"\u006b":"esc","traceparent":"t\u0041"}}"#.to_owned(),
             format!(r#"{{"_meta":{{"k":"first"{many}}}}}"#),
