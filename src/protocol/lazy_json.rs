@@ -1062,9 +1062,12 @@ fn walk_object(text: &str) -> Option<Box<[MemberSpan]>> {
     walk_object_and_meta(text).map(|(members, _)| members)
 }
 
+/// The members of one object, in order.
+type Spans = Box<[MemberSpan]>;
+
 /// [`walk_object`], and the members of its last `_meta` found in the same pass
 /// when that is an object the walk reads (offsets into `_meta`'s own text).
-fn walk_object_and_meta(text: &str) -> Option<(Box<[MemberSpan]>, Option<Box<[MemberSpan]>>)> {
+fn walk_object_and_meta(text: &str) -> Option<(Spans, Option<Spans>)> {
     let bytes = text.as_bytes();
     let start = blank(bytes, 0);
     let (members, meta, end) = walk_members(bytes, start, true)?;
@@ -1075,12 +1078,7 @@ fn walk_object_and_meta(text: &str) -> Option<(Box<[MemberSpan]>, Option<Box<[Me
 /// the text's start, as `walk_object` has it; a nested one's from its own `{`), the
 /// members of its last `_meta` when `read_meta` asks and that is an object of plain
 /// names, and one past its closing `}`.
-#[allow(clippy::type_complexity)]
-fn walk_members(
-    bytes: &[u8],
-    start: usize,
-    read_meta: bool,
-) -> Option<(Box<[MemberSpan]>, Option<Box<[MemberSpan]>>, usize)> {
+fn walk_members(bytes: &[u8], start: usize, read_meta: bool) -> Option<(Spans, Option<Spans>, usize)> {
     if bytes.get(start) != Some(&b'{') {
         return None;
     }
