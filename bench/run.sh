@@ -90,7 +90,11 @@ mkdir -p "$WORK/logs" "$CACHE"
 # ---------------------------------------------------------------- build
 if ((BUILD)); then
   log "building (dist: eragate and hyper-relay; release: the harness)"
-  (cd "$REPO" && cargo build --profile dist --workspace --bin eragate --bin hyper-relay --quiet \
+  # The same command and linker options as the Dockerfile's (see there, and bench/NOTES.md,
+  # "Two linker options"): the memory scenario measures what the image ships.
+  DIST_LINK=(-C link-arg=-Wl,-z,pack-relative-relocs -C link-arg=-Wl,-z,max-page-size=65536)
+  (cd "$REPO" && cargo rustc --profile dist -p eragate --bin eragate --quiet -- "${DIST_LINK[@]}" \
+    && cargo rustc --profile dist -p eragate-bench --bin hyper-relay --quiet -- "${DIST_LINK[@]}" \
     && cargo build --release --workspace --bins --quiet && cargo bench --no-run --quiet --bench micro 2>/dev/null)
 fi
 for b in "$ERAGATE" "$RELAY" "$BIN/fast-upstream" "$BIN/mcpload" "$BIN/bench-issuer"; do [[ -x "$b" ]] || die "$b missing"; done
