@@ -31,23 +31,18 @@ RUN mkdir -p src benches bench/src/bin/mcpload \
  && rm -rf src benches bench/src
 # eragate itself. Sources keep their own mtimes, so touch them past the stub build's.
 COPY . .
-# `cargo rustc` passes two linker options to the final link only (dependencies, build scripts
+# `cargo rustc` passes a linker option to the final link only (dependencies, build scripts
 # and the stub layer above are compiled as before), and bench/run.sh builds eragate with the
-# same command and options, so the bench measures this binary. Idle RSS of this build (VmRSS
-# 2 s after /readyz, median of 20 starts, bench/NOTES.md "Two linker options"): 11,156 -> 9,980
-# KiB with the binary in the page cache, 10,518 -> 9,954 KiB read from disk.
-# - `-z pack-relative-relocs` (DT_RELR): the relative relocations a position-independent
-#   executable applies at start, 343 KiB of `.rela.dyn` read whole, become 8 KiB (-320 to
-#   -540 KiB RSS). Needs glibc >= 2.36 where the binary runs (this builder and
-#   distroless/cc-debian12 have 2.36) and rust-lld (the default) or binutils >= 2.38 to link.
-# - `-z max-page-size=65536`: segments aligned to 64 KiB, so the kernel loads the executable
-#   at a 64 KiB-aligned random base (still randomised, 4 bits fewer) and its 64 KiB
-#   fault-around windows line up with the file's; up to -650 KiB RSS, and the spread
-#   between starts shrinks from ~800 to ~250 KiB.
+# same command and option, so the bench measures this binary.
+# `-z pack-relative-relocs` (DT_RELR): the relative relocations a position-independent
+# executable applies at start, 343 KiB of `.rela.dyn` read whole, become 8 KiB (-320 to -540
+# KiB of idle RSS; bench/NOTES.md "A linker option"). Needs glibc >= 2.36 where the binary
+# runs (this builder and distroless/cc-debian12 have 2.36) and rust-lld (the default) or
+# binutils >= 2.38 to link.
 RUN find src -name '*.rs' -exec touch {} + \
  && CARGO_PROFILE_DIST_DEBUG=false CARGO_PROFILE_DIST_STRIP=symbols \
     cargo rustc --profile dist --locked -p eragate --bin eragate -- \
-      -C link-arg=-Wl,-z,pack-relative-relocs -C link-arg=-Wl,-z,max-page-size=65536 \
+      -C link-arg=-Wl,-z,pack-relative-relocs \
  && install -D -m 0755 target/dist/eragate /out/eragate
 
 FROM ${RUNTIME}
