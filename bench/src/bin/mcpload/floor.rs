@@ -141,8 +141,8 @@ pub(crate) fn design_floor_section(md: &mut String, s1: Option<&Comparison>, s2:
     let _ = writeln!(md, "### The floor of this design: a bare hyper relay\n");
     let _ = writeln!(
         md,
-        "`hyper-relay` (bench/src/bin/hyper_relay.rs) forwards with the parts eragate is made of (tokio's multi-thread \
-         runtime, hyper's HTTP/1.1 server and client connections, kept alive in a list of idle connections as eragate's \
+        "`hyper-relay` (bench/src/bin/hyper_relay.rs) forwards with the parts eragate is made of (tokio's runtime, \
+         chosen as eragate's is: one thread on one CPU, else a pool of workers; hyper's HTTP/1.1 server and client connections, kept alive in a list of idle connections as eragate's \
          upstream client keeps them), reading each message whole as eragate \
          does, and nothing else: no JSON, no session, no task per request. It ran in the same interleaved rounds as eragate \
          and nginx (scenarios 1a and 2a). Medians per concurrency; CPU is µs per request of the proxy alone (user space and the \
