@@ -116,6 +116,29 @@ fn slowloris_sockets_are_closed_and_a_request_gets_through_at_the_connection_cap
 }
 
 #[test]
+fn half_a_head_after_a_request_is_closed_at_the_header_read_timeout() {
+    // The idle timeout far away: only the header read time can end this connection.
+    let gateway = gateway("[limits]\nheader_read_timeout = \"1s\"\nidle_timeout = \"1h\"");
+    let mut stream = connect(&gateway);
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .expect("write");
+    let mut first = [0u8; 256];
+    let read = stream.read(&mut first).expect("the first answer");
+    assert!(
+        first[..read].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&first[..read])
+    );
+    // The next request's head, begun and never finished (the connection was kept alive).
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        .expect("write");
+    // Closed by the header read time: the idle time (1 h) would outlast the read's 60 s.
+    read_until_closed(&mut stream);
+}
+
+#[test]
 fn a_slow_body_is_answered_408_and_an_idle_keep_alive_connection_is_closed() {
     let gateway = gateway("[limits]\nbody_read_timeout = \"1s\"\nidle_timeout = \"1s\"\nheader_read_timeout = \"60s\"");
     let mut stream = connect(&gateway);

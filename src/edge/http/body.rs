@@ -3,6 +3,8 @@
 //! lingering drain that lets a client still sending its body read the answer
 //! instead of a broken pipe.
 
+use std::future::Future;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -46,7 +48,16 @@ pub(super) async fn read(
         }
         return Err(too_large);
     }
-    match tokio::time::timeout(limits.deadline, collect(&mut body, limits.max_bytes)).await {
+    // Looked at once before the deadline is armed: most bodies came with their head,
+    // and a timer set and dropped unpolled still reads the clock and builds an entry.
+    let collected = {
+        let mut collecting = std::pin::pin!(collect(&mut body, limits.max_bytes));
+        match std::future::poll_fn(|cx| Poll::Ready(collecting.as_mut().poll(cx))).await {
+            Poll::Ready(collected) => Ok(collected),
+            Poll::Pending => tokio::time::timeout(limits.deadline, collecting).await,
+        }
+    };
+    match collected {
         Err(_) => Err(Rejection::BodyTimeout),
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(Collect::TooLarge)) => {

@@ -1,14 +1,18 @@
 //! Accepting client connections: the global and per-IP connection caps (a
 //! connection past the per-IP cap is answered 503 and closed), hyper's
-//! builder with a timer (header read timeout, HTTP/2 keep-alive pings), the
-//! idle watchdog that frees the slot of a connection with nothing in flight,
-//! and graceful shutdown.
+//! builder with a timer (HTTP/2 keep-alive pings), the idle watchdog that
+//! frees the slot of a connection with nothing in flight, and graceful shutdown.
 //!
 //! A connection is idle when no request is in flight: an open SSE stream is a
-//! request whose body has not ended, so a live stream is never idle. Before its
-//! first request a connection gets only `limits.header_read_timeout` (hyper's
-//! own header timer starts after the protocol is detected; a socket that sends
-//! nothing, or half an HTTP/2 preface, never gets that far).
+//! request whose body has not ended, so a live stream is never idle. The
+//! watchdog also keeps `limits.header_read_timeout`: a connection gets only
+//! that long before its first request (a socket that sends nothing, half an
+//! HTTP/2 preface or half a head), and an HTTP/1.1 connection only that long
+//! between one request's end and the next one's complete head. That is the
+//! time hyper's own header timer would allow, which is therefore off: it set,
+//! polled and cleared a timer of the runtime on every request (~1,500
+//! instructions of a proxied call, issue 17), where the watchdog's one timer
+//! fires at most once per timeout.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -93,14 +97,14 @@ pub(super) async fn serve(
             builder: builder.clone(),
             watcher: graceful.watcher(),
             peer,
-            first: limits.header_read_timeout.0,
+            header_read: limits.header_read_timeout.0,
             idle: limits.idle_timeout.0,
         };
         let tls = frontend.tls.clone();
         tokio::spawn(async move {
             match tls {
                 None => connection.serve(TokioIo::new(stream)).await,
-                Some(acceptor) => match tokio::time::timeout(connection.first, acceptor.accept(stream)).await {
+                Some(acceptor) => match tokio::time::timeout(connection.header_read, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => connection.serve(TokioIo::new(stream)).await,
                     Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
                     Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -125,8 +129,10 @@ struct Connection {
     builder: auto::Builder<TokioExecutor>,
     watcher: Watcher,
     peer: SocketAddr,
-    /// The time allowed before the first request (also for the TLS handshake).
-    first: Duration,
+    /// The time allowed before the first request (also for the TLS handshake),
+    /// and between two requests on HTTP/1.1.
+    header_read: Duration,
+    /// The time allowed with nothing in flight (h2, and HTTP/1.1 when shorter).
     idle: Duration,
 }
 
@@ -142,7 +148,7 @@ impl Connection {
             builder,
             watcher,
             peer,
-            first,
+            header_read,
             idle,
         } = self;
         let activity = Arc::new(Activity::new());
@@ -154,7 +160,7 @@ impl Connection {
             // every state of `handle`, was copied three times (~9,400 instructions per
             // call; bench/NOTES.md, "Instructions per proxied call").
             service_fn(move |request: http::Request<hyper::body::Incoming>| {
-                let (frontend, in_flight) = (frontend.clone(), activity.enter());
+                let (frontend, in_flight) = (frontend.clone(), activity.enter(request.version()));
                 async move {
                     let response = frontend.handle(request, peer).await;
                     Ok::<_, Infallible>(response.map(|body| Tracked {
@@ -172,7 +178,7 @@ impl Connection {
             result = connection => if let Err(error) = result {
                 tracing::debug!(%peer, error = %error, "connection ended with an error");
             },
-            () = activity.idle(first, idle) => tracing::debug!(%peer, "idle connection closed"),
+            () = activity.idle(header_read, idle) => tracing::debug!(%peer, "idle connection closed"),
         }
     }
 }
@@ -202,13 +208,11 @@ async fn refuse(stream: tokio::net::TcpStream, tls: Option<tokio_rustls::TlsAcce
     }
 }
 
-/// HTTP/1.1 and h2 with a timer: the header read timeout and keep-alive pings.
+/// HTTP/1.1, and h2 with a timer for its keep-alive pings. HTTP/1.1's header
+/// read timeout is the idle watchdog's (see the module's doc), not hyper's.
 fn builder(limits: &LimitsConfig) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout.0);
+    builder.http1().header_read_timeout(None);
     builder
         .http2()
         .timer(TokioTimer::new())
@@ -263,6 +267,8 @@ impl Drop for IpSlot {
 struct Activity {
     in_flight: AtomicUsize,
     served: AtomicBool,
+    /// Whether its requests come over HTTP/1.x (whose next head is read between them).
+    http1: AtomicBool,
     idle_since: Mutex<Instant>,
 }
 
@@ -274,23 +280,30 @@ impl Activity {
         Activity {
             in_flight: AtomicUsize::new(0),
             served: AtomicBool::new(false),
+            http1: AtomicBool::new(false),
             idle_since: Mutex::new(Instant::now()),
         }
     }
 
-    fn enter(self: &Arc<Self>) -> InFlight {
+    /// A request of `version` comes in (its head has been read whole).
+    fn enter(self: &Arc<Self>, version: http::Version) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.served.store(true, Ordering::Release);
+        if !self.served.load(Ordering::Acquire) {
+            self.http1.store(version < http::Version::HTTP_2, Ordering::Release);
+            self.served.store(true, Ordering::Release);
+        }
         InFlight(self.clone())
     }
 
-    /// Resolves once nothing has been in flight for `idle` (`first` before the first request).
-    async fn idle(&self, first: Duration, idle: Duration) {
+    /// Resolves once nothing has been in flight for `idle`, or for `header_read`
+    /// before the first request and between two on HTTP/1.x (where the time
+    /// with nothing in flight is the time taken by the next head).
+    async fn idle(&self, header_read: Duration, idle: Duration) {
         loop {
-            let timeout = if self.served.load(Ordering::Acquire) {
-                idle
-            } else {
-                first
+            let timeout = match (self.served.load(Ordering::Acquire), self.http1.load(Ordering::Acquire)) {
+                (false, _) => header_read,
+                (true, true) => idle.min(header_read),
+                (true, false) => idle,
             };
             let since = *self.idle_since.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let wait = match self.in_flight.load(Ordering::Acquire) {
@@ -375,7 +388,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_in_flight_is_never_idle() {
         let activity = Arc::new(Activity::new());
-        let in_flight = activity.enter();
+        let in_flight = activity.enter(http::Version::HTTP_2);
         let idle = activity.idle(Duration::from_millis(20), Duration::from_millis(50));
         tokio::pin!(idle);
         assert!(
@@ -385,5 +398,25 @@ mod tests {
         );
         drop(in_flight);
         assert!(tokio::time::timeout(Duration::from_secs(30), &mut idle).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn http1_gets_the_header_read_time_between_requests_and_h2_its_idle_time() {
+        let (header_read, idle) = (Duration::from_millis(50), Duration::from_secs(3600));
+        let http1 = Arc::new(Activity::new());
+        drop(http1.enter(http::Version::HTTP_11));
+        let closed = tokio::time::timeout(Duration::from_secs(30), http1.idle(header_read, idle)).await;
+        assert!(
+            closed.is_ok(),
+            "an HTTP/1.1 connection waits for its next head no longer than the header read time"
+        );
+
+        let h2 = Arc::new(Activity::new());
+        drop(h2.enter(http::Version::HTTP_2));
+        let closed = tokio::time::timeout(Duration::from_millis(300), h2.idle(header_read, idle)).await;
+        assert!(
+            closed.is_err(),
+            "an h2 connection between requests is idle, not reading a head"
+        );
     }
 }
