@@ -11,8 +11,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{ACCEPT, ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE};
-use http::header::{AsHeaderName, HeaderName};
+use http::header::{
+    ACCEPT, ACCESS_CONTROL_ALLOW_ORIGIN, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE, HOST, ORIGIN, WWW_AUTHENTICATE,
+};
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
@@ -29,12 +30,6 @@ use crate::protocol::{Era, Message, Revision};
 use crate::router::{Backend, Endpoint};
 use crate::telemetry::trace;
 use crate::translate::{HeaderField, RoutingHeaders};
-
-/// The MCP headers read on every request, as header names: a lookup by `&str`
-/// parses and checks the name first (~350 instructions a lookup).
-const SESSION_ID_HEADER: HeaderName = HeaderName::from_static(MCP_SESSION_ID);
-const PROTOCOL_VERSION_HEADER: HeaderName = HeaderName::from_static(MCP_PROTOCOL_VERSION);
-const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
 
 /// The refusal of a batch on a session (or none) whose revision may not batch.
 const BATCHES_FOR_2025_03_26: Rejection = Rejection::BatchNotAllowed {
@@ -87,20 +82,23 @@ impl HttpFrontend {
         let Some((endpoint, backend)) = self.gateway.router.endpoint(path) else {
             return reject(Rejection::NoEndpoint);
         };
-        if !self.served.origin_allowed(request.headers()) {
+        let (parts, body) = request.into_parts();
+        let path = parts.uri.path();
+        let headers = RequestHeaders::read(&parts.headers);
+        if !self.served.origin_allowed(headers.origin) {
             return reject(Rejection::OriginNotAllowed);
         }
-        if !self.served.host_allowed(request.headers(), request.uri()) {
+        if !self.served.host_allowed(headers.origin, headers.host, &parts.uri) {
             return reject(Rejection::HostNotAllowed);
         }
-        let admitted = match self.admit(&request, &backend).await {
+        let admitted = match self.admit(&parts, headers.authorization, &backend).await {
             Ok(admitted) => admitted,
             Err(refusal) => return refusal,
         };
         let principal = admitted.principal.clone();
         match endpoint {
             Endpoint::Mcp => {}
-            Endpoint::SseStream if request.method() == Method::GET => {
+            Endpoint::SseStream if parts.method == Method::GET => {
                 let messages_path = format!("{}/messages", path.trim_end_matches('/').trim_end_matches("/sse"));
                 // As applied now: a reload's keep-alive reaches the next stream opened.
                 let keep_alive = self.gateway.limits().listen.sse_keep_alive.0;
@@ -112,21 +110,21 @@ impl HttpFrontend {
                     self.gateway.closing.clone(),
                 );
             }
-            Endpoint::SseMessages if request.method() == Method::POST => {
-                return Box::pin(self.sse_message(request, &admitted, &backend)).await;
+            Endpoint::SseMessages if parts.method == Method::POST => {
+                return Box::pin(self.sse_message(&parts, body, headers.traceparent, &admitted, &backend)).await;
             }
             Endpoint::SseStream | Endpoint::SseMessages => return reject(Rejection::MethodNotAllowed),
         }
         // A POST reads its session id from its own head (no copy of the ~300-byte id).
-        if request.method() == Method::POST {
-            return self.post(request, &backend, &admitted).await;
+        if parts.method == Method::POST {
+            return self.post(&parts, body, headers, &backend, &admitted).await;
         }
-        let session_id = header_text(request.headers(), SESSION_ID_HEADER);
-        match *request.method() {
-            Method::GET | Method::DELETE if is_modern_or_sessionless(request.headers(), session_id) => {
+        let session_id = headers.session_id;
+        match parts.method {
+            Method::GET | Method::DELETE if is_modern_or_sessionless(&headers.routing, session_id) => {
                 reject(Rejection::MethodNotAllowed)
             }
-            Method::GET if !accepts(request.headers(), "text/event-stream") => reject(Rejection::StreamNotAcceptable),
+            Method::GET if !accepts(&parts.headers, "text/event-stream") => reject(Rejection::StreamNotAcceptable),
             Method::GET => Box::pin(self.open_stream(&backend, session_id.unwrap_or_default(), &principal)).await,
             Method::DELETE => Box::pin(self.end_session(&backend, session_id.unwrap_or_default(), &principal)).await,
             _ => reject(Rejection::MethodNotAllowed),
@@ -136,20 +134,21 @@ impl HttpFrontend {
     /// The admit stage: the credential of `request` checked for `backend`'s resource.
     async fn admit(
         &self,
-        request: &http::Request<Incoming>,
+        request: &http::request::Parts,
+        authorization: Repeated<'_>,
         backend: &Backend,
     ) -> Result<Admitted, http::Response<Body>> {
         let resource_path = backend.config().path.as_str();
-        let mut authorizations = request.headers().get_all(AUTHORIZATION).iter();
-        let authorization = match (authorizations.next(), authorizations.next()) {
+        let authorization = match authorization {
+            Repeated::Absent => None,
+            Repeated::One(value) => Some(value.as_bytes()),
             // Two credentials are no credential: refuse rather than pick one.
-            (Some(_), Some(_)) => Some(&b"ambiguous"[..]),
-            (first, _) => first.map(HeaderValue::as_bytes),
+            Repeated::Several => Some(&b"ambiguous"[..]),
         };
         let presented = Presented {
             resource_path,
             authorization,
-            query: request.uri().query(),
+            query: request.uri.query(),
         };
         self.gateway
             .auth
@@ -160,28 +159,32 @@ impl HttpFrontend {
 
     async fn post(
         &self,
-        request: http::Request<Incoming>,
+        parts: &http::request::Parts,
+        body: Incoming,
+        headers: RequestHeaders<'_>,
         backend: &Backend,
         admitted: &Admitted,
     ) -> http::Response<Body> {
         let principal = &admitted.principal;
-        let headers = request.headers();
-        if !accepts_all(headers, ["application/json", "text/event-stream"]) {
-            return reject(Rejection::NotAcceptable);
-        }
-        if !content_type_is_json(headers) {
-            return reject(Rejection::UnsupportedMediaType);
-        }
-        let (parts, body) = request.into_parts();
-        let bytes = match self.read_body(&parts, body).await {
-            Ok(bytes) => bytes,
-            Err(response) => return response,
-        };
-        let McpHeaders {
+        let RequestHeaders {
+            accept,
+            content_type,
+            traceparent,
             session_id,
             routing,
             forwarded,
-        } = McpHeaders::read(&parts.headers);
+            ..
+        } = headers;
+        if !accepts_json_and_sse(accept, &parts.headers) {
+            return reject(Rejection::NotAcceptable);
+        }
+        if !content_type_is_json(content_type) {
+            return reject(Rejection::UnsupportedMediaType);
+        }
+        let bytes = match self.read_body(parts, body).await {
+            Ok(bytes) => bytes,
+            Err(response) => return response,
+        };
         let session = self.lookup(backend, session_id, principal).await;
         // A batch where none is allowed is refused before a byte of it is parsed.
         if !batches_allowed(&session) && scan::is_batch(&bytes, self.bounds()) {
@@ -194,7 +197,7 @@ impl HttpFrontend {
                 }
                 // The client's trace header matters only to a traced gateway; the
                 // future is built where it is awaited (each move of it is a copy).
-                let traceparent = self.traceparent(&parts.headers);
+                let traceparent = self.traceparent(traceparent);
                 let inbound = Inbound {
                     message,
                     routing,
@@ -219,7 +222,7 @@ impl HttpFrontend {
                 }
                 // Each item's span takes the request's `traceparent` header as its parent.
                 let batch = Box::pin(self.batch(backend, items, routing, session, admitted));
-                return match self.traceparent(&parts.headers) {
+                return match self.traceparent(traceparent) {
                     None => batch.await,
                     Some(header) => trace::with_header(header, batch).await,
                 };
@@ -270,20 +273,21 @@ impl HttpFrontend {
     /// A POST for a 2024-11-05 HTTP+SSE stream: answered on the stream, acknowledged with 202.
     async fn sse_message(
         &self,
-        request: http::Request<Incoming>,
+        parts: &http::request::Parts,
+        body: Incoming,
+        traceparent: Option<&HeaderValue>,
         admitted: &Admitted,
         backend: &Backend,
     ) -> http::Response<Body> {
-        let connection = request
-            .uri()
+        let connection = parts
+            .uri
             .query()
             .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("session_id=")))
             .map(str::to_owned);
         let Some(connection) = connection else {
             return reject(Rejection::ConnectionIdRequired);
         };
-        let (parts, body) = request.into_parts();
-        let bytes = match self.read_body(&parts, body).await {
+        let bytes = match self.read_body(parts, body).await {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
@@ -305,7 +309,7 @@ impl HttpFrontend {
             return refusal;
         }
         let posted = self.sse_connections.post(&self.gateway, &connection, admitted, message);
-        let posted = match self.traceparent(&parts.headers) {
+        let posted = match self.traceparent(traceparent) {
             None => posted.await,
             Some(header) => trace::with_header(header, posted).await,
         };
@@ -446,11 +450,11 @@ impl HttpFrontend {
 
     /// The client's `traceparent` header, when this gateway traces (an untraced one never
     /// reads it, and its requests skip the trace wrappers).
-    fn traceparent(&self, headers: &http::HeaderMap) -> Option<String> {
+    fn traceparent(&self, header: Option<&HeaderValue>) -> Option<String> {
         if !self.gateway.telemetry.is_tracing() {
             return None;
         }
-        header_text(headers, TRACEPARENT_HEADER).map(str::to_owned)
+        header?.to_str().ok().map(str::to_owned)
     }
 
     /// 403 `insufficient_scope` naming the scopes `message` needs and the token lacks
@@ -525,16 +529,54 @@ fn malformed(error: FrameError) -> http::Response<Body> {
 }
 
 /// GET and DELETE belong to legacy sessions; a modern client (or no session) gets 405.
-fn is_modern_or_sessionless(headers: &HeaderMap, session_id: Option<&str>) -> bool {
-    let modern_header = header_text(headers, PROTOCOL_VERSION_HEADER)
-        .is_some_and(|v| Revision::parse(v).is_none_or(|r| r.era() == Era::Modern));
+/// A protocol version header that is not one value of a known revision counts as modern.
+fn is_modern_or_sessionless(routing: &RoutingHeaders<'_>, session_id: Option<&str>) -> bool {
+    let modern_header = match routing {
+        RoutingHeaders::Http { protocol_version, .. } => match protocol_version {
+            HeaderField::Absent => false,
+            HeaderField::One(v) => Revision::parse(v).is_none_or(|r| r.era() == Era::Modern),
+            HeaderField::Malformed => true,
+        },
+        _ => false,
+    };
     modern_header || session_id.is_none()
 }
 
-/// The MCP headers of a POST, read in one pass over its headers: a lookup by
-/// name hashes it, and five of them (session, routing, the `Mcp-Param-*` scan)
-/// cost ~1,000 instructions a request (issue 17).
-struct McpHeaders<'h> {
+/// A header that may come more than once, as read: several values of a header
+/// that must be one (`Origin`, `Authorization`) are never trusted.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Repeated<'h> {
+    Absent,
+    One(&'h HeaderValue),
+    Several,
+}
+
+impl<'h> Repeated<'h> {
+    fn and(self, value: &'h HeaderValue) -> Repeated<'h> {
+        match self {
+            Repeated::Absent => Repeated::One(value),
+            Repeated::One(_) | Repeated::Several => Repeated::Several,
+        }
+    }
+}
+
+/// The headers a request on an MCP path is judged and routed by, read in one
+/// pass over its head: a lookup by name hashes the name and probes the map, and
+/// the dozen a POST needs (the browser checks, the credential, the media types,
+/// the MCP headers) cost ~2,000 instructions a request (issue 17).
+struct RequestHeaders<'h> {
+    /// `Origin` (the browser checks).
+    origin: Repeated<'h>,
+    /// `Host`'s first value (HTTP/1.1 allows one; hyper keeps what came).
+    host: Option<&'h HeaderValue>,
+    /// `Authorization`.
+    authorization: Repeated<'h>,
+    /// `Accept`.
+    accept: Repeated<'h>,
+    /// `Content-Type`'s first value.
+    content_type: Option<&'h HeaderValue>,
+    /// `traceparent`'s first value (W3C trace context).
+    traceparent: Option<&'h HeaderValue>,
     /// `Mcp-Session-Id` (its first value, when text).
     session_id: Option<&'h str>,
     /// `Mcp-Protocol-Version`, `Mcp-Method` and `Mcp-Name`.
@@ -543,15 +585,38 @@ struct McpHeaders<'h> {
     forwarded: Vec<(String, String)>,
 }
 
-impl<'h> McpHeaders<'h> {
-    fn read(headers: &'h HeaderMap) -> McpHeaders<'h> {
+impl<'h> RequestHeaders<'h> {
+    fn read(headers: &'h HeaderMap) -> RequestHeaders<'h> {
+        let (mut origin, mut authorization, mut accept) = (Repeated::Absent, Repeated::Absent, Repeated::Absent);
+        let (mut host, mut content_type, mut traceparent) = (None, None, None);
         let mut session_id = None;
         let mut first_session_id = true;
         let (mut protocol_version, mut method, mut name) =
             (HeaderField::Absent, HeaderField::Absent, HeaderField::Absent);
         let mut forwarded = Vec::new();
         for (header, value) in headers {
+            // Standard names compare as hyper parsed them (a tag, not text).
+            if header == HOST {
+                host = host.or(Some(value));
+                continue;
+            } else if header == ACCEPT {
+                accept = accept.and(value);
+                continue;
+            } else if header == CONTENT_TYPE {
+                content_type = content_type.or(Some(value));
+                continue;
+            } else if header == AUTHORIZATION {
+                authorization = authorization.and(value);
+                continue;
+            } else if header == ORIGIN {
+                origin = origin.and(value);
+                continue;
+            }
             let header = header.as_str();
+            if header == "traceparent" {
+                traceparent = traceparent.or(Some(value));
+                continue;
+            }
             // Names are lower case; every MCP header starts so.
             if !header.starts_with("mcp-") {
                 continue;
@@ -570,7 +635,13 @@ impl<'h> McpHeaders<'h> {
                 _ => {}
             }
         }
-        McpHeaders {
+        RequestHeaders {
+            origin,
+            host,
+            authorization,
+            accept,
+            content_type,
+            traceparent,
             session_id,
             routing: RoutingHeaders::Http {
                 protocol_version,
@@ -591,28 +662,25 @@ fn with_value<'h>(field: HeaderField<'h>, value: &'h HeaderValue) -> HeaderField
     }
 }
 
-fn header_text(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str> {
-    headers.get(name).and_then(|v| v.to_str().ok())
-}
-
 /// Whether `Accept` admits `wanted` (exactly, by `type/*`, or by `*/*`).
 fn accepts(headers: &HeaderMap, wanted: &str) -> bool {
     accepts_all(headers, [wanted])
 }
 
-/// Whether `Accept` admits every one of `wanted`, read once for all of them.
-fn accepts_all<const N: usize>(headers: &HeaderMap, wanted: [&str; N]) -> bool {
+/// Whether a POST's `Accept` (as read, and the request's `headers`) admits
+/// both JSON and SSE answers, as Streamable HTTP asks.
+fn accepts_json_and_sse(accept: Repeated<'_>, headers: &HeaderMap) -> bool {
     // The spelling the SDKs send, taken whole: no splitting, trimming or case folding.
     const USUAL: &[u8] = b"application/json, text/event-stream";
-    let mut values = headers.get_all(ACCEPT).iter();
-    if let (Some(only), None) = (values.next(), values.next())
-        && only.as_bytes() == USUAL
-        && wanted
-            .iter()
-            .all(|w| matches!(*w, "application/json" | "text/event-stream"))
-    {
-        return true;
+    match accept {
+        Repeated::One(only) if only.as_bytes() == USUAL => true,
+        Repeated::Absent => false,
+        _ => accepts_all(headers, ["application/json", "text/event-stream"]),
     }
+}
+
+/// Whether `Accept` admits every one of `wanted`, read once for all of them.
+fn accepts_all<const N: usize>(headers: &HeaderMap, wanted: [&str; N]) -> bool {
     let mut admitted = [false; N];
     let items = headers
         .get_all(ACCEPT)
@@ -636,8 +704,9 @@ fn accepts_all<const N: usize>(headers: &HeaderMap, wanted: [&str; N]) -> bool {
     admitted.iter().all(|a| *a)
 }
 
-fn content_type_is_json(headers: &HeaderMap) -> bool {
-    header_text(headers, CONTENT_TYPE)
+fn content_type_is_json(content_type: Option<&HeaderValue>) -> bool {
+    content_type
+        .and_then(|v| v.to_str().ok())
         .map(|v| v.split(';').next().unwrap_or("").trim())
         .is_some_and(|media| media.eq_ignore_ascii_case("application/json"))
 }
@@ -671,6 +740,53 @@ mod tests {
     }
 
     #[test]
+    fn the_headers_a_request_is_judged_by_are_read_in_one_pass() {
+        let map = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("accept", "application/json, text/event-stream"),
+            ("content-type", "application/json"),
+            ("authorization", "Bearer a"),
+            ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+            ("host", "second.example"),
+        ]);
+        let read = RequestHeaders::read(&map);
+        assert_eq!(read.origin, Repeated::Absent);
+        assert_eq!(
+            read.host,
+            Some(&HeaderValue::from_static("127.0.0.1:8080")),
+            "the first Host"
+        );
+        assert_eq!(read.authorization, Repeated::One(&HeaderValue::from_static("Bearer a")));
+        assert!(content_type_is_json(read.content_type));
+        assert!(accepts_json_and_sse(read.accept, &map));
+        assert!(read.traceparent.is_some());
+        assert_eq!(read.session_id, None);
+
+        // Two credentials, two origins, or Accept spread over values: as a lookup of all.
+        let map = headers(&[
+            ("authorization", "Bearer a"),
+            ("authorization", "Bearer b"),
+            ("origin", "http://localhost:8080"),
+            ("origin", "http://evil.example"),
+            ("accept", "application/json"),
+            ("accept", "text/*"),
+            ("content-type", "text/plain"),
+        ]);
+        let read = RequestHeaders::read(&map);
+        assert_eq!(read.authorization, Repeated::Several);
+        assert_eq!(read.origin, Repeated::Several);
+        assert_eq!(read.accept, Repeated::Several);
+        assert!(accepts_json_and_sse(read.accept, &map));
+        assert!(!content_type_is_json(read.content_type));
+        let only_json = headers(&[("accept", "application/json")]);
+        assert!(!accepts_json_and_sse(
+            RequestHeaders::read(&only_json).accept,
+            &only_json
+        ));
+        assert!(!accepts_json_and_sse(Repeated::Absent, &HeaderMap::new()));
+    }
+
+    #[test]
     fn mcp_headers_are_read_in_one_pass() {
         let map = headers(&[
             ("content-type", "application/json"),
@@ -683,7 +799,7 @@ mod tests {
             ("mcp-params", "not a param header"),
             ("x-mcp-name", "other"),
         ]);
-        let read = McpHeaders::read(&map);
+        let read = RequestHeaders::read(&map);
         // A repeated routing header is never trusted; the session id is the first.
         assert_eq!(read.session_id, Some("s-1"));
         assert_eq!(
@@ -698,7 +814,7 @@ mod tests {
         let mut not_text = HeaderMap::new();
         not_text.insert("mcp-protocol-version", HeaderValue::from_bytes(b"\xff").unwrap());
         not_text.insert("mcp-session-id", HeaderValue::from_bytes(b"\xfe").unwrap());
-        let read = McpHeaders::read(&not_text);
+        let read = RequestHeaders::read(&not_text);
         assert_eq!(read.session_id, None);
         assert!(matches!(
             read.routing,
@@ -707,6 +823,6 @@ mod tests {
                 ..
             }
         ));
-        assert!(McpHeaders::read(&HeaderMap::new()).forwarded.is_empty());
+        assert!(RequestHeaders::read(&HeaderMap::new()).forwarded.is_empty());
     }
 }

@@ -36,8 +36,17 @@ pub struct Envelope {
 /// A client's self-reported identity as it was sent (JSON text), built into a
 /// tree only where a handshake or a modern upstream's envelope carries it: most
 /// requests never look at it, and building it cost ~900 instructions a request.
-#[derive(Clone, Debug, PartialEq)]
+/// Two are equal when they hold the same JSON value, however each was spelled
+/// (whitespace, member order): the text kept is the client's, or serde_json's
+/// writing of a tree.
+#[derive(Clone, Debug)]
 pub struct ClientInfo(Box<str>);
+
+impl PartialEq for ClientInfo {
+    fn eq(&self, other: &ClientInfo) -> bool {
+        self.0 == other.0 || self.value() == other.value()
+    }
+}
 
 impl ClientInfo {
     /// The identity in `value`.
@@ -240,6 +249,23 @@ mod tests {
             assert_eq!(Envelope::parse(Some(&params)), Err(error.clone()), "{params}");
         }
         assert_eq!(Envelope::parse::<Value>(None), Err(EnvelopeError::MissingMeta));
+    }
+
+    #[test]
+    fn an_envelope_read_from_text_equals_the_one_read_from_its_tree() {
+        // The client's spelling (spaces, member order) is kept as it came; a tree's
+        // identity is serde_json's writing of it. The same value either way.
+        let text = r#"{"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"version": "1", "name": "seed"}}}"#;
+        let raw: Box<serde_json::value::RawValue> = serde_json::from_str(text).unwrap();
+        let kept = crate::protocol::lazy_json::LazyJson::from_checked_text(&raw);
+        let tree: Value = serde_json::from_str(text).unwrap();
+        let from_text = Envelope::parse(Some(&kept)).unwrap();
+        assert_eq!(from_text, Envelope::parse(Some(&tree)).unwrap());
+        let other = json!({"_meta": {PROTOCOL_VERSION: "2026-07-28", CLIENT_CAPABILITIES: {},
+            CLIENT_INFO: {"name": "other", "version": "1"}}});
+        assert_ne!(from_text, Envelope::parse(Some(&other)).unwrap());
     }
 
     #[test]

@@ -12,8 +12,9 @@
 use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
-use http::header::{HOST, ORIGIN};
-use http::{HeaderMap, Uri};
+use http::{HeaderValue, Uri};
+
+use super::Repeated;
 
 use crate::config::ListenConfig;
 
@@ -55,28 +56,28 @@ impl Served {
         }
     }
 
-    /// Whether `headers` carry no `Origin`, or exactly one this listener allows.
-    pub(super) fn origin_allowed(&self, headers: &HeaderMap) -> bool {
-        let mut origins = headers.get_all(ORIGIN).iter();
-        match (origins.next(), origins.next()) {
-            (None, _) => true,
-            (Some(origin), None) => origin.to_str().is_ok_and(|o| {
+    /// Whether a request carries no `Origin`, or exactly one this listener allows.
+    pub(super) fn origin_allowed(&self, origin: Repeated<'_>) -> bool {
+        match origin {
+            Repeated::Absent => true,
+            Repeated::One(origin) => origin.to_str().is_ok_and(|o| {
                 self.origins
                     .iter()
                     .any(|a| a.eq_ignore_ascii_case(o.trim_end_matches('/')))
             }),
-            (Some(_), Some(_)) => false,
+            Repeated::Several => false,
         }
     }
 
-    /// Whether a request without `Origin` names a host this listener serves;
-    /// a request with `Origin` is judged by it instead.
-    pub(super) fn host_allowed(&self, headers: &HeaderMap, uri: &Uri) -> bool {
+    /// Whether a request without `Origin` names a host this listener serves, by
+    /// its `Host` (its first) or else its URI's authority; a request with `Origin`
+    /// is judged by it instead.
+    pub(super) fn host_allowed(&self, origin: Repeated<'_>, host: Option<&HeaderValue>, uri: &Uri) -> bool {
         let Some(hosts) = &self.hosts else { return true };
-        if headers.contains_key(ORIGIN) {
+        if origin != Repeated::Absent {
             return true;
         }
-        let authority = match headers.get(HOST) {
+        let authority = match host {
             Some(value) => match value.to_str() {
                 Ok(text) => text,
                 Err(_) => return false,
@@ -142,10 +143,10 @@ mod tests {
         Served::new(bind.parse().unwrap(), &listen)
     }
 
-    fn host(value: &'static str) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        map.insert(HOST, HeaderValue::from_static(value));
-        map
+    /// Whether `served` serves a request without `Origin` whose `Host` is `value`.
+    fn serves_host(served: &Served, value: &str) -> bool {
+        let host = HeaderValue::from_str(value).expect("a header value");
+        served.host_allowed(Repeated::Absent, Some(&host), &Uri::from_static("/mcp"))
     }
 
     #[test]
@@ -178,6 +179,7 @@ mod tests {
     fn hosts_a_listener_serves() {
         let uri = Uri::from_static("/mcp");
         let local = served("127.0.0.1:8080", Some("https://MCP.example.com"), &["gw.internal"]);
+        let evil = HeaderValue::from_static("evil.example");
         for ok in [
             "127.0.0.1:8080",
             "localhost:8080",
@@ -187,21 +189,19 @@ mod tests {
             "gw.internal:443",
             "10.1.2.3",
         ] {
-            let headers = host(Box::leak(ok.to_owned().into_boxed_str()));
-            assert!(local.host_allowed(&headers, &uri), "{ok}");
+            assert!(serves_host(&local, ok), "{ok}");
         }
         for refused in ["evil.example:8080", "localhost.evil.example", "", ":8080"] {
-            let headers = host(Box::leak(refused.to_owned().into_boxed_str()));
-            assert!(!local.host_allowed(&headers, &uri), "{refused}");
+            assert!(!serves_host(&local, refused), "{refused}");
         }
         // An Origin is judged by the origin check; no Host at all is no browser.
-        let mut with_origin = host("evil.example");
-        with_origin.insert(ORIGIN, HeaderValue::from_static("http://evil.example"));
-        assert!(local.host_allowed(&with_origin, &uri));
-        assert!(local.host_allowed(&HeaderMap::new(), &uri));
-        assert!(!local.host_allowed(&HeaderMap::new(), &Uri::from_static("http://evil.example/mcp")));
+        let origin = HeaderValue::from_static("http://evil.example");
+        assert!(local.host_allowed(Repeated::One(&origin), Some(&evil), &uri));
+        assert!(local.host_allowed(Repeated::Several, Some(&evil), &uri));
+        assert!(local.host_allowed(Repeated::Absent, None, &uri));
+        assert!(!local.host_allowed(Repeated::Absent, None, &Uri::from_static("http://evil.example/mcp")));
         // A specific bind is not `localhost`; `*` serves every host.
-        assert!(!served("10.0.0.5:80", None, &[]).host_allowed(&host("localhost"), &uri));
-        assert!(served("10.0.0.5:80", None, &["*"]).host_allowed(&host("evil.example"), &uri));
+        assert!(!serves_host(&served("10.0.0.5:80", None, &[]), "localhost"));
+        assert!(serves_host(&served("10.0.0.5:80", None, &["*"]), "evil.example"));
     }
 }
