@@ -187,10 +187,11 @@ impl HttpFrontend {
         };
         let session = self.lookup(backend, session_id, principal).await;
         // A batch where none is allowed is refused before a byte of it is parsed.
-        if !batches_allowed(&session) && scan::is_batch(&bytes, self.bounds()) {
+        let bounds = self.bounds();
+        if !batches_allowed(&session) && scan::is_batch(&bytes, bounds) {
             return reject(BATCHES_FOR_2025_03_26);
         }
-        let reply = match Frame::parse_within(&bytes, self.bounds()) {
+        let reply = match Frame::parse_within(&bytes, bounds) {
             Ok(Frame::Single(message)) => {
                 if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
                     return refusal;
@@ -291,12 +292,13 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        if scan::is_batch(&bytes, self.bounds()) {
+        let bounds = self.bounds();
+        if scan::is_batch(&bytes, bounds) {
             return reject(Rejection::BatchNotAllowed {
                 reason: "invalid request: JSON-RPC batches are not supported on this transport",
             });
         }
-        let message = match Frame::parse_within(&bytes, self.bounds()) {
+        let message = match Frame::parse_within(&bytes, bounds) {
             Ok(Frame::Single(message)) => message,
             Ok(Frame::Batch(_)) => {
                 return reject(Rejection::BatchNotAllowed {
