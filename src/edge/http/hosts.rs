@@ -14,7 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use http::{HeaderValue, Uri};
 
-use super::Repeated;
+use super::head::Repeated;
 
 use crate::config::ListenConfig;
 
