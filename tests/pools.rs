@@ -855,13 +855,14 @@ fn port_of(url: &str) -> u16 {
         .expect("the upstream's port")
 }
 
-/// A burst of concurrent calls opens a connection per call to an HTTP upstream; once
-/// they end, no more than `http.max_idle_connections` stay open (the default, the upstream's
-/// `max_in_flight` of 512, keeps them all: the control that shows the bound is what closes
-/// the rest).
+/// A burst of concurrent calls opens a connection per call in flight to an HTTP upstream;
+/// once they end, no more than `http.max_idle_connections` stay open (the default, the
+/// upstream's `max_in_flight` of 512, keeps them all: the control that shows the bound is
+/// what closes the rest). How many calls overlap depends on the machine's load, so each
+/// count is judged against the most connections the burst had open, sampled while it ran.
 #[test]
 fn idle_upstream_connections_are_bounded_after_a_burst() {
-    for (bound, kept_at_least, kept_at_most) in [(None, 12, usize::MAX), (Some(2), 0, 3)] {
+    for bound in [None, Some(2)] {
         let upstream = LegacyHttpServer::start(&[]);
         let port = port_of(&upstream.url);
         let setting = bound
@@ -871,14 +872,33 @@ fn idle_upstream_connections_are_bounded_after_a_burst() {
             "[[upstreams]]\nname = \"fixture\"\n[upstreams.http]\nurl = \"{}\"\n{setting}",
             upstream.url
         ));
-        for (id, reply) in concurrent_slow_calls(&gateway.url(), 1, 24, 10) {
+        let url = gateway.url();
+        let burst = std::thread::spawn(move || concurrent_slow_calls(&url, 1, 24, 10));
+        let mut opened = 0;
+        while !burst.is_finished() {
+            opened = opened.max(connections_to(port));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        for (id, reply) in burst.join().expect("the burst") {
             assert_eq!(text_of(&reply, id), "done", "log:\n{}", gateway.log());
         }
+        assert!(
+            opened >= 4,
+            "max_idle_connections = {bound:?}: the burst had at most {opened} connections open, too few to show a bound"
+        );
+        // The default keeps every one (but the era probe's and a handshake's, which may
+        // close); a bound of 2 keeps two, and one more may still be on its way back.
+        let (kept_at_least, kept_at_most) = match bound {
+            None => (opened - 2, usize::MAX),
+            Some(bound) => (0, bound + 1),
+        };
         // Closed connections leave ESTABLISHED at once; give the pool a moment to drop them.
         poll_until(Duration::from_secs(10), || connections_to(port) <= kept_at_most);
         std::thread::sleep(Duration::from_millis(300));
         let open = connections_to(port);
-        println!("max_idle_connections = {bound:?}: {open} connections to the upstream after the burst");
+        println!(
+            "max_idle_connections = {bound:?}: {open} connections to the upstream after the burst (at most {opened} during it)"
+        );
         assert!(
             (kept_at_least..=kept_at_most).contains(&open),
             "max_idle_connections = {bound:?}: {open} connections open, expected {kept_at_least}..={kept_at_most}\nlog:\n{}",

@@ -555,11 +555,40 @@ async fn read_sse<S: Inbound>(
                 }
             }
             if related.is_some_and(|id| !session.is_pending(id)) {
-                return Ok(()); // the response arrived: this stream is done
+                // The response arrived: this stream is done. Its end follows (the
+                // upstream closes it after the response); read it, so that the
+                // connection carries the next request instead of being closed.
+                drop(session);
+                drain_answered(body).await;
+                return Ok(());
             }
         }
     }
     Ok(())
+}
+
+/// What an answered response stream still may send, at most.
+const DRAIN_BYTES: usize = 64 * 1024;
+/// How long an answered response stream is given to end.
+const DRAIN_TIME: Duration = Duration::from_secs(1);
+
+/// Reads the rest of a response stream that has delivered its response, to its
+/// end: a body dropped before its last chunk closes its connection (HTTP/1.1
+/// cannot reuse it), and the last chunk often arrives just after the response,
+/// so a burst of streamed calls kept few of its connections. Bounded: a stream
+/// that sends more than [`DRAIN_BYTES`] or stays open past [`DRAIN_TIME`] is
+/// dropped, closing its connection, as before.
+async fn drain_answered(mut body: Incoming) {
+    let drain = async {
+        let mut read = 0usize;
+        while let Some(Ok(frame)) = body.frame().await {
+            read = read.saturating_add(frame.data_ref().map_or(0, Bytes::len));
+            if read > DRAIN_BYTES {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
 }
 
 /// A POST's response stream belongs to the one request it carried: an error
