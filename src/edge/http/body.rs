@@ -13,6 +13,7 @@ use http::{HeaderMap, Version};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
+use crate::discard::{DiscardBounds, discard};
 use crate::protocol::errors::Rejection;
 
 /// What bounds one body read.
@@ -116,15 +117,10 @@ fn lingers(version: Version, headers: &HeaderMap, declared: Option<u64>, limits:
 }
 
 /// Reads and discards what is left of `body`, within the linger bounds.
-async fn linger(mut body: Incoming, limits: BodyLimits) {
-    let drain = async {
-        let mut read = 0u64;
-        while read <= limits.linger_bytes {
-            match body.frame().await {
-                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len() as u64),
-                _ => return,
-            }
-        }
+async fn linger(body: Incoming, limits: BodyLimits) {
+    let bounds = DiscardBounds {
+        max_bytes: limits.linger_bytes,
+        max_time: limits.linger_for,
     };
-    let _ = tokio::time::timeout(limits.linger_for, drain).await;
+    discard(body, bounds).await;
 }

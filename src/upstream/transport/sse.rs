@@ -10,11 +10,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
 use http::{Method, StatusCode, Uri};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use tokio::task::AbortHandle;
 
 use super::streamable_http::Endpoint;
 use super::{Inbound, send_authorized};
+use crate::discard::{DiscardBounds, discard};
 use crate::protocol::Message;
 use crate::protocol::sse::SseParser;
 use crate::upstream::credentials::Subject;
@@ -126,7 +127,7 @@ impl SseLink {
             .await
             .map_err(|e| self.unavailable(e))?;
         let status = response.status();
-        let _ = Limited::new(response.into_body(), 1 << 20).collect().await;
+        discard(response.into_body(), DiscardBounds::UPSTREAM).await;
         if status.is_success() {
             Ok(())
         } else {

@@ -22,6 +22,7 @@ use tokio::task::AbortHandle;
 pub use super::http_client::HttpClient;
 use super::{Inbound, send_authorized};
 use crate::config::UpstreamTlsConfig;
+use crate::discard::{DiscardBounds, discard};
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, mirrored_name};
 use crate::protocol::jsonrpc::{Frame, Outcome};
 use crate::protocol::sse::SseParser;
@@ -249,8 +250,8 @@ impl HttpLink {
             .await
             .map_err(|reason| UpstreamError::unavailable(upstream, reason))?;
         let status = response.status();
-        // Drain whatever body there is so the connection can be reused.
-        let _ = Limited::new(response.into_body(), 1 << 20).collect().await;
+        // Whatever body there is, read so the connection can be reused.
+        discard(response.into_body(), DiscardBounds::UPSTREAM).await;
         if status == StatusCode::NOT_FOUND && self.state.has_session() {
             session.handle_closed("the upstream ended the session (404)");
             return Err(UpstreamError::SessionExpired {
@@ -557,38 +558,15 @@ async fn read_sse<S: Inbound>(
             if related.is_some_and(|id| !session.is_pending(id)) {
                 // The response arrived: this stream is done. Its end follows (the
                 // upstream closes it after the response); read it, so that the
-                // connection carries the next request instead of being closed.
+                // connection carries the next request instead of being closed
+                // (HTTP/1.1 cannot reuse a connection whose body was dropped unread).
                 drop(session);
-                drain_answered(body).await;
+                discard(body, DiscardBounds::UPSTREAM).await;
                 return Ok(());
             }
         }
     }
     Ok(())
-}
-
-/// What an answered response stream still may send, at most.
-const DRAIN_BYTES: usize = 64 * 1024;
-/// How long an answered response stream is given to end.
-const DRAIN_TIME: Duration = Duration::from_secs(1);
-
-/// Reads the rest of a response stream that has delivered its response, to its
-/// end: a body dropped before its last chunk closes its connection (HTTP/1.1
-/// cannot reuse it), and the last chunk often arrives just after the response,
-/// so a burst of streamed calls kept few of its connections. Bounded: a stream
-/// that sends more than [`DRAIN_BYTES`] or stays open past [`DRAIN_TIME`] is
-/// dropped, closing its connection, as before.
-async fn drain_answered(mut body: Incoming) {
-    let drain = async {
-        let mut read = 0usize;
-        while let Some(Ok(frame)) = body.frame().await {
-            read = read.saturating_add(frame.data_ref().map_or(0, Bytes::len));
-            if read > DRAIN_BYTES {
-                return;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
 }
 
 /// A POST's response stream belongs to the one request it carried: an error
