@@ -435,14 +435,18 @@ impl ClientSession {
         }
     }
 
-    /// Forgets one finished request (one lookup when it was the id's only carrier).
-    pub fn untrack(&self, client_id: &Id, upstream_id: u64) {
+    /// Forgets one finished request (one lookup when it was the id's only carrier);
+    /// false when it was no longer in flight (the client cancelled it).
+    pub fn untrack(&self, client_id: &Id, upstream_id: u64) -> bool {
         let mut in_flight = lock(&self.in_flight);
-        if let Some((client_id, carriers)) = in_flight.remove_entry(client_id)
-            && let Some(left) = carriers.without(upstream_id)
-        {
+        let Some((client_id, carriers)) = in_flight.remove_entry(client_id) else {
+            return false;
+        };
+        let was_in_flight = carriers.contains(upstream_id);
+        if let Some(left) = carriers.without(upstream_id) {
             in_flight.insert(client_id, left);
         }
+        was_in_flight
     }
 
     /// Forgets every request in flight under `client_id` (the client cancelled
@@ -451,14 +455,6 @@ impl ClientSession {
         lock(&self.in_flight)
             .remove(client_id)
             .map_or_else(Vec::new, Carriers::into_vec)
-    }
-
-    /// Whether the request carried upstream as `upstream_id` is still in flight
-    /// (not finished, not cancelled).
-    pub fn is_in_flight(&self, client_id: &Id, upstream_id: u64) -> bool {
-        lock(&self.in_flight)
-            .get(client_id)
-            .is_some_and(|carriers| carriers.contains(upstream_id))
     }
 
     /// Attaches the client's GET stream. The first one also starts relaying what

@@ -177,13 +177,16 @@ async fn pump(
                     let _ = tx.send(response.into_message()).await;
                     return;
                 }
-                CallStep::Done(_) if side.cancelled_by_client(&client_id) => break,
                 CallStep::Done(result) => {
-                    let mut response = side.translate_done(&client_id, result);
-                    // A resumed call answers the retry, whose id differs from the first request's.
-                    response.id = Some(client_id.clone());
-                    let _ = tx.send(response.into_message()).await;
-                    break;
+                    // Forgotten before the answer goes, in the same lookup that tells
+                    // whether the client cancelled it meanwhile (it then gets no answer).
+                    if side.finish(&client_id) {
+                        let mut response = side.translate_done(&client_id, result);
+                        // A resumed call answers the retry, whose id differs from the first request's.
+                        response.id = Some(client_id.clone());
+                        let _ = tx.send(response.into_message()).await;
+                    }
+                    return;
                 }
             },
         }
@@ -399,15 +402,13 @@ impl ClientSide {
         }
     }
 
-    fn finish(&self, client_id: &Id) {
-        if let ClientSide::Legacy { session, tracked, .. } = self {
-            session.untrack(client_id, *tracked);
+    /// Forgets the client's request; false when a legacy client had cancelled it
+    /// (it then gets no answer).
+    fn finish(&self, client_id: &Id) -> bool {
+        match self {
+            ClientSide::Legacy { session, tracked, .. } => session.untrack(client_id, *tracked),
+            ClientSide::Modern { .. } | ClientSide::Passthrough { .. } => true,
         }
-    }
-
-    /// Whether a legacy client cancelled this request (it then gets no answer).
-    fn cancelled_by_client(&self, client_id: &Id) -> bool {
-        matches!(self, ClientSide::Legacy { session, tracked, .. } if !session.is_in_flight(client_id, *tracked))
     }
 }
 
