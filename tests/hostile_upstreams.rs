@@ -1,6 +1,7 @@
 //! Principals protected from each other on the upstream side: an upstream
-//! that names a foreign POST endpoint, and clients that try to make new pool
-//! partitions (and children) with capability keys no revision defines.
+//! that names a foreign POST endpoint, an upstream that never ends the answers
+//! to notifications, and clients that try to make new pool partitions (and
+//! children) with capability keys no revision defines.
 
 mod common;
 
@@ -36,6 +37,64 @@ fn an_sse_endpoint_event_naming_another_origin_fails_the_link() {
         posts()
     );
     assert!(gateway.log().contains("another origin"), "no refusal logged");
+}
+
+/// An upstream that answers notifications with a stream it never ends (a `200`
+/// `text/event-stream` where the transport says `202`, no body) costs eragate a
+/// bounded wait per notification, not a hang: its own `notifications/initialized`
+/// does not stall the handshake, a client's notification is acknowledged, and the
+/// session's calls go on.
+#[test]
+fn notifications_answered_with_endless_streams_do_not_hang_the_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let record = dir.path().join("notified.jsonl");
+    let peers = peers();
+    let script = peers.script("hostile_streamable_server.py");
+    let record_arg = record.display().to_string();
+    let hostile = ListeningServer::start(
+        "hostile_streamable_server.py",
+        peers.python(),
+        &[&script, "--record", &record_arg],
+        &[],
+    );
+    // Longer than the test's HTTP client waits (30 s): a handshake stalled by the
+    // endless stream shows as a failed initialize, not as a timeout error in time.
+    let gateway = Eragate::start(&remote_upstream_toml(
+        "http",
+        &hostile.url,
+        "handshake_timeout = \"60s\"",
+    ));
+    let url = gateway.url();
+    let version = "2025-06-18";
+    let (session, _) = legacy_initialize(&url, version);
+
+    let roots_changed = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}).to_string();
+    let ack = send("POST", &url, &legacy_headers(&session, version), Some(&roots_changed));
+    assert_eq!(ack.status, 202, "the client's notification: {ack:?}");
+
+    let reply = legacy_request(
+        &url,
+        &session,
+        version,
+        1,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "still here"}}),
+    );
+    assert_eq!(tool_text(&answer(&reply, 1)["result"]), "still here", "{reply:?}");
+
+    let notified = || {
+        std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|line| line["notified"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    wait_until("both notifications upstream", Duration::from_secs(20), || {
+        let seen = notified();
+        seen.iter().any(|m| m == "notifications/initialized")
+            && seen.iter().any(|m| m == "notifications/roots/list_changed")
+    });
 }
 
 /// The `_meta` of a 2026-07-28 request whose client capabilities are `capabilities`.
