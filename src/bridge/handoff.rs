@@ -11,6 +11,11 @@
 //! relies on: at most `bound` messages wait, a sender waits for room, a send
 //! after the receiver left fails, [`Sender::closed`] resolves when the receiver
 //! leaves, and the receiver sees every message sent before the last sender went.
+//!
+//! It also carries one question the other way: a receiver that wants to know
+//! when a first message is late ([`Receiver::ask_first_by`]) asks the pump, which
+//! answers on the timer it keeps for the call's deadline ([`Sender::first_is_late`]),
+//! so that a call costs one timer, not two.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -18,6 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use tokio::sync::mpsc::error::TryRecvError;
+use tokio::time::Instant;
 
 use crate::protocol::Message;
 
@@ -33,6 +39,7 @@ pub fn queue(bound: usize) -> (Sender, Receiver) {
             receiver_waker: None,
             sender_waker: None,
             more_sender_wakers: Vec::new(),
+            first_due: FirstDue::Unasked,
         }),
     });
     (
@@ -70,6 +77,31 @@ struct State {
     /// stages it awaits are one task, so the second place is seldom used.
     sender_waker: Option<Waker>,
     more_sender_wakers: Vec<Waker>,
+    /// Whether the receiver hears of a late first message.
+    first_due: FirstDue,
+}
+
+/// The receiver's question "tell me if no message came by then", and its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FirstDue {
+    /// Not asked, and the sender has not looked: the receiver may still ask.
+    Unasked,
+    /// Asked for this time; the sender has not looked yet.
+    Asked(Instant),
+    /// The sender has looked: it reports lateness if asked, and a question now is too late.
+    Seen { asked: bool },
+    /// The sender reported the first message late; the receiver has not heard it yet.
+    Late,
+    /// The receiver heard it.
+    Heard,
+}
+
+/// What a receiver listening for a late first message gets.
+pub enum Received {
+    /// A message, or `None` at the end (every sender gone, the queue empty).
+    Message(Option<Message>),
+    /// Nothing came by the time the receiver asked about.
+    FirstLate,
 }
 
 impl State {
@@ -143,6 +175,30 @@ impl Sender {
         .await
     }
 
+    /// When the receiver wants to hear that no message came ([`Receiver::ask_first_by`]),
+    /// if it asked; read once, at the pump's start: a question asked later is refused.
+    pub fn first_due(&self) -> Option<Instant> {
+        let mut state = self.shared.lock();
+        let due = match state.first_due {
+            FirstDue::Asked(at) => Some(at),
+            _ => None,
+        };
+        state.first_due = FirstDue::Seen { asked: due.is_some() };
+        due
+    }
+
+    /// Tells the receiver that its first message is late (it then answers with a
+    /// stream). Nothing when it did not ask.
+    pub fn first_is_late(&self) {
+        let mut state = self.shared.lock();
+        if state.first_due == (FirstDue::Seen { asked: true }) {
+            state.first_due = FirstDue::Late;
+            if let Some(waker) = state.receiver_waker.take() {
+                waker.wake();
+            }
+        }
+    }
+
     /// Resolves once the receiver has left.
     pub async fn closed(&self) {
         poll_fn(|cx| {
@@ -187,13 +243,46 @@ pub struct Receiver {
 impl Receiver {
     /// The next message, `None` once every sender has gone and the queue is empty.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+        self.poll_inner(cx, false).map(|received| match received {
+            Received::Message(message) => message,
+            // Never: lateness is told only to `poll_received`.
+            Received::FirstLate => None,
+        })
+    }
+
+    /// Asks the sender to report when no message came by `at` ([`Received::FirstLate`]
+    /// from [`Receiver::poll_received`]). False when the sender has started already
+    /// and will not: the receiver keeps a timer of its own then.
+    pub fn ask_first_by(&mut self, at: Instant) -> bool {
+        let mut state = self.shared.lock();
+        if state.first_due == FirstDue::Unasked {
+            state.first_due = FirstDue::Asked(at);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The next message, the end, or (once, and only before any message) that the
+    /// first message is late.
+    pub fn poll_received(&mut self, cx: &mut Context<'_>) -> Poll<Received> {
+        self.poll_inner(cx, true)
+    }
+
+    fn poll_inner(&mut self, cx: &mut Context<'_>, hear_late: bool) -> Poll<Received> {
         let mut state = self.shared.lock();
         match state.pop() {
             Some(message) => {
+                // A first message came: there is no lateness left to report.
+                state.first_due = FirstDue::Heard;
                 state.wake_senders();
-                Poll::Ready(Some(message))
+                Poll::Ready(Received::Message(Some(message)))
             }
-            None if state.senders == 0 => Poll::Ready(None),
+            None if state.senders == 0 => Poll::Ready(Received::Message(None)),
+            None if hear_late && state.first_due == FirstDue::Late => {
+                state.first_due = FirstDue::Heard;
+                Poll::Ready(Received::FirstLate)
+            }
             None => {
                 state.receiver_waker = Some(cx.waker().clone());
                 Poll::Pending
@@ -302,6 +391,72 @@ mod tests {
         }
         sending.await.unwrap();
         assert_eq!(received, (0..5).map(|n| Some(Id::number(n))).collect::<Vec<_>>());
+    }
+
+    fn poll_now(receiver: &mut Receiver) -> Poll<Received> {
+        receiver.poll_received(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[tokio::test]
+    async fn a_receiver_that_asked_hears_once_that_its_first_message_is_late() {
+        let (sender, mut receiver) = queue(4);
+        let due = Instant::now() + Duration::from_secs(2);
+        assert!(receiver.ask_first_by(due));
+        assert_eq!(sender.first_due(), Some(due));
+        assert!(poll_now(&mut receiver).is_pending());
+        sender.first_is_late();
+        assert!(matches!(poll_now(&mut receiver), Poll::Ready(Received::FirstLate)));
+        // Told once; the stream goes on with the messages.
+        assert!(poll_now(&mut receiver).is_pending());
+        sender.send(message(1)).await.unwrap();
+        assert!(
+            matches!(poll_now(&mut receiver), Poll::Ready(Received::Message(Some(m))) if id_of(&m) == Some(Id::number(1)))
+        );
+        drop(sender);
+        assert!(matches!(poll_now(&mut receiver), Poll::Ready(Received::Message(None))));
+    }
+
+    #[tokio::test]
+    async fn a_message_queued_before_the_lateness_comes_first_and_cancels_it() {
+        let (sender, mut receiver) = queue(4);
+        assert!(receiver.ask_first_by(Instant::now()));
+        assert!(sender.first_due().is_some());
+        sender.send(message(1)).await.unwrap();
+        sender.first_is_late();
+        assert!(matches!(
+            poll_now(&mut receiver),
+            Poll::Ready(Received::Message(Some(_)))
+        ));
+        assert!(
+            poll_now(&mut receiver).is_pending(),
+            "lateness after a first message is not told"
+        );
+        // Nor once the first message was taken before the sender reported.
+        sender.first_is_late();
+        assert!(poll_now(&mut receiver).is_pending());
+    }
+
+    #[tokio::test]
+    async fn a_question_after_the_sender_looked_is_refused_and_never_answered() {
+        let (sender, mut receiver) = queue(4);
+        assert_eq!(sender.first_due(), None);
+        assert!(
+            !receiver.ask_first_by(Instant::now()),
+            "the receiver must keep its own timer"
+        );
+        sender.first_is_late();
+        assert!(poll_now(&mut receiver).is_pending());
+    }
+
+    #[tokio::test]
+    async fn a_receiver_reading_messages_only_never_sees_lateness() {
+        let (sender, mut receiver) = queue(4);
+        assert!(receiver.ask_first_by(Instant::now()));
+        assert!(sender.first_due().is_some());
+        sender.first_is_late();
+        assert!(receiver.poll_recv(&mut Context::from_waker(Waker::noop())).is_pending());
+        // It is still there for the receiver that listens for it.
+        assert!(matches!(poll_now(&mut receiver), Poll::Ready(Received::FirstLate)));
     }
 
     #[tokio::test]

@@ -117,13 +117,24 @@ async fn pump(
     deadline: Instant,
     timeout: Duration,
 ) {
+    // The call's one timer: first when its receiver wants to hear that the answer
+    // is late (it then streams; see `handoff`), then at the call's deadline.
+    let first_due = tx.first_due().filter(|due| *due < deadline);
+    let mut first_pending = first_due.is_some();
+    let timer = tokio::time::sleep_until(first_due.unwrap_or(deadline));
+    tokio::pin!(timer);
     loop {
         tokio::select! {
             // In this order, without the macro's random start (a thread-local RNG on
             // every poll): a deadline passed is honoured even while the call keeps
             // sending, and a client that left is seen before the next event.
             biased;
-            () = tokio::time::sleep_until(deadline) => {
+            () = &mut timer => {
+                if std::mem::take(&mut first_pending) {
+                    tx.first_is_late();
+                    timer.as_mut().reset(deadline);
+                    continue;
+                }
                 time_out(call, &client_id, &tx, timeout).await;
                 break;
             }

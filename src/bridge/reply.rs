@@ -6,9 +6,11 @@
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::handoff;
@@ -67,9 +69,43 @@ pub type Reshape = Box<dyn FnMut(Message) -> Message + Send + Sync>;
 /// Whether a message of a stream reaches the client.
 pub type Keep = Box<dyn Fn(&Message) -> bool + Send + Sync>;
 
+/// How the wait for a stream's first message ends ([`Responses::recv_first`]).
+pub enum First {
+    /// The first message, or `None`: the stream ended without one.
+    Message(Option<Message>),
+    /// Nothing came in the time given; the stream goes on.
+    Late,
+}
+
 impl Responses {
     /// The next message; `None` once the producer is done.
     pub async fn recv(&mut self) -> Option<Message> {
+        loop {
+            if let First::Message(message) = self.next(false).await {
+                return message;
+            }
+        }
+    }
+
+    /// The first message (or the end), or [`First::Late`] when none came `within`.
+    /// A call's pump tells lateness on the timer it keeps for the call's deadline;
+    /// any other stream is timed here.
+    pub async fn recv_first(&mut self, within: Duration) -> First {
+        let pump_tells = match (&mut self.messages, &self.producer) {
+            (Source::Handoff(messages), Some(_)) => messages.ask_first_by(Instant::now() + within),
+            _ => false,
+        };
+        if pump_tells {
+            return self.next(true).await;
+        }
+        match tokio::time::timeout(within, self.recv()).await {
+            Ok(message) => First::Message(message),
+            Err(_) => First::Late,
+        }
+    }
+
+    /// The next message the client may see, or lateness when `hear_late` (asked before).
+    async fn next(&mut self, hear_late: bool) -> First {
         loop {
             let Responses {
                 messages,
@@ -77,19 +113,22 @@ impl Responses {
                 cancel,
                 ..
             } = self;
-            let message = match cancel {
-                None => next_message(messages, producer).await,
+            let received = match cancel {
+                None => next_message(messages, producer, hear_late).await,
                 Some(cancel) => tokio::select! {
-                    message = next_message(messages, producer) => message,
-                    () = cancel.0.cancelled() => None,
+                    received = next_message(messages, producer, hear_late) => received,
+                    () = cancel.0.cancelled() => First::Message(None),
                 },
+            };
+            let First::Message(message) = received else {
+                return First::Late;
             };
             let message = self.reshaped(message);
             if message.as_ref().is_some_and(|m| !self.kept(m)) {
                 continue;
             }
             self.observe(message.as_ref());
-            return message;
+            return First::Message(message);
         }
     }
 
@@ -240,10 +279,16 @@ enum Source {
 }
 
 impl Source {
-    fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Option<Message>> {
+    /// The next message or the end; with `hear_late`, also a late first message
+    /// its pump reports.
+    fn poll_next(&mut self, cx: &mut std::task::Context<'_>, hear_late: bool) -> std::task::Poll<First> {
         match self {
-            Source::Channel(messages) => messages.poll_recv(cx),
-            Source::Handoff(messages) => messages.poll_recv(cx),
+            Source::Channel(messages) => messages.poll_recv(cx).map(First::Message),
+            Source::Handoff(messages) if hear_late => messages.poll_received(cx).map(|received| match received {
+                handoff::Received::Message(message) => First::Message(message),
+                handoff::Received::FirstLate => First::Late,
+            }),
+            Source::Handoff(messages) => messages.poll_recv(cx).map(First::Message),
         }
     }
 
@@ -256,9 +301,9 @@ impl Source {
 }
 
 /// The next message on `messages`, driving `producer` (until it ends) meanwhile.
-async fn next_message(messages: &mut Source, producer: &mut Option<Mutex<Producer>>) -> Option<Message> {
+async fn next_message(messages: &mut Source, producer: &mut Option<Mutex<Producer>>, hear_late: bool) -> First {
     if producer.is_none() {
-        return std::future::poll_fn(|cx| messages.poll_recv(cx)).await;
+        return std::future::poll_fn(|cx| messages.poll_next(cx, hear_late)).await;
     }
     std::future::poll_fn(|cx| {
         if let Some(running) = producer {
@@ -267,7 +312,7 @@ async fn next_message(messages: &mut Source, producer: &mut Option<Mutex<Produce
                 *producer = None;
             }
         }
-        messages.poll_recv(cx)
+        messages.poll_next(cx, hear_late)
     })
     .await
 }

@@ -17,7 +17,7 @@ use hyper::body::Frame;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::bridge::reply::Responses;
+use crate::bridge::reply::{First, Responses};
 use crate::bridge::{Reply, Status};
 use crate::protocol::errors::{Rejection, handler_error_status};
 use crate::protocol::headers::MCP_SESSION_ID;
@@ -55,17 +55,17 @@ pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> 
             }
             response
         }
-        Reply::Stream(mut messages, era) => match tokio::time::timeout(timing.stream_after, messages.recv()).await {
-            Ok(Some(Message::Response(response))) => {
+        Reply::Stream(mut messages, era) => match messages.recv_first(timing.stream_after).await {
+            First::Message(Some(Message::Response(response))) => {
                 let status = match &response.outcome {
                     Outcome::Error(error) => handler_error_status(error.code, era),
                     Outcome::Result(_) => StatusCode::OK,
                 };
                 json(status, &Message::Response(response))
             }
-            Ok(Some(first)) => stream(Some(first), messages, timing.keep_alive, None),
-            Ok(None) => empty(StatusCode::ACCEPTED),
-            Err(_) => stream(None, messages, timing.keep_alive, None),
+            First::Message(Some(first)) => stream(Some(first), messages, timing.keep_alive, None),
+            First::Message(None) => empty(StatusCode::ACCEPTED),
+            First::Late => stream(None, messages, timing.keep_alive, None),
         },
     }
 }
