@@ -10,19 +10,19 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 
+/// Starts the misbehaving upstream `script` (in `tests/peers/`), recording what it gets to `record`.
+fn hostile_server(script: &str, record: &std::path::Path) -> ListeningServer {
+    let peers = peers();
+    let path = peers.script(script);
+    let record = record.display().to_string();
+    ListeningServer::start(script, peers.python(), &[&path, "--record", &record], &[])
+}
+
 #[test]
 fn an_sse_endpoint_event_naming_another_origin_fails_the_link() {
     let dir = tempfile::tempdir().expect("tempdir");
     let record = dir.path().join("posts.jsonl");
-    let peers = peers();
-    let script = peers.script("hostile_sse_server.py");
-    let record_arg = record.display().to_string();
-    let hostile = ListeningServer::start(
-        "hostile_sse_server.py",
-        peers.python(),
-        &[&script, "--record", &record_arg],
-        &[],
-    );
+    let hostile = hostile_server("hostile_sse_server.py", &record);
     let gateway = Eragate::start(&remote_upstream_toml("sse", &hostile.url, "handshake_timeout = \"5s\""));
     let reply = post_modern(&gateway.url(), 1, "tools/list", None, json!({}));
     let body = reply.json();
@@ -48,15 +48,7 @@ fn an_sse_endpoint_event_naming_another_origin_fails_the_link() {
 fn notifications_answered_with_endless_streams_do_not_hang_the_session() {
     let dir = tempfile::tempdir().expect("tempdir");
     let record = dir.path().join("notified.jsonl");
-    let peers = peers();
-    let script = peers.script("hostile_streamable_server.py");
-    let record_arg = record.display().to_string();
-    let hostile = ListeningServer::start(
-        "hostile_streamable_server.py",
-        peers.python(),
-        &[&script, "--record", &record_arg],
-        &[],
-    );
+    let hostile = hostile_server("hostile_streamable_server.py", &record);
     // Longer than the test's HTTP client waits (30 s): a handshake stalled by the
     // endless stream shows as a failed initialize, not as a timeout error in time.
     let gateway = Eragate::start(&remote_upstream_toml(
