@@ -528,4 +528,41 @@ mod tests {
             assert_eq!(seen, want, "{reading}");
         }
     }
+
+    /// A pumped stream's first wait hears from the pump's own timer that nothing
+    /// came in time, also when what did come is not the client's to see; and a
+    /// first message in time is answered with.
+    #[tokio::test]
+    async fn a_pumped_streams_first_wait_ends_at_the_time_given() {
+        for (skipped_first, answered) in [(false, false), (true, false), (false, true)] {
+            let (tx, rx) = handoff::queue(8);
+            let pumping = async move {
+                let due = tx.first_due().expect("the receiver asked");
+                if skipped_first {
+                    let _ = tx.send(updated("hidden://1")).await;
+                }
+                if answered {
+                    let _ = tx.send(Response::result(Id::number(1), json!({})).into_message()).await;
+                    return;
+                }
+                tokio::time::sleep_until(due).await;
+                tx.first_is_late();
+                // The call goes on, long past the test.
+                tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+            };
+            let mut responses = Responses::produced_by(rx, Box::pin(pumping))
+                .filtered_by(|message| uri(message).is_none_or(|u| !u.starts_with("hidden:")));
+            let first = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                responses.recv_first(std::time::Duration::from_millis(50)),
+            )
+            .await
+            .expect("the first wait ended");
+            match (answered, first) {
+                (true, First::Message(Some(Message::Response(_)))) | (false, First::Late) => {}
+                (_, First::Message(other)) => panic!("skipped {skipped_first}, answered {answered}: {other:?}"),
+                (_, First::Late) => panic!("answered, yet late"),
+            }
+        }
+    }
 }
