@@ -25,10 +25,10 @@
 //! | observe | a per-request record opened at dispatch, closed with the answer: metrics, access log, request and upstream-call spans | [`telemetry`], carried by [`bridge::dispatch`] |
 //!
 //! Beside the path: [`fast_hash`] is the hasher of the maps on the path whose
-//! keys eragate makes itself; [`discard`] reads a body eragate does not keep
-//! (a refused request's rest, an upstream's answered stream) within bounds, so
-//! its HTTP/1.1 connection is reused; [`tls`] reads certificate files for the edge and the
-//! HTTPS upstreams; [`reload`] swaps the router's upstreams when the
+//! keys eragate makes itself; [`discard`] reads a body eragate does not keep (a
+//! refused request's rest, an upstream's answered stream or its answer to a
+//! notification) within bounds, so its HTTP/1.1 connection is reused; [`tls`]
+//! reads certificate files for the edge and the HTTPS upstreams; [`reload`] swaps the router's upstreams when the
 //! configuration changes; [`federate`] holds the pure rules of serving several
 //! upstreams as one (exposed names, merged pages under a sealed cursor, one
 //! handshake), for the router; [`router::lists`] keeps the lists a legacy

@@ -88,20 +88,21 @@ enum FirstDue {
     Unasked,
     /// Asked for this time; the sender has not looked yet.
     Asked(Instant),
-    /// The sender has looked: it reports lateness if asked, and a question now is too late.
-    Seen { asked: bool },
+    /// The sender looked and found the question: it reports lateness.
+    Watched,
     /// The sender reported the first message late; the receiver has not heard it yet.
     Late,
-    /// The receiver heard it.
-    Heard,
+    /// Nothing is left to tell: the sender looked before any question, or the
+    /// receiver heard the lateness.
+    Settled,
 }
 
-/// What a receiver listening for a late first message gets.
-pub enum Received {
+/// What a receiver waiting for its first message gets.
+pub enum First {
     /// A message, or `None` at the end (every sender gone, the queue empty).
     Message(Option<Message>),
     /// Nothing came by the time the receiver asked about.
-    FirstLate,
+    Late,
 }
 
 impl State {
@@ -183,7 +184,11 @@ impl Sender {
             FirstDue::Asked(at) => Some(at),
             _ => None,
         };
-        state.first_due = FirstDue::Seen { asked: due.is_some() };
+        state.first_due = if due.is_some() {
+            FirstDue::Watched
+        } else {
+            FirstDue::Settled
+        };
         due
     }
 
@@ -191,7 +196,7 @@ impl Sender {
     /// stream). Nothing when it did not ask.
     pub fn first_is_late(&self) {
         let mut state = self.shared.lock();
-        if state.first_due == (FirstDue::Seen { asked: true }) {
+        if state.first_due == FirstDue::Watched {
             state.first_due = FirstDue::Late;
             if let Some(waker) = state.receiver_waker.take() {
                 waker.wake();
@@ -244,13 +249,13 @@ impl Receiver {
     /// The next message, `None` once every sender has gone and the queue is empty.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
         self.poll_inner(cx, false).map(|received| match received {
-            Received::Message(message) => message,
+            First::Message(message) => message,
             // Never: lateness is told only to `poll_received`.
-            Received::FirstLate => None,
+            First::Late => None,
         })
     }
 
-    /// Asks the sender to report when no message came by `at` ([`Received::FirstLate`]
+    /// Asks the sender to report when no message came by `at` ([`First::Late`]
     /// from [`Receiver::poll_received`]). False when the sender has started already
     /// and will not: the receiver keeps a timer of its own then.
     pub fn ask_first_by(&mut self, at: Instant) -> bool {
@@ -265,23 +270,23 @@ impl Receiver {
 
     /// The next message, the end, or (once, when no message is queued) that the
     /// first message is late.
-    pub fn poll_received(&mut self, cx: &mut Context<'_>) -> Poll<Received> {
+    pub fn poll_received(&mut self, cx: &mut Context<'_>) -> Poll<First> {
         self.poll_inner(cx, true)
     }
 
-    fn poll_inner(&mut self, cx: &mut Context<'_>, hear_late: bool) -> Poll<Received> {
+    fn poll_inner(&mut self, cx: &mut Context<'_>, hear_late: bool) -> Poll<First> {
         let mut state = self.shared.lock();
         match state.pop() {
             Some(message) => {
                 // Lateness stays to be told: a receiver that skips this message
                 // (not the client's to see) is still waiting for its first one.
                 state.wake_senders();
-                Poll::Ready(Received::Message(Some(message)))
+                Poll::Ready(First::Message(Some(message)))
             }
-            None if state.senders == 0 => Poll::Ready(Received::Message(None)),
+            None if state.senders == 0 => Poll::Ready(First::Message(None)),
             None if hear_late && state.first_due == FirstDue::Late => {
-                state.first_due = FirstDue::Heard;
-                Poll::Ready(Received::FirstLate)
+                state.first_due = FirstDue::Settled;
+                Poll::Ready(First::Late)
             }
             None => {
                 state.receiver_waker = Some(cx.waker().clone());
@@ -393,7 +398,7 @@ mod tests {
         assert_eq!(received, (0..5).map(|n| Some(Id::number(n))).collect::<Vec<_>>());
     }
 
-    fn poll_now(receiver: &mut Receiver) -> Poll<Received> {
+    fn poll_now(receiver: &mut Receiver) -> Poll<First> {
         receiver.poll_received(&mut Context::from_waker(Waker::noop()))
     }
 
@@ -405,15 +410,15 @@ mod tests {
         assert_eq!(sender.first_due(), Some(due));
         assert!(poll_now(&mut receiver).is_pending());
         sender.first_is_late();
-        assert!(matches!(poll_now(&mut receiver), Poll::Ready(Received::FirstLate)));
+        assert!(matches!(poll_now(&mut receiver), Poll::Ready(First::Late)));
         // Told once; the stream goes on with the messages.
         assert!(poll_now(&mut receiver).is_pending());
         sender.send(message(1)).await.unwrap();
         assert!(
-            matches!(poll_now(&mut receiver), Poll::Ready(Received::Message(Some(m))) if id_of(&m) == Some(Id::number(1)))
+            matches!(poll_now(&mut receiver), Poll::Ready(First::Message(Some(m))) if id_of(&m) == Some(Id::number(1)))
         );
         drop(sender);
-        assert!(matches!(poll_now(&mut receiver), Poll::Ready(Received::Message(None))));
+        assert!(matches!(poll_now(&mut receiver), Poll::Ready(First::Message(None))));
     }
 
     #[tokio::test]
@@ -423,13 +428,10 @@ mod tests {
         assert!(sender.first_due().is_some());
         sender.send(message(1)).await.unwrap();
         sender.first_is_late();
-        assert!(matches!(
-            poll_now(&mut receiver),
-            Poll::Ready(Received::Message(Some(_)))
-        ));
+        assert!(matches!(poll_now(&mut receiver), Poll::Ready(First::Message(Some(_)))));
         // A receiver that skipped that message (one its client may not see) still hears
         // of the lateness; one that answered with it reads on with `poll_recv`.
-        assert!(matches!(poll_now(&mut receiver), Poll::Ready(Received::FirstLate)));
+        assert!(matches!(poll_now(&mut receiver), Poll::Ready(First::Late)));
         assert!(poll_now(&mut receiver).is_pending());
     }
 
@@ -453,7 +455,7 @@ mod tests {
         sender.first_is_late();
         assert!(receiver.poll_recv(&mut Context::from_waker(Waker::noop())).is_pending());
         // It is still there for the receiver that listens for it.
-        assert!(matches!(poll_now(&mut receiver), Poll::Ready(Received::FirstLate)));
+        assert!(matches!(poll_now(&mut receiver), Poll::Ready(First::Late)));
     }
 
     #[tokio::test]

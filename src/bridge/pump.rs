@@ -120,7 +120,6 @@ async fn pump(
     // The call's one timer: first when its receiver wants to hear that the answer
     // is late (it then streams; see `handoff`), then at the call's deadline.
     let first_due = tx.first_due().filter(|due| *due < deadline);
-    let mut first_pending = first_due.is_some();
     let timer = tokio::time::sleep_until(first_due.unwrap_or(deadline));
     tokio::pin!(timer);
     loop {
@@ -130,7 +129,8 @@ async fn pump(
             // sending, and a client that left is seen before the next event.
             biased;
             () = &mut timer => {
-                if std::mem::take(&mut first_pending) {
+                // Set before the deadline only for the first message's time.
+                if timer.deadline() < deadline {
                     tx.first_is_late();
                     timer.as_mut().reset(deadline);
                     continue;

@@ -14,6 +14,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::handoff;
+/// How the wait for a stream's first message ends ([`Responses::recv_first`]).
+pub use super::handoff::First;
 use super::quota::Hold;
 use super::sessions::ClientSession;
 use crate::protocol::errors::{Rejection, handler_error_status};
@@ -68,14 +70,6 @@ pub type Reshape = Box<dyn FnMut(Message) -> Message + Send + Sync>;
 
 /// Whether a message of a stream reaches the client.
 pub type Keep = Box<dyn Fn(&Message) -> bool + Send + Sync>;
-
-/// How the wait for a stream's first message ends ([`Responses::recv_first`]).
-pub enum First {
-    /// The first message, or `None`: the stream ended without one.
-    Message(Option<Message>),
-    /// Nothing came in the time given; the stream goes on.
-    Late,
-}
 
 impl Responses {
     /// The next message; `None` once the producer is done.
@@ -284,10 +278,7 @@ impl Source {
     fn poll_next(&mut self, cx: &mut std::task::Context<'_>, hear_late: bool) -> std::task::Poll<First> {
         match self {
             Source::Channel(messages) => messages.poll_recv(cx).map(First::Message),
-            Source::Handoff(messages) if hear_late => messages.poll_received(cx).map(|received| match received {
-                handoff::Received::Message(message) => First::Message(message),
-                handoff::Received::FirstLate => First::Late,
-            }),
+            Source::Handoff(messages) if hear_late => messages.poll_received(cx),
             Source::Handoff(messages) => messages.poll_recv(cx).map(First::Message),
         }
     }
