@@ -37,8 +37,8 @@ pub fn queue(bound: usize) -> (Sender, Receiver) {
             senders: 1,
             receiver_alive: true,
             receiver_waker: None,
-            sender_waker: None,
-            more_sender_wakers: Vec::new(),
+            waiting_for_room: Wakers::default(),
+            waiting_for_leave: Wakers::default(),
             first_due: FirstDue::Unasked,
         }),
     });
@@ -72,11 +72,12 @@ struct State {
     receiver_alive: bool,
     /// The receiver waiting for a message.
     receiver_waker: Option<Waker>,
-    /// Senders waiting for room or for the receiver to leave (one per task: a
-    /// waker that would wake the same task is not kept twice). The pump and the
-    /// stages it awaits are one task, so the second place is seldom used.
-    sender_waker: Option<Waker>,
-    more_sender_wakers: Vec<Waker>,
+    /// Senders waiting for room, woken when a message is taken.
+    waiting_for_room: Wakers,
+    /// Senders waiting for the receiver to leave ([`Sender::closed`]), woken
+    /// only then: the pump waits so all along, in the task that takes its
+    /// messages, and a wake per message taken would poll that task once more.
+    waiting_for_leave: Wakers,
     /// Whether the receiver hears of a late first message.
     first_due: FirstDue,
 }
@@ -121,25 +122,36 @@ impl State {
     fn pop(&mut self) -> Option<Message> {
         self.first.take().or_else(|| self.rest.pop_front())
     }
+}
 
-    fn wake_senders(&mut self) {
-        if let Some(waker) = self.sender_waker.take() {
-            waker.wake();
-        }
-        for waker in self.more_sender_wakers.drain(..) {
-            waker.wake();
+/// Tasks waiting for one thing, each kept once (a waker that would wake the
+/// same task is not kept twice). The pump and the stages it awaits are one
+/// task, so the second place is seldom used.
+#[derive(Default)]
+struct Wakers {
+    first: Option<Waker>,
+    more: Vec<Waker>,
+}
+
+impl Wakers {
+    fn wait(&mut self, waker: &Waker) {
+        match &self.first {
+            None => self.first = Some(waker.clone()),
+            Some(kept) if kept.will_wake(waker) => {}
+            Some(_) => {
+                if !self.more.iter().any(|w| w.will_wake(waker)) {
+                    self.more.push(waker.clone());
+                }
+            }
         }
     }
 
-    fn wait_as_sender(&mut self, waker: &Waker) {
-        match &self.sender_waker {
-            None => self.sender_waker = Some(waker.clone()),
-            Some(kept) if kept.will_wake(waker) => {}
-            Some(_) => {
-                if !self.more_sender_wakers.iter().any(|w| w.will_wake(waker)) {
-                    self.more_sender_wakers.push(waker.clone());
-                }
-            }
+    fn wake_all(&mut self) {
+        if let Some(waker) = self.first.take() {
+            waker.wake();
+        }
+        for waker in self.more.drain(..) {
+            waker.wake();
         }
     }
 }
@@ -164,7 +176,7 @@ impl Sender {
             }
             if state.len() >= state.bound {
                 message = Some(taken);
-                state.wait_as_sender(cx.waker());
+                state.waiting_for_room.wait(cx.waker());
                 return Poll::Pending;
             }
             state.push(taken);
@@ -209,7 +221,7 @@ impl Sender {
         poll_fn(|cx| {
             let mut state = self.shared.lock();
             if state.receiver_alive {
-                state.wait_as_sender(cx.waker());
+                state.waiting_for_leave.wait(cx.waker());
                 Poll::Pending
             } else {
                 Poll::Ready(())
@@ -232,9 +244,14 @@ impl Drop for Sender {
     fn drop(&mut self) {
         let mut state = self.shared.lock();
         state.senders -= 1;
-        if state.senders == 0
-            && let Some(waker) = state.receiver_waker.take()
-        {
+        if state.senders > 0 {
+            return;
+        }
+        // No sender is left to wake: a waker kept from one would, when the
+        // receiver leaves, poll a task (often the receiver's own) for nothing.
+        state.waiting_for_room = Wakers::default();
+        state.waiting_for_leave = Wakers::default();
+        if let Some(waker) = state.receiver_waker.take() {
             waker.wake();
         }
     }
@@ -280,7 +297,7 @@ impl Receiver {
             Some(message) => {
                 // Lateness stays to be told: a receiver that skips this message
                 // (not the client's to see) is still waiting for its first one.
-                state.wake_senders();
+                state.waiting_for_room.wake_all();
                 Poll::Ready(First::Message(Some(message)))
             }
             None if state.senders == 0 => Poll::Ready(First::Message(None)),
@@ -295,12 +312,20 @@ impl Receiver {
         }
     }
 
+    /// Forgets the waker of the last wait. Its task calls this before it drives
+    /// the sender itself (a call's pump): what the pump sends is then found by
+    /// the wait that follows, where a kept waker would wake the task it runs in
+    /// to poll it once more for nothing.
+    pub fn forget_waker(&mut self) {
+        self.shared.lock().receiver_waker = None;
+    }
+
     /// A message already queued, without waiting.
     pub fn try_recv(&mut self) -> Result<Message, TryRecvError> {
         let mut state = self.shared.lock();
         match state.pop() {
             Some(message) => {
-                state.wake_senders();
+                state.waiting_for_room.wake_all();
                 Ok(message)
             }
             None if state.senders == 0 => Err(TryRecvError::Disconnected),
@@ -315,7 +340,8 @@ impl Drop for Receiver {
         state.receiver_alive = false;
         state.receiver_waker = None;
         let unread = (state.first.take(), std::mem::take(&mut state.rest));
-        state.wake_senders();
+        state.waiting_for_room.wake_all();
+        state.waiting_for_leave.wake_all();
         drop(state);
         drop(unread);
     }
@@ -456,6 +482,68 @@ mod tests {
         assert!(receiver.poll_recv(&mut Context::from_waker(Waker::noop())).is_pending());
         // It is still there for the receiver that listens for it.
         assert!(matches!(poll_now(&mut receiver), Poll::Ready(First::Late)));
+    }
+
+    /// A waker that counts its wakes.
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn counting_waker() -> (Arc<Wakes>, Waker) {
+        let wakes = Arc::new(Wakes(0.into()));
+        (Arc::clone(&wakes), Waker::from(wakes))
+    }
+
+    fn woken(wakes: &Wakes) -> usize {
+        wakes.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The pump and the receiver share one task: every wake below would poll it
+    /// once more for nothing, so none may happen.
+    #[tokio::test]
+    async fn a_task_that_both_sends_and_receives_is_never_woken_by_itself() {
+        let (sender, mut receiver) = queue(4);
+        let (wakes, waker) = counting_waker();
+        let mut cx = Context::from_waker(&waker);
+        // The pump waits for the receiver to leave all along; the receiver waits for a message.
+        let mut closed = Box::pin(sender.closed());
+        assert!(closed.as_mut().poll(&mut cx).is_pending());
+        assert!(receiver.poll_recv(&mut cx).is_pending());
+        // The task drives the pump: it forgets its waker first, so the send does not wake it.
+        receiver.forget_waker();
+        sender.send(message(1)).await.unwrap();
+        // Taking the message wakes senders waiting for room, not one waiting for the end.
+        assert!(matches!(receiver.poll_recv(&mut cx), Poll::Ready(Some(_))));
+        assert!(closed.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(woken(&wakes), 0);
+        // The pump ends: the receiver, waiting again, hears the end.
+        assert!(receiver.poll_recv(&mut cx).is_pending());
+        receiver.forget_waker();
+        drop(closed);
+        drop(sender);
+        assert!(matches!(receiver.poll_recv(&mut cx), Poll::Ready(None)));
+        // The receiver leaving wakes no sender that is gone.
+        drop(receiver);
+        assert_eq!(woken(&wakes), 0);
+    }
+
+    #[tokio::test]
+    async fn a_taken_message_wakes_a_sender_waiting_for_room() {
+        let (sender, mut receiver) = queue(1);
+        sender.send(message(1)).await.unwrap();
+        let (wakes, waker) = counting_waker();
+        let mut sending = std::pin::pin!(sender.send(message(2)));
+        assert!(sending.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+        assert!(receiver.try_recv().is_ok());
+        assert_eq!(woken(&wakes), 1);
+        assert!(matches!(
+            sending.poll(&mut Context::from_waker(&waker)),
+            Poll::Ready(Ok(()))
+        ));
     }
 
     #[tokio::test]

@@ -283,6 +283,13 @@ impl Source {
         }
     }
 
+    /// Before the receiver's own task drives the producer: see [`handoff::Receiver::forget_waker`].
+    fn forget_waker(&mut self) {
+        if let Source::Handoff(messages) = self {
+            messages.forget_waker();
+        }
+    }
+
     fn try_recv(&mut self) -> Result<Message, mpsc::error::TryRecvError> {
         match self {
             Source::Channel(messages) => messages.try_recv(),
@@ -298,6 +305,7 @@ async fn next_message(messages: &mut Source, producer: &mut Option<Mutex<Produce
     }
     std::future::poll_fn(|cx| {
         if let Some(running) = producer {
+            messages.forget_waker();
             let running = running.get_mut().unwrap_or_else(PoisonError::into_inner);
             if running.as_mut().poll(cx).is_ready() {
                 *producer = None;

@@ -221,11 +221,20 @@ impl Call {
                     .map(|post| post.get_mut().unwrap_or_else(PoisonError::into_inner))
                 {
                     // The POST is read here, in the caller's task, until what it routes wakes the slot.
+                    // No wait is kept while it is read: what the read routes is found by the wait
+                    // made after it, where a kept one would wake this very task to poll it once more.
                     Some(post) => {
-                        let mut woken = std::pin::pin!(self.slot.woken());
-                        let posted = std::future::poll_fn(|cx| match post.as_mut().poll(cx) {
-                            Poll::Ready(()) => Poll::Ready(true),
-                            Poll::Pending => woken.as_mut().poll(cx).map(|()| false),
+                        let mut woken = std::pin::pin!(None);
+                        let posted = std::future::poll_fn(|cx| {
+                            woken.set(None);
+                            if post.as_mut().poll(cx).is_ready() {
+                                return Poll::Ready(true);
+                            }
+                            woken.set(Some(self.slot.woken()));
+                            match woken.as_mut().as_pin_mut() {
+                                Some(wait) => wait.poll(cx).map(|()| false),
+                                None => Poll::Ready(false), // (never: just set) look again
+                            }
                         })
                         .await;
                         if posted {

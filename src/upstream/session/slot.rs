@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 
 use crate::protocol::{Notification, Request, Response};
 use crate::upstream::error::UpstreamError;
@@ -109,9 +110,10 @@ impl CallSlot {
         state.settled.then_some(Taken::Abandoned)
     }
 
-    /// Waits until something was pushed or settled since the last wake.
-    pub(crate) async fn woken(&self) {
-        self.wake.notified().await;
+    /// Waits until something was pushed or settled since the last wake. A
+    /// wait dropped after its wake passes the wake on, to the next wait.
+    pub(crate) fn woken(&self) -> Notified<'_> {
+        self.wake.notified()
     }
 
     /// The caller is gone: drop queued events and refuse new ones.
