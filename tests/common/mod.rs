@@ -10,8 +10,8 @@ pub mod tls;
 pub mod tokens;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{BufRead, BufReader, Read};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -167,7 +167,7 @@ pub struct Eragate {
 
 impl Eragate {
     /// Starts eragate with `config` (TOML without `[listen] address`, which the harness sets)
-    /// and waits until `/healthz` answers.
+    /// and waits until it accepts connections.
     pub fn start(config: &str) -> Eragate {
         Eragate::start_with_args(config, &[])
     }
@@ -216,7 +216,7 @@ impl Eragate {
             log,
             _dir: dir,
         };
-        if !listening(addr, Duration::from_secs(20)) {
+        if !accepting(addr, Duration::from_secs(20)) {
             panic!("eragate did not start listening on {addr}; log:\n{}", gateway.log());
         }
         gateway
@@ -287,6 +287,24 @@ pub fn wait_until(what: &str, within: Duration, pred: impl FnMut() -> bool) {
 /// Whether `addr` accepts connections within `within`.
 pub fn listening(addr: impl std::net::ToSocketAddrs + Copy, within: Duration) -> bool {
     poll_until(within, || TcpStream::connect(addr).is_ok())
+}
+
+/// Whether eragate accepts connections at `addr`, seen to the end: its probe is
+/// closed by eragate before this returns. A probe only connected and dropped
+/// would be accepted later and hold a connection slot (`max_connections_per_ip`)
+/// while the test's own connections arrive.
+fn accepting(addr: SocketAddr, within: Duration) -> bool {
+    poll_until(within, || {
+        let Ok(mut probe) = TcpStream::connect(addr) else {
+            return false;
+        };
+        // Nothing to send: eragate reads the end and closes (a TLS listener too).
+        let _ = probe.shutdown(Shutdown::Write);
+        let _ = probe.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut rest = Vec::new();
+        let _ = probe.read_to_end(&mut rest);
+        true
+    })
 }
 
 /// The legacy-only Python fixture server (`tests/peers/legacy_server.py`) over Streamable HTTP.
