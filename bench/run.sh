@@ -84,7 +84,11 @@ P_UP=$BASE; P_GW=$((BASE + 1)); P_GW_STDIO=$((BASE + 2)); P_SUPERGW=$((BASE + 3)
 P_EVERY=$((BASE + 6)); P_GW_EVERY=$((BASE + 7)); P_ISSUER=$((BASE + 8)); P_GW_OAUTH=$((BASE + 9))
 P_NGINX=$((BASE + 10)); P_RELAY=$((BASE + 11))
 
-rm -rf "$WORK"
+# This run's own scratch only: the folders other scripts keep under bench/work/
+# (instructions/, floor/, scale/, soak/, ab/, telemetry/) keep their outputs.
+mkdir -p "$WORK"
+find "$WORK" -maxdepth 1 -type f -delete
+rm -rf "$WORK/logs" "$WORK/nginx"
 mkdir -p "$WORK/logs" "$CACHE"
 
 # ---------------------------------------------------------------- build
