@@ -5,13 +5,16 @@
 #
 # Three proxies in front of the same fast upstream: nginx (the floor the issue names),
 # `hyper-relay` (bench/src/bin/hyper_relay.rs: eragate's own runtime and HTTP parts,
-# forwarding only) and eragate. It prints three tables (markdown) for bench/NOTES.md:
+# forwarding only) and eragate. It prints four tables (markdown), which bench/run.sh puts
+# into RESULTS.md and bench/NOTES.md quotes:
 #
 #   1. instructions each proxy executes per legacy `tools/call` (callgrind, one client);
 #      eragate also with a 2026-07-28 client;
-#   2. instructions the upstream executes per request behind the relay and behind
+#   2. where the relay's and eragate's go, by group of functions (bench/cost_groups.py on
+#      the profiles of table 1): what eragate adds to the relay, group by group;
+#   3. instructions the upstream executes per request behind the relay and behind
 #      eragate (callgrind on the upstream, 16 clients): does eragate make it work harder?
-#   3. system calls per request of each proxy at 1 and 16 clients (strace -c -f).
+#   4. system calls per request of each proxy at 1 and 16 clients (strace -c -f).
 #
 # Counts do not depend on what else runs on the machine, so this runs on a busy one.
 # Needs valgrind, strace and nginx (bench/run.sh installs nginx). Scratch: bench/work/floor/.
@@ -102,6 +105,7 @@ probe "http://127.0.0.1:$P_UP/mcp"
 # ---------------------------------------------------------------- 1. instructions per call
 echo "| proxy, client (calls measured) | instructions per call |"
 echo "|---|---:|"
+GROUPED=()
 for case in nginx:legacy relay:legacy eragate:legacy eragate:modern; do
   kind="${case%%:*}"; pattern="${case#*:}"; port=$(free_port)
   start_proxy "$kind" "$port" "$P_UP" valgrind --tool=callgrind --callgrind-out-file="$WORK/$kind-$pattern.%p.out"
@@ -115,10 +119,20 @@ for case in nginx:legacy relay:legacy eragate:legacy eragate:modern; do
   # The dump taken after zeroing (the highest-numbered part) holds the measured window.
   instructions=$(for f in "$WORK/$kind-$pattern".*.out.*; do grep -h '^summary:' "$f" | awk '{print $2}'; done | sort -n | tail -1)
   echo "| $kind, $pattern ($ops) | $((instructions / ops)) |"
+  profile=$(grep -l "^summary: $instructions\$" "$WORK/$kind-$pattern".*.out.* | head -1)
+  case "$kind:$pattern" in
+    relay:legacy) GROUPED+=("relay=$profile:$ops") ;;
+    eragate:legacy) GROUPED+=("eragate, legacy=$profile:$ops") ;;
+    eragate:modern) GROUPED+=("eragate, 2026-07-28=$profile:$ops") ;;
+  esac
 done
 echo
 
-# ---------------------------------------------------------------- 2. the upstream's instructions per request
+# ---------------------------------------------------------------- 2. by group of functions
+python3 "$REPO/bench/cost_groups.py" "${GROUPED[@]}"
+echo
+
+# ---------------------------------------------------------------- 3. the upstream's instructions per request
 echo "| the upstream, behind (requests) | its instructions per request |"
 echo "|---|---:|"
 for kind in relay eragate; do
@@ -140,7 +154,7 @@ for kind in relay eragate; do
 done
 echo
 
-# ---------------------------------------------------------------- 3. system calls per request
+# ---------------------------------------------------------------- 4. system calls per request
 echo "| proxy, clients | system calls per request (strace -c -f over a 1.2 s window) |"
 echo "|---|---|"
 for kind in nginx relay eragate; do

@@ -7,7 +7,9 @@
 # LTO, one codegen unit) and the rest of the harness in release mode, installs the peer
 # bridges (supergateway@4.0.0 from npm, mcp-proxy==0.13.0 from PyPI) into .cache/bench/,
 # starts every process on 127.0.0.1, runs every scenario of issue 3, stops everything it
-# started, and writes bench/RESULTS.md. Full run: under 10 minutes on 2 cores; --quick: under 2.
+# started, counts instructions and system calls per call of nginx, the relay and eragate
+# (bench/floor.sh; full runs only, installing valgrind and strace when missing), and writes
+# bench/RESULTS.md. Full run: about 15 minutes on 2 cores, 2 of them counting; --quick: under 3.
 # Scratch files and logs go to bench/work/ (ignored by git).
 set -euo pipefail
 
@@ -127,23 +129,33 @@ if [[ ! -f "$PEERS/.installed" || "$(cat "$PEERS/.installed")" != "$STAMP_WANT" 
   echo "$STAMP_WANT" > "$PEERS/.installed"
 fi
 [[ -f "$SUPERGW_JS" && -f "$EVERYTHING_JS" && -x "$MCPPROXY" ]] || die "peers missing in $PEERS"
-# nginx, the floor (issue 17): Debian's package, installed when missing; the install
-# never starts its service (policy-rc.d); run.sh starts its own nginx on loopback.
+# Debian's packages, installed when missing: `from_debian NAME PACKAGE [FALLBACK]`. The install
+# never starts a service (policy-rc.d); run.sh starts its own nginx on loopback.
+from_debian() {
+  local name="$1" package="$2" fallback="${3:-$2}" failed=0
+  log "installing $package from Debian's packages (apt)"
+  command -v apt-get >/dev/null || die "$name is missing and there is no apt-get: install $package"
+  local sudo=(); (( EUID == 0 )) || sudo=(sudo)
+  local policy=/usr/sbin/policy-rc.d own_policy=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee "$policy" >/dev/null && "${sudo[@]}" chmod +x "$policy" && own_policy=1
+  fi
+  apt_one() { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$1"; }
+  { apt_one "$package" || { "${sudo[@]}" apt-get update -q && apt_one "$package"; } || apt_one "$fallback"; } \
+    > "$WORK/logs/apt-$name.log" 2>&1 || failed=1
+  (( own_policy )) && "${sudo[@]}" rm -f "$policy"
+  (( failed == 0 )) || die "apt-get install $package failed; see $WORK/logs/apt-$name.log"
+}
+# nginx, the floor (issue 17).
 NGINX="$(command -v nginx || echo /usr/sbin/nginx)"
 if [[ ! -x $NGINX ]]; then
-  log "installing nginx from Debian's packages (apt)"
-  command -v apt-get >/dev/null || die "nginx is missing and there is no apt-get: install nginx"
-  SUDO=(); (( EUID == 0 )) || SUDO=(sudo)
-  POLICY=/usr/sbin/policy-rc.d; OWN_POLICY=0
-  if [[ ! -e $POLICY ]]; then
-    printf '#!/bin/sh\nexit 101\n' | "${SUDO[@]}" tee "$POLICY" >/dev/null && "${SUDO[@]}" chmod +x "$POLICY" && OWN_POLICY=1
-  fi
-  apt_nginx() { "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$1"; }
-  { apt_nginx nginx-light || { "${SUDO[@]}" apt-get update -q && apt_nginx nginx-light; } || apt_nginx nginx; } \
-    > "$WORK/logs/apt-nginx.log" 2>&1 || NGINX_FAILED=1
-  (( OWN_POLICY )) && "${SUDO[@]}" rm -f "$POLICY"
-  [[ -z ${NGINX_FAILED:-} ]] || die "apt-get install nginx failed; see $WORK/logs/apt-nginx.log"
+  from_debian nginx nginx-light nginx
   NGINX=/usr/sbin/nginx
+fi
+# valgrind and strace for the counted section (bench/floor.sh), full runs only.
+if [[ $MODE == full ]]; then
+  command -v valgrind >/dev/null && command -v callgrind_control >/dev/null || from_debian valgrind valgrind
+  command -v strace >/dev/null || from_debian strace strace
 fi
 NGINX_FOUND=$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')
 # matplotlib (PyPI) for the charts, in a venv of its own.
@@ -390,6 +402,18 @@ compare s3-stdio "stdio bridging" eragate "$ROUNDS" \
 cleanup
 log "every process stopped"
 
+# ---------------------------------------------------------------- counted (full runs)
+# Instructions per call, by group of functions, and system calls, of nginx, the relay and
+# eragate (bench/floor.sh, on the release builds): counts that do not move with the host,
+# beside the timings above that do.
+COUNTED="$WORK/counted.md"
+rm -f "$COUNTED"
+if [[ $MODE == full ]]; then
+  log "counting instructions and system calls per call (bench/floor.sh)"
+  "$HERE/floor.sh" --no-build --seconds 10 > "$COUNTED" 2> "$WORK/logs/floor.log" \
+    || die "bench/floor.sh failed; see $WORK/logs/floor.log"
+fi
+
 # ---------------------------------------------------------------- report
 ENV_FILE="$WORK/env.txt"
 {
@@ -418,6 +442,7 @@ ENV_FILE="$WORK/env.txt"
   echo "configs=$CFG_HTTP $CFG_STDIO $CFG_EVERY $CFG_OAUTH $CFG_NGINX"
   echo "repo=$REPO"
   echo "notes_file=$HERE/NOTES.md"
+  if [[ -f $COUNTED ]]; then echo "counted_file=$COUNTED"; fi
 } > "$ENV_FILE"
 "$CHARTS_VENV/bin/python" "$HERE/charts.py" "$WORK" "$HERE/charts" || die "charts.py failed"
 "$BIN/mcpload" report --work "$WORK" --env "$ENV_FILE" --criterion "$TARGET_DIR/criterion" --out "$HERE/RESULTS.md"

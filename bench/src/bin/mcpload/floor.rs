@@ -31,7 +31,56 @@ pub(crate) fn checks(s1: Option<&Comparison>, s2: Option<&Comparison>) -> Vec<Ch
             check.why = "no nginx in this run".into();
         }
     }
+    // A CPU ratio missed: how far the relay (the same parts, forwarding only) was from nginx in
+    // the same rounds, so the verdict says what of the distance is the parts and what eragate's.
+    for (check, scenario) in checks.iter_mut().take(2).zip([s1, s2]) {
+        if check.met == Some(false)
+            && let Some(relay) = scenario.and_then(|cmp| relay_over_nginx(cmp, &[16, 64]))
+        {
+            check
+                .why
+                .push_str(&format!("; the bare relay ran at {relay} nginx's in the same rounds"));
+        }
+    }
     checks
+}
+
+/// "c16: 1.05 ×, c64: 1.07 ×": the relay's median CPU per request over nginx's, or `None`
+/// when the run had no relay.
+fn relay_over_nginx(cmp: &Comparison, at: &[usize]) -> Option<String> {
+    let cpu = |r: &crate::run::RunResult| r.cpu_us_per_op;
+    let parts: Vec<String> = at
+        .iter()
+        .filter_map(|&c| {
+            let relay = cmp.median_of(RELAY, c, cpu)?;
+            let nginx = cmp.median_of("nginx", c, cpu)?;
+            Some(format!("c{c}: {:.2} ×", relay / nginx))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// The counts of `bench/floor.sh` (written by `bench/run.sh` in a full run): instructions and
+/// system calls per call, which do not move with the host as the timings above do.
+pub(crate) fn counted_section(md: &mut String, counted: &str) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        md,
+        "### Counted, not timed: instructions and system calls per call
+"
+    );
+    let _ = writeln!(
+        md,
+        "`bench/floor.sh`, run by `bench/run.sh` after the timed scenarios, on the release builds of this commit: \
+         callgrind counts the instructions each proxy executes per legacy `tools/call` (one client, after a warm-up), \
+         groups the relay's and eragate's by function (`bench/cost_groups.py`: self cost, each function in the first \
+         group its name matches), counts the fast upstream's instructions per request behind the relay and behind \
+         eragate (16 clients), and `strace -c` counts each proxy's system calls per request. The timings above are \
+         what this host charged for that work, and their ratios to nginx move with its price of user-space work \
+         against the kernel's; these counts do not. eragate's work beyond the relay is the last column of the second \
+         table: what understanding MCP costs on this design (bench/NOTES.md says where, stage by stage).\n"
+    );
+    let _ = writeln!(md, "{}\n", counted.trim_end());
 }
 
 fn unmeasured(what: &str, goal: String) -> Check {

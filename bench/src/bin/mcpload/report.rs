@@ -569,6 +569,9 @@ pub fn write(options: &Options) -> Result<(), String> {
     let met = checks.iter().filter(|c| c.met == Some(true)).count();
     let _ = writeln!(md, "\n{met} of {} targets met.\n", checks.len());
     crate::floor::design_floor_section(&mut md, s1_json.as_ref(), s2_json.as_ref());
+    if let Some(counted) = env.get("counted_file").and_then(|p| std::fs::read_to_string(p).ok()) {
+        crate::floor::counted_section(&mut md, &counted);
+    }
     // The why: profiles and their evidence, kept by hand in bench/NOTES.md.
     if let Some(notes) = env.get("notes_file").and_then(|p| std::fs::read_to_string(p).ok()) {
         let _ = writeln!(md, "{}\n", notes.trim_end());
