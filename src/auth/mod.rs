@@ -36,6 +36,7 @@ pub use scopes::ToolView;
 pub use tokens::digest_of;
 
 use crate::config::{Config, OAuthConfig};
+use crate::protocol::LazyJson;
 use tokens::StaticTokens;
 
 /// Who a request runs as. Cheap to clone; the anonymous one allocates nothing.
@@ -301,9 +302,13 @@ impl Authenticator {
 
     /// The scopes `admitted` lacks for `method` on `params` under `[auth.oauth.scopes_for]`
     /// (empty: allowed).
-    pub fn missing_scopes(&self, admitted: &Admitted, method: &str, params: Option<&serde_json::Value>) -> Vec<String> {
+    pub fn missing_scopes(&self, admitted: &Admitted, method: &str, params: Option<&LazyJson>) -> Vec<String> {
         match (&*self.oauth.load(), &admitted.scopes) {
-            (Some(oauth), Some(granted)) => oauth.scope_policy().missing(granted, method, params),
+            // The params stay text unless a rule needs the name they carry.
+            (Some(oauth), Some(granted)) => {
+                let name_in = |member| params.and_then(|params| params.get(member)?.as_str());
+                oauth.scope_policy().missing(granted, method, name_in)
+            }
             _ => Vec::new(),
         }
     }
@@ -451,6 +456,44 @@ mod tests {
             .build()
             .expect("runtime")
             .block_on(f)
+    }
+
+    #[test]
+    fn a_request_s_params_are_read_only_when_a_scope_rule_needs_their_name() {
+        // (rules of `[auth.oauth.scopes_for]`, the tool called, scopes missing, whether the
+        // params' tree was built); the token is granted `mcp:tools`
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a str, &'a [&'a str], bool);
+        let cases: &[Case] = &[
+            (&[], "wipe", &[], false),
+            (&[("tools/list", "mcp:admin")], "wipe", &[], false),
+            (&[("tools/call", "mcp:admin")], "wipe", &["mcp:admin"], false),
+            (&[("prompts/get:x", "mcp:admin")], "wipe", &[], false),
+            (&[("tools/call:wipe", "mcp:admin")], "wipe", &["mcp:admin"], true),
+            (&[("tools/call:wipe", "mcp:admin")], "echo", &[], true),
+            (&[("tools/call:del*", "mcp:admin")], "delete", &["mcp:admin"], true),
+        ];
+        for (rules, tool, missing, built) in cases {
+            let mut oauth = OAuthConfig::for_issuer("https://auth.example.com");
+            oauth.scopes_for = rules
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), vec![(*v).to_owned()]))
+                .collect();
+            let mut config = Config::default();
+            config.auth.oauth = Some(oauth);
+            let auth = Authenticator::from_config(&config).expect("an OAuth gateway");
+            let admitted = Admitted {
+                principal: Principal::named("alice"),
+                scopes: Some(Arc::from(vec!["mcp:tools".to_owned()])),
+            };
+            let text = format!(r#"{{"name":"{tool}","arguments":{{"all":true}}}}"#);
+            let params = LazyJson::from_text(&text, false);
+            assert_eq!(
+                auth.missing_scopes(&admitted, "tools/call", Some(&params)),
+                *missing,
+                "{rules:?} {tool}"
+            );
+            assert_eq!(params.tree_was_built(), *built, "{rules:?} {tool}");
+        }
     }
 
     #[test]

@@ -10,8 +10,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::protocol::method::named_param;
 
 /// The rules.
@@ -55,13 +53,33 @@ impl ScopePolicy {
             || self.exact.keys().any(|key| key.starts_with("tools/call:"))
     }
 
-    /// The scopes `method` on `params` needs that `granted` lacks; empty when none.
-    pub fn missing(&self, granted: &[String], method: &str, params: Option<&Value>) -> Vec<String> {
+    /// The scopes `method` needs that `granted` lacks; empty when none. `name_in(member)`
+    /// reads the member of the params that names what `method` acts on (`"name"`,
+    /// `"uri"`); it is asked only when a rule for `method` names something, since reading
+    /// it may build the params' tree.
+    pub fn missing<'p>(
+        &self,
+        granted: &[String],
+        method: &str,
+        name_in: impl FnOnce(&'static str) -> Option<&'p str>,
+    ) -> Vec<String> {
         if self.is_empty() {
             return Vec::new();
         }
-        let name = named_param(method).and_then(|member| params?.get(member)?.as_str());
+        let name = match named_param(method) {
+            Some(member) if self.names_for(method) => name_in(member),
+            _ => None,
+        };
         self.missing_for(granted, method, name)
+    }
+
+    /// Whether a rule for `method` names what it acts on (exactly or by a prefix).
+    fn names_for(&self, method: &str) -> bool {
+        self.prefixes.iter().any(|(m, _, _)| m == method)
+            || self
+                .exact
+                .keys()
+                .any(|key| key.split_once(':').is_some_and(|(m, _)| m == method))
     }
 
     /// The scopes `method` acting on `name` (if it names anything) needs that
@@ -122,7 +140,12 @@ impl ToolView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// What the gateway reads from a request's params: the member naming what it acts on.
+    fn name_in<'p>(params: &'p Value) -> impl FnOnce(&'static str) -> Option<&'p str> + 'p {
+        move |member| params.get(member)?.as_str()
+    }
 
     #[test]
     fn rules_by_method_and_by_name_add_up() {
@@ -137,26 +160,27 @@ mod tests {
         let policy = ScopePolicy::new(&rules);
         let granted = |s: &[&str]| s.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
         let call = |name: &str| json!({"name": name, "arguments": {}});
+        let (echo, wipe, secret) = (call("echo"), call("wipe"), json!({"uri": "file:///secret"}));
         assert!(
             policy
-                .missing(&granted(&["mcp:tools"]), "tools/call", Some(&call("echo")))
+                .missing(&granted(&["mcp:tools"]), "tools/call", name_in(&echo))
                 .is_empty()
         );
         assert_eq!(
-            policy.missing(&granted(&[]), "tools/call", Some(&call("echo"))),
+            policy.missing(&granted(&[]), "tools/call", name_in(&echo)),
             ["mcp:tools"]
         );
         assert_eq!(
-            policy.missing(&granted(&["mcp:tools"]), "tools/call", Some(&call("wipe"))),
+            policy.missing(&granted(&["mcp:tools"]), "tools/call", name_in(&wipe)),
             ["mcp:admin"]
         );
         assert_eq!(
-            policy.missing(&granted(&[]), "tools/call", Some(&call("wipe"))),
+            policy.missing(&granted(&[]), "tools/call", name_in(&wipe)),
             ["mcp:tools", "mcp:admin"]
         );
-        assert!(policy.missing(&granted(&[]), "tools/list", None).is_empty());
+        assert!(policy.missing(&granted(&[]), "tools/list", |_| None).is_empty());
         assert_eq!(
-            policy.missing(&granted(&[]), "resources/read", Some(&json!({"uri": "file:///secret"}))),
+            policy.missing(&granted(&[]), "resources/read", name_in(&secret)),
             ["mcp:secret"]
         );
     }

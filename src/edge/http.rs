@@ -466,8 +466,8 @@ impl HttpFrontend {
         // Without granted scopes nothing is missing: params stay unbuilt.
         admitted.scopes.as_ref()?;
         let (method, params) = match message {
-            Message::Request(r) => (r.method.as_str(), r.params.as_deref()),
-            Message::Notification(n) => (n.method.as_str(), n.params.as_deref()),
+            Message::Request(r) => (r.method.as_str(), r.params.as_ref()),
+            Message::Notification(n) => (n.method.as_str(), n.params.as_ref()),
             Message::Response(_) => return None,
         };
         let missing = self.gateway.auth.missing_scopes(admitted, method, params);

@@ -67,6 +67,12 @@ impl LazyJson {
         self.text.as_deref()
     }
 
+    /// Whether the tree of the text was built (tests of stages that should not need it).
+    #[cfg(test)]
+    pub(crate) fn tree_was_built(&self) -> bool {
+        self.read.get().is_some()
+    }
+
     /// Writes the value as JSON: the text as it came, or the tree serialised.
     pub fn write_to(&self, out: &mut Vec<u8>) {
         match self.text.as_deref() {
