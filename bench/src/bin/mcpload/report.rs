@@ -384,7 +384,7 @@ pub fn write(options: &Options) -> Result<(), String> {
         "Written by `bench/run.sh{}` on {} in {} s, of which {} s were the (incremental) release build and the peer install check. \
          Every figure below comes from that one run on this machine. Ratios between figures of the same run carry over only to \
          machines that price user-space work against the kernel's alike (an AMD EPYC and an Intel Xeon of the same class differed \
-         by 2.3 × in user time per instruction: bench/NOTES.md); the instruction and system call counts (\"Counted, not timed\") \
+         by about 2 × in user time per instruction: bench/NOTES.md); the instruction and system call counts (\"Counted, not timed\") \
          carry over to other x86-64 machines.\n",
         if get("mode") == "quick" { " --quick" } else { "" },
         get("date"),
