@@ -49,8 +49,7 @@ impl ScopePolicy {
     /// Whether some rule names a single tool, so that callers with different scopes
     /// may call different tools (and must see different `tools/list` results).
     pub fn has_tool_rules(&self) -> bool {
-        self.prefixes.iter().any(|(method, _, _)| method == "tools/call")
-            || self.exact.keys().any(|key| key.starts_with("tools/call:"))
+        self.names_for("tools/call")
     }
 
     /// The scopes `method` needs that `granted` lacks; empty when none. `name_in(member)`

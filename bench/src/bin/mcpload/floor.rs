@@ -45,30 +45,27 @@ pub(crate) fn checks(s1: Option<&Comparison>, s2: Option<&Comparison>) -> Vec<Ch
     checks
 }
 
-/// "c16: 1.05 ×, c64: 1.07 ×": the relay's median CPU per request over nginx's, or `None`
-/// when the run had no relay.
+/// "c16: 1.05 ×, c64: 1.07 ×": [`relay_cpu_over_nginx`] at each of `at`, or `None` when the
+/// run had no relay.
 fn relay_over_nginx(cmp: &Comparison, at: &[usize]) -> Option<String> {
-    let cpu = |r: &crate::run::RunResult| r.cpu_us_per_op;
     let parts: Vec<String> = at
         .iter()
-        .filter_map(|&c| {
-            let relay = cmp.median_of(RELAY, c, cpu)?;
-            let nginx = cmp.median_of("nginx", c, cpu)?;
-            Some(format!("c{c}: {:.2} ×", relay / nginx))
-        })
+        .filter_map(|&c| Some(format!("c{c}: {:.2} ×", relay_cpu_over_nginx(cmp, c)?)))
         .collect();
     (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// The relay's median CPU per request over nginx's at concurrency `c`.
+fn relay_cpu_over_nginx(cmp: &Comparison, c: usize) -> Option<f64> {
+    let cpu = |r: &crate::run::RunResult| r.cpu_us_per_op;
+    Some(cmp.median_of(RELAY, c, cpu)? / cmp.median_of("nginx", c, cpu)?)
 }
 
 /// The counts of `bench/floor.sh` (written by `bench/run.sh` in a full run): instructions and
 /// system calls per call, which do not move with the host as the timings above do.
 pub(crate) fn counted_section(md: &mut String, counted: &str) {
     use std::fmt::Write as _;
-    let _ = writeln!(
-        md,
-        "### Counted, not timed: instructions and system calls per call
-"
-    );
+    let _ = writeln!(md, "### Counted, not timed: instructions and system calls per call\n");
     let _ = writeln!(
         md,
         "`bench/floor.sh`, run by `bench/run.sh` after the timed scenarios, on the release builds of this commit: \
@@ -213,7 +210,7 @@ pub(crate) fn design_floor_section(md: &mut String, s1: Option<&Comparison>, s2:
         let relay = s1.median_of(RELAY, c, cpu);
         let legacy = s1.median_of(&s1.subject, c, cpu);
         let modern = s2.and_then(|s2| s2.median_of(&s2.subject, c, cpu));
-        let relay_over_nginx = relay.zip(nginx).map(|(r, n)| r / n);
+        let relay_over_nginx = relay_cpu_over_nginx(s1, c);
         let legacy_over_relay = s1.cpu_ratio(RELAY, c).map(|(_, m, _)| m);
         let modern_over_relay = s2.and_then(|s2| s2.cpu_ratio(RELAY, c)).map(|(_, m, _)| m);
         let upstream = [
