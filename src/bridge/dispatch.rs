@@ -3,13 +3,14 @@
 //! the policy stage then shapes what this caller may see of the answer.
 
 use super::Gateway;
+use super::admission::Admission;
 use super::federated;
 use super::legacy::{self, SessionLookup};
 use super::modern::{self, ListenCounting};
 use super::reply::Reply;
 use crate::auth::Admitted;
 use crate::protocol::errors::Rejection;
-use crate::protocol::{Era, Message, Revision};
+use crate::protocol::{Era, Id, Message, Revision};
 use crate::router::Backend;
 use crate::telemetry::{Exchange, MethodLabel, trace};
 use crate::translate::{Classification, RoutingHeaders, classify};
@@ -69,7 +70,8 @@ pub async fn dispatch(gateway: &Gateway, backend: &Backend, inbound: Inbound<'_>
     super::reply::observed(reply, exchange)
 }
 
-// The body of `dispatch`, with the record to fill in as the message is classified.
+// The body of `dispatch`: classify, admit, route; the record is filled in as
+// the message is classified.
 async fn serve(
     gateway: &Gateway,
     backend: &Backend,
@@ -78,131 +80,91 @@ async fn serve(
     exchange: &mut Exchange,
 ) -> Reply {
     let Inbound {
-        message,
+        mut message,
         routing,
         forwarded,
         session,
     } = inbound;
-    let principal = &caller.principal;
-    let rate = gateway.rate.load();
-    if !rate.unlimited() {
-        // Boxed: counting in Redis (~1,800 bytes of future) would otherwise size the
-        // state of every request, limited or not.
-        let rate = arc_swap::Guard::into_inner(rate);
-        if let Err(refusal) = Box::pin(rate.admit(principal.as_str(), backend.name(), &message)).await {
-            let id = match message {
-                Message::Request(r) => Some(r.id),
-                _ => None,
-            };
-            return Reply::rejected(id, refusal);
-        }
+    let classification = classified(&message, routing, exchange);
+    if let Some(answer) = answered_by(&classification, &message) {
+        return answer;
     }
-    // A request holds its place in the principal's in-flight quota until it is answered.
-    // Without authentication every client is the anonymous principal, with no other
-    // principal to be protected from: unless configured, the gateway's own bounds
-    // (admission, sessions, connections per IP) apply instead.
-    let in_flight = match &message {
-        Message::Request(r) if r.method != "subscriptions/listen" && gateway.in_flight.binds(principal) => {
-            match gateway.in_flight.hold(principal.as_str()) {
-                Ok(hold) => Some(hold),
-                Err(refusal) => return Reply::rejected(Some(r.id.clone()), refusal),
-            }
+    let admission = Admission {
+        gateway,
+        backend,
+        caller,
+    };
+    let pass = match admission.admit(&mut message).await {
+        Ok(pass) => pass,
+        Err(refusal) => return refusal.into_reply(&message),
+    };
+    let principal = &caller.principal;
+    let (reply, era) = match (classification, message) {
+        (Classification::Modern(request), Message::Request(message)) => {
+            let reply = match backend.federation() {
+                Some(federation) => federated::serve_modern(gateway, federation, message, request, principal).await,
+                None => {
+                    let counting = ListenCounting::Counted;
+                    modern::serve(gateway, backend, message, &request, forwarded, principal, counting).await
+                }
+            };
+            (reply, Era::Modern)
         }
-        _ => None,
+        (_, message) => {
+            let reply = match backend.federation() {
+                Some(federation) => {
+                    federated::serve_legacy(gateway, backend, federation, message, session, principal).await
+                }
+                None => legacy::serve(gateway, backend, message, session, principal).await,
+            };
+            (reply, Era::Legacy)
+        }
     };
-    let tool_view = match &message {
-        Message::Request(r) if r.method == "tools/list" => gateway.auth.tool_view(caller),
-        _ => None,
-    };
-    let narrowing = match &message {
-        Message::Request(_) => super::restrict::Narrowing::of(gateway, backend, caller),
-        _ => None,
-    };
+    pass.answer(reply, era, &admission)
+}
 
-    let verdict = match &message {
+/// The message's era, noted in its record.
+fn classified(message: &Message, routing: RoutingHeaders<'_>, exchange: &mut Exchange) -> Classification {
+    let classification = match message {
         Message::Request(r) => classify::classify(&r.method, r.params.as_ref(), true, routing),
         Message::Notification(n) => classify::classify(&n.method, n.params.as_ref(), false, routing),
         Message::Response(_) => Classification::Legacy,
     };
-    if let Classification::Modern(request) = &verdict {
-        exchange.classified(Era::Modern, Revision::parse(&request.envelope.protocol_version));
-        exchange.count_revision();
-    } else if !matches!(verdict, Classification::Legacy) {
-        exchange.classified(Era::Modern, None);
+    match &classification {
+        Classification::Modern(request) => {
+            exchange.classified(Era::Modern, Revision::parse(&request.envelope.protocol_version));
+            exchange.count_revision();
+        }
+        Classification::Legacy => {}
+        Classification::ModernNotification | Classification::Rejected(_) => exchange.classified(Era::Modern, None),
     }
-    // After classification: the routing headers name what the caller sent.
-    let mut message = message;
-    let narrowed = match narrowing.map(|narrowing| narrowing.admit(&mut message)) {
-        Some(Err(refusal)) => return *refusal,
-        Some(Ok(answer)) => answer,
-        None => None,
-    };
-    // A listen outlives the policies it opened under: unnarrowed now, a reload may narrow it.
-    let follows_reloads = match (&narrowed, &message) {
-        (None, Message::Request(r)) if r.method == "subscriptions/listen" => Some(
-            super::live_narrowing::LiveNarrowing::of(&gateway.applied, backend, caller),
-        ),
-        _ => None,
-    };
-    let (reply, era) = match (verdict, message) {
-        (Classification::Legacy, message) => match backend.federation() {
-            Some(federation) => (
-                federated::serve_legacy(gateway, backend, federation, message, session, principal).await,
-                Era::Legacy,
-            ),
-            None => (
-                legacy::serve(gateway, backend, message, session, principal).await,
-                Era::Legacy,
-            ),
-        },
-        (Classification::Modern(request), Message::Request(message)) => match backend.federation() {
-            Some(federation) => (
-                federated::serve_modern(gateway, federation, message, request, principal).await,
-                Era::Modern,
-            ),
-            None => (
-                modern::serve(
-                    gateway,
-                    backend,
-                    message,
-                    &request,
-                    forwarded,
-                    principal,
-                    ListenCounting::Counted,
-                )
-                .await,
-                Era::Modern,
-            ),
-        },
-        // On HTTP a modern client cancels by closing its stream; notifications need no answer.
-        (Classification::ModernNotification, _) | (Classification::Modern(_), _) => return Reply::Accepted,
-        (Classification::Rejected(error), message) => {
+    classification
+}
+
+/// The answer classification alone gives, if it does: a refusal, or to a
+/// 2026-07-28 notification (its only meaning, a cancellation, is the
+/// transport's to act on). Otherwise the message is admitted and served.
+fn answered_by(classification: &Classification, message: &Message) -> Option<Reply> {
+    match (classification, message) {
+        (Classification::Rejected(error), _) => {
             let id = match message {
-                Message::Request(r) => Some(r.id),
+                Message::Request(r) => Some(r.id.clone()),
                 _ => None,
             };
-            return Reply::rejected(id, Rejection::Classified(error));
+            Some(Reply::rejected(id, Rejection::Classified(error.clone())))
         }
-    };
-    if let Reply::Initialized(_, session) = &reply {
-        session.narrow(super::live_narrowing::LiveNarrowing::of(
-            &gateway.applied,
-            backend,
-            caller,
-        ));
-    }
-    let reply = match (narrowed, follows_reloads) {
-        (Some(answer), _) => answer.reply(reply, era),
-        (None, Some(live)) => super::restrict::follows_reloads(reply, live),
-        (None, None) => reply,
-    };
-    let reply = match tool_view {
-        Some(view) => super::restrict::tools_list(reply, era, view),
-        None => reply,
-    };
-    match (reply, in_flight) {
-        (Reply::Stream(responses, era), Some(hold)) => Reply::Stream(responses.holding(hold), era),
-        (reply, _) => reply,
+        (Classification::ModernNotification, Message::Notification(n)) if n.method == "notifications/cancelled" => {
+            let cancelled = n
+                .params
+                .as_deref()
+                .and_then(|p| p.get("requestId"))
+                .and_then(Id::from_value);
+            Some(cancelled.map_or(Reply::Accepted, Reply::Cancelled))
+        }
+        // Notifications need no answer; on HTTP a modern client cancels by closing its stream.
+        (Classification::ModernNotification, _)
+        | (Classification::Modern(_), Message::Notification(_) | Message::Response(_)) => Some(Reply::Accepted),
+        _ => None,
     }
 }
 
@@ -230,9 +192,4 @@ fn named(message: &Message) -> Option<String> {
         .find(|i| name.is_char_boundary(*i))
         .unwrap_or(0);
     Some(name[..end].to_owned())
-}
-
-/// Whether a client on `session` may send a JSON-RPC batch (2025-03-26 only).
-pub fn batches_allowed(session: &SessionLookup) -> bool {
-    matches!(session, SessionLookup::Found(s) if s.revision.allows_batches())
 }

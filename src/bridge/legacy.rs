@@ -21,6 +21,7 @@ use crate::seal::fingerprint;
 use crate::translate::{down, up};
 
 /// The client's session as its transport found it.
+#[derive(Clone)]
 pub enum SessionLookup {
     /// The client named no session.
     Absent,

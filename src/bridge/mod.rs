@@ -10,10 +10,12 @@
 //! [`crate::router`]. Nothing here knows a client's transport: the edge hands
 //! in a message and renders the [`Reply`] that comes back.
 
+mod admission;
 mod client_session;
 mod dispatch;
 mod federated;
 pub(crate) mod handoff;
+mod intake;
 mod legacy;
 pub mod listen;
 mod lists;
@@ -34,8 +36,9 @@ pub mod sessions;
 
 use std::sync::Arc;
 
-pub use dispatch::{Inbound, batches_allowed, dispatch};
+pub use dispatch::{Inbound, dispatch};
 pub use federated::{never_collisions, spawn_watcher, spawn_watchers};
+pub use intake::{Batches, Intake, Taken, take};
 pub use legacy::SessionLookup;
 pub use reply::{Reply, Status};
 pub use sessions::{AttachError, ClientSession};

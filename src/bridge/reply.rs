@@ -38,6 +38,10 @@ pub enum Reply {
     Stream(Responses, Era),
     /// A legacy `initialize` answered: the client now has this session.
     Initialized(Message, Arc<ClientSession>),
+    /// A 2026-07-28 client cancelled its request with this id: a transport that
+    /// carries several calls on one connection (stdio) stops that call's answer,
+    /// which cancels the upstream call; elsewhere it is taken like any notification.
+    Cancelled(Id),
 }
 
 /// The messages of a streamed answer. When the request's telemetry record
@@ -319,7 +323,7 @@ async fn next_message(messages: &mut Source, producer: &mut Option<Mutex<Produce
 /// `reply`, with `exchange` closed now (one message) or when its stream ends.
 pub fn observed(reply: Reply, mut exchange: Exchange) -> Reply {
     match reply {
-        Reply::Accepted => exchange.finish(Outcome::Accepted, 202, None),
+        Reply::Accepted | Reply::Cancelled(_) => exchange.finish(Outcome::Accepted, 202, None),
         Reply::Message(Status::Overloaded, Message::Response(ref response)) => {
             exchange.finish(Outcome::Overloaded, 503, error_code(response));
         }
@@ -395,7 +399,7 @@ impl Reply {
 /// (which cancels a modern call).
 pub fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::task::JoinHandle<()>> {
     match reply {
-        Reply::Accepted => None,
+        Reply::Accepted | Reply::Cancelled(_) => None,
         Reply::Message(_, message) | Reply::Initialized(message, _) => {
             tokio::spawn(async move {
                 let _ = out.send(message).await;
@@ -425,7 +429,7 @@ pub async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
     // Received together: each streamed reply drives its own call meanwhile.
     let answers = futures_util::future::join_all(replies.into_iter().map(|reply| async move {
         match reply {
-            Reply::Accepted => None,
+            Reply::Accepted | Reply::Cancelled(_) => None,
             Reply::Message(_, message) | Reply::Initialized(message, _) => Some(message),
             Reply::Rejected(id, rejection) => Some(rejection_message(id, &rejection)),
             Reply::Stream(mut rx, _) => {

@@ -23,19 +23,10 @@ use self::head::{
 use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
 use crate::auth::{Admitted, Denied, Presented, Principal, WellKnown};
-use crate::bridge::{AttachError, Gateway, Inbound, Reply, SessionLookup, Status, batches_allowed, dispatch};
-use crate::protocol::Message;
+use crate::bridge::{AttachError, Batches, Gateway, Intake, Reply, SessionLookup, Taken, take};
 use crate::protocol::errors::Rejection;
-use crate::protocol::jsonrpc::{Frame, FrameError};
-use crate::protocol::scan::{self, Bounds};
 use crate::router::{Backend, Endpoint};
-use crate::telemetry::trace;
 use crate::translate::RoutingHeaders;
-
-/// The refusal of a batch on a session (or none) whose revision may not batch.
-const BATCHES_FOR_2025_03_26: Rejection = Rejection::BatchNotAllowed {
-    reason: "invalid request: JSON-RPC batches are only allowed for 2025-03-26 sessions",
-};
 
 /// The HTTP front end bound to one listener.
 pub struct HttpFrontend {
@@ -112,7 +103,7 @@ impl HttpFrontend {
                 );
             }
             Endpoint::SseMessages if parts.method == Method::POST => {
-                return Box::pin(self.sse_message(&parts, body, headers.traceparent, &admitted, &backend)).await;
+                return Box::pin(self.sse_message(&parts, body, headers.traceparent, &admitted)).await;
             }
             Endpoint::SseStream | Endpoint::SseMessages => return reject(Rejection::MethodNotAllowed),
         }
@@ -166,7 +157,6 @@ impl HttpFrontend {
         backend: &Backend,
         admitted: &Admitted,
     ) -> http::Response<Body> {
-        let principal = &admitted.principal;
         let RequestHeaders {
             accept,
             content_type,
@@ -186,90 +176,20 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        let session = self.lookup(backend, session_id, principal).await;
-        // A batch where none is allowed is refused before a byte of it is parsed.
-        let bounds = self.bounds();
-        if !batches_allowed(&session) && scan::is_batch(&bytes, bounds) {
-            return reject(BATCHES_FOR_2025_03_26);
-        }
-        let reply = match Frame::parse_within(&bytes, bounds) {
-            Ok(Frame::Single(message)) => {
-                if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
-                    return refusal;
-                }
-                // The client's trace header matters only to a traced gateway; the
-                // future is built where it is awaited (each move of it is a copy).
-                let traceparent = self.traceparent(traceparent);
-                let inbound = Inbound {
-                    message,
-                    routing,
-                    forwarded: &forwarded,
-                    session,
-                };
-                match traceparent {
-                    None => dispatch(&self.gateway, backend, inbound, admitted).await,
-                    Some(header) => {
-                        let dispatched = dispatch(&self.gateway, backend, inbound, admitted);
-                        trace::with_header(header, dispatched).await
-                    }
-                }
-            }
-            Ok(Frame::Batch(items)) if batches_allowed(&session) => {
-                let refusal = items
-                    .iter()
-                    .flatten()
-                    .find_map(|message| self.scope_refusal(admitted, backend, message));
-                if let Some(refusal) = refusal {
-                    return refusal;
-                }
-                // Each item's span takes the request's `traceparent` header as its parent.
-                let batch = Box::pin(self.batch(backend, items, routing, session, admitted));
-                return match self.traceparent(traceparent) {
-                    None => batch.await,
-                    Some(header) => trace::with_header(header, batch).await,
-                };
-            }
-            Ok(Frame::Batch(_)) => {
-                return reject(BATCHES_FOR_2025_03_26);
-            }
-            Err(error) => return malformed(error),
+        let intake = Intake {
+            backend,
+            caller: admitted,
+            session: self.lookup(backend, session_id, &admitted.principal).await,
+            routing,
+            forwarded: &forwarded,
+            traceparent: traceparent.and_then(|t| t.to_str().ok()),
+            batches: Batches::OfTheSession,
         };
-        self.render(reply).await
-    }
-
-    /// A 2025-03-26 batch: each member served on its own, the responses answered as one array.
-    async fn batch(
-        &self,
-        backend: &Backend,
-        items: Vec<Result<Message, FrameError>>,
-        routing: RoutingHeaders<'_>,
-        session: SessionLookup,
-        admitted: &Admitted,
-    ) -> http::Response<Body> {
-        let SessionLookup::Found(session) = session else {
-            return reject(Rejection::SessionRequired);
-        };
-        let mut replies = Vec::with_capacity(items.len());
-        for item in items {
-            let reply = match item {
-                Ok(Message::Request(r)) if r.method == "initialize" => {
-                    Reply::rejected(Some(r.id), Rejection::InitializeInBatch)
-                }
-                Ok(message) => {
-                    let lookup = SessionLookup::Found(session.clone());
-                    let inbound = Inbound {
-                        message,
-                        routing,
-                        forwarded: &[],
-                        session: lookup,
-                    };
-                    dispatch(&self.gateway, backend, inbound, admitted).await
-                }
-                Err(error) => Reply::Message(Status::Ok, error.to_response().into_message()),
-            };
-            replies.push(reply);
+        match take(&self.gateway, &bytes, intake).await {
+            Taken::One(_, reply) => self.render(reply).await,
+            Taken::Batch(replies) => respond::render_batch(replies).await,
+            Taken::Refused(id, rejection) => respond::rejected(&rejection, id),
         }
-        respond::render_batch(replies).await
     }
 
     /// A POST for a 2024-11-05 HTTP+SSE stream: answered on the stream, acknowledged with 202.
@@ -279,13 +199,11 @@ impl HttpFrontend {
         body: Incoming,
         traceparent: Option<&HeaderValue>,
         admitted: &Admitted,
-        backend: &Backend,
     ) -> http::Response<Body> {
         let connection = parts
             .uri
             .query()
-            .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("session_id=")))
-            .map(str::to_owned);
+            .and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("session_id=")));
         let Some(connection) = connection else {
             return reject(Rejection::ConnectionIdRequired);
         };
@@ -293,32 +211,29 @@ impl HttpFrontend {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
-        let bounds = self.bounds();
-        if scan::is_batch(&bytes, bounds) {
-            return reject(Rejection::BatchNotAllowed {
-                reason: "invalid request: JSON-RPC batches are not supported on this transport",
-            });
-        }
-        let message = match Frame::parse_within(&bytes, bounds) {
-            Ok(Frame::Single(message)) => message,
-            Ok(Frame::Batch(_)) => {
-                return reject(Rejection::BatchNotAllowed {
-                    reason: "invalid request: JSON-RPC batches are not supported on this transport",
-                });
+        let Some(connection) = self.sse_connections.find(connection, &admitted.principal) else {
+            return reject(Rejection::ConnectionNotFound);
+        };
+        let intake = Intake {
+            backend: connection.backend(),
+            caller: admitted,
+            session: connection.lookup(),
+            routing: RoutingHeaders::None,
+            forwarded: &[],
+            traceparent: traceparent.and_then(|t| t.to_str().ok()),
+            batches: Batches::Never,
+        };
+        match take(&self.gateway, &bytes, intake).await {
+            // The stream carries the answers; the POST itself is only acknowledged.
+            Taken::One(_, reply) => {
+                connection.deliver(reply);
+                respond::empty(StatusCode::ACCEPTED)
             }
-            Err(error) => return malformed(error),
-        };
-        if let Some(refusal) = self.scope_refusal(admitted, backend, &message) {
-            return refusal;
-        }
-        let posted = self.sse_connections.post(&self.gateway, &connection, admitted, message);
-        let posted = match self.traceparent(traceparent) {
-            None => posted.await,
-            Some(header) => trace::with_header(header, posted).await,
-        };
-        match posted {
-            Some(()) => respond::empty(StatusCode::ACCEPTED),
-            None => reject(Rejection::ConnectionNotFound),
+            Taken::Batch(replies) => {
+                replies.into_iter().for_each(|reply| connection.deliver(reply));
+                respond::empty(StatusCode::ACCEPTED)
+            }
+            Taken::Refused(id, rejection) => respond::rejected(&rejection, id),
         }
     }
 
@@ -338,15 +253,6 @@ impl HttpFrontend {
         body::read(parts.version, &parts.headers, body, limits)
             .await
             .map_err(reject)
-    }
-
-    /// The bounds a client's message is scanned within before it is parsed.
-    fn bounds(&self) -> Bounds {
-        let limits = &self.gateway.limits().limits;
-        Bounds {
-            values: Some(limits.max_request_values),
-            items: Some(limits.max_batch_items),
-        }
     }
 
     async fn render(&self, reply: Reply) -> http::Response<Body> {
@@ -451,45 +357,13 @@ impl HttpFrontend {
         response
     }
 
-    /// The client's `traceparent` header, when this gateway traces (an untraced one never
-    /// reads it, and its requests skip the trace wrappers).
-    fn traceparent(&self, header: Option<&HeaderValue>) -> Option<String> {
-        if !self.gateway.telemetry.is_tracing() {
-            return None;
-        }
-        header?.to_str().ok().map(str::to_owned)
-    }
-
-    /// 403 `insufficient_scope` naming the scopes `message` needs and the token lacks
-    /// (`[auth.oauth.scopes_for]`), if any.
-    fn scope_refusal(&self, admitted: &Admitted, backend: &Backend, message: &Message) -> Option<http::Response<Body>> {
-        // Without granted scopes nothing is missing: params stay unbuilt.
-        admitted.scopes.as_ref()?;
-        let (method, params) = match message {
-            Message::Request(r) => (r.method.as_str(), r.params.as_ref()),
-            Message::Notification(n) => (n.method.as_str(), n.params.as_ref()),
-            Message::Response(_) => return None,
-        };
-        let missing = self.gateway.auth.missing_scopes(admitted, method, params);
-        if missing.is_empty() {
-            return None;
-        }
-        let path = backend.config().path.as_str();
-        let mut response = reject(Rejection::InsufficientScope {
-            reason: Denied::InsufficientScope.message(),
-        });
-        if let Ok(value) = HeaderValue::from_str(&self.gateway.auth.step_up_challenge(path, &missing)) {
-            response.headers_mut().insert(WWW_AUTHENTICATE, value);
-        }
-        Some(response)
-    }
-
     /// 401 (or 403, 503) with the RFC 6750 challenge naming the resource's metadata;
     /// the body is an id-less JSON-RPC error.
     fn refused(&self, denied: Denied, resource_path: &str) -> http::Response<Body> {
         let rejection = match denied {
             Denied::InsufficientScope => Rejection::InsufficientScope {
                 reason: denied.message(),
+                challenge: None,
             },
             Denied::Unavailable => Rejection::AuthorizationUnavailable,
             _ => Rejection::Unauthenticated {
@@ -523,10 +397,4 @@ impl HttpFrontend {
 /// A refusal before dispatch, answering no request.
 fn reject(rejection: Rejection) -> http::Response<Body> {
     respond::rejected(&rejection, None)
-}
-
-/// Not JSON, or not JSON-RPC: answers the message's id when it was readable.
-fn malformed(error: FrameError) -> http::Response<Body> {
-    let id = error.id();
-    respond::rejected(&error.rejection(), id)
 }

@@ -14,8 +14,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::respond;
-use crate::auth::{Admitted, Principal};
-use crate::bridge::{ClientSession, Gateway, Inbound, Reply, SessionLookup, dispatch, reply};
+use crate::auth::Principal;
+use crate::bridge::{ClientSession, Reply, SessionLookup, reply};
 use crate::protocol::Message;
 use crate::protocol::sse::{KEEP_ALIVE, event_frame};
 use crate::router::Backend;
@@ -80,26 +80,13 @@ impl SseConnections {
         response
     }
 
-    /// Serves one POSTed message on connection `id`; `None` when there is no
-    /// such connection, or it is another principal's.
-    pub async fn post(&self, gateway: &Gateway, id: &str, caller: &Admitted, message: Message) -> Option<()> {
-        let connection = self
-            .connections
+    /// The open connection `id`, when it is `principal`'s: only who opened a
+    /// stream may post to it.
+    pub fn find(&self, id: &str, principal: &Principal) -> Option<Arc<SseConnection>> {
+        self.connections
             .get(id)
             .map(|c| c.clone())
-            .filter(|c| c.principal == caller.principal)?;
-        let is_initialize = matches!(&message, Message::Request(r) if r.method == "initialize");
-        let lookup = match connection.session() {
-            Some(session) => SessionLookup::Found(session),
-            None => SessionLookup::Absent,
-        };
-        let reply = dispatch(gateway, &connection.backend, Inbound::bare(message, lookup), caller).await;
-        if is_initialize && let Reply::Initialized(_, session) = &reply {
-            connection.adopt(session.clone());
-        }
-        // The stream carries the answer; the POST itself is only acknowledged.
-        let _ = reply::forward_to(reply, connection.out.clone());
-        Some(())
+            .filter(|c| c.principal == *principal)
     }
 
     fn close(&self, id: &str) {
@@ -120,6 +107,27 @@ impl SseConnections {
 }
 
 impl SseConnection {
+    /// The backend the stream was opened for.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The client session `initialize` opened on this stream, if any.
+    pub fn lookup(&self) -> SessionLookup {
+        match self.session() {
+            Some(session) => SessionLookup::Found(session),
+            None => SessionLookup::Absent,
+        }
+    }
+
+    /// Sends `reply` down the stream; a fresh session becomes the stream's.
+    pub fn deliver(&self, reply: Reply) {
+        if let Reply::Initialized(_, session) = &reply {
+            self.adopt(session.clone());
+        }
+        let _ = reply::forward_to(reply, self.out.clone());
+    }
+
     fn session(&self) -> Option<Arc<ClientSession>> {
         self.session.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }

@@ -45,7 +45,7 @@ pub struct StreamTiming {
 /// Renders a reply.
 pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> {
     match reply {
-        Reply::Accepted => empty(StatusCode::ACCEPTED),
+        Reply::Accepted | Reply::Cancelled(_) => empty(StatusCode::ACCEPTED),
         Reply::Message(status, message) => message_response(status, &message),
         Reply::Rejected(id, rejection) => rejected(&rejection, id),
         Reply::Initialized(message, session) => {
@@ -200,6 +200,11 @@ pub fn rejected(rejection: &Rejection, id: Option<Id>) -> http::Response<Body> {
         response
             .headers_mut()
             .insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    // Built from configured URLs and fixed texts; a value that is not a valid
+    // header still must not lose the status.
+    if let Some(Ok(challenge)) = rejection.challenge().map(HeaderValue::from_str) {
+        response.headers_mut().insert(http::header::WWW_AUTHENTICATE, challenge);
     }
     response
 }

@@ -15,12 +15,11 @@ use tokio::task::AbortHandle;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
 use crate::auth::Admitted;
-use crate::bridge::{ClientSession, Gateway, Inbound, Reply, SessionLookup, dispatch, reply};
-use crate::protocol::jsonrpc::{Frame, FrameError};
-use crate::protocol::scan::{self, Bounds};
+use crate::bridge::{Batches, ClientSession, Gateway, Intake, Reply, SessionLookup, Taken, reply, take};
+use crate::protocol::jsonrpc::FrameError;
 use crate::protocol::{Id, Message};
 use crate::router::Backend;
-use crate::translate::{Classification, RoutingHeaders, classify};
+use crate::translate::RoutingHeaders;
 
 /// Bound of lines queued toward stdout.
 const OUT_QUEUE: usize = 256;
@@ -81,77 +80,38 @@ struct Connection {
 
 impl Connection {
     async fn handle_line(&mut self, line: &[u8]) {
-        let bounds = {
-            let limits = &self.gateway.limits().limits;
-            Bounds {
-                values: Some(limits.max_request_values),
-                items: Some(limits.max_batch_items),
-            }
+        let caller = Admitted::anonymous();
+        let intake = Intake {
+            backend: &self.backend,
+            caller: &caller,
+            session: self.lookup(),
+            routing: RoutingHeaders::None,
+            forwarded: &[],
+            traceparent: None,
+            batches: Batches::OfTheSession,
         };
-        let allowed = self.session.as_ref().is_some_and(|s| s.revision.allows_batches());
-        if !allowed && scan::is_batch(line, bounds) {
-            return self.handle_batch(Vec::new()).await;
-        }
-        let message = match Frame::parse_within(line, bounds) {
-            Ok(Frame::Single(message)) => message,
-            Ok(Frame::Batch(items)) => return self.handle_batch(items).await,
-            Err(error) => {
-                let _ = self.out.send(error.to_response().into_message()).await;
-                return;
-            }
-        };
-        if let Message::Notification(n) = &message
-            && n.method == "notifications/cancelled"
-            && classify::classify(&n.method, n.params.as_ref(), false, RoutingHeaders::None)
-                == Classification::ModernNotification
-        {
-            self.cancel_modern(n.params.as_deref());
-            return;
-        }
-        let is_initialize = matches!(&message, Message::Request(r) if r.method == "initialize");
-        let client_id = match &message {
-            Message::Request(r) => Some(r.id.clone()),
-            _ => None,
-        };
-        let inbound = Inbound::bare(message, self.lookup());
-        let reply = dispatch(&self.gateway, &self.backend, inbound, &Admitted::anonymous()).await;
-        if is_initialize && let Reply::Initialized(_, session) = &reply {
-            self.adopt(session.clone());
-        }
-        self.deliver(reply, client_id);
-    }
-
-    /// A batch (2025-03-26 sessions only): each member served, the responses written as one array line.
-    async fn handle_batch(&mut self, items: Vec<Result<Message, FrameError>>) {
-        let allowed = self.session.as_ref().is_some_and(|s| s.revision.allows_batches());
-        if !allowed {
-            let error = FrameError::Invalid {
-                id: None,
-                reason: "JSON-RPC batches are only allowed for 2025-03-26 sessions",
-            };
-            let _ = self.out.send(error.to_response().into_message()).await;
-            return;
-        }
-        let mut replies = Vec::with_capacity(items.len());
-        for item in items {
-            let reply = match item {
-                Ok(message) => {
-                    let inbound = Inbound::bare(message, self.lookup());
-                    dispatch(&self.gateway, &self.backend, inbound, &Admitted::anonymous()).await
+        match take(&self.gateway, line, intake).await {
+            Taken::One(_, Reply::Cancelled(id)) => self.cancel(&id),
+            Taken::One(id, reply) => {
+                if let Reply::Initialized(_, session) = &reply {
+                    self.adopt(session.clone());
                 }
-                Err(error) => Reply::Message(reply::Status::Ok, error.to_response().into_message()),
-            };
-            replies.push(reply);
-        }
-        // The answer is one array line, written once every member is answered.
-        let lines = self.lines.clone();
-        tokio::spawn(async move {
-            let responses = reply::batch_responses(replies).await;
-            if responses.is_empty() {
-                return;
+                self.deliver(reply, id);
             }
-            let _ = lines.send(Message::array_to_bytes(&responses)).await;
-        });
+            Taken::Batch(replies) => {
+                // The answer is one array line, written once every member is answered.
+                let lines = self.lines.clone();
+                tokio::spawn(async move {
+                    let responses = reply::batch_responses(replies).await;
+                    if !responses.is_empty() {
+                        let _ = lines.send(Message::array_to_bytes(&responses)).await;
+                    }
+                });
+            }
+            Taken::Refused(id, rejection) => {
+                let _ = self.out.send(reply::rejection_message(id, &rejection)).await;
+            }
+        }
     }
 
     fn lookup(&self) -> SessionLookup {
@@ -194,11 +154,8 @@ impl Connection {
     }
 
     /// A modern client's `notifications/cancelled`: dropping the stream cancels upstream.
-    fn cancel_modern(&self, params: Option<&serde_json::Value>) {
-        let Some(id) = params.and_then(|p| p.get("requestId")).and_then(Id::from_value) else {
-            return;
-        };
-        for handle in lock(&self.in_flight).remove(&id).unwrap_or_default() {
+    fn cancel(&self, id: &Id) {
+        for handle in lock(&self.in_flight).remove(id).unwrap_or_default() {
             handle.abort();
         }
     }

@@ -124,10 +124,12 @@ pub enum Rejection {
     /// A request without `Origin` whose `Host` this listener does not serve (421):
     /// DNS rebinding defence.
     HostNotAllowed,
-    /// A valid token without a scope the resource requires (403; the edge adds the challenge).
+    /// A valid token without a scope the resource requires (403).
     InsufficientScope {
         /// What is missing.
         reason: &'static str,
+        /// The step-up challenge naming the scopes to ask for, sent as `WWW-Authenticate`.
+        challenge: Option<Box<str>>,
     },
     /// The authorization server could not be reached to check a token (503).
     AuthorizationUnavailable,
@@ -255,7 +257,7 @@ impl Rejection {
         match self {
             Rejection::OriginNotAllowed => invalid("Forbidden: Origin not allowed".into()),
             Rejection::HostNotAllowed => invalid("Misdirected Request: this Host is not served here".into()),
-            Rejection::Unauthenticated { reason } | Rejection::InsufficientScope { reason } => {
+            Rejection::Unauthenticated { reason } | Rejection::InsufficientScope { reason, .. } => {
                 invalid((*reason).into())
             }
             Rejection::AuthorizationUnavailable => {
@@ -330,6 +332,14 @@ impl Rejection {
     pub fn in_band(&self) -> ErrorObject {
         self.error()
             .unwrap_or_else(|| ErrorObject::new(ErrorCode::INVALID_REQUEST, self.text()))
+    }
+
+    /// The `WWW-Authenticate` challenge a refusal carries, if any.
+    pub fn challenge(&self) -> Option<&str> {
+        match self {
+            Rejection::InsufficientScope { challenge, .. } => challenge.as_deref(),
+            _ => None,
+        }
     }
 
     /// The `Retry-After` value, in seconds, for a refusal that has one.
@@ -440,7 +450,14 @@ mod tests {
             (Rejection::MethodNotAllowed, 405, None),
             (Rejection::OriginNotAllowed, 403, Some(-32600)),
             (Rejection::Unauthenticated { reason: "r" }, 401, Some(-32600)),
-            (Rejection::InsufficientScope { reason: "r" }, 403, Some(-32600)),
+            (
+                Rejection::InsufficientScope {
+                    reason: "r",
+                    challenge: None,
+                },
+                403,
+                Some(-32600),
+            ),
             (Rejection::AuthorizationUnavailable, 503, Some(-32600)),
             (Rejection::NotAcceptable, 406, Some(-32600)),
             (Rejection::StreamNotAcceptable, 406, None),

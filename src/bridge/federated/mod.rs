@@ -670,7 +670,7 @@ impl Asking<'_> {
                 }
             },
             Reply::Rejected(_, rejection) => Err(rejection.error().unwrap_or_else(|| ErrorObject::internal("refused"))),
-            Reply::Accepted | Reply::Message(..) | Reply::Initialized(..) => {
+            Reply::Accepted | Reply::Cancelled(_) | Reply::Message(..) | Reply::Initialized(..) => {
                 Err(ErrorObject::internal("the member gave no answer"))
             }
         }
