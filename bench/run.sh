@@ -441,7 +441,6 @@ ENV_FILE="$WORK/env.txt"
   echo "setup=All processes on 127.0.0.1, HTTP/1.1 keep-alive. The load generator (\`mcpload\`, one thread) on its own core so that it does not compete with what it measures; the servers share the other core(s), so eragate competes with the upstream it fronts, as a sidecar would. The fast upstream (\`fast-upstream\`, Rust, hyper, one thread) is the same binary for every scenario but 2c (server-everything), over HTTP or stdio. eragate runs with \`ERAGATE_LOG=$ERAGATE_LOG\`; its configuration files are below. Timing: warm-up $WARM ms, measured $DUR ms per run; $ROUNDS_MAIN rounds for scenario 1a, $ROUNDS for the others.\\n"
   echo "configs=$CFG_HTTP $CFG_STDIO $CFG_EVERY $CFG_OAUTH $CFG_NGINX"
   echo "repo=$REPO"
-  echo "notes_file=$HERE/NOTES.md"
   if [[ -f $COUNTED ]]; then echo "counted_file=$COUNTED"; fi
 } > "$ENV_FILE"
 "$CHARTS_VENV/bin/python" "$HERE/charts.py" "$WORK" "$HERE/charts" || die "charts.py failed"

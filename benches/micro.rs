@@ -1,4 +1,4 @@
-//! Micro benchmarks of eragate's per-request pure functions (issue 3, scenario 5):
+//! Micro benchmarks of eragate's per-request pure functions (bench/run.sh's scenario 5):
 //! classify + validate a 2026-07-28 `tools/call`, translate it for a legacy
 //! upstream, translate the result back, the `Mcp-Name` sentinel codec, SSE frame
 //! parsing and JSON-RPC parsing.

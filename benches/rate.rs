@@ -1,4 +1,4 @@
-//! The rate-limit check on the hot path (issue 13): what one request pays for
+//! The rate-limit check on the hot path: what one request pays for
 //! `[rate_limits]` before it is dispatched. `cargo bench --bench rate`.
 //!
 //! - `none`: nothing configured (the default): the check is skipped;

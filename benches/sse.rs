@@ -1,7 +1,6 @@
-//! The SSE parser on a large `data:` line trickled in small chunks (issue 13,
-//! item 11): with the line-end search resuming where it stopped, the time per
-//! byte stays flat as the line grows (before, every chunk rescanned the whole
-//! buffer: a 32 MiB line cost 29 s of CPU).
+//! The SSE parser on a large `data:` line trickled in small chunks: the line-end
+//! search resumes where it stopped, so the time per byte must stay flat as the
+//! line grows (a parser that rescans the buffer per chunk is quadratic).
 //!
 //! `cargo bench --bench sse` runs it with criterion; compare the per-byte
 //! throughput of the sizes: linear parsing keeps them equal.

@@ -1,9 +1,8 @@
-//! The request path's telemetry cost (issue 14's overhead target): opening and
-//! closing one request's record with metrics only (always on), and with
-//! OpenTelemetry tracing sampled at 1 % and at 100 %. A span's export runs on
-//! the batch processor's task, off the request path; here the OTLP endpoint
-//! is a closed port, so what is measured is what a request pays: the sampling
-//! draw, the span, its attributes and the hand-off to the batch queue.
+//! The request path's telemetry cost: opening and closing one request's record
+//! with metrics only (always on), and with traces sampled at 1 % and at 100 %.
+//! A span's export runs on the export task, off the request path; here the OTLP
+//! endpoint is a closed port, so what is measured is what a request pays: the
+//! sampling draw, the span, its attributes and the hand-off to the export queue.
 //!
 //! `cargo bench --bench telemetry`; per-call figures to compare with eragate's
 //! whole CPU per call are in `bench/telemetry.sh`.
@@ -39,7 +38,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    // The batch processor is a task of the runtime it is built in.
+    // The export task is a task of the runtime the telemetry is built in.
     let _entered = runtime.enter();
     let stats = Arc::new(UpstreamStats::new(Arc::from("fast")));
     let mut criterion = Criterion::default().configure_from_args();

@@ -511,7 +511,7 @@ pub fn write(options: &Options) -> Result<(), String> {
                     };
                     match (m.rss_idle_anon_kib, m.rss_idle_file_kib) {
                         (Some(anon), Some(file)) => format!(
-                            "{over}{}{:.1} MB anonymous (eragate's heap and stacks) + {:.1} MB file-backed (the executable's clean pages; see NOTES)",
+                            "{over}{}{:.1} MB anonymous (eragate's heap and stacks) + {:.1} MB file-backed (the executable's clean pages; see bench/NOTES.md)",
                             if over.is_empty() { "" } else { "; " },
                             anon as f64 * 1024.0 / 1e6,
                             file as f64 * 1024.0 / 1e6
@@ -574,11 +574,6 @@ pub fn write(options: &Options) -> Result<(), String> {
     if let Some(counted) = env.get("counted_file").and_then(|p| std::fs::read_to_string(p).ok()) {
         crate::floor::counted_section(&mut md, &counted);
     }
-    // The why: profiles and their evidence, kept by hand in bench/NOTES.md.
-    if let Some(notes) = env.get("notes_file").and_then(|p| std::fs::read_to_string(p).ok()) {
-        let _ = writeln!(md, "{}\n", notes.trim_end());
-    }
-
     charts_section(&mut md, out.parent());
 
     let _ = writeln!(md, "## Setup\n");
