@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 
-use crate::bridge::Gateway;
 use crate::edge::respond::{self, Body};
+use crate::gateway::{Gateway, Observed};
 
 /// The status page: plain HTML, CSS and a little JS, no build step.
 const STATUS_PAGE: &str = include_str!("admin/status.html");
@@ -28,10 +28,8 @@ const STATUS_PAGE: &str = include_str!("admin/status.html");
 pub async fn serve(gateway: Arc<Gateway>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
     let builder = auto::Builder::new(TokioExecutor::new());
     let token: Option<Arc<str>> = gateway
-        .config
-        .admin
-        .token_env
-        .as_ref()
+        .observed()
+        .admin_token_env()
         .and_then(|name| std::env::var(name).ok())
         .filter(|token| !token.is_empty())
         .map(Arc::from);
@@ -58,6 +56,7 @@ pub async fn serve(gateway: Arc<Gateway>, listener: TcpListener, shutdown: impl 
 
 /// Answers one admin request; `token`, when set, guards all but the probes.
 pub fn handle(gateway: &Gateway, token: Option<&str>, request: &http::Request<Incoming>) -> http::Response<Body> {
+    let gateway = gateway.observed();
     let path = request.uri().path();
     match path {
         "/healthz" => return respond::plain(StatusCode::OK, "ok"),
@@ -79,7 +78,7 @@ pub fn handle(gateway: &Gateway, token: Option<&str>, request: &http::Request<In
         "/pools" => json_response(&pools(gateway)),
         "/status.json" => json_response(&status(gateway)),
         "/metrics" => with_type(
-            respond::plain(StatusCode::OK, &gateway.telemetry.render(&pools(gateway))),
+            respond::plain(StatusCode::OK, &gateway.metrics(&pools(gateway))),
             "text/plain; version=0.0.4; charset=utf-8",
         ),
         "/" | "/status" => with_type(respond::plain(StatusCode::OK, STATUS_PAGE), "text/html; charset=utf-8"),
@@ -91,25 +90,24 @@ pub fn handle(gateway: &Gateway, token: Option<&str>, request: &http::Request<In
 }
 
 /// Every upstream's pool state.
-pub fn pools(gateway: &Gateway) -> Value {
-    let upstreams: Vec<Value> = gateway.router.backends().flat_map(|b| b.snapshots()).collect();
+pub fn pools(gateway: Observed<'_>) -> Value {
     json!({
-        "upstreams": upstreams,
-        "legacy_sessions": gateway.sessions.len(),
-        "suspended_calls": gateway.suspended.len(),
+        "upstreams": gateway.upstreams(),
+        "legacy_sessions": gateway.legacy_sessions(),
+        "suspended_calls": gateway.suspended_calls(),
     })
 }
 
 /// What the status page shows: the pools, the client revisions seen, and who answers.
-pub fn status(gateway: &Gateway) -> Value {
+pub fn status(gateway: Observed<'_>) -> Value {
     let mut view = pools(gateway);
-    view["client_revisions"] = gateway.telemetry.revisions();
+    view["client_revisions"] = gateway.client_revisions();
     view["version"] = env!("CARGO_PKG_VERSION").into();
     view["ready"] = gateway.is_ready().into();
     view["routes"] = gateway
-        .router
         .routes()
-        .map(|(path, backend)| json!({"path": path, "upstream": backend.name()}))
+        .into_iter()
+        .map(|(path, upstream)| json!({"path": path, "upstream": upstream}))
         .collect();
     view
 }

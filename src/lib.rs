@@ -11,18 +11,23 @@
 //! | stage | what happens | module |
 //! |---|---|---|
 //! | listen | HTTP/1.1 and h2 (over TLS by ALPN) on one MCP path per backend, HTTP+SSE, stdio | [`edge::http`], [`edge::tls`], [`edge::legacy_sse`], [`edge::stdio`] |
-//! | frame | one bounded JSON-RPC message; refusals before dispatch | [`protocol::jsonrpc`], [`protocol::errors::Rejection`] |
-//! | admit | bearer token (static, or an OAuth JWT checked against the issuer's keys) → principal; RFC 9728 metadata | [`auth`], [`auth::resource`] |
+//! | authenticate | bearer token (static, or an OAuth JWT checked against the issuer's keys) → principal; RFC 9728 metadata | [`auth`], [`auth::resource`] |
+//! | intake | one body from any transport: bounds, batch or single, parse, trace | [`bridge::take`], [`protocol::jsonrpc`], [`protocol::errors::Rejection`] |
 //! | classify | era, revision, envelope, headers | [`translate::classify`], via [`bridge::dispatch`] |
+//! | admit | one ordered stage: scopes → per-principal policy → rate limits → quotas | `bridge::admission` |
 //! | bridge | the era conversation: modern requests, legacy sessions, MRTR, listens | [`bridge`] |
 //! | route | which backend serves the path; the session a request needs | [`router`], [`router::Backend`] |
 //! | down | client era → upstream era | [`translate::down`] |
 //! | session | a warm, initialized upstream session | [`upstream::pool`], [`upstream::session`] |
 //! | send | stdio, Streamable HTTP or HTTP+SSE, with eragate's own credential (never the client's) | [`upstream::transport`], [`upstream::credentials`] |
 //! | up | results, errors, input requests back in the client's era | [`translate::up`], [`translate::mrtr`], [`translate::discover`] |
-//! | restrict | what this caller may see: `tools/list` without the tools its token may not call | [`policy`], applied by [`bridge::dispatch`] |
+//! | restrict | what this caller may see: `tools/list` without the tools its token may not call | [`policy`], applied by the admission's pass |
 //! | respond | `application/json`, or an SSE stream scoped to the request | [`bridge::reply`], [`edge::respond`] |
 //! | observe | a per-request record opened at dispatch, closed with the answer: metrics, access log, request and upstream-call spans | [`telemetry`], carried by [`bridge::dispatch`] |
+//!
+//! [`gateway`] is the composition root: it builds every part from one
+//! configuration, starts and stops them, and gives the admin listener and
+//! reloads narrow views of itself.
 //!
 //! Beside the path: [`fast_hash`] is the hasher of the maps on the path whose
 //! keys eragate makes itself; [`discard`] reads a body eragate does not keep (a
@@ -54,6 +59,7 @@ pub mod discard;
 pub mod edge;
 pub mod fast_hash;
 pub mod federate;
+pub mod gateway;
 pub mod health;
 pub mod policy;
 pub mod protocol;
@@ -105,7 +111,7 @@ pub async fn run_reloading(
         Some(address) => Some(tokio::net::TcpListener::bind(address).await?),
         None => None,
     };
-    let gateway = bridge::Gateway::new(config)?;
+    let gateway = gateway::Gateway::new(config)?;
     gateway.warm();
     let collisions = bridge::never_collisions(&gateway).await;
     if !collisions.is_empty() {
@@ -113,14 +119,7 @@ pub async fn run_reloading(
         let named: Vec<String> = collisions.iter().map(|(path, c)| format!("{path}: {c}")).collect();
         return Err(invalid_input(format!("refusing to start: {}", named.join("; "))));
     }
-    bridge::spawn_watchers(&gateway);
-    gateway.auth.start();
-    if let Some(authz) = &gateway.authz {
-        authz.start().await.map_err(invalid_input)?;
-        tracing::info!(issuer = %authz.issuer(), "serving the built-in authorization server");
-    }
-    gateway.spawn_session_reaper(Duration::from_secs(30));
-    gateway.spawn_health_checks();
+    gateway.start().await.map_err(invalid_input)?;
     let (stop_admin, admin_stopped) = tokio::sync::oneshot::channel::<()>();
     if let Some(admin) = admin {
         tracing::info!(address = %admin.local_addr()?, "serving the admin endpoints");
@@ -131,8 +130,8 @@ pub async fn run_reloading(
     }
     let acceptor = match &certificates {
         Some(certificates) => {
-            let every = gateway.config.listen.tls.as_ref().map(|t| t.reload_interval.0);
-            certificates.spawn_watch(every.unwrap_or_default(), gateway.closing.clone());
+            let every = gateway.config().listen.tls.as_ref().map(|t| t.reload_interval.0);
+            certificates.spawn_watch(every.unwrap_or_default(), gateway.closing().clone());
             Some(edge::tls::acceptor(certificates.clone()).map_err(invalid_input)?)
         }
         None => None,
@@ -141,7 +140,7 @@ pub async fn run_reloading(
         reload::spawn(gateway.clone(), reloader, hangups, certificates.clone());
     }
     let scheme = if acceptor.is_some() { "https" } else { "http" };
-    for (path, backend) in gateway.router.routes() {
+    for (path, backend) in gateway.router().routes() {
         tracing::info!(address = %local, scheme, path, upstream = %backend.name(), "serving MCP");
     }
     let frontend = edge::http::HttpFrontend::new(gateway.clone(), local, acceptor);
@@ -168,7 +167,7 @@ pub async fn federation_collisions(config: config::Config) -> Result<Vec<config:
         .iter()
         .map(|u| (u.path.clone(), first_on_path(&u.path)))
         .collect();
-    let gateway = bridge::Gateway::new(config)?;
+    let gateway = gateway::Gateway::new(config)?;
     let collisions = bridge::never_collisions(&gateway).await;
     gateway.shutdown(Duration::from_secs(2)).await;
     Ok(collisions
@@ -191,14 +190,14 @@ fn invalid_input(error: impl std::fmt::Display) -> std::io::Error {
 /// upstream named `upstream` (the first configured one by default), until
 /// stdin ends; then stops every upstream child.
 pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result<(), std::io::Error> {
-    let gateway = bridge::Gateway::new(config)?;
+    let gateway = gateway::Gateway::new(config)?;
     let chosen = match upstream {
-        Some(name) => gateway.router.by_name(name),
+        Some(name) => gateway.router().by_name(name),
         None => gateway
-            .config
+            .config()
             .upstreams
             .first()
-            .and_then(|u| gateway.router.route(&u.path)),
+            .and_then(|u| gateway.router().route(&u.path)),
     };
     let Some(chosen) = chosen else {
         return Err(std::io::Error::new(std::io::ErrorKind::NotFound, "no such upstream"));

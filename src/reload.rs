@@ -38,9 +38,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use crate::bridge::Gateway;
 use crate::config::{Config, ConfigError, LimitsConfig};
 use crate::edge::tls::Certificates;
+use crate::gateway::{Gateway, Reconfigurable};
 use crate::router::Backend;
 
 /// Builds the configuration again (the file and the command line's overrides).
@@ -90,7 +90,7 @@ pub(crate) fn spawn(
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut seen = stamp(reloader.file.as_ref());
         // What the last applied reload asked for (the start's configuration at first).
-        let mut running = (*gateway.config).clone();
+        let mut running = gateway.reconfigurable().started().clone();
         loop {
             let hung_up = async {
                 match hangup.as_mut() {
@@ -114,9 +114,9 @@ pub(crate) fn spawn(
                     seen = now;
                     tracing::info!(file = ?reloader.file, "the configuration file changed: reloading");
                 }
-                () = gateway.closing.cancelled() => return,
+                () = gateway.reconfigurable().closing().cancelled() => return,
             }
-            if let Some(applied) = apply(&gateway, &running, (reloader.load)()) {
+            if let Some(applied) = apply(gateway.reconfigurable(), &running, (reloader.load)()) {
                 if running.log.filter() != applied.log.filter()
                     && let Some(set) = &reloader.log_filter
                 {
@@ -138,7 +138,7 @@ fn stamp(file: Option<&PathBuf>) -> Option<(Option<SystemTime>, u64)> {
 
 /// Applies `loaded` to `gateway`, which runs `running` (or refuses it),
 /// logging what happened; the configuration now applied, if it was.
-pub fn apply(gateway: &Arc<Gateway>, running: &Config, loaded: Result<Config, ConfigError>) -> Option<Config> {
+pub fn apply(gateway: Reconfigurable<'_>, running: &Config, loaded: Result<Config, ConfigError>) -> Option<Config> {
     let mut config = match loaded {
         Ok(config) => config,
         Err(error) => {
@@ -187,16 +187,14 @@ pub fn apply(gateway: &Arc<Gateway>, running: &Config, loaded: Result<Config, Co
     }
     apply_policies(gateway, running, &config);
     let within = config.sessions.idle_timeout.0;
-    match gateway.telemetry.reload(running, &config, within) {
+    match gateway.telemetry().reload(running, &config, within) {
         Ok(()) if running.telemetry != config.telemetry => tracing::info!("[telemetry] reloaded"),
         Ok(()) => {}
         Err(error) => tracing::error!(%error, "[telemetry] not reloaded: the running pipeline is kept"),
     }
-    let reloaded = gateway.router.reload(&config.upstreams);
+    let reloaded = gateway.router().reload(&config.upstreams);
     for backend in &reloaded.started {
-        backend.warm();
-        backend.spawn_health_checks();
-        crate::bridge::spawn_watcher(gateway, backend);
+        gateway.start_backend(backend);
     }
     let started: Vec<&str> = reloaded.started.iter().map(Backend::name).collect();
     let retired: Vec<&str> = reloaded.retired.iter().map(Backend::name).collect();
@@ -205,7 +203,7 @@ pub fn apply(gateway: &Arc<Gateway>, running: &Config, loaded: Result<Config, Co
     for backend in reloaded.retired {
         tokio::spawn(drain(backend, deadline));
     }
-    gateway.applied.store(Arc::new(config.clone()));
+    gateway.applied(config.clone());
     Some(config)
 }
 
@@ -227,7 +225,7 @@ fn unbindable(running: &Config, new: &Config) -> Option<String> {
 /// Swaps in a new OAuth resource server when `[auth.oauth]`, the public URL or
 /// the upstream paths it protects changed (not for `[auth.server]`, whose keys
 /// are eragate's own: read at start).
-fn apply_auth(gateway: &Gateway, running: &Config, new: &Config) -> Result<(), String> {
+fn apply_auth(gateway: Reconfigurable<'_>, running: &Config, new: &Config) -> Result<(), String> {
     let paths = |config: &Config| config.upstreams.iter().map(|u| u.path.clone()).collect::<Vec<_>>();
     let changed = running.auth.oauth != new.auth.oauth
         || running.listen.public_url != new.listen.public_url
@@ -235,7 +233,7 @@ fn apply_auth(gateway: &Gateway, running: &Config, new: &Config) -> Result<(), S
     if !changed || running.auth.server.is_some() || new.auth.server.is_some() {
         return Ok(());
     }
-    gateway.auth.reload_oauth(new)?;
+    gateway.auth().reload_oauth(new)?;
     tracing::info!(
         issuer = new.auth.oauth.as_ref().map(|o| o.issuer.as_str()),
         "[auth.oauth] reloaded"
@@ -244,11 +242,11 @@ fn apply_auth(gateway: &Gateway, running: &Config, new: &Config) -> Result<(), S
 }
 
 /// Swaps in `[rate_limits]` and the quota bounds of `[limits]` where they changed.
-fn apply_policies(gateway: &Gateway, running: &Config, new: &Config) {
+fn apply_policies(gateway: Reconfigurable<'_>, running: &Config, new: &Config) {
     if running.rate_limits != new.rate_limits {
         let gate = std::sync::Arc::new(crate::bridge::rate::RateGate::new(&new.rate_limits));
         gate.spawn_forgetting();
-        gateway.rate.store(gate);
+        gateway.replace_rate_gate(gate);
         tracing::info!("[rate_limits] reloaded (counts start afresh)");
     }
     let limits = &new.limits;
@@ -267,15 +265,7 @@ fn apply_policies(gateway: &Gateway, running: &Config, new: &Config) {
         );
     }
     if !same_quotas(&running.limits, limits) {
-        gateway
-            .in_flight
-            .set_bounds(limits.in_flight_per_principal(), usize::MAX);
-        gateway
-            .in_flight
-            .set_binds_anonymous(limits.in_flight_binds_anonymous());
-        gateway
-            .listens
-            .set_bounds(limits.max_listens_per_principal, limits.max_listens);
+        gateway.set_quotas(limits);
         tracing::info!(
             max_in_flight_per_principal = limits.in_flight_per_principal(),
             max_listens_per_principal = limits.max_listens_per_principal,

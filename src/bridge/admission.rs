@@ -19,11 +19,11 @@ use crate::protocol::errors::Rejection;
 use crate::protocol::{Era, Message};
 use crate::router::Backend;
 
-use super::Gateway;
 use super::live_narrowing::LiveNarrowing;
 use super::quota::Hold;
 use super::reply::Reply;
 use super::restrict::{NarrowedAnswer, Narrowing};
+use crate::gateway::Gateway;
 
 /// What one step says of a message.
 #[must_use]
@@ -98,7 +98,7 @@ impl Admission<'_> {
             Message::Notification(n) => (n.method.as_str(), n.params.as_ref()),
             Message::Response(_) => return Verdict::Admit,
         };
-        let auth = &self.gateway.auth;
+        let auth = &self.gateway.auth();
         let missing = auth.missing_scopes(self.caller, method, params);
         if !missing.is_empty() {
             let path = self.backend.config().path.as_str();
@@ -133,7 +133,7 @@ impl Admission<'_> {
     fn follows_reloads(&self, narrowed: bool, message: &Message) -> Option<LiveNarrowing> {
         match message {
             Message::Request(r) if !narrowed && r.method == "subscriptions/listen" => {
-                Some(LiveNarrowing::of(&self.gateway.applied, self.backend, self.caller))
+                Some(LiveNarrowing::of(self.gateway.applied(), self.backend, self.caller))
             }
             _ => None,
         }
@@ -141,7 +141,7 @@ impl Admission<'_> {
 
     /// Rate limits: the request spends its share of every `[rate_limits]` limit.
     async fn rate_limits(&self, message: &Message) -> Verdict<()> {
-        let rate = self.gateway.rate.load();
+        let rate = self.gateway.rate().load();
         if rate.unlimited() {
             return Verdict::Admit;
         }
@@ -162,7 +162,7 @@ impl Admission<'_> {
     /// other principal to be protected from: unless configured, the gateway's
     /// own bounds (admission, sessions, connections per IP) apply instead.
     fn quotas(&self, message: &Message) -> Verdict<Hold> {
-        let in_flight = &self.gateway.in_flight;
+        let in_flight = &self.gateway.in_flight();
         match message {
             Message::Request(r) if r.method != "subscriptions/listen" && in_flight.binds(&self.caller.principal) => {
                 match in_flight.hold(self.caller.principal.as_str()) {
@@ -181,7 +181,7 @@ impl Pass {
     pub fn answer(self, reply: Reply, era: Era, admission: &Admission<'_>) -> Reply {
         if let Reply::Initialized(_, session) = &reply {
             session.narrow(LiveNarrowing::of(
-                &admission.gateway.applied,
+                admission.gateway.applied(),
                 admission.backend,
                 admission.caller,
             ));

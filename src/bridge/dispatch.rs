@@ -2,13 +2,13 @@
 //! [`Reply`] out. Classification decides the era; the era's module serves it;
 //! the policy stage then shapes what this caller may see of the answer.
 
-use super::Gateway;
 use super::admission::Admission;
 use super::federated;
 use super::legacy::{self, SessionLookup};
 use super::modern::{self, ListenCounting};
 use super::reply::Reply;
 use crate::auth::Admitted;
+use crate::gateway::Gateway;
 use crate::protocol::errors::Rejection;
 use crate::protocol::{Era, Id, Message, Revision};
 use crate::router::Backend;
@@ -52,7 +52,7 @@ pub async fn dispatch(gateway: &Gateway, backend: &Backend, inbound: Inbound<'_>
     let header = trace::header();
     let from_meta = traceparent(message);
     let parent = from_meta.as_deref().or(header.as_deref());
-    let mut exchange = gateway.telemetry.begin(method, backend.stats(), parent);
+    let mut exchange = gateway.telemetry().begin(method, backend.stats(), parent);
     if let SessionLookup::Found(s) = &inbound.session {
         exchange.in_session(&s.id, s.revision);
     }

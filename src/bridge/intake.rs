@@ -13,11 +13,11 @@ use crate::router::Backend;
 use crate::telemetry::trace;
 use crate::translate::RoutingHeaders;
 
-use super::Gateway;
 use super::admission::Admission;
 use super::dispatch::{Inbound, dispatch};
 use super::legacy::SessionLookup;
 use super::reply::{Reply, Status};
+use crate::gateway::Gateway;
 
 /// The refusal of a batch on a session (or none) whose revision may not batch.
 const BATCHES_FOR_2025_03_26: Rejection = Rejection::BatchNotAllowed {
@@ -86,7 +86,7 @@ pub async fn take(gateway: &Gateway, bytes: &[u8], intake: Intake<'_>) -> Taken 
     // built where it is awaited (each move of it is a copy).
     let traceparent = intake
         .traceparent
-        .filter(|_| gateway.telemetry.is_tracing())
+        .filter(|_| gateway.telemetry().is_tracing())
         .map(str::to_owned);
     match Frame::parse_within(bytes, bounds) {
         Ok(Frame::Single(message)) => {

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::Gateway;
 use super::pump::{self, ClientSide};
 use super::reply::{self, Reply};
 use super::sessions::{ClientSession, DedicatedQuota, SessionClaims, stateless_envelope};
 use crate::auth::Principal;
 use crate::config::LegacySessions;
+use crate::gateway::Gateway;
 use crate::protocol::envelope::LogLevel;
 use crate::protocol::errors::Rejection;
 use crate::protocol::jsonrpc::Outcome;
@@ -81,7 +81,7 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
         upstream: backend.name(),
         per_principal: backend.config().pool.max_dedicated_per_principal,
     });
-    let freed = gateway.sessions.make_room(principal.as_str(), dedicated);
+    let freed = gateway.sessions().make_room(principal.as_str(), dedicated);
     let opening = Opening {
         gateway,
         backend,
@@ -110,7 +110,7 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
         exp: 0,
     };
     let process_bound = claims.usid.is_none();
-    let id = gateway.sessions.mint(claims, process_bound);
+    let id = gateway.sessions().mint(claims, process_bound);
     let session = if shared {
         ClientSession::open_shared(id, revision, backend.clone(), upstream_session)
     } else {
@@ -185,7 +185,7 @@ impl Opening<'_> {
                     if !freed {
                         freed = self
                             .gateway
-                            .sessions
+                            .sessions()
                             .give_way(self.principal.as_str(), self.backend.name());
                     }
                     if !freed {
@@ -281,7 +281,7 @@ async fn initialize_over_modern(
         exp: 0,
     };
     // Nothing of this session lives in this process: any replica can serve it.
-    let id = gateway.sessions.mint(claims, false);
+    let id = gateway.sessions().mint(claims, false);
     let session = ClientSession::open_stateless(id, negotiated, backend.clone(), shared, envelope);
     tracing::info!(session = %fingerprint(&session.id), revision = %negotiated, "legacy client session opened on a modern upstream");
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
@@ -376,7 +376,7 @@ async fn outgoing(
         "tools/call" => {
             Box::pin(
                 gateway
-                    .tool_headers
+                    .tool_headers()
                     .headers_for_call(session, &envelope, params.as_deref()),
             )
             .await
@@ -416,7 +416,7 @@ async fn relay(
         Ok(call) => call,
         Err(error) => {
             if session.backend_era() == Era::Legacy {
-                gateway.sessions.remove(&session.id);
+                gateway.sessions().remove(&session.id);
             }
             return Reply::upstream_failure(Some(id), &error);
         }

@@ -10,9 +10,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
-use super::Gateway;
 use super::reply::Reply;
 use super::sessions::ClientSession;
+use crate::gateway::Gateway;
 use crate::protocol::{ErrorObject, Id, LazyJson, Message, Request};
 use crate::router::{CallEvent, CallStep, OnDrop, UpstreamSession};
 use crate::translate::down;
@@ -63,7 +63,7 @@ pub async fn on_legacy_upstream(
     let (tx, rx) = mpsc::channel(LISTEN_QUEUE);
     let _ = tx.try_send(listen::acknowledgement(&filter, &listen_id));
     let mut unsolicited = session.subscribe();
-    let closing = gateway.closing.clone();
+    let closing = gateway.closing().clone();
     tokio::spawn(async move {
         let _hold = hold;
         loop {

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::Gateway;
 use super::pooled::pooled_session;
 use super::reply::{self, Reply};
 use crate::auth::Principal;
+use crate::gateway::Gateway;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ModernMethod, Request, Response};
 use crate::router::lists::{ListKind, PageKey, PageParts};
@@ -30,7 +30,7 @@ pub async fn serve(
 ) -> Reply {
     let key = page_key(&request, modern, principal);
     let lists = backend.lists();
-    let per_caller = backend.per_principal() || gateway.auth.filters_lists();
+    let per_caller = backend.per_principal() || gateway.auth().filters_lists();
     if let Some(page) = lists.lookup(&key, Instant::now()) {
         backend.stats().list_cache_hit();
         let audience = lists.audience(&key, per_caller);

@@ -2,7 +2,6 @@
 //! from a warm session's handshake, everything else on a pooled upstream
 //! session. In front of a modern upstream: a faithful passthrough.
 
-use super::Gateway;
 use super::listen::ListenHold;
 use super::modern_side::ModernSide;
 use super::mrtr::{self, Retried};
@@ -10,6 +9,7 @@ use super::pooled::pooled_session;
 use super::pump::{self, ClientSide};
 use super::reply::{self, Reply};
 use crate::auth::Principal;
+use crate::gateway::Gateway;
 use crate::protocol::Era;
 use crate::protocol::capabilities::ListenSupport;
 use crate::protocol::lazy_json::ParamsView;
@@ -45,7 +45,7 @@ pub async fn serve(
     listens: ListenCounting,
 ) -> Reply {
     let listen_hold = || match listens {
-        ListenCounting::Counted => gateway.listens.hold(principal.as_str()).map(Some),
+        ListenCounting::Counted => gateway.listens().hold(principal.as_str()).map(Some),
         ListenCounting::CountedElsewhere => Ok(None),
     };
     // Known after the first request; learning it (a probe, ~2,800 bytes of future) is boxed.
@@ -62,7 +62,7 @@ pub async fn serve(
             };
             passthrough(backend, request, modern.method, forwarded, principal, hold).await
         }
-        Ok(Era::Modern) if modern.method == ModernMethod::Discover && gateway.telemetry.live_discover() => {
+        Ok(Era::Modern) if modern.method == ModernMethod::Discover && gateway.telemetry().live_discover() => {
             let reply = passthrough(backend, request, modern.method, forwarded, principal, None).await;
             super::live::with_summary(reply, backend)
         }
@@ -154,7 +154,7 @@ async fn passthrough(
 /// with `[telemetry] live_discover`, carrying the upstream's live summary.
 pub async fn discover(gateway: &Gateway, backend: &Backend, id: Id, principal: &Principal) -> Reply {
     let reply = discover_result(backend, id, principal).await;
-    if gateway.telemetry.live_discover() {
+    if gateway.telemetry().live_discover() {
         super::live::with_summary(reply, backend)
     } else {
         reply
@@ -197,7 +197,7 @@ async fn forward(
         .as_ref()
         .and_then(|p| ParamsView::str_member(p, "requestState"));
     if let Some(state) = state {
-        match mrtr::retry(&gateway.suspended, &request, &state, principal.as_str()).await {
+        match mrtr::retry(gateway.suspended(), &request, &state, principal.as_str()).await {
             Retried::Invalid(error) => {
                 let message = Response::error(Some(request.id), error).into_message();
                 return Reply::Message(reply::Status::Ok, message);
@@ -209,7 +209,7 @@ async fn forward(
                 let side = ClientSide::Modern {
                     side,
                     input: InputPolicy::Asks(input),
-                    store: gateway.suspended.clone(),
+                    store: gateway.suspended().clone(),
                 };
                 return pump::stream_call(call, side, request.id, Some(timeout), permit);
             }
@@ -271,7 +271,7 @@ async fn send(
         let side = ClientSide::Modern {
             side,
             input,
-            store: gateway.suspended.clone(),
+            store: gateway.suspended().clone(),
         };
         let timeout = Some(backend.timeout_for(modern.method.as_str()));
         return pump::stream_call(call, side, request.id, timeout, permit);

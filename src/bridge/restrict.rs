@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::Gateway;
 use super::live_narrowing::LiveNarrowing;
 use super::reply::{Reply, Status};
 use crate::auth::{Admitted, ToolView};
 use crate::config::Config;
+use crate::gateway::Gateway;
 use crate::policy::catalog::{self, Caller, Catalog, ListShape, Selection};
 use crate::policy::tools::restrict_tools_list;
 use crate::protocol::jsonrpc::Outcome;
@@ -48,7 +48,7 @@ impl Narrowing {
             Selection::Narrowed(entry) => Some(Narrowing {
                 config: Arc::clone(&config),
                 entry,
-                live: LiveNarrowing::of(&gateway.applied, backend, caller),
+                live: LiveNarrowing::of(gateway.applied(), backend, caller),
             }),
         }
     }

@@ -23,7 +23,8 @@ use self::head::{
 use super::legacy_sse::SseConnections;
 use super::respond::{self, Body, StreamTiming};
 use crate::auth::{Admitted, Denied, Presented, Principal, WellKnown};
-use crate::bridge::{AttachError, Batches, Gateway, Intake, Reply, SessionLookup, Taken, take};
+use crate::bridge::{AttachError, Batches, Intake, Reply, SessionLookup, Taken, take};
+use crate::gateway::Gateway;
 use crate::protocol::errors::Rejection;
 use crate::router::{Backend, Endpoint};
 use crate::translate::RoutingHeaders;
@@ -43,7 +44,7 @@ impl HttpFrontend {
     /// A front end for `gateway`, listening at `local` (its real, bound
     /// address), over TLS when `tls` is given.
     pub fn new(gateway: Arc<Gateway>, local: SocketAddr, tls: Option<tokio_rustls::TlsAcceptor>) -> Arc<HttpFrontend> {
-        let served = hosts::Served::new(local, &gateway.config.listen);
+        let served = hosts::Served::new(local, &gateway.config().listen);
         Arc::new(HttpFrontend {
             gateway,
             served,
@@ -65,13 +66,13 @@ impl HttpFrontend {
         match path {
             "/healthz" => return respond::plain(StatusCode::OK, "ok"),
             "/readyz" => return self.readiness(),
-            _ if self.gateway.authz.as_ref().is_some_and(|a| a.owns(path)) => {
+            _ if self.gateway.authz().as_ref().is_some_and(|a| a.owns(path)) => {
                 return Box::pin(self.authorization_server(request, peer)).await;
             }
             _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
         }
-        let Some((endpoint, backend)) = self.gateway.router.endpoint(path) else {
+        let Some((endpoint, backend)) = self.gateway.router().endpoint(path) else {
             return reject(Rejection::NoEndpoint);
         };
         let (parts, body) = request.into_parts();
@@ -99,7 +100,7 @@ impl HttpFrontend {
                     principal,
                     &messages_path,
                     keep_alive,
-                    self.gateway.closing.clone(),
+                    self.gateway.closing().clone(),
                 );
             }
             Endpoint::SseMessages if parts.method == Method::POST => {
@@ -143,7 +144,7 @@ impl HttpFrontend {
             query: request.uri.query(),
         };
         self.gateway
-            .auth
+            .auth()
             .authenticate(presented)
             .await
             .map_err(|denied| self.refused(denied, resource_path))
@@ -257,7 +258,7 @@ impl HttpFrontend {
 
     async fn render(&self, reply: Reply) -> http::Response<Body> {
         if let Reply::Initialized(_, session) = &reply {
-            self.gateway.sessions.insert(session.clone());
+            self.gateway.sessions().insert(session.clone());
         }
         respond::render(reply, self.timing()).await
     }
@@ -274,7 +275,7 @@ impl HttpFrontend {
     async fn lookup(&self, backend: &Backend, session_id: Option<&str>, principal: &Principal) -> SessionLookup {
         match session_id {
             None => SessionLookup::Absent,
-            Some(id) => match self.gateway.sessions.find(id, backend, principal).await {
+            Some(id) => match self.gateway.sessions().find(id, backend, principal).await {
                 Some(session) => SessionLookup::Found(session),
                 None => SessionLookup::Unknown,
             },
@@ -283,7 +284,7 @@ impl HttpFrontend {
 
     /// The client's GET stream: what its upstream session sends outside any request.
     async fn open_stream(&self, backend: &Backend, session_id: &str, principal: &Principal) -> http::Response<Body> {
-        let Some(session) = self.gateway.sessions.find(session_id, backend, principal).await else {
+        let Some(session) = self.gateway.sessions().find(session_id, backend, principal).await else {
             return reject(Rejection::StreamSessionNotFound);
         };
         match session.attach_stream() {
@@ -291,7 +292,7 @@ impl HttpFrontend {
                 None,
                 messages.into(),
                 self.gateway.limits().listen.sse_keep_alive.0,
-                Some(self.gateway.closing.clone()),
+                Some(self.gateway.closing().clone()),
             ),
             Err(AttachError::AlreadyOpen) => reject(Rejection::StreamAlreadyOpen),
         }
@@ -301,11 +302,11 @@ impl HttpFrontend {
     async fn end_session(&self, backend: &Backend, session_id: &str, principal: &Principal) -> http::Response<Body> {
         if self
             .gateway
-            .sessions
+            .sessions()
             .find(session_id, backend, principal)
             .await
             .is_some()
-            && self.gateway.sessions.remove(session_id)
+            && self.gateway.sessions().remove(session_id)
         {
             respond::empty(StatusCode::OK)
         } else {
@@ -316,7 +317,7 @@ impl HttpFrontend {
     /// The built-in authorization server's pages and endpoints (`[auth.server]`),
     /// their bodies read within the listener's bounds.
     async fn authorization_server(&self, request: http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
-        let Some(authz) = self.gateway.authz.clone() else {
+        let Some(authz) = self.gateway.authz().cloned() else {
             return reject(Rejection::NoEndpoint);
         };
         let (mut parts, body) = request.into_parts();
@@ -332,7 +333,7 @@ impl HttpFrontend {
     /// Protected resource metadata (RFC 9728) and, for 2025-03-26 clients, the
     /// authorization server's metadata; public documents, readable cross-origin.
     fn well_known(&self, method: &Method, path: &str) -> http::Response<Body> {
-        let Some(document) = self.gateway.auth.well_known(path) else {
+        let Some(document) = self.gateway.auth().well_known(path) else {
             return reject(Rejection::NoEndpoint);
         };
         if *method != Method::GET {
@@ -371,7 +372,7 @@ impl HttpFrontend {
             },
         };
         let mut response = reject(rejection);
-        let challenge = self.gateway.auth.challenge(denied, resource_path);
+        let challenge = self.gateway.auth().challenge(denied, resource_path);
         // The challenge is built from configured URLs and fixed texts; a value that is
         // not a valid header still must not lose the status.
         if let Ok(value) = HeaderValue::from_str(&challenge) {

@@ -15,7 +15,8 @@ use tokio::task::AbortHandle;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
 use crate::auth::Admitted;
-use crate::bridge::{Batches, ClientSession, Gateway, Intake, Reply, SessionLookup, Taken, reply, take};
+use crate::bridge::{Batches, ClientSession, Intake, Reply, SessionLookup, Taken, reply, take};
+use crate::gateway::Gateway;
 use crate::protocol::jsonrpc::FrameError;
 use crate::protocol::{Id, Message};
 use crate::router::Backend;
@@ -41,7 +42,7 @@ where
         session: None,
         in_flight: Arc::default(),
     };
-    let max_line = connection.gateway.config.listen.max_body_bytes;
+    let max_line = connection.gateway.config().listen.max_body_bytes;
     let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(max_line));
     while let Some(line) = lines.next().await {
         match line {

@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 
 use super::{Asking, ClientEra, error_reply};
 use crate::auth::Principal;
-use crate::bridge::Gateway;
 use crate::bridge::legacy::SessionLookup;
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::{ClientSession, SessionClaims, stateless_envelope};
+use crate::gateway::Gateway;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::errors::Rejection;
 use crate::protocol::method::MethodClass;
@@ -186,7 +186,7 @@ async fn initialize_session(
         own: None,
         exp: 0,
     };
-    let id = gateway.sessions.mint(claims, false);
+    let id = gateway.sessions().mint(claims, false);
     let session = ClientSession::open_federated(
         id,
         negotiated,

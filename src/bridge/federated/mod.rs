@@ -13,7 +13,6 @@ use futures_util::future::join_all;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::Gateway;
 use super::modern::ListenCounting;
 use super::reply::{Reply, Responses, Status};
 use super::sessions::ClientSession;
@@ -23,6 +22,7 @@ use crate::federate::merge::{self, MEMBERS_META, MemberResult};
 use crate::federate::names::{Names, PrefixMode};
 use crate::federate::page::MergedPage;
 use crate::federate::route::{self, ListShape, NameKind, Naming, StaleNames};
+use crate::gateway::Gateway;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::lazy_json::{MemberValue, ParamsView};
@@ -202,7 +202,7 @@ impl Asking<'_> {
     /// One page of a federated list: a page of every member still listing.
     async fn list(&self, shape: ListShape, request: &Request) -> Result<Value, ErrorObject> {
         let members = self.federation.members();
-        let sealer = self.gateway.sessions.sealer();
+        let sealer = self.gateway.sessions().sealer();
         let cursor = request.params.as_ref().and_then(|p| p.get("cursor"));
         let cursor = match cursor {
             None | Some(Value::Null) => None,
@@ -260,7 +260,7 @@ impl Asking<'_> {
         let mut result = merged.into_result(shape, positions.next_cursor(sealer))?;
         // Members' hints merged, then bounded by the federation's own rule: a list
         // filtered per caller, or fetched with callers' own credentials, is private.
-        let audience = match self.federation.per_principal() || self.gateway.auth.filters_lists() {
+        let audience = match self.federation.per_principal() || self.gateway.auth().filters_lists() {
             true => Audience::PerCaller,
             false => Audience::Unproven,
         };
@@ -457,7 +457,7 @@ impl Asking<'_> {
     ) -> Reply {
         // One place in the principal's listen quota, however many members it joins.
         let hold = match counting {
-            ListenCounting::Counted => match self.gateway.listens.hold(self.principal.as_str()) {
+            ListenCounting::Counted => match self.gateway.listens().hold(self.principal.as_str()) {
                 Ok(hold) => Some(hold),
                 Err(refusal) => return Reply::rejected(Some(id), refusal),
             },
@@ -507,7 +507,7 @@ impl Asking<'_> {
                 join_acknowledgement(&mut filter, ack.params.as_deref(), prefix);
                 let share = share::Share {
                     gateway: self.gateway.weak(),
-                    closing: self.gateway.closing.clone(),
+                    closing: self.gateway.closing().clone(),
                     federation: self.federation.clone(),
                     member: *index,
                     prefix: (*prefix).to_owned(),
@@ -874,12 +874,12 @@ async fn listen_unprompted(
     principal: &Principal,
 ) -> Option<Reply> {
     let gateway = gateway.upgrade()?;
-    let routed = gateway.router.route(&federation.config().path);
+    let routed = gateway.router().route(&federation.config().path);
     let still_ours = routed
         .as_ref()
         .and_then(Backend::federation)
         .is_some_and(|routed| Arc::ptr_eq(routed, federation));
-    if gateway.closing.is_cancelled() || !still_ours {
+    if gateway.closing().is_cancelled() || !still_ours {
         return None;
     }
     let asking = Asking {

@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{expose_notification, list_changed_method};
 use crate::auth::Principal;
-use crate::bridge::Gateway;
 use crate::bridge::listen::ReopenPause;
 use crate::bridge::reply::Responses;
+use crate::gateway::Gateway;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::{Id, Message};
 use crate::router::federation::Federation;

@@ -11,12 +11,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Asking, list_changed_method, listen_unprompted};
 use crate::auth::Principal;
-use crate::bridge::Gateway;
 use crate::bridge::listen::ReopenPause;
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::stateless_envelope;
 use crate::federate::names::PrefixMode;
 use crate::federate::route::NameKind;
+use crate::gateway::Gateway;
 use crate::protocol::{Id, Message};
 use crate::router::Backend;
 use crate::router::federation::Federation;
@@ -27,7 +27,7 @@ use crate::router::federation::Federation;
 /// that ends is opened again after a pause (doubling up to a minute); the
 /// watch ends with the gateway, or when its federation is no longer routed.
 pub fn spawn_watchers(gateway: &Arc<Gateway>) {
-    for (_, backend) in gateway.router.routes() {
+    for (_, backend) in gateway.router().routes() {
         spawn_watcher(gateway, &backend);
     }
 }
@@ -41,7 +41,7 @@ pub fn spawn_watcher(gateway: &Arc<Gateway>, backend: &Backend) {
     for member in 0..federation.members().len() {
         let watch = watch_member(
             Arc::downgrade(gateway),
-            gateway.closing.clone(),
+            gateway.closing().clone(),
             federation.clone(),
             member,
         );
@@ -94,7 +94,7 @@ async fn watch_member(gateway: Weak<Gateway>, closing: CancellationToken, federa
 /// principal); a member that cannot be reached is left out. `eragate run`
 /// refuses to start on any, and `check-config` reports them.
 pub async fn never_collisions(gateway: &Gateway) -> Vec<(String, String)> {
-    let mut routes: Vec<_> = gateway.router.routes().collect();
+    let mut routes: Vec<_> = gateway.router().routes().collect();
     routes.sort_by(|a, b| a.0.cmp(&b.0));
     let envelope = stateless_envelope(&json!({}), &Value::Null);
     let principal = Principal::anonymous();

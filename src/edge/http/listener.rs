@@ -47,7 +47,7 @@ pub(super) async fn serve(
     drain: Duration,
 ) {
     let graceful = GracefulShutdown::new();
-    let connections = Arc::new(Semaphore::new(frontend.gateway.config.listen.max_connections));
+    let connections = Arc::new(Semaphore::new(frontend.gateway.config().listen.max_connections));
     let per_ip = PerIp::default();
     // Built again when a reload changes `[limits]`: each connection is served under the
     // limits current when it was accepted.
@@ -116,7 +116,7 @@ pub(super) async fn serve(
     drop(listener);
     // Standing streams (GET streams, listens, HTTP+SSE connections) end now;
     // requests in flight get until the deadline.
-    frontend.gateway.closing.cancel();
+    frontend.gateway.closing().cancel();
     if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
         tracing::warn!("requests still in flight at the shutdown deadline");
     }

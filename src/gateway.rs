@@ -1,0 +1,346 @@
+//! The composition root: builds every part of the gateway from one
+//! configuration, starts and stops them, and hands each consumer the narrow
+//! view it needs. The bridge reaches the parts through crate-internal
+//! accessors; the admin listener reads an [`Observed`] view and a reload
+//! changes what a [`Reconfigurable`] view lets it change.
+
+use std::sync::Arc;
+
+use crate::auth::Authenticator;
+use crate::bridge::listen::ListenQuota;
+use crate::bridge::mrtr::SuspendedCalls;
+use crate::bridge::param_headers::ToolHeaderCache;
+use crate::bridge::quota::HeldQuota;
+use crate::bridge::rate::RateGate;
+use crate::bridge::sessions::SessionStore;
+use crate::config::Config;
+use crate::router::Router;
+use crate::telemetry::Telemetry;
+
+/// How often idle legacy sessions are looked for.
+const SESSION_REAPER_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Everything a request handler needs, shared by every connection.
+pub struct Gateway {
+    /// The configuration loaded at start: what is read at start only comes from here.
+    config: Arc<Config>,
+    /// The configuration applied last (the start's, then each accepted reload's): the
+    /// keys read per request or per connection (`[limits]`, `listen.max_body_bytes`)
+    /// come from here, so a reload applies them to the next one. See [`Gateway::limits`].
+    applied: Arc<arc_swap::ArcSwap<Config>>,
+    /// Backends by path.
+    router: Router,
+    /// Legacy client sessions.
+    sessions: SessionStore,
+    /// Upstream calls waiting for a modern client's input.
+    suspended: Arc<SuspendedCalls>,
+    /// Cancelled when shutdown begins: standing streams end then.
+    closing: tokio_util::sync::CancellationToken,
+    /// Who may use the MCP endpoints, and as whom.
+    auth: Authenticator,
+    /// The built-in authorization server (`[auth.server]`), when on.
+    authz: Option<Arc<crate::authz::AuthServer>>,
+    /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
+    tool_headers: ToolHeaderCache,
+    /// `[rate_limits]`; a reload swaps in a new gate.
+    rate: arc_swap::ArcSwap<RateGate>,
+    /// Open listens per principal.
+    listens: Arc<ListenQuota>,
+    /// Requests in flight per principal (`limits.max_in_flight_per_principal`).
+    in_flight: Arc<HeldQuota>,
+    /// Metrics, access log and the live discover summary.
+    telemetry: Arc<Telemetry>,
+    /// This gateway, for work a request starts that outlives it (a federated
+    /// listen reopening a member's share): it ends with the gateway.
+    me: std::sync::Weak<Gateway>,
+}
+
+impl Gateway {
+    /// Builds the gateway for `config`. Nothing is started yet. Fails when a
+    /// configured token's environment variable is unset.
+    pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
+        let auth = Authenticator::from_config(&config)
+            .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+        let authz = crate::authz::AuthServer::from_config(&config, auth.oauth().as_deref())
+            .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+        crate::router::set_max_message_values(config.limits.max_upstream_values);
+        let router = Router::new(&config.upstreams, config.secret_env_names());
+        let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
+        let suspended = Arc::new(SuspendedCalls::new(&config.sessions));
+        let rate = arc_swap::ArcSwap::from_pointee(RateGate::new(&config.rate_limits));
+        let limits = &config.limits;
+        let listens = ListenQuota::new("listens", limits.max_listens_per_principal, limits.max_listens);
+        let in_flight = HeldQuota::new("requests in flight", limits.in_flight_per_principal(), usize::MAX);
+        in_flight.set_binds_anonymous(limits.in_flight_binds_anonymous());
+        let telemetry = Telemetry::new(&config)
+            .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
+        let telemetry = Arc::new(telemetry);
+        let config = Arc::new(config);
+        Ok(Arc::new_cyclic(|me| Gateway {
+            me: me.clone(),
+            applied: Arc::new(arc_swap::ArcSwap::new(config.clone())),
+            config,
+            router,
+            sessions,
+            suspended,
+            closing: tokio_util::sync::CancellationToken::new(),
+            auth,
+            authz,
+            tool_headers: ToolHeaderCache::default(),
+            rate,
+            listens,
+            in_flight,
+            telemetry,
+        }))
+    }
+
+    /// A handle on this gateway that does not keep it alive.
+    pub fn weak(&self) -> std::sync::Weak<Gateway> {
+        self.me.clone()
+    }
+
+    /// `[limits]` as applied now (a reload swaps them; a request reads them once).
+    pub fn limits(&self) -> arc_swap::Guard<Arc<Config>> {
+        self.applied.load()
+    }
+
+    /// Warms every backend in the background: spares started, the first session initialized.
+    pub fn warm(&self) {
+        self.router.warm();
+    }
+
+    /// Whether every backend has a live session (readiness).
+    pub fn is_ready(&self) -> bool {
+        self.router.is_ready()
+    }
+
+    /// Starts what runs beside requests: federations' watchers, the OAuth key
+    /// refresh, the built-in authorization server, the idle-session reaper, the
+    /// active health checks and the expiry of suspended calls and rate state.
+    pub async fn start(self: &Arc<Self>) -> Result<(), String> {
+        crate::bridge::spawn_watchers(self);
+        self.auth.start();
+        if let Some(authz) = &self.authz {
+            authz.start().await?;
+            tracing::info!(issuer = %authz.issuer(), "serving the built-in authorization server");
+        }
+        self.spawn_session_reaper(SESSION_REAPER_EVERY);
+        self.suspended.spawn_expiry();
+        self.rate.load_full().spawn_forgetting();
+        self.router.spawn_health_checks();
+        Ok(())
+    }
+
+    /// Ends idle legacy sessions every `every` for as long as the gateway lives.
+    fn spawn_session_reaper(self: &Arc<Self>, every: std::time::Duration) {
+        let gateway = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            loop {
+                ticker.tick().await;
+                let Some(gateway) = gateway.upgrade() else { return };
+                gateway.sessions.expire_idle();
+            }
+        });
+    }
+
+    /// Ends every session and stops every child within `deadline`.
+    ///
+    /// Requests still in flight are answered with an error first (closing a
+    /// session fails what is pending on it), and get a moment to be written.
+    pub async fn shutdown(&self, deadline: std::time::Duration) {
+        self.sessions.close_all();
+        self.router.shutdown(deadline).await;
+        self.telemetry.shutdown().await;
+    }
+
+    // === the parts, for the bridge and the edge ===
+
+    /// The configuration loaded at start: what is read at start only comes from here.
+    pub(crate) fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The configuration applied last, shared with what follows reloads (a long-lived stream).
+    pub(crate) fn applied(&self) -> &Arc<arc_swap::ArcSwap<Config>> {
+        &self.applied
+    }
+
+    /// Backends by path.
+    pub(crate) fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// Legacy client sessions.
+    pub(crate) fn sessions(&self) -> &SessionStore {
+        &self.sessions
+    }
+
+    /// Upstream calls waiting for a modern client's input.
+    pub(crate) fn suspended(&self) -> &Arc<SuspendedCalls> {
+        &self.suspended
+    }
+
+    /// Cancelled when shutdown begins: standing streams end then.
+    pub(crate) fn closing(&self) -> &tokio_util::sync::CancellationToken {
+        &self.closing
+    }
+
+    /// Who may use the MCP endpoints, and as whom.
+    pub(crate) fn auth(&self) -> &Authenticator {
+        &self.auth
+    }
+
+    /// The built-in authorization server, when on.
+    pub(crate) fn authz(&self) -> Option<&Arc<crate::authz::AuthServer>> {
+        self.authz.as_ref()
+    }
+
+    /// Modern HTTP upstreams' `x-mcp-header` annotations.
+    pub(crate) fn tool_headers(&self) -> &ToolHeaderCache {
+        &self.tool_headers
+    }
+
+    /// `[rate_limits]` as applied now.
+    pub(crate) fn rate(&self) -> &arc_swap::ArcSwap<RateGate> {
+        &self.rate
+    }
+
+    /// Open listens per principal.
+    pub(crate) fn listens(&self) -> &Arc<ListenQuota> {
+        &self.listens
+    }
+
+    /// Requests in flight per principal.
+    pub(crate) fn in_flight(&self) -> &Arc<HeldQuota> {
+        &self.in_flight
+    }
+
+    /// Metrics, access log and the live discover summary.
+    pub(crate) fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.telemetry
+    }
+
+    // === the views ===
+
+    /// What the admin listener may read.
+    pub fn observed(&self) -> Observed<'_> {
+        Observed(self)
+    }
+
+    /// What a reload may change.
+    pub fn reconfigurable(&self) -> Reconfigurable<'_> {
+        Reconfigurable(self)
+    }
+}
+
+/// The gateway as the admin listener sees it: state to show, nothing to change.
+#[derive(Clone, Copy)]
+pub struct Observed<'a>(&'a Gateway);
+
+impl Observed<'_> {
+    /// Whether every backend has a live session (readiness).
+    pub fn is_ready(&self) -> bool {
+        self.0.is_ready()
+    }
+
+    /// `[admin] token_env` as configured at start.
+    pub fn admin_token_env(&self) -> Option<&str> {
+        self.0.config.admin.token_env.as_deref()
+    }
+
+    /// Every upstream member's pool state.
+    pub fn upstreams(&self) -> Vec<serde_json::Value> {
+        self.0.router.backends().flat_map(|b| b.snapshots()).collect()
+    }
+
+    /// Open legacy client sessions.
+    pub fn legacy_sessions(&self) -> usize {
+        self.0.sessions.len()
+    }
+
+    /// Upstream calls waiting for a modern client's input.
+    pub fn suspended_calls(&self) -> usize {
+        self.0.suspended.len()
+    }
+
+    /// The client revisions seen, by count.
+    pub fn client_revisions(&self) -> serde_json::Value {
+        self.0.telemetry.revisions()
+    }
+
+    /// Each MCP path and the upstream (or federation) that serves it.
+    pub fn routes(&self) -> Vec<(String, String)> {
+        self.0
+            .router
+            .routes()
+            .map(|(path, backend)| (path.to_owned(), backend.name().to_owned()))
+            .collect()
+    }
+
+    /// The Prometheus exposition, with `pools` (the pool view) as gauges.
+    pub fn metrics(&self, pools: &serde_json::Value) -> String {
+        self.0.telemetry.render(pools)
+    }
+}
+
+/// The gateway as a reload sees it: the parts a new configuration may change.
+#[derive(Clone, Copy)]
+pub struct Reconfigurable<'a>(&'a Gateway);
+
+impl<'a> Reconfigurable<'a> {
+    /// The configuration loaded at start.
+    pub fn started(&self) -> &'a Config {
+        &self.0.config
+    }
+
+    /// Cancelled when shutdown begins.
+    pub fn closing(&self) -> &'a tokio_util::sync::CancellationToken {
+        &self.0.closing
+    }
+
+    /// The backends, to start, keep or retire upstreams.
+    pub fn router(&self) -> &'a Router {
+        &self.0.router
+    }
+
+    /// The telemetry pipeline, to reload.
+    pub fn telemetry(&self) -> &'a Telemetry {
+        &self.0.telemetry
+    }
+
+    /// The OAuth resource server, to swap.
+    pub fn auth(&self) -> &'a Authenticator {
+        &self.0.auth
+    }
+
+    /// Swaps in a new `[rate_limits]` gate.
+    pub fn replace_rate_gate(&self, gate: Arc<RateGate>) {
+        self.0.rate.store(gate);
+    }
+
+    /// Sets the quotas' bounds from `limits`.
+    pub fn set_quotas(&self, limits: &crate::config::LimitsConfig) {
+        self.0
+            .in_flight
+            .set_bounds(limits.in_flight_per_principal(), usize::MAX);
+        self.0.in_flight.set_binds_anonymous(limits.in_flight_binds_anonymous());
+        self.0
+            .listens
+            .set_bounds(limits.max_listens_per_principal, limits.max_listens);
+    }
+
+    /// Makes `config` the one requests read from now on.
+    pub fn applied(&self, config: Config) {
+        self.0.applied.store(Arc::new(config));
+    }
+
+    /// Starts a backend a reload added: warmed, health-checked, its federation watched.
+    pub fn start_backend(&self, backend: &crate::router::Backend) {
+        backend.warm();
+        backend.spawn_health_checks();
+        if let Some(gateway) = self.0.me.upgrade() {
+            crate::bridge::spawn_watcher(&gateway, backend);
+        }
+    }
+}
