@@ -7,7 +7,7 @@
 #   conformance-alpha/    @modelcontextprotocol/conformance 0.2.0-alpha.12
 #   ts2/                  TypeScript SDK v2 server @modelcontextprotocol/server 2.4.0 (ts2_server.mjs)
 #   oidc/                 oidc-provider 9.13.3, a certified OpenID provider (oidc_provider.mjs, Node 22)
-#   browser/              playwright-core 1.65.1, driving Debian's chromium (apt, installed by .ci/run)
+#   browser/              playwright-core 1.65.1, driving Debian's chromium (apt, tests/system-deps.sh)
 #   bind-localhost.cjs    `node --require` preload: listen(port) binds 127.0.0.1
 #   env.sh                exports the paths (source it)
 # Idempotent: a stamp file holds the pinned versions, so a second run only rewrites env.sh
