@@ -43,5 +43,6 @@ cargo clippy --version >/dev/null 2>&1 || components+=(clippy)
 cargo fmt --version >/dev/null 2>&1 || components+=(rustfmt)
 if ((${#components[@]})); then
   command -v rustup >/dev/null || { echo "tests/system-deps.sh: the tests need ${components[*]} (rustup component add ${components[*]})" >&2; exit 1; }
-  rustup component add "${components[@]}"
+  rustup component add "${components[@]}" \
+    || { echo "tests/system-deps.sh: the tests need ${components[*]}; rustup could not add them" >&2; exit 1; }
 fi
