@@ -126,7 +126,7 @@ impl RedisServer {
             .is_ok_and(|s| s.success());
         assert!(
             found,
-            "redis-server is not installed: .ci/run installs it (apt-get install redis-server)"
+            "redis-server is not installed: tests/system-deps.sh installs it (apt-get install redis-server)"
         );
         let port = free_port();
         let mut command = Command::new("redis-server");

@@ -1,8 +1,9 @@
 //! The command line: `check-config` (exit codes, every mistake named by its key path, every
-//! shipped example in `config/` valid), `version`, and `run --stdio` splitting its one
-//! string like a shell.
+//! shipped example in `config/` valid, every key it accepts documented in
+//! `docs/configuration.md`), `version`, and `run --stdio` splitting its one string like a shell.
 
 mod common;
+mod config_keys;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -378,6 +379,45 @@ fn every_shipped_config_file_passes_check_config() {
         failures.len(),
         files.len(),
         failures.join("\n")
+    );
+}
+
+/// The configuration reference is in step with the code: every key and section the loader
+/// accepts has a row or a heading in `docs/configuration.md`, and every key documented in a
+/// section the loader knows is one it accepts. The keys come from the loader itself
+/// (`tests/config_keys`), so a field added to `src/config/` fails here until it is documented.
+#[test]
+fn every_key_check_config_accepts_is_in_the_configuration_reference() {
+    let accepted = config_keys::accepted_keys();
+    assert!(accepted.problems.is_empty(), "{}", accepted.problems.join("\n"));
+    // The probe itself works: a few keys it must find.
+    for (section, key) in [
+        ("", "upstreams"),
+        ("listen", "address"),
+        ("upstreams", "name"),
+        ("upstreams.pool", "size"),
+        ("upstreams.credentials", "kind"),
+        ("upstreams.credentials", "value_env"),
+        ("rate_limits.tools.NAME", "requests"),
+        ("auth.tokens", "principal"),
+        ("policies.tools", "rename"),
+    ] {
+        assert!(
+            accepted
+                .sections
+                .get(section)
+                .is_some_and(|keys| keys.contains_key(key)),
+            "the probe did not find [{section}] {key}: {:?}",
+            accepted.sections.keys().collect::<Vec<_>>()
+        );
+    }
+    let path = repo_root().join("docs/configuration.md");
+    let reference = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let differences = config_keys::differences(&accepted, &reference);
+    assert!(
+        differences.is_empty(),
+        "docs/configuration.md is out of step with what check-config accepts:\n{}",
+        Vec::from_iter(differences).join("\n")
     );
 }
 

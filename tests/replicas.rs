@@ -305,7 +305,7 @@ fn replicas_sharing_a_key_serve_one_session_over_a_modern_stdio_upstream() {
 /// `logging/setLevel` is part of the session: after setting it through one replica, the
 /// other must filter the same way (the client cannot tell the replicas apart).
 #[test]
-#[ignore = "known limit (README, Sessions across replicas): the level is set after the sealed id exists, so only the replica that received logging/setLevel applies it"]
+#[ignore = "known limit (docs/replicas.md): the level is set after the sealed id exists, so only the replica that received logging/setLevel applies it"]
 fn the_log_level_of_a_session_over_a_modern_upstream_holds_on_every_replica() {
     let upstream = LegacyHttpServer::start(&["--dual-era"]);
     let toml = http_upstream_toml(&upstream.url);

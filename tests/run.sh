@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test eragate has: installs the pinned real peers (Python SDK, TypeScript
-# SDK, server-everything, both conformance suites) into .cache/peers, then checks
-# formatting and lints, and runs unit, property and integration tests and the doc links, then checks the
-# Dockerfile and deploy/ offline (tests/deploy.sh; the image itself: tests/container.sh).
+# Runs every test eragate has, on a fresh machine too: installs what the tests need from the
+# system (tests/system-deps.sh: Debian's packages as root, else one line naming them) and the
+# pinned real peers (Python SDK, TypeScript SDK, server-everything, both conformance suites)
+# into .cache/peers, then checks formatting and lints, runs unit, property and integration
+# tests and the doc links, and checks the Dockerfile and deploy/ offline (tests/deploy.sh; the
+# image itself: tests/container.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+tests/system-deps.sh
 tests/peers/install.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

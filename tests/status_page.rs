@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 fn the_status_page_shows_the_live_upstream_in_chromium() {
     assert!(
         std::path::Path::new("/usr/bin/chromium").exists(),
-        "/usr/bin/chromium is missing: .ci/run installs it (apt-get install chromium)"
+        "/usr/bin/chromium is missing: tests/system-deps.sh installs it (apt-get install chromium)"
     );
     let token = "status-page-token";
     let admin = format!("127.0.0.1:{}", free_port());

@@ -271,7 +271,7 @@ pub struct UpstreamConfig {
     /// Name used in logs and in errors that clients see. Required, unique.
     pub name: String,
     /// The MCP path this upstream is served on. Default `/mcp`. Several
-    /// upstreams on one path are one federated server (README, "Federation").
+    /// upstreams on one path are one federated server (docs/federation.md).
     #[serde(default = "default_path")]
     pub path: String,
     /// In a federation: the prefix of this member's tool and prompt names
