@@ -36,7 +36,7 @@
 //! reads certificate files for the edge and the HTTPS upstreams; [`reload`] swaps the router's upstreams when the
 //! configuration changes; [`federate`] holds the pure rules of serving several
 //! upstreams as one (exposed names, merged pages under a sealed cursor, one
-//! handshake), for the router; [`router::lists`] keeps the lists a legacy
+//! handshake), for the router; [`router::list_cache`] keeps the lists a legacy
 //! upstream gave, whose caching hints [`translate::cache`] decides;
 //! [`authz`] is eragate's own authorization server (`[auth.server]`), mounted
 //! by the edge under `/oauth/`, which mints the tokens [`auth`] admits and

@@ -13,6 +13,8 @@
 //! in a message and renders the [`Reply`] that comes back.
 
 mod admission;
+mod cached_lists;
+mod cached_reads;
 mod client_session;
 mod dispatch;
 mod federated;
@@ -20,18 +22,16 @@ pub(crate) mod handoff;
 mod intake;
 mod legacy;
 pub mod listen;
-mod lists;
-pub mod live;
+pub mod live_discover;
 mod live_narrowing;
 mod modern;
-mod modern_side;
+mod modern_client;
 pub mod mrtr;
 pub(crate) mod param_headers;
-mod pooled;
+mod pooled_session;
 mod pump;
 pub mod quota;
 pub mod rate;
-mod reads;
 pub mod reply;
 mod restrict;
 pub mod sessions;

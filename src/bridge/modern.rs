@@ -3,9 +3,9 @@
 //! session. In front of a modern upstream: a faithful passthrough.
 
 use super::listen::ListenHold;
-use super::modern_side::ModernSide;
+use super::modern_client::ModernSide;
 use super::mrtr::{self, Retried};
-use super::pooled::pooled_session;
+use super::pooled_session::pooled_session;
 use super::pump::{self, ClientSide};
 use super::reply::{self, Reply};
 use crate::auth::Principal;
@@ -14,7 +14,7 @@ use crate::protocol::Era;
 use crate::protocol::capabilities::ListenSupport;
 use crate::protocol::lazy_json::ParamsView;
 use crate::protocol::{Id, ModernMethod, Request, Response};
-use crate::router::lists::ListKind;
+use crate::router::list_cache::ListKind;
 use crate::router::{Admission, Backend, OnDrop, SessionNeed, discover_params, gateway_client_info};
 use crate::translate::mrtr::conversation::{Binding, InputPolicy, input_responses};
 use crate::translate::{ModernRequest, discover, down};
@@ -64,15 +64,15 @@ pub async fn serve(
         }
         Ok(Era::Modern) if modern.method == ModernMethod::Discover && gateway.telemetry().live_discover() => {
             let reply = passthrough(backend, request, modern.method, forwarded, principal, None).await;
-            super::live::with_summary(reply, backend)
+            super::live_discover::with_summary(reply, backend)
         }
         Ok(Era::Modern) if modern.method == ModernMethod::ResourcesRead => {
-            match super::reads::lookup(backend, &request, principal) {
+            match super::cached_reads::lookup(backend, &request, principal) {
                 Ok(kept) => kept,
                 Err(miss) => {
                     let reply = passthrough(backend, request, modern.method, forwarded, principal, None).await;
                     match miss {
-                        Some(miss) => super::reads::keep(backend, miss, principal, reply),
+                        Some(miss) => super::cached_reads::keep(backend, miss, principal, reply),
                         None => reply,
                     }
                 }
@@ -93,7 +93,12 @@ pub async fn serve(
                 Box::pin(super::listen::on_legacy_upstream(gateway, session, request, hold)).await
             }
             method => match ListKind::of(method) {
-                Some(kind) => Box::pin(super::lists::serve(gateway, backend, request, modern, kind, principal)).await,
+                Some(kind) => {
+                    Box::pin(super::cached_lists::serve(
+                        gateway, backend, request, modern, kind, principal,
+                    ))
+                    .await
+                }
                 None => forward(gateway, backend, request, modern, principal).await,
             },
         },
@@ -155,7 +160,7 @@ async fn passthrough(
 pub async fn discover(gateway: &Gateway, backend: &Backend, id: Id, principal: &Principal) -> Reply {
     let reply = discover_result(backend, id, principal).await;
     if gateway.telemetry().live_discover() {
-        super::live::with_summary(reply, backend)
+        super::live_discover::with_summary(reply, backend)
     } else {
         reply
     }

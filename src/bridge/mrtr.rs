@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::time::Instant as Deadline;
 
 use super::handoff;
-use super::modern_side::{self, ModernSide, answer_upstream};
+use super::modern_client::{self, ModernSide, answer_upstream};
 use crate::config::SessionsConfig;
 use crate::protocol::{ErrorObject, Id, Request, Response};
 use crate::router::{Call, CallEvent, CallStep};
@@ -255,7 +255,7 @@ pub async fn gather(
                 match gathering.handle_server_request(request, Deadline::now().into_std()) {
                     Gathered::Kept => {}
                     Gathered::Answered(answer) => answer_upstream(&session, vec![answer]).await,
-                    Gathered::Refuse(request) => modern_side::refuse_later(&session, request),
+                    Gathered::Refuse(request) => modern_client::refuse_later(&session, request),
                 }
             }
             CallStep::Event(CallEvent::Notification(notification)) => {
@@ -274,7 +274,7 @@ pub async fn gather(
         }
     }
     match gathering.decide(call, store.expiry_within(Instant::now())) {
-        Decision::Fail { error, call } => modern_side::fail_call(call, &client_id, error, &tx).await,
+        Decision::Fail { error, call } => modern_client::fail_call(call, &client_id, error, &tx).await,
         Decision::Ask { refuse, awaiting } => {
             for request in refuse {
                 let _ = session.respond(refuse_server_request(&request)).await;
@@ -284,7 +284,7 @@ pub async fn gather(
                     let _ = tx.send(Response::result(client_id, result).into_message()).await;
                 }
                 Err(awaiting) => match (*awaiting).handle_expiry() {
-                    Some(call) => modern_side::fail_call(call, &client_id, quota_error(), &tx).await,
+                    Some(call) => modern_client::fail_call(call, &client_id, quota_error(), &tx).await,
                     None => {
                         let _ = tx
                             .send(Response::error(Some(client_id), quota_error()).into_message())

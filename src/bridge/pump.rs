@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::handoff;
-use super::modern_side::{ModernSide, answer_upstream, fail_call, refuse_later};
+use super::modern_client::{ModernSide, answer_upstream, fail_call, refuse_later};
 use super::mrtr::{self, SuspendedCalls};
 use super::reply::{Reply, Responses};
 use super::sessions::ClientSession;

@@ -16,7 +16,7 @@ use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::federation::Federation;
-use super::lists::ListCache;
+use super::list_cache::ListCache;
 use super::{PartitionKey, UpstreamError, UpstreamSession};
 use crate::auth::Principal;
 use crate::config::{LegacySessions, UpstreamConfig};

@@ -5,8 +5,8 @@
 
 mod backend;
 pub mod federation;
-pub mod lists;
-pub mod reads;
+pub mod list_cache;
+pub mod read_cache;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +25,7 @@ use crate::upstream::Upstream;
 use crate::upstream::credentials::Registrations;
 use crate::upstream::transport::stdio::ChildSupervisor;
 use federation::Federation;
-use lists::ListCache;
+use list_cache::ListCache;
 
 /// The kinds of endpoint a request can address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

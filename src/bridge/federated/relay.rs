@@ -23,7 +23,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::auth::Principal;
-use crate::bridge::pooled;
+use crate::bridge::pooled_session;
 use crate::bridge::pump::{self, ClientSide};
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::{ClientSession, stateless_envelope};
@@ -100,7 +100,7 @@ async fn member_session(
     principal: &Principal,
 ) -> Result<(Arc<UpstreamSession>, bool), UpstreamError> {
     // The partition (and handshake) a 2026-07-28 request of the same capabilities gets
-    // (`bridge::pooled`): the member's state a call changes is the state its lists show.
+    // (`bridge::pooled_session`): the member's state a call changes is the state its lists show.
     let revision = Revision::LATEST_LEGACY;
     let envelope = || {
         session
@@ -108,7 +108,7 @@ async fn member_session(
             .unwrap_or_else(|| stateless_envelope(&json!({}), &Value::Null))
     };
     let (key, may_be_asked) = session.member_partition(|| {
-        let profile = pooled::capability_profile(&envelope().client_capabilities);
+        let profile = pooled_session::capability_profile(&envelope().client_capabilities);
         let may_be_asked = ["sampling", "elicitation", "roots"]
             .iter()
             .any(|capability| profile.get(capability).is_some());

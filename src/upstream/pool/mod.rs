@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use self::admission::Admission;
 use self::era::EraCell;
 pub use self::partition::PartitionKey;
 use self::partition::Partitions;
 use self::partition::Pooled;
+use self::permits::Admission;
 use super::member::{Member, Target};
 use super::transport::stdio::ChildSupervisor;
 use crate::auth::Principal;
@@ -42,12 +42,12 @@ use crate::translate::CachePolicy;
 use crate::upstream::credentials::{Registrations, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
 
-mod admission;
 mod dedicated;
 mod era;
 mod health;
 mod members;
 mod partition;
+mod permits;
 mod pooled;
 mod snapshot;
 

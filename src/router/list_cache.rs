@@ -7,7 +7,7 @@
 //! configured interval. Bounded by entry count; never shared across principals.
 //! The caching hints the pages get are decided in [`crate::translate::cache`].
 //! Next to the pages: the `resources/read` results a modern upstream lets
-//! eragate keep ([`ListCache::reads`], [`super::reads`]).
+//! eragate keep ([`ListCache::reads`], [`super::read_cache`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
@@ -142,7 +142,7 @@ pub struct ListCache {
     relist: Option<Duration>,
     max_entries: usize,
     inner: Mutex<Inner>,
-    reads: super::reads::ReadCache,
+    reads: super::read_cache::ReadCache,
 }
 
 #[derive(Default)]
@@ -163,12 +163,12 @@ impl ListCache {
             relist: config.relist_interval(),
             max_entries: config.max_entries(),
             inner: Mutex::new(Inner::default()),
-            reads: super::reads::ReadCache::new(config.max_entries()),
+            reads: super::read_cache::ReadCache::new(config.max_entries()),
         }
     }
 
     /// The `resources/read` results kept for the backend (bounded like the pages).
-    pub fn reads(&self) -> &super::reads::ReadCache {
+    pub fn reads(&self) -> &super::read_cache::ReadCache {
         &self.reads
     }
 

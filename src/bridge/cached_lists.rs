@@ -1,5 +1,5 @@
 //! A 2026-07-28 list request in front of a legacy upstream: answered from the
-//! page the backend keeps ([`crate::router::lists`]) while it is current, else
+//! page the backend keeps ([`crate::router::list_cache`]) while it is current, else
 //! fetched on a pooled session and kept. Hits and misses are counted; the
 //! caching hints follow from how the page is watched and who it may differ for.
 
@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use super::pooled::pooled_session;
+use super::pooled_session::pooled_session;
 use super::reply::{self, Reply};
 use crate::auth::Principal;
 use crate::gateway::Gateway;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ModernMethod, Request, Response};
-use crate::router::lists::{ListKind, PageKey, PageParts};
+use crate::router::list_cache::{ListKind, PageKey, PageParts};
 use crate::router::{Backend, CallStep, OnDrop, UpstreamError, UpstreamSession};
 use crate::translate::cache::{Audience, Watch};
 use crate::translate::{ModernRequest, down, up};
@@ -128,7 +128,7 @@ async fn fetch(
 
 /// The page this request asks for, in the partition its session would be of.
 fn page_key(request: &Request, modern: &ModernRequest, principal: &Principal) -> PageKey {
-    let partition = super::pooled::partition_key(modern, principal);
+    let partition = super::pooled_session::partition_key(modern, principal);
     let cursor = request
         .params
         .as_ref()

@@ -1,5 +1,5 @@
 //! A 2026-07-28 `resources/read` in front of a modern upstream: answered from
-//! the result the backend keeps ([`crate::router::reads`]) while the upstream's
+//! the result the backend keeps ([`crate::router::read_cache`]) while the upstream's
 //! own `ttlMs` lasts, for whom its `cacheScope` allows; else sent, and its
 //! answer kept when the upstream says it may be. Hits and misses are counted.
 
