@@ -11,8 +11,9 @@
 //! What a step narrows (the tools a token may see, the names a policy
 //! renames, a listen that follows reloads) rides in the [`Pass`] and shapes
 //! the answer; a refusal is the answer. The backend's own admission (its
-//! in-flight bound and queue, [`crate::router`]) is taken where the upstream
-//! session is borrowed, because its permit lives exactly as long as the call.
+//! in-flight bound and queue, `Backend::admit`) is the last step, taken by the
+//! route only where the upstream is reached: its permit lives exactly as long
+//! as the upstream call, and an answer from eragate's cache takes none.
 
 use crate::auth::{Admitted, Denied, ToolView};
 use crate::protocol::errors::Rejection;
