@@ -520,3 +520,62 @@ fn requests_in_flight_are_bounded_per_principal() {
     }
     assert_no_problems(&problems, &[("gateway", gateway.log())]);
 }
+
+/// A GET of the HTTP+SSE endpoint as `token`, kept open by the caller.
+fn open_sse_stream(gateway: &Eragate, token: &str) -> reqwest::blocking::Response {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client")
+        .get(format!("http://{}/mcp/sse", gateway.addr))
+        .header("accept", "text/event-stream")
+        .header("authorization", bearer(token))
+        .send()
+        .expect("GET /mcp/sse")
+}
+
+/// HTTP+SSE streams: a principal's share is bounded (before, 300 streams one
+/// principal opened without posting made another's call hang), another
+/// principal is still served on that transport by the Python SDK, and a
+/// stream nobody posts to is closed (before, it stayed open for ever).
+#[test]
+fn http_sse_streams_are_a_bounded_share_and_close_when_unused() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let limits = "\n[limits]\nmax_sse_streams_per_principal = 3\nsse_first_post_timeout = \"2s\"\n";
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let gateway = gateway(&admin, &format!("{upstream}{limits}"));
+    let mut problems = Vec::new();
+    let mut alice: Vec<_> = (0..3).map(|_| open_sse_stream(&gateway, ALICE)).collect();
+    let statuses: Vec<u16> = alice.iter().map(|s| s.status().as_u16()).collect();
+    if statuses != [200, 200, 200] {
+        problems.push(format!("alice's three streams: {statuses:?}"));
+    }
+    let fourth = open_sse_stream(&gateway, ALICE);
+    let fourth_status = fourth.status().as_u16();
+    let fourth_body = fourth.text().unwrap_or_default();
+    if fourth_status != 429 || !fourth_body.contains("-32029") {
+        problems.push(format!("alice's fourth stream: {fourth_status} {fourth_body}"));
+    }
+    // Bob, on the same transport, while alice holds her share.
+    let sse_url = format!("http://{}/mcp/sse", gateway.addr);
+    let authorization = format!("Authorization: {}", bearer(BOB));
+    match py_client(&["--sse", &sse_url, "--header", &authorization, "--scenario", "tools"]) {
+        Ok(summary) if summary["results"]["call_echo"]["text"] == json!("echo: hi") => {}
+        Ok(summary) => problems.push(format!("bob over HTTP+SSE: {summary}")),
+        Err(error) => problems.push(format!("bob over HTTP+SSE: {error}")),
+    }
+    // Nobody posts to alice's streams: each ends (its body reads to the end).
+    let stream = alice.remove(0);
+    match stream.text() {
+        Ok(body) if body.contains("event: endpoint") => {}
+        Ok(body) => problems.push(format!(
+            "alice's unused stream ended without its endpoint event: {body}"
+        )),
+        Err(error) => problems.push(format!("alice's unused stream was not closed: {error}")),
+    }
+    // Her share came back with her streams.
+    wait_until("alice's share given back", Duration::from_secs(10), || {
+        open_sse_stream(&gateway, ALICE).status().as_u16() == 200
+    });
+    assert_no_problems(&problems, &[("eragate", gateway.log())]);
+}

@@ -1,6 +1,7 @@
 //! Things a principal holds open, counted per principal and in all: open
-//! listens (`limits.max_listens_per_principal`, `limits.max_listens`) and
-//! requests in flight (`limits.max_in_flight_per_principal`). A [`Hold`] is one
+//! listens (`limits.max_listens_per_principal`, `limits.max_listens`),
+//! HTTP+SSE streams (`limits.max_sse_streams_per_principal`) and requests in
+//! flight (`limits.max_in_flight_per_principal`). A [`Hold`] is one
 //! place in a [`HeldQuota`], given back when dropped; past a bound the refusal
 //! is [`Rejection::QuotaExceeded`].
 
@@ -35,7 +36,8 @@ pub struct HeldQuota {
 /// One place in a [`HeldQuota`], given back when dropped.
 pub struct Hold {
     quota: Arc<HeldQuota>,
-    principal: Arc<str>,
+    /// Whose place it is; `None` for a place counted in all only.
+    principal: Option<Arc<str>>,
 }
 
 impl HeldQuota {
@@ -67,6 +69,22 @@ impl HeldQuota {
         self.max.store(max, Ordering::Relaxed);
     }
 
+    /// A place for one more of `principal`'s, counted in all only when this
+    /// quota does not bind `principal` (see [`HeldQuota::binds`]).
+    pub fn hold_for(self: &Arc<Self>, principal: &crate::auth::Principal) -> Result<Hold, Rejection> {
+        if self.binds(principal) {
+            return self.hold(principal.as_str());
+        }
+        let max = self.max.load(Ordering::Relaxed);
+        if self.total.fetch_add(1, Ordering::AcqRel) >= max {
+            return Err(self.give_back_and_refuse(max));
+        }
+        Ok(Hold {
+            quota: self.clone(),
+            principal: None,
+        })
+    }
+
     /// A place for one more of `principal`'s, or the refusal.
     pub fn hold(self: &Arc<Self>, principal: &str) -> Result<Hold, Rejection> {
         let per_principal = self.per_principal.load(Ordering::Relaxed);
@@ -95,7 +113,7 @@ impl HeldQuota {
         drop(own);
         Ok(Hold {
             quota: self.clone(),
-            principal,
+            principal: Some(principal),
         })
     }
 
@@ -122,10 +140,12 @@ impl HeldQuota {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.quota.open.remove_if_mut(&*self.principal, |_, own| {
-            *own -= 1;
-            *own == 0
-        });
+        if let Some(principal) = &self.principal {
+            self.quota.open.remove_if_mut(&**principal, |_, own| {
+                *own -= 1;
+                *own == 0
+            });
+        }
         self.quota.total.fetch_sub(1, Ordering::AcqRel);
     }
 }

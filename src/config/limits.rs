@@ -1,7 +1,7 @@
 //! `[limits]`: the bounds that keep one client from holding what others need:
 //! connection timeouts, per-IP connections, JSON shape bounds checked before
 //! parsing, the size of what a session id carries, the ended-id set, and
-//! open listens and requests in flight per principal.
+//! open listens, HTTP+SSE streams and requests in flight per principal.
 
 use std::time::Duration;
 
@@ -58,6 +58,15 @@ pub struct LimitsConfig {
     /// gateway without authentication (nobody else to protect it from: the
     /// gateway's own bounds apply) unless set here, when it binds that one too.
     pub max_in_flight_per_principal: Option<usize>,
+    /// Most open 2024-11-05 HTTP+SSE streams of one principal (429 past it);
+    /// every stream also counts against `listen.max_connections`. Default 16
+    /// for each authenticated principal, and none for the anonymous principal of
+    /// a gateway without authentication unless set here.
+    pub max_sse_streams_per_principal: Option<usize>,
+    /// An HTTP+SSE stream on which no message is posted within this long of
+    /// opening is closed; once one is, the stream is closed when none has been
+    /// posted for `sessions.idle_timeout`. Default 30 s.
+    pub sse_first_post_timeout: Humantime,
 }
 
 impl Default for LimitsConfig {
@@ -79,6 +88,8 @@ impl Default for LimitsConfig {
             max_listens_per_principal: 16,
             max_listens: 1000,
             max_in_flight_per_principal: None,
+            max_sse_streams_per_principal: None,
+            sse_first_post_timeout: Humantime(Duration::from_secs(30)),
         }
     }
 }
@@ -94,6 +105,16 @@ impl LimitsConfig {
         self.max_in_flight_per_principal.is_some()
     }
 
+    /// HTTP+SSE streams allowed to one principal (`max_sse_streams_per_principal`, default 16).
+    pub fn sse_streams_per_principal(&self) -> usize {
+        self.max_sse_streams_per_principal.unwrap_or(16)
+    }
+
+    /// Whether the HTTP+SSE stream quota binds the anonymous principal too (only when set).
+    pub fn sse_streams_bind_anonymous(&self) -> bool {
+        self.max_sse_streams_per_principal.is_some()
+    }
+
     /// Bounds that must not be zero.
     pub(super) fn issues(&self) -> Vec<ConfigIssue> {
         let counts = [
@@ -106,6 +127,7 @@ impl LimitsConfig {
             ("max_listens_per_principal", self.max_listens_per_principal),
             ("max_listens", self.max_listens),
             ("max_in_flight_per_principal", self.in_flight_per_principal()),
+            ("max_sse_streams_per_principal", self.sse_streams_per_principal()),
         ];
         let durations = [
             ("header_read_timeout", self.header_read_timeout),
@@ -113,6 +135,7 @@ impl LimitsConfig {
             ("idle_timeout", self.idle_timeout),
             ("h2_keep_alive_interval", self.h2_keep_alive_interval),
             ("h2_keep_alive_timeout", self.h2_keep_alive_timeout),
+            ("sse_first_post_timeout", self.sse_first_post_timeout),
         ];
         let zero_counts = counts.into_iter().filter(|(_, n)| *n == 0).map(|(key, _)| key);
         let zero_durations = durations.into_iter().filter(|(_, d)| d.0.is_zero()).map(|(key, _)| key);

@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use self::head::{
     Repeated, RequestHeaders, accepts, accepts_json_and_sse, content_type_is_json, is_modern_or_sessionless,
 };
-use super::legacy_sse::SseConnections;
+use super::legacy_sse::{SseConnections, StreamBounds};
 use super::respond::{self, Body, StreamTiming};
 use crate::auth::{Admitted, Denied, Presented, Principal, WellKnown};
 use crate::bridge::{AttachError, Batches, Intake, Reply, SessionLookup, Taken, take};
@@ -93,15 +93,24 @@ impl HttpFrontend {
             Endpoint::Mcp => {}
             Endpoint::SseStream if parts.method == Method::GET => {
                 let messages_path = format!("{}/messages", path.trim_end_matches('/').trim_end_matches("/sse"));
-                // As applied now: a reload's keep-alive reaches the next stream opened.
-                let keep_alive = self.gateway.limits().listen.sse_keep_alive.0;
-                return self.sse_connections.open(
-                    backend,
-                    principal,
-                    &messages_path,
-                    keep_alive,
-                    self.gateway.closing().clone(),
-                );
+                // As applied now: a reload's bounds reach the next stream opened.
+                let applied = self.gateway.limits();
+                let bounds = StreamBounds {
+                    keep_alive: applied.listen.sse_keep_alive.0,
+                    first_post: applied.limits.sse_first_post_timeout.0,
+                    idle: applied.sessions.idle_timeout.0,
+                    per_principal: applied.limits.sse_streams_per_principal(),
+                    binds_anonymous: applied.limits.sse_streams_bind_anonymous(),
+                    max: applied.listen.max_connections,
+                };
+                let closing = self.gateway.closing().clone();
+                return match self
+                    .sse_connections
+                    .open(backend, principal, &messages_path, bounds, closing)
+                {
+                    Ok(stream) => stream,
+                    Err(refusal) => reject(refusal),
+                };
             }
             Endpoint::SseMessages if parts.method == Method::POST => {
                 return Box::pin(self.sse_message(&parts, body, headers.traceparent, &admitted)).await;

@@ -2,7 +2,9 @@
 //! <path>/sse` opens a stream whose first event names the POST endpoint;
 //! every answer, notification and relayed request travels on that stream.
 //!
-//! The stream is the connection: its client session ends when it closes.
+//! The stream is the connection: its client session ends when it closes. A
+//! principal holds a bounded share of streams, and a stream nobody posts to
+//! is closed.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,12 +13,15 @@ use bytes::Bytes;
 use dashmap::DashMap;
 use rand::Rng;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::respond;
 use crate::auth::Principal;
+use crate::bridge::quota::HeldQuota;
 use crate::bridge::{ClientSession, Reply, SessionLookup, reply};
 use crate::protocol::Message;
+use crate::protocol::errors::Rejection;
 use crate::protocol::sse::{KEEP_ALIVE, event_frame};
 use crate::router::Backend;
 
@@ -24,9 +29,11 @@ use crate::router::Backend;
 const OUT_QUEUE: usize = 256;
 
 /// Open HTTP+SSE connections by the id in their endpoint URL.
-#[derive(Default)]
 pub struct SseConnections {
     connections: DashMap<String, Arc<SseConnection>>,
+    /// Open streams per principal and in all: each holds a connection, a task
+    /// and, once initialized, a client session.
+    streams: Arc<HeldQuota>,
 }
 
 /// One client's stream.
@@ -37,18 +44,52 @@ pub struct SseConnection {
     out: mpsc::Sender<Message>,
     /// Set by `initialize`; a std mutex, never held across `.await`.
     session: Mutex<Option<Arc<ClientSession>>>,
+    /// When the stream opened, and when a message was last posted to it.
+    opened: Instant,
+    last_post: Mutex<Option<Instant>>,
+}
+
+/// How one stream is kept alive and bounded, as configured when it opens.
+#[derive(Clone, Copy, Debug)]
+pub struct StreamBounds {
+    /// Interval of keep-alive comments (`listen.sse_keep_alive`).
+    pub keep_alive: Duration,
+    /// Closed when nothing is posted within this long of opening (`limits.sse_first_post_timeout`).
+    pub first_post: Duration,
+    /// Then closed when nothing has been posted for this long (`sessions.idle_timeout`).
+    pub idle: Duration,
+    /// Streams one principal may hold (`limits.max_sse_streams_per_principal`).
+    pub per_principal: usize,
+    /// Whether the anonymous principal is bound by `per_principal`.
+    pub binds_anonymous: bool,
+    /// Streams in all (`listen.max_connections`).
+    pub max: usize,
+}
+
+impl Default for SseConnections {
+    fn default() -> Self {
+        SseConnections {
+            connections: DashMap::new(),
+            streams: HeldQuota::new("HTTP+SSE streams", usize::MAX, usize::MAX),
+        }
+    }
 }
 
 impl SseConnections {
-    /// Opens a stream for `upstream`; its endpoint event points at `messages_path`.
+    /// Opens a stream for `backend`; its endpoint event points at
+    /// `messages_path`. Refused past the principal's share of streams, or past
+    /// the bound in all.
     pub fn open(
         self: &Arc<Self>,
         backend: Backend,
         principal: Principal,
         messages_path: &str,
-        keep_alive: Duration,
+        bounds: StreamBounds,
         closing: CancellationToken,
-    ) -> http::Response<respond::Body> {
+    ) -> Result<http::Response<respond::Body>, Rejection> {
+        self.streams.set_bounds(bounds.per_principal, bounds.max);
+        self.streams.set_binds_anonymous(bounds.binds_anonymous);
+        let hold = self.streams.hold_for(&principal)?;
         let id = format!("{:032x}", rand::rng().random::<u128>());
         let (out, mut messages) = mpsc::channel(OUT_QUEUE);
         let connection = Arc::new(SseConnection {
@@ -56,14 +97,20 @@ impl SseConnections {
             principal,
             out,
             session: Mutex::new(None),
+            opened: Instant::now(),
+            last_post: Mutex::new(None),
         });
-        self.connections.insert(id.clone(), connection);
+        self.connections.insert(id.clone(), connection.clone());
         let (tx, response) = respond::sse();
         let endpoint = format!("{messages_path}?session_id={id}");
         let connections = self.clone();
         tokio::spawn(async move {
+            let _hold = hold;
             let _ = tx.send(Bytes::from(event_frame("endpoint", &endpoint))).await;
-            let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + keep_alive, keep_alive);
+            let keep_alive = bounds.keep_alive;
+            let mut ticker = tokio::time::interval_at(Instant::now() + keep_alive, keep_alive);
+            let quiet = tokio::time::sleep_until(connection.quiet_until(bounds));
+            tokio::pin!(quiet);
             loop {
                 tokio::select! {
                     message = messages.recv() => match message {
@@ -71,13 +118,21 @@ impl SseConnections {
                         None => break,
                     },
                     _ = ticker.tick() => if tx.send(Bytes::from_static(KEEP_ALIVE)).await.is_err() { break },
+                    () = &mut quiet => {
+                        let until = connection.quiet_until(bounds);
+                        if until <= Instant::now() {
+                            tracing::debug!(principal = ?connection.principal, "an HTTP+SSE stream nobody posts to: closed");
+                            break;
+                        }
+                        quiet.as_mut().reset(until);
+                    }
                     () = tx.closed() => break,
                     () = closing.cancelled() => break,
                 }
             }
             connections.close(&id);
         });
-        response
+        Ok(response)
     }
 
     /// The open connection `id`, when it is `principal`'s: only who opened a
@@ -120,12 +175,22 @@ impl SseConnection {
         }
     }
 
-    /// Sends `reply` down the stream; a fresh session becomes the stream's.
+    /// Sends `reply` to a message posted now down the stream; a fresh session
+    /// becomes the stream's.
     pub fn deliver(&self, reply: Reply) {
+        *self.last_post.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         if let Reply::Initialized(_, session) = &reply {
             self.adopt(session.clone());
         }
         let _ = reply::forward_to(reply, self.out.clone());
+    }
+
+    /// When the stream is to be closed if nothing is posted meanwhile.
+    fn quiet_until(&self, bounds: StreamBounds) -> Instant {
+        match *self.last_post.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(last) => last + bounds.idle,
+            None => self.opened + bounds.first_post,
+        }
     }
 
     fn session(&self) -> Option<Arc<ClientSession>> {
