@@ -1,8 +1,8 @@
 //! A faster hasher for the maps on a call's path whose keys eragate makes itself.
 //!
 //! std's `HashMap` and `DashMap` hash with SipHash-1-3, which resists an attacker
-//! who chooses the keys that go into a map (HashDoS). A proxied call hashed keys
-//! with it about a dozen times (bench/NOTES.md, "Instructions per proxied call").
+//! who chooses the keys that go into a map (HashDoS), at a price paid on every
+//! lookup on a call's path (bench/NOTES.md, "Instructions per proxied call").
 //! Where every key *inserted* is made by eragate, that resistance buys nothing: a
 //! client can only look a key up, and a lookup probes no more than the keys present,
 //! whose hashes it cannot choose. Those maps use [`FastState`] (foldhash, seeded

@@ -146,8 +146,8 @@ impl Admission<'_> {
         if rate.unlimited() {
             return Verdict::Admit;
         }
-        // Boxed: counting in Redis (~1,800 bytes of future) would otherwise size the
-        // state of every request, limited or not.
+        // Boxed: counting in Redis would otherwise size the state of every request,
+        // limited or not.
         let rate = arc_swap::Guard::into_inner(rate);
         let principal = self.caller.principal.as_str();
         match Box::pin(rate.admit(principal, self.backend.name(), message)).await {

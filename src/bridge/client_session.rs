@@ -107,8 +107,8 @@ impl TooManySubscriptions {
     }
 }
 
-/// The upstream ids carrying one client request id: nearly always one, kept
-/// without an allocation (a `Vec` per call was a `malloc` and a `free`).
+/// The upstream ids carrying one client request id: nearly always one, so kept
+/// without an allocation.
 #[derive(Debug)]
 enum Carriers {
     One(u64),

@@ -2,15 +2,13 @@
 //!
 //! A call's pump is polled by whoever receives its messages (see
 //! [`super::reply::Responses::produced_by`]), and most calls send it one
-//! message, the response. tokio's mpsc channel cost ~3,000 instructions a call
-//! for that (bench/NOTES.md, issue 17): its shared state is cache-padded, so
-//! allocated aligned, and its first block holds 32 messages, two allocations
-//! past the allocator's fast path, then its semaphore and wakers. This queue is
-//! a queue behind a mutex that nobody else takes, its first message held in
-//! place: one small allocation for a call's one message. It keeps the channel's promises that the pump
-//! relies on: at most `bound` messages wait, a sender waits for room, a send
-//! after the receiver left fails, [`Sender::closed`] resolves when the receiver
-//! leaves, and the receiver sees every message sent before the last sender went.
+//! message, the response, so this queue (behind a mutex nobody else takes)
+//! holds its first message in place: one small allocation, where tokio's mpsc
+//! channel makes cache-padded state and a 32-slot block. It keeps the channel's
+//! promises that the pump relies on: at most `bound` messages wait, a sender
+//! waits for room, a send after the receiver left fails, [`Sender::closed`]
+//! resolves when the receiver leaves, and the receiver sees every message sent
+//! before the last sender went.
 //!
 //! It also carries one question the other way: a receiver that wants to know
 //! when a first message is late ([`Receiver::ask_first_by`]) asks the pump, which

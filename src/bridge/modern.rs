@@ -48,7 +48,8 @@ pub async fn serve(
         ListenCounting::Counted => gateway.listens().hold(principal.as_str()).map(Some),
         ListenCounting::CountedElsewhere => Ok(None),
     };
-    // Known after the first request; learning it (a probe, ~2,800 bytes of future) is boxed.
+    // Known after the first request; learning it (a probe) is boxed so that it does not
+    // size every request's state.
     let era = match backend.era_if_known() {
         Some(era) => Ok(era),
         None => Box::pin(backend.era(principal)).await,

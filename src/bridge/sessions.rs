@@ -34,8 +34,8 @@ pub struct SessionStore {
     /// Keyed by the ids eragate minted: [`FastState`].
     sessions: DashMap<Arc<str>, Arc<ClientSession>, FastState>,
     /// The quotas' counts, kept as sessions come and go, so that opening a
-    /// session asks two numbers instead of walking every session (which made
-    /// each `initialize` cost O(sessions): 42 ms of CPU at 30 k open, bench/SCALE.md).
+    /// session asks two numbers instead of walking every session (bench/NOTES.md,
+    /// "Scale").
     counts: HeldCounts,
     /// Ids this replica ended (DELETE, expiry), by digest: a sealed id stays
     /// valid until its expiry, so it must not be resumed again. Pruned at that

@@ -34,8 +34,8 @@ pub struct Envelope {
 }
 
 /// A client's self-reported identity as it was sent (JSON text), built into a
-/// tree only where a handshake or a modern upstream's envelope carries it: most
-/// requests never look at it, and building it cost ~900 instructions a request.
+/// tree only where a handshake or a modern upstream's envelope carries it, since
+/// most requests never look at it.
 /// Two are equal when they hold the same JSON value, however each was spelled
 /// (whitespace, member order): the text kept is the client's, or serde_json's
 /// writing of a tree.

@@ -2,10 +2,8 @@
 //! where the members of its top-level object lie.
 //!
 //! A proxied call reads two messages (the client's request, the upstream's
-//! answer). Checking each with serde_json while picking out its envelope, after
-//! a separate look for what serde_json's tree parse would refuse, cost ~10,000
-//! instructions per legacy call (issue 17). [`check_object`] does both in one
-//! walk over the bytes. It is deliberately narrower than JSON: it accepts only
+//! answer), and [`check_object`] checks each and finds its envelope in one walk
+//! over the bytes. It is deliberately narrower than JSON: it accepts only
 //! text that serde_json's tree parse accepts as well, and answers `None` for
 //! anything it does not judge itself (malformed text, an exponent, a number of
 //! hundreds of digits, a surrogate escape, nesting past [`MAX_DEPTH`], an

@@ -1,9 +1,9 @@
 //! `params` and `result` kept as the peer's JSON text until a stage looks inside.
 //!
 //! A proxied call needs only the envelope of its messages (id, method and a few
-//! `_meta` keys); building a `serde_json::Value` tree of every `params` and
-//! `result`, dropping it and writing it out again was a fifth of the
-//! instructions of a legacy call (bench/NOTES.md, issue 17). A [`LazyJson`]
+//! `_meta` keys), so a `serde_json::Value` tree of its `params` or `result` is
+//! built only when a stage asks for it
+//! (bench/NOTES.md, "Instructions per proxied call"). A [`LazyJson`]
 //! read from the wire keeps the text and writes it out byte for byte (member
 //! order, number spelling and unknown fields untouched); the tree is built the
 //! first time a stage dereferences it, and the text is given up only when a
@@ -435,7 +435,7 @@ impl Digest {
     /// The pass over a checked text; `None` when it is not an object with a `_meta`.
     fn of(text: &str) -> Option<Digest> {
         // A text without `_meta` in it, nor an escape to spell it with, has no such
-        // member: a legacy call's params are searched, not read (~1,000 instructions).
+        // member: a legacy call's params are searched, not walked.
         if !text.contains("_meta") && !text.contains('\\') {
             return None;
         }
@@ -1090,8 +1090,8 @@ fn walk_members(bytes: &[u8], start: usize, read_meta: bool) -> Option<(Spans, O
     }
     let base = if read_meta { 0 } else { start };
     let mut at = blank(bytes, start + 1);
-    // Gathered in place and boxed at their number: a `Vec` boxed would be shrunk,
-    // a reallocation each time (~250 instructions).
+    // Gathered in place and boxed at their number, because boxing a `Vec` would
+    // shrink it with a reallocation.
     let mut spans = [MemberSpan::default(); SPAN_LIMIT];
     let mut found = 0;
     let mut meta = None;

@@ -68,12 +68,11 @@ pub struct UpstreamSession {
     event_stream: AtomicBool,
     /// `resources/subscribe` held on this session, by URI, with how many listens need each.
     resource_subscriptions: Mutex<HashMap<String, usize>>,
-    /// The member as traces name it, made on the first traced call (formatting a URL
-    /// for every traced call cost 1,300 instructions).
+    /// The member as traces name it, made on the first traced call and kept, so that
+    /// later traced calls format no URL.
     member_label: OnceLock<Arc<str>>,
     /// `serverInfo` as 2026-07-28 results carry it, made on the first such result
-    /// after the handshake (cloning, writing and dropping its tree for every
-    /// result cost ~5,000 instructions).
+    /// after the handshake and kept, rather than built again for every result.
     server_info_for_modern: OnceLock<Arc<ServerInfo>>,
 }
 

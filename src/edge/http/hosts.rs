@@ -41,8 +41,8 @@ impl Served {
         if local.ip().is_loopback() || local.ip().is_unspecified() {
             hosts.push("localhost".into());
         }
-        // Served as every IP literal is, but found by the list before an address parse
-        // (the `Host` most clients of a bound address send; ~700 instructions a request).
+        // Served as every IP literal is, but found by the list before an address parse,
+        // since it is the `Host` most clients of a bound address send.
         if !local.ip().is_unspecified() {
             hosts.push(local.ip().to_canonical().to_string());
         }

@@ -8,11 +8,10 @@
 //! watchdog also keeps `limits.header_read_timeout`: a connection gets only
 //! that long before its first request (a socket that sends nothing, half an
 //! HTTP/2 preface or half a head), and an HTTP/1.1 connection only that long
-//! between one request's end and the next one's complete head. That is the
-//! time hyper's own header timer would allow, which is therefore off: it set,
-//! polled and cleared a timer of the runtime on every request (~1,500
-//! instructions of a proxied call, issue 17), where the watchdog's one timer
-//! fires at most once per timeout.
+//! between one request's end and the next one's complete head. hyper's own
+//! header timer, which would allow the same time, is off: it would arm a runtime
+//! timer on every request, where the watchdog's one timer fires at most once per
+//! timeout.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -154,11 +153,9 @@ impl Connection {
         let activity = Arc::new(Activity::new());
         let service = {
             let activity = activity.clone();
-            // Kept this small: hyper's `recv_msg` then inlines the closure and builds the
-            // request's future in place. One that did more (it put the peer address in the
-            // request's extensions) was called out of line, and its future, as large as
-            // every state of `handle`, was copied three times (~9,400 instructions per
-            // call; bench/NOTES.md, "Instructions per proxied call").
+            // Kept this small so that hyper's `recv_msg` inlines the closure and builds the
+            // request's future in place; a larger one is called out of line and its future
+            // copied (bench/NOTES.md, "Instructions per proxied call").
             service_fn(move |request: http::Request<hyper::body::Incoming>| {
                 let (frontend, in_flight) = (frontend.clone(), activity.enter(request.version()));
                 async move {
@@ -313,11 +310,9 @@ impl Activity {
             if wait.is_zero() {
                 return;
             }
-            // Polled again only once it has fired. This future is polled on every wake
-            // of its connection (~4 a call), and a sleep's own poll registers the waker
-            // again each time (~150 instructions). The waker registered first stays
-            // good: the connection's one spawned task polls this, and its waker does
-            // not change.
+            // Polled again only once it has fired, since a sleep's poll registers the
+            // waker again and this future is polled on every wake of its connection (the
+            // first waker stays good: the connection's one task polls this).
             let sleep = tokio::time::sleep(wait);
             tokio::pin!(sleep);
             let mut armed = false;

@@ -128,8 +128,8 @@ impl UpstreamCredentials {
             UpstreamCredentials::None => Ok(None),
             UpstreamCredentials::Header(name, value) => Ok(Some((name.clone(), value.clone()))),
             UpstreamCredentials::Broken(error) => Err(error.clone()),
-            // Boxed: the token request's future (~1,900 bytes) would otherwise size the
-            // state of every request toward every upstream, and be moved with it.
+            // Boxed: the token request's future would otherwise size the state of
+            // every request toward every upstream, and be moved with it.
             UpstreamCredentials::OAuth(client) => Box::pin(bearer_header(client, subject)).await,
         }
     }

@@ -120,8 +120,8 @@ impl Upstream {
             self.reused(handshake);
             return Ok(session);
         }
-        // Boxed: opening a session (a connection, a handshake under its timeout; ~2,700
-        // bytes of future) is rare, and would otherwise size every pooled request's state.
+        // Boxed: opening a session (a connection, a handshake under its timeout) is
+        // rare, and would otherwise size every pooled request's state.
         Box::pin(self.open_for(partition, initialize, sharing)).await
     }
 

@@ -2,13 +2,10 @@
 //! per origin, checked out and put back without hashing a key or holding a
 //! lock across I/O.
 //!
-//! hyper-util's pooled client did this job, generically: each request hashed its
-//! `(scheme, authority)` key with SipHash twice (checkout and put back), compared
-//! authorities without regard to case, rewrote the URI and `Host`, and moved its
-//! connection through a waiter queue: about 9,000 instructions per proxied call,
-//! 9 % of a legacy call (bench/NOTES.md, issue 17). An upstream's client here
-//! talks to the handful of origins its configuration names, so a short list of
-//! idle senders per origin, found by comparing bytes, does the same work.
+//! An upstream's client talks to the handful of origins its configuration names,
+//! so a short list of idle senders per origin, found by comparing bytes, does the
+//! job of hyper-util's pooled client without its hashed keys and waiter queue
+//! (bench/NOTES.md, "Instructions per proxied call").
 //!
 //! What it keeps of that client's behaviour: connections through the same
 //! connector (TCP with `TCP_NODELAY` and a connect timeout, `https://` checked as
@@ -168,8 +165,8 @@ impl HttpClient {
         loop {
             let (mut sender, reused) = match self.checkout(&origin) {
                 Some(sender) => (sender, true),
-                // Boxed: connecting (TCP, TLS, the handshake; ~2,400 bytes of future)
-                // is once per connection, and would otherwise size every request's state.
+                // Boxed: connecting (TCP, TLS, the handshake) is once per connection,
+                // and would otherwise size every request's state.
                 None => (Box::pin(self.connect(&target)).await?, false),
             };
             match sender.try_send_request(request).await {

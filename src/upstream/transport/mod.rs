@@ -82,8 +82,8 @@ impl Link {
     ) -> Result<Option<PostInFlight>, UpstreamError> {
         match self {
             Link::Stdio(link) => link.send(message).await.map(|()| None),
-            // Boxed: the old transport's POST (~1,700 bytes of future) would otherwise
-            // size every request's state on every transport.
+            // Boxed: the old transport's POST would otherwise size every request's
+            // state on every transport.
             Link::Sse(link) => Box::pin(link.send(&**session, message)).await.map(|()| None),
             Link::Http(link) => Ok(Some(link.post_request(session, upstream_id, message, extra_headers))),
         }
