@@ -1,6 +1,6 @@
 //! `/oauth/authorize` (authorization code with PKCE S256 only), the login form
 //! (`/oauth/login`, local users with Argon2id) and the consent form
-//! (`/oauth/consent`, remembered per user and client).
+//! (`/oauth/consent`, remembered per user, client and resource).
 //!
 //! A request that names no known client or redirect URI gets an error page, never
 //! a redirect; every later error is a redirect carrying `error`, `state` and `iss`
@@ -18,7 +18,7 @@ use http::{HeaderValue, StatusCode};
 use subtle::ConstantTimeEq;
 
 use super::broker::Upstream;
-use super::store::{Client, Grant};
+use super::store::{Client, Consent, Grant};
 use super::{AuthServer, ClientIp, Response, instant, pages, parameters, rules, sha256, signing, unix_now};
 
 /// How long a user may take between the pages.
@@ -316,7 +316,12 @@ impl AuthServer {
     /// client and these scopes before, else the consent page.
     async fn signed_in(&self, txn: &str, req: &Request, subject: &str) -> Response {
         self.pending.sign_in(txn, subject);
-        let remembered = self.store.consent(subject, &req.client_id).await.ok().flatten();
+        let remembered = self
+            .store
+            .consent(subject, &req.client_id, &req.resource)
+            .await
+            .ok()
+            .flatten();
         if remembered.is_some_and(|granted| req.scopes.iter().all(|s| granted.contains(s))) {
             self.pending.finish(txn);
             return self.issue_code(req, subject).await;
@@ -410,7 +415,7 @@ impl AuthServer {
         }
         let mut granted = self
             .store
-            .consent(&subject, &req.client_id)
+            .consent(&subject, &req.client_id, &req.resource)
             .await
             .ok()
             .flatten()
@@ -420,11 +425,13 @@ impl AuthServer {
                 granted.push(scope.clone());
             }
         }
-        if let Err(error) = self
-            .store
-            .put_consent(subject.clone(), req.client_id.clone(), granted)
-            .await
-        {
+        let consent = Consent {
+            subject: subject.clone(),
+            client_id: req.client_id.clone(),
+            resource: req.resource.clone(),
+            scopes: granted,
+        };
+        if let Err(error) = self.store.put_consent(consent).await {
             tracing::warn!(%error, "remembering a consent");
         }
         self.issue_code(&req, &subject).await
