@@ -3,8 +3,9 @@
 //! flow and calls a tool; the documents are served over TLS on loopback by
 //! `tests/peers/https_static.py` with a certificate from a CA made here and trusted
 //! only by this eragate (`client_metadata_ca`), on a port of its own, which the
-//! fetch's `Host` names. The SSRF guard refuses the same document without the test
-//! allowlist, and a document whose `client_id` is not its URL.
+//! fetch's `Host` names. The consent page names the document's URL. The SSRF guard
+//! refuses the same document without the test allowlist, and a document whose
+//! `client_id` is not its URL.
 
 #[path = "common/auth_server.rs"]
 mod auth_server;
@@ -144,6 +145,27 @@ fn gap_client_id_metadata_documents_with_the_python_sdk() {
     let requests = documents.requests();
     let host = format!("GET /client.json Host: localhost:{}", documents.port);
     assert!(requests.lines().any(|l| l.ends_with(&host)), "{requests}");
+    // The consent page names the document: who describes the client (a scope not
+    // consented to yet, so that it asks).
+    let authorize = Authorize {
+        scope: Some("not-yet-granted"),
+        ..authorize
+    };
+    let page = get(&authorize.url(&origin));
+    let (fields, cookie) = form_fields(&page);
+    let consent = post_form(
+        &format!("{origin}/oauth/login"),
+        &[
+            ("txn", &fields["txn"]),
+            ("csrf", &fields["csrf"]),
+            ("username", USER),
+            ("password", PASSWORD),
+        ],
+        cookie.as_deref(),
+    );
+    assert!(consent.body.contains("Allow access?"), "{}", consent.body);
+    assert!(consent.body.contains(&client_id), "{}", consent.body);
+    assert!(consent.body.contains("name not verified"), "{}", consent.body);
 }
 
 #[test]

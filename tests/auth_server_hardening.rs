@@ -1,5 +1,6 @@
 //! The built-in authorization server against strangers (issue 34), each against the
 //! real binary:
+//! - the consent page says where the code goes and marks names nobody verified;
 //! - an existing SQLite file others may read is made 0600;
 //! - consent to one resource is not consent to another;
 
@@ -9,6 +10,7 @@ mod common;
 
 use auth_server::*;
 use common::*;
+use serde_json::json;
 
 fn origin(gateway: &Eragate) -> String {
     format!("http://{}", gateway.addr)
@@ -61,6 +63,62 @@ fn sign_in(origin: &str, authorize_url: &str, user: &str, password: &str, header
 /// Whether a login answer is the consent page (the password was checked and right).
 fn is_consent(reply: &Reply) -> bool {
     reply.status == 200 && reply.body.contains("Allow access?")
+}
+
+#[test]
+fn the_consent_page_says_where_the_code_goes_and_marks_names_nobody_verified() {
+    let gateway = gateway(
+        "[[auth.server.clients]]\nclient_id = \"desktop\"\nclient_name = \"Desktop app\"\n\
+         redirect_uris = [\"https://desktop.example.com/cb\"]\n",
+    );
+    let origin = origin(&gateway);
+    let registered = post_json(
+        &format!("{origin}/oauth/register"),
+        &json!({
+            "redirect_uris": [REDIRECT],
+            "application_type": "native",
+            "token_endpoint_auth_method": "none",
+            "client_name": "Totally Official Bank",
+        }),
+    );
+    let dynamic = registered.json()["client_id"].as_str().expect("client_id").to_owned();
+    let (_, challenge) = pkce();
+    // (client, redirect URI, the name, whether it is marked, where the code goes)
+    let cases = [
+        (
+            dynamic.as_str(),
+            REDIRECT,
+            "Totally Official Bank",
+            true,
+            "127.0.0.1:9 (an application on this computer)",
+        ),
+        (
+            "desktop",
+            "https://desktop.example.com/cb",
+            "Desktop app",
+            false,
+            "desktop.example.com",
+        ),
+    ];
+    for (client_id, redirect_uri, name, marked, destination) in cases {
+        let url = Authorize {
+            client_id,
+            redirect_uri,
+            challenge: &challenge,
+            resource: &gateway.url(),
+            scope: None,
+            state: "s",
+        }
+        .url(&origin);
+        let login = get(&url);
+        let consent = sign_in(&origin, &url, USER, PASSWORD, &[]);
+        assert!(is_consent(&consent), "{consent:?}");
+        for page in [&login.body, &consent.body] {
+            assert!(page.contains(name), "{page}");
+            assert_eq!(page.contains("name not verified"), marked, "{client_id}: {page}");
+        }
+        assert!(consent.body.contains(destination), "{client_id}: {}", consent.body);
+    }
 }
 
 #[cfg(unix)]

@@ -18,7 +18,7 @@ use http::{HeaderValue, StatusCode};
 use subtle::ConstantTimeEq;
 
 use super::broker::Upstream;
-use super::store::{Client, Consent, Grant};
+use super::store::{Client, ClientOrigin, Consent, Grant};
 use super::{AuthServer, ClientIp, Response, instant, pages, parameters, rules, sha256, signing, unix_now};
 
 /// How long a user may take between the pages.
@@ -33,11 +33,56 @@ const COOKIE_NAME: &str = "eragate_txn";
 pub struct Request {
     client_id: String,
     client_name: String,
+    /// Whether the operator named the client (a configured one).
+    name_verified: bool,
+    /// The URL of the client's metadata document (a CIMD client).
+    document: Option<String>,
+    /// Where the code goes, as the consent page says it ([`destination`]).
+    destination: String,
     redirect_uri: String,
     state: Option<String>,
     code_challenge: String,
     resource: String,
     scopes: Vec<String>,
+}
+
+impl Request {
+    /// What the pages say about its client.
+    fn shown(&self) -> pages::Shown<'_> {
+        pages::Shown {
+            name: &self.client_name,
+            verified: self.name_verified,
+            destination: &self.destination,
+            document: self.document.as_deref(),
+        }
+    }
+}
+
+/// Where a code sent to `redirect_uri` goes, as a person reads it: its host (and
+/// port), noting a loopback one is this computer; or, for a private-use scheme
+/// (`com.example.app:/cb`), the app that scheme opens.
+fn destination(redirect_uri: &str) -> String {
+    let Ok(url) = url::Url::parse(redirect_uri) else {
+        return redirect_uri.to_owned();
+    };
+    let Some(host) = url.host_str() else {
+        return format!("the application that opens {}: links", url.scheme());
+    };
+    let place = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    };
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    if loopback {
+        format!("{place} (an application on this computer)")
+    } else {
+        place
+    }
 }
 
 struct Transaction {
@@ -166,6 +211,9 @@ impl AuthServer {
         let request = match checked {
             Ok((code_challenge, resource, scopes)) => Request {
                 client_name: client.client_name.clone().unwrap_or_else(|| client.client_id.clone()),
+                name_verified: client.origin == ClientOrigin::Static,
+                document: (client.origin == ClientOrigin::MetadataDocument).then(|| client.client_id.clone()),
+                destination: destination(&redirect_uri),
                 client_id: client.client_id,
                 redirect_uri,
                 state,
@@ -180,7 +228,7 @@ impl AuthServer {
         let (txn, csrf) = self.pending.insert(request.clone());
         let mut response = match &self.broker {
             None => {
-                let html = pages::login(&self.path("login"), &txn, &csrf, &request.client_name, None);
+                let html = pages::login(&self.path("login"), &txn, &csrf, &request.shown(), None);
                 html_response(StatusCode::OK, html)
             }
             Some(broker) => match broker.redirect().await {
@@ -289,7 +337,7 @@ impl AuthServer {
                 if minutes == 1 { "" } else { "s" }
             );
             let csrf = self.renew_csrf(&txn);
-            let html = pages::login(&self.path("login"), &txn, &csrf, &req.client_name, Some(&message));
+            let html = pages::login(&self.path("login"), &txn, &csrf, &req.shown(), Some(&message));
             let mut response = html_response(StatusCode::TOO_MANY_REQUESTS, html);
             response
                 .headers_mut()
@@ -304,7 +352,7 @@ impl AuthServer {
                 &self.path("login"),
                 &txn,
                 &csrf,
-                &req.client_name,
+                &req.shown(),
                 Some("The username or password is not right."),
             );
             return html_response(StatusCode::OK, html);
@@ -331,7 +379,7 @@ impl AuthServer {
             &self.path("consent"),
             txn,
             &csrf,
-            &req.client_name,
+            &req.shown(),
             subject,
             &req.resource,
             &req.scopes,
@@ -604,4 +652,33 @@ fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(n, _)| *n == name)
         .map(|(_, v)| v.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_destination_names_the_host_a_code_goes_to() {
+        let cases = [
+            ("https://app.example.com/cb", "app.example.com"),
+            ("https://app.example.com:8443/cb", "app.example.com:8443"),
+            (
+                "http://127.0.0.1:9/callback",
+                "127.0.0.1:9 (an application on this computer)",
+            ),
+            ("http://[::1]/cb", "[::1] (an application on this computer)"),
+            (
+                "http://localhost:3000/cb",
+                "localhost:3000 (an application on this computer)",
+            ),
+            (
+                "com.example.app:/cb",
+                "the application that opens com.example.app: links",
+            ),
+        ];
+        for (uri, expected) in cases {
+            assert_eq!(destination(uri), expected, "{uri}");
+        }
+    }
 }
