@@ -1,12 +1,21 @@
 //! The built-in authorization server against strangers (issue 34), each against the
 //! real binary:
+//! - login limits by user name *and* real client address (`[listen] trusted_proxies`):
+//!   guessing at one name never holds back another, nor the same name from another
+//!   address, and nobody waits more than a minute for a stranger; a trusted proxy's
+//!   connections are not capped per address;
 //! - the consent page says where the code goes and marks names nobody verified;
 //! - an existing SQLite file others may read is made 0600;
 //! - consent to one resource is not consent to another;
+//! - registrations limited per client address too;
 
 #[path = "common/auth_server.rs"]
 mod auth_server;
 mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
 
 use auth_server::*;
 use common::*;
@@ -60,9 +69,132 @@ fn sign_in(origin: &str, authorize_url: &str, user: &str, password: &str, header
     )
 }
 
+/// A public client registered at `origin` and an authorization URL of it for `resource`.
+fn authorize_url(origin: &str, resource: &str) -> String {
+    let client_id = register_public(origin);
+    let (_, challenge) = pkce();
+    Authorize {
+        client_id: &client_id,
+        redirect_uri: REDIRECT,
+        challenge: &challenge,
+        resource,
+        scope: None,
+        state: "st",
+    }
+    .url(origin)
+}
+
 /// Whether a login answer is the consent page (the password was checked and right).
 fn is_consent(reply: &Reply) -> bool {
     reply.status == 200 && reply.body.contains("Allow access?")
+}
+
+/// The `Retry-After` of a refusal, in seconds.
+fn retry_after(reply: &Reply) -> u64 {
+    reply
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no Retry-After: {reply:?}"))
+}
+
+#[test]
+fn guessing_at_one_name_never_holds_back_another_name_from_the_same_address() {
+    let gateway = gateway("login_attempts = 2");
+    let origin = origin(&gateway);
+    let url = authorize_url(&origin, &gateway.url());
+    let answers: Vec<u16> = (0..4)
+        .map(|_| sign_in(&origin, &url, "mallory", "guess", &[]).status)
+        .collect();
+    assert_eq!(answers, [200, 200, 429, 429], "mallory is held from this address");
+    // alice, from the very same address, signs in at once.
+    let alice = sign_in(&origin, &url, USER, PASSWORD, &[]);
+    assert!(is_consent(&alice), "{alice:?}\n{}", gateway.log());
+}
+
+#[test]
+fn behind_a_trusted_proxy_each_client_is_counted_by_its_own_address() {
+    let trusting = gateway_with_listen("login_attempts = 2", "trusted_proxies = [\"127.0.0.0/8\"]");
+    let origin = origin(&trusting);
+    let url = authorize_url(&origin, &trusting.url());
+    let stranger = [("x-forwarded-for", "192.0.2.1, 203.0.113.9")];
+    let answers: Vec<u16> = (0..3)
+        .map(|_| sign_in(&origin, &url, USER, "guess", &stranger).status)
+        .collect();
+    assert_eq!(answers, [200, 200, 429], "alice's name, guessed from 203.0.113.9");
+    // alice herself, from her own address behind the same proxy, is not held back.
+    let alice = sign_in(&origin, &url, USER, PASSWORD, &[("x-forwarded-for", "198.51.100.7")]);
+    assert!(is_consent(&alice), "{alice:?}\n{}", trusting.log());
+    // What the client wrote left of the proxy's entry is not believed: a stranger
+    // rotating it is still 203.0.113.9.
+    let spoofed = [("x-forwarded-for", "198.51.100.7, 203.0.113.9")];
+    assert_eq!(sign_in(&origin, &url, USER, "guess", &spoofed).status, 429);
+
+    // Without trusted proxies, a forwarding header is nobody's word: every guess
+    // counts against the peer itself, whatever it names.
+    let untrusting = gateway("login_attempts = 2");
+    let origin = format!("http://{}", untrusting.addr);
+    let url = authorize_url(&origin, &untrusting.url());
+    let answers: Vec<u16> = ["192.0.2.1", "192.0.2.2", "192.0.2.3"]
+        .iter()
+        .map(|xff| sign_in(&origin, &url, USER, "guess", &[("x-forwarded-for", xff)]).status)
+        .collect();
+    assert_eq!(answers, [200, 200, 429], "{}", untrusting.log());
+}
+
+#[test]
+fn a_stranger_holds_a_user_back_a_minute_at_most() {
+    // The stranger guesses alice's name from alice's own address (a shared NAT): the
+    // one case where nothing tells them apart.
+    let gateway = gateway("login_attempts = 2");
+    let origin = origin(&gateway);
+    let url = authorize_url(&origin, &gateway.url());
+    for _ in 0..2 {
+        assert_eq!(sign_in(&origin, &url, USER, "guess", &[]).status, 200);
+    }
+    let held = sign_in(&origin, &url, USER, PASSWORD, &[]);
+    assert_eq!(held.status, 429, "{held:?}");
+    assert!(held.body.contains("Too many attempts"), "{}", held.body);
+    let wait = retry_after(&held);
+    assert!((1..=60).contains(&wait), "Retry-After: {wait}");
+    std::thread::sleep(Duration::from_secs(wait));
+    let alice = sign_in(&origin, &url, USER, PASSWORD, &[]);
+    assert!(is_consent(&alice), "after {wait} s: {alice:?}\n{}", gateway.log());
+}
+
+/// An HTTP/1.1 keep-alive connection to `addr` and the status of a `GET /healthz` on it
+/// (`None`: closed without an answer).
+fn healthz_on_new_connection(addr: SocketAddr) -> (TcpStream, Option<u16>) {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let _ = stream.write_all(format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes());
+    let mut buffer = [0u8; 1024];
+    let read = stream.read(&mut buffer).unwrap_or(0);
+    let head = String::from_utf8_lossy(&buffer[..read]).into_owned();
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok());
+    (stream, status)
+}
+
+#[test]
+fn a_trusted_proxys_connections_are_not_capped_per_address() {
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let limits = "[limits]\nmax_connections_per_ip = 2\n";
+    let trusting = Eragate::start(&format!(
+        "[listen]\ntrusted_proxies = [\"127.0.0.1\"]\n{limits}{upstream}"
+    ));
+    let held: Vec<_> = (0..5).map(|_| healthz_on_new_connection(trusting.addr)).collect();
+    let statuses: Vec<Option<u16>> = held.iter().map(|(_, s)| *s).collect();
+    assert_eq!(statuses, [Some(200); 5], "{}", trusting.log());
+
+    let untrusting = Eragate::start(&format!("{limits}{upstream}"));
+    let held: Vec<_> = (0..3).map(|_| healthz_on_new_connection(untrusting.addr)).collect();
+    let statuses: Vec<Option<u16>> = held.iter().map(|(_, s)| *s).collect();
+    assert_eq!(statuses, [Some(200), Some(200), Some(503)]);
+}
+
+/// [`gateway`] with `[listen]` keys.
+fn gateway_with_listen(extra: &str, listen: &str) -> Eragate {
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    Eragate::start(&format!("[listen]\n{listen}\n{}\n{upstream}", server_toml(extra)))
 }
 
 #[test]
@@ -178,4 +310,39 @@ fn consent_to_one_resource_is_not_consent_to_another() {
     let other = sign_in(&origin, &url(&second), USER, PASSWORD, &[]);
     assert!(is_consent(&other), "{other:?}");
     assert!(other.body.contains(&second), "{}", other.body);
+}
+
+#[test]
+fn registrations_are_limited_per_client_address_too() {
+    let gateway = gateway_with_listen("", "trusted_proxies = [\"127.0.0.1\"]");
+    let origin = origin(&gateway);
+    let body = json!({"redirect_uris": [REDIRECT], "application_type": "native", "token_endpoint_auth_method": "none"})
+        .to_string();
+    let register = |address: &str| {
+        request(
+            reqwest::Method::POST,
+            &format!("{origin}/oauth/register"),
+            &[("content-type", "application/json"), ("x-forwarded-for", address)],
+            Some(body.clone()),
+        )
+    };
+    // The counts are per minute: start early in one.
+    let second = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("time")
+        .as_secs()
+        % 60;
+    if second > 45 {
+        std::thread::sleep(Duration::from_secs(61 - second));
+    }
+    // One anonymous caller takes its five (the default) and no more…
+    let statuses: Vec<u16> = (0..7).map(|_| register("203.0.113.9").status).collect();
+    assert_eq!(statuses, [201, 201, 201, 201, 201, 429, 429], "{}", gateway.log());
+    let refused = register("203.0.113.9");
+    assert!(refused.body.contains("from your address"), "{refused:?}");
+    // …and everybody else still registers.
+    for address in ["198.51.100.7", "2001:db8::1"] {
+        let reply = register(address);
+        assert_eq!(reply.status, 201, "{address}: {reply:?}");
+    }
 }

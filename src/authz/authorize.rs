@@ -19,7 +19,7 @@ use subtle::ConstantTimeEq;
 
 use super::broker::Upstream;
 use super::store::{Client, ClientOrigin, Consent, Grant};
-use super::{AuthServer, ClientIp, Response, instant, pages, parameters, rules, sha256, signing, unix_now};
+use super::{AuthServer, Response, instant, pages, parameters, rules, sha256, signing, unix_now};
 
 /// How long a user may take between the pages.
 const PENDING_FOR: Duration = Duration::from_secs(600);
@@ -328,24 +328,19 @@ impl AuthServer {
         };
         let username = params.get("username").map(String::as_str).unwrap_or_default();
         let password = params.get("password").map(String::as_str).unwrap_or_default();
-        let ip = request.extensions().get::<ClientIp>().map(|c| c.0);
-        if let Some(wait) = self.attempts.check(username, ip, instant()).await {
+        let ip = self.client_address(request);
+        // A turn first: a sign-in answered "busy" is not counted against the name.
+        let Some(turn) = self.passwords.turn(ip.map(super::attempts::network)) else {
+            tracing::warn!(?ip, "a login refused: too many sign-ins from one network at once");
+            let message = "Too many sign-ins from your network at once. Try again in a moment.";
+            return self.login_refused(&txn, &req, Duration::from_secs(1), message);
+        };
+        if let Some(wait) = self.attempts.begin(username, ip, instant()).await {
             tracing::warn!(user = %username, ?ip, "a login refused: too many failed attempts");
-            let minutes = wait.as_secs().div_ceil(60).max(1);
-            let message = format!(
-                "Too many attempts. Try again in {minutes} minute{}.",
-                if minutes == 1 { "" } else { "s" }
-            );
-            let csrf = self.renew_csrf(&txn);
-            let html = pages::login(&self.path("login"), &txn, &csrf, &req.shown(), Some(&message));
-            let mut response = html_response(StatusCode::TOO_MANY_REQUESTS, html);
-            response
-                .headers_mut()
-                .insert(http::header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
-            return response;
+            let message = format!("Too many attempts. Try again in {} seconds.", whole_seconds(wait));
+            return self.login_refused(&txn, &req, wait, &message);
         }
-        if !self.verify_password(username, password).await {
-            self.attempts.count_failure(username, ip, instant()).await;
+        if !turn.check(username, password).await {
             tracing::info!(user = %username, client = %req.client_id, "a failed login");
             let (txn, csrf) = (txn.clone(), self.renew_csrf(&txn));
             let html = pages::login(
@@ -357,7 +352,19 @@ impl AuthServer {
             );
             return html_response(StatusCode::OK, html);
         }
+        self.attempts.succeeded(username, ip).await;
         self.signed_in(&txn, &req, username).await
+    }
+
+    /// The login page again, answered 429 with `Retry-After` and `message`.
+    fn login_refused(&self, txn: &str, req: &Request, wait: Duration, message: &str) -> Response {
+        let csrf = self.renew_csrf(txn);
+        let html = pages::login(&self.path("login"), txn, &csrf, &req.shown(), Some(message));
+        let mut response = html_response(StatusCode::TOO_MANY_REQUESTS, html);
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from(whole_seconds(wait)));
+        response
     }
 
     /// After `subject` signed in for `txn`: a code if they consented to this
@@ -518,22 +525,6 @@ impl AuthServer {
         csrf
     }
 
-    /// Checks a local user's password (Argon2id, off the async threads). An unknown
-    /// user costs the same as a wrong password.
-    async fn verify_password(&self, username: &str, password: &str) -> bool {
-        const DUMMY: &str =
-            "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$n3pyVvYqK9F4D3Hb4n8v3QhS0kF6rvU3Vgq5l3b8r1Y";
-        let (known, hash) = match self.users.get(username) {
-            Some(hash) => (true, hash.clone()),
-            None => (false, DUMMY.to_owned()),
-        };
-        let password = password.to_owned();
-        let verified = tokio::task::spawn_blocking(move || verify_argon2(&hash, &password))
-            .await
-            .unwrap_or(false);
-        known && verified
-    }
-
     /// A code for `req`, sent to its redirect URI.
     async fn issue_code(&self, req: &Request, subject: &str) -> Response {
         let code = signing::random_token();
@@ -595,15 +586,9 @@ impl AuthServer {
     }
 }
 
-/// Whether `password` matches the Argon2 PHC string `hash`.
-pub fn verify_argon2(hash: &str, password: &str) -> bool {
-    use argon2::PasswordVerifier;
-    let Ok(parsed) = argon2::PasswordHash::new(hash) else {
-        return false;
-    };
-    argon2::Argon2::default()
-        .verify_password(password.as_bytes(), &parsed)
-        .is_ok()
+/// `wait` in whole seconds, rounded up, at least one.
+fn whole_seconds(wait: Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 fn redirect(base: &str, params: &[(&str, &str)], status: StatusCode) -> Response {

@@ -14,6 +14,7 @@ mod authorize;
 mod broker;
 pub mod cimd;
 mod pages;
+mod passwords;
 mod register;
 pub mod rules;
 pub mod signing;
@@ -34,8 +35,9 @@ use crate::auth::keys::KeyStore;
 use crate::config::{AUTH_SERVER_PREFIX, AuthServerConfig, Config, LoginSource};
 use store::{Client, ClientOrigin, Store, StoredKey};
 
-/// The client's IP address, put in a request's extensions by the edge (for the
-/// login attempt limit).
+/// The connection's peer address, put in a request's extensions by the edge; the
+/// client's own address is read from it and, when the peer is one of
+/// `listen.trusted_proxies`, its forwarding header ([`AuthServer::client_address`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientIp(pub std::net::IpAddr);
 
@@ -56,16 +58,21 @@ pub struct AuthServer {
     resources: Vec<String>,
     /// Scopes the resource advertises (accepted when `scopes_supported` is empty).
     resource_scopes: Vec<String>,
-    /// Local users: name → Argon2id PHC string.
-    users: HashMap<String, String>,
+    /// Local users and their password checks.
+    passwords: passwords::Passwords,
+    /// Whose forwarding header names the client (`[listen] trusted_proxies`).
+    proxies: crate::config::TrustedProxies,
+    /// Which header that is.
+    client_ip_header: crate::config::ClientIpHeader,
     keys: RwLock<Arc<Vec<StoredKey>>>,
     published: Arc<KeyStore>,
     metadata: Bytes,
     pending: authorize::Pending,
-    registrations: Mutex<(u64, u32)>,
+    /// Registrations this minute: the minute, in all, and per client network.
+    registrations: Mutex<register::Registrations>,
     /// Client ID Metadata Documents, when on.
     documents: Option<cimd::Documents>,
-    /// Failed sign-ins per user and per client IP.
+    /// Failed sign-ins per user name and client address.
     attempts: attempts::LoginAttempts,
     /// The upstream OpenID provider of `login = "oidc"`.
     broker: Option<broker::Broker>,
@@ -112,16 +119,16 @@ impl AuthServer {
             store,
             resources: resource.resources(),
             resource_scopes,
-            users: server
-                .users
-                .iter()
-                .map(|u| (u.name.clone(), u.password_argon2.clone()))
-                .collect(),
+            passwords: passwords::Passwords::new(
+                server.users.iter().map(|u| (u.name.clone(), u.password_argon2.clone())),
+            ),
+            proxies: config.listen.trusted_proxies.clone(),
+            client_ip_header: config.listen.client_ip_header,
             keys: RwLock::new(Arc::new(Vec::new())),
             published: resource.keys().clone(),
             metadata: Bytes::new(),
             pending: authorize::Pending::default(),
-            registrations: Mutex::new((0, 0)),
+            registrations: Mutex::new(register::Registrations::default()),
             documents: None,
             attempts: login_attempts(server),
             broker: None,
@@ -314,6 +321,15 @@ impl AuthServer {
             ("register", _) if self.config.dynamic_registration => method_not_allowed("POST"),
             _ => plain(StatusCode::NOT_FOUND, "not found"),
         }
+    }
+}
+
+impl AuthServer {
+    /// The address of the client that sent `request`: the peer's, or, when the
+    /// peer is a trusted proxy, the client its forwarding header names.
+    fn client_address(&self, request: &http::Request<Bytes>) -> Option<std::net::IpAddr> {
+        let peer = request.extensions().get::<ClientIp>()?.0;
+        Some(self.proxies.client(peer, request.headers(), self.client_ip_header))
     }
 }
 

@@ -58,6 +58,10 @@ pub struct AuthServerConfig {
     /// Registrations accepted per minute (all clients together). Default 20.
     #[serde(default = "default_registrations_per_minute")]
     pub registrations_per_minute: u32,
+    /// Registrations accepted per minute from one client address (an IPv6 client
+    /// by its /64; behind `listen.trusted_proxies`, the real client's). Default 5.
+    #[serde(default = "default_registrations_per_minute_per_ip")]
+    pub registrations_per_minute_per_ip: u32,
     /// A dynamically registered client never used for this long is forgotten. Default 7 days.
     #[serde(default = "default_registration_expiry")]
     pub registration_expiry: Humantime,
@@ -120,6 +124,7 @@ impl Default for AuthServerConfig {
             key_rotation: default_key_rotation(),
             dynamic_registration: true,
             registrations_per_minute: default_registrations_per_minute(),
+            registrations_per_minute_per_ip: default_registrations_per_minute_per_ip(),
             registration_expiry: default_registration_expiry(),
             client_metadata_documents: true,
             client_metadata_ca: None,
@@ -275,6 +280,9 @@ fn default_key_rotation() -> Humantime {
 }
 fn default_registrations_per_minute() -> u32 {
     20
+}
+fn default_registrations_per_minute_per_ip() -> u32 {
+    5
 }
 fn default_registration_expiry() -> Humantime {
     Humantime(Duration::from_secs(7 * 24 * 3600))
