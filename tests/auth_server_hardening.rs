@@ -7,6 +7,7 @@
 //! - the consent page says where the code goes and marks names nobody verified;
 //! - an existing SQLite file others may read is made 0600;
 //! - consent to one resource is not consent to another;
+//! - the `Host` and `Origin` checks on the authorization server's endpoints;
 //! - registrations limited per client address too;
 
 #[path = "common/auth_server.rs"]
@@ -310,6 +311,103 @@ fn consent_to_one_resource_is_not_consent_to_another() {
     let other = sign_in(&origin, &url(&second), USER, PASSWORD, &[]);
     assert!(is_consent(&other), "{other:?}");
     assert!(other.body.contains(&second), "{}", other.body);
+}
+
+#[test]
+fn the_authorization_server_refuses_foreign_hosts_and_cross_origin_api_calls() {
+    let gateway = gateway("");
+    let origin = origin(&gateway);
+    let registration =
+        json!({"redirect_uris": [REDIRECT], "application_type": "native", "token_endpoint_auth_method": "none"})
+            .to_string();
+    let json_type = ("content-type", "application/json");
+    let register = |headers: &[(&str, &str)]| {
+        let mut all = vec![json_type];
+        all.extend_from_slice(headers);
+        request(
+            reqwest::Method::POST,
+            &format!("{origin}/oauth/register"),
+            &all,
+            Some(registration.clone()),
+        )
+    };
+    let foreign = ("origin", "http://evil.example");
+    let rebound = ("host", "evil.example");
+    // (what, the answer, the status expected)
+    let cases: Vec<(&str, Reply, u16)> = vec![
+        ("register, foreign Origin", register(&[foreign]), 403),
+        ("register, Origin null", register(&[("origin", "null")]), 403),
+        ("register, unknown Host", register(&[rebound]), 421),
+        ("register, own Origin", register(&[("origin", origin.as_str())]), 201),
+        ("register, no Origin", register(&[]), 201),
+        (
+            "token, foreign Origin",
+            request(
+                reqwest::Method::POST,
+                &format!("{origin}/oauth/token"),
+                &[("content-type", "application/x-www-form-urlencoded"), foreign],
+                Some("grant_type=refresh_token&client_id=x&refresh_token=y".into()),
+            ),
+            403,
+        ),
+        (
+            "revoke, foreign Origin",
+            request(
+                reqwest::Method::POST,
+                &format!("{origin}/oauth/revoke"),
+                &[("content-type", "application/x-www-form-urlencoded"), foreign],
+                Some("token=y&client_id=x".into()),
+            ),
+            403,
+        ),
+        (
+            "authorize, unknown Host",
+            request(
+                reqwest::Method::GET,
+                &format!("{origin}/oauth/authorize"),
+                &[rebound],
+                None,
+            ),
+            421,
+        ),
+        (
+            "metadata, unknown Host",
+            request(
+                reqwest::Method::GET,
+                &format!("{origin}/.well-known/oauth-authorization-server"),
+                &[rebound],
+                None,
+            ),
+            421,
+        ),
+        (
+            "metadata, foreign Origin",
+            request(
+                reqwest::Method::GET,
+                &format!("{origin}/.well-known/oauth-authorization-server"),
+                &[foreign],
+                None,
+            ),
+            200,
+        ),
+        (
+            "JWKS, foreign Origin",
+            request(reqwest::Method::GET, &format!("{origin}/oauth/jwks"), &[foreign], None),
+            200,
+        ),
+    ];
+    for (what, reply, status) in &cases {
+        assert_eq!(reply.status, *status, "{what}: {reply:?}");
+    }
+    for (what, reply, _) in &cases[..3] {
+        assert!(reply.json()["error"].is_string(), "{what}: an OAuth error: {reply:?}");
+    }
+    assert_eq!(cases[9].1.header("access-control-allow-origin"), Some("*"));
+    // The login form, posted by a browser from eragate's own page (Origin: null: the
+    // page's referrer policy), still signs in.
+    let url = authorize_url(&origin, &gateway.url());
+    let signed_in = sign_in(&origin, &url, USER, PASSWORD, &[("origin", "null")]);
+    assert!(is_consent(&signed_in), "{signed_in:?}");
 }
 
 #[test]

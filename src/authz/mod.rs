@@ -41,6 +41,18 @@ use store::{Client, ClientOrigin, Store, StoredKey};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientIp(pub std::net::IpAddr);
 
+/// The listener's browser checks of a request, put in its extensions by the edge:
+/// whether its `Origin` is absent or one the listener allows, and whether its
+/// `Host` names the listener (always true when an `Origin` is present: that is
+/// judged instead). Which endpoints ask which is [`AuthServer::handle`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrowserChecks {
+    /// `Origin` absent, the listener's own or in `listen.allowed_origins`.
+    pub origin_allowed: bool,
+    /// `Host` names this listener (see `src/edge/http/hosts.rs`).
+    pub host_allowed: bool,
+}
+
 /// A response of the authorization server.
 pub type Response = http::Response<Bytes>;
 
@@ -291,16 +303,32 @@ impl AuthServer {
     }
 
     /// Answers a request to one of its paths (the body already read, bounded).
+    ///
+    /// Every path takes the listener's `Host` check (421: a DNS-rebinding page
+    /// names its own host). Cross-origin requests: the metadata and the JWKS are
+    /// public and readable from any origin (browser-based clients discover and
+    /// check with them); `/oauth/authorize` and `/oauth/callback` are top-level
+    /// navigations from another site by design; `/oauth/login` and
+    /// `/oauth/consent` are eragate's own forms, whose browser sends `Origin: null`
+    /// (the pages' referrer policy is `no-referrer`), guarded by their
+    /// transaction cookie (`SameSite=Lax`) and CSRF token instead. `/oauth/token`,
+    /// `/oauth/revoke` and `/oauth/register` answer no browser of another origin
+    /// (no CORS headers; a JSON registration's preflight is refused), so a
+    /// foreign `Origin` there can only be a blind cross-site request: 403.
     pub async fn handle(&self, request: http::Request<Bytes>) -> Response {
         let path = request.uri().path().to_owned();
         let method = request.method().clone();
+        let name = path.strip_prefix(AUTH_SERVER_PREFIX).unwrap_or_default();
+        let api = matches!(name, "token" | "revoke" | "register");
+        if let Some(refusal) = self.browser_refusal(&request, api) {
+            return refusal;
+        }
         if self.metadata_paths().contains(&path) {
             return match method {
                 Method::GET => public_json(StatusCode::OK, self.metadata.clone()),
                 _ => method_not_allowed("GET"),
             };
         }
-        let name = path.strip_prefix(AUTH_SERVER_PREFIX).unwrap_or_default();
         match (name, &method) {
             ("jwks", &Method::GET) => {
                 let keys = self.keys.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -325,6 +353,38 @@ impl AuthServer {
 }
 
 impl AuthServer {
+    /// The refusal of a request that fails the browser checks it takes (see
+    /// [`AuthServer::handle`]): 421 for a `Host` the listener does not serve, 403
+    /// for a foreign `Origin` on an `api` endpoint.
+    fn browser_refusal(&self, request: &http::Request<Bytes>, api: bool) -> Option<Response> {
+        let checks = request.extensions().get::<BrowserChecks>()?;
+        if !checks.host_allowed {
+            tracing::debug!(host = ?request.headers().get(http::header::HOST), "authorization server: a foreign Host");
+            let description = "this server does not serve the host the request names";
+            return Some(if api {
+                oauth_error(StatusCode::MISDIRECTED_REQUEST, "invalid_request", description)
+            } else {
+                plain(StatusCode::MISDIRECTED_REQUEST, "misdirected request: unknown host")
+            });
+        }
+        let own = || {
+            request
+                .headers()
+                .get(http::header::ORIGIN)
+                .and_then(|o| o.to_str().ok())
+                .is_some_and(|o| o.trim_end_matches('/').eq_ignore_ascii_case(&self.origin))
+        };
+        if api && !checks.origin_allowed && !own() {
+            tracing::debug!(origin = ?request.headers().get(http::header::ORIGIN), "authorization server: a foreign Origin");
+            return Some(oauth_error(
+                StatusCode::FORBIDDEN,
+                "invalid_request",
+                "requests from this Origin are not accepted",
+            ));
+        }
+        None
+    }
+
     /// The address of the client that sent `request`: the peer's, or, when the
     /// peer is a trusted proxy, the client its forwarding header names.
     fn client_address(&self, request: &http::Request<Bytes>) -> Option<std::net::IpAddr> {
