@@ -1,5 +1,6 @@
 //! The built-in authorization server against strangers (issue 34), each against the
 //! real binary:
+//! - no empty password: `eragate hash-password` refuses one, eragate refuses a hash of one;
 //! - login limits by user name *and* real client address (`[listen] trusted_proxies`):
 //!   guessing at one name never holds back another, nor the same name from another
 //!   address, and nobody waits more than a minute for a stranger; a trusted proxy's
@@ -9,17 +10,23 @@
 //! - consent to one resource is not consent to another;
 //! - the `Host` and `Origin` checks on the authorization server's endpoints;
 //! - registrations limited per client address too;
+//! - the one-line start with `--scope`; no user, a malformed hash, and the shipped
+//!   example password off loopback, each refused at start with the fix named.
 
 #[path = "common/auth_server.rs"]
 mod auth_server;
 mod common;
+#[path = "common/oauth.rs"]
+mod oauth;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use auth_server::*;
 use common::*;
+use oauth::call_as;
 use serde_json::json;
 
 fn origin(gateway: &Eragate) -> String {
@@ -96,6 +103,85 @@ fn retry_after(reply: &Reply) -> u64 {
         .header("retry-after")
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no Retry-After: {reply:?}"))
+}
+
+/// `eragate` run with `args`, expected to refuse to start: its stderr.
+fn refused_to_start(args: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("eragate");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut stderr = String::new();
+            child
+                .stderr
+                .take()
+                .expect("stderr")
+                .read_to_string(&mut stderr)
+                .expect("stderr");
+            assert!(!status.success(), "exited 0: {stderr}");
+            return stderr;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("eragate {args:?} started instead of refusing");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// An Argon2id hash of `password` made here (eragate refuses to make one of the empty password).
+fn argon2_hash(password: &str) -> String {
+    use argon2::PasswordHasher;
+    argon2::Argon2::default()
+        .hash_password(password.as_bytes())
+        .expect("a hash")
+        .to_string()
+}
+
+#[test]
+fn empty_passwords_are_refused_by_hash_password_and_at_start() {
+    for input in ["", "\n", "\r\n"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_eragate"))
+            .arg("hash-password")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("hash-password");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write");
+        let output = child.wait_with_output().expect("hash-password");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{input:?}: exited 0");
+        assert!(output.stdout.is_empty(), "{input:?}: printed a hash");
+        assert!(stderr.contains("empty"), "{input:?}: {stderr}");
+    }
+    // A user whose hash is of the empty password (made elsewhere): eragate does not start.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("eragate.toml");
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let config = format!(
+        "[auth.server]\n[[auth.server.users]]\nname = \"{USER}\"\npassword_argon2 = \"{}\"\n{upstream}",
+        argon2_hash("")
+    );
+    std::fs::write(&path, config).expect("write");
+    let path = path.display().to_string();
+    let port = free_port().to_string();
+    let stderr = refused_to_start(&["run", "--config", &path, "--listen", &format!("127.0.0.1:{port}")]);
+    assert!(
+        stderr.contains("auth.server.users[0].password_argon2") && stderr.contains("empty password"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -443,4 +529,110 @@ fn registrations_are_limited_per_client_address_too() {
         let reply = register(address);
         assert_eq!(reply.status, 201, "{address}: {reply:?}");
     }
+}
+
+#[test]
+fn the_one_line_start_takes_scope_and_refuses_what_nobody_could_sign_in_to() {
+    let command = shell_words::join(legacy_stdio_command());
+    let user = format!("{USER}:{}", hash_password(PASSWORD));
+    let port = free_port();
+    let public = format!("http://127.0.0.1:{port}");
+    let listen = format!("127.0.0.1:{port}");
+    let mut run = Command::new(env!("CARGO_BIN_EXE_eragate"));
+    run.args(["run", "--listen", &listen, "--stdio", &command])
+        .args(["--auth-server", "local", "--public-url", &public, "--user", &user])
+        .args(["--scope", "mcp:read"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let _proc = Proc::spawn("eragate", &mut run);
+    assert!(listening(("127.0.0.1", port), Duration::from_secs(20)), "did not start");
+    let prm = get(&format!("{public}/.well-known/oauth-protected-resource/mcp")).json();
+    assert_eq!(prm["scopes_supported"], json!(["mcp:read"]), "{prm}");
+    assert_eq!(prm["authorization_servers"], json!([public]), "{prm}");
+    let client_id = register_public(&public);
+    let resource = format!("{public}/mcp");
+    for (scope, status) in [(None, 403), (Some("mcp:read"), 200)] {
+        let (verifier, challenge) = pkce();
+        let url = Authorize {
+            client_id: &client_id,
+            redirect_uri: REDIRECT,
+            challenge: &challenge,
+            resource: &resource,
+            scope,
+            state: "s",
+        }
+        .url(&public);
+        let done = log_in_and_allow(&public, &url);
+        let code = location_params(&done)["code"].clone();
+        let tokens = exchange(&public, &client_id, &code, &verifier);
+        let token = tokens.json()["access_token"].as_str().expect("token").to_owned();
+        assert_eq!(call_as(&resource, &token, "x").status, status, "scope {scope:?}");
+    }
+
+    // Nobody could sign in: refused, with the fix named.
+    let base = ["run", "--stdio", command.as_str(), "--auth-server", "local"];
+    let stderr = refused_to_start(&base);
+    assert!(
+        stderr.contains("auth.server.users") && stderr.contains("--user"),
+        "{stderr}"
+    );
+    let malformed = format!("{USER}:$argon2id$v=19$m=19456,t=2,p=1$garbage");
+    let stderr = refused_to_start(&[&base[..], &["--user", &malformed]].concat());
+    assert!(
+        stderr.contains("auth.server.users[0].password_argon2") && stderr.contains("eragate hash-password"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_shipped_example_runs_on_loopback_and_its_password_is_refused_elsewhere() {
+    let example = repo_root().join("config/auth-server.toml").display().to_string();
+    let command = shell_words::join(legacy_stdio_command());
+    let port = free_port();
+    let public = format!("http://127.0.0.1:{port}");
+    let run = |listen: &str, public: &str| -> Vec<String> {
+        [
+            "run",
+            "--config",
+            &example,
+            "--stdio",
+            &command,
+            "--listen",
+            listen,
+            "--public-url",
+            public,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let args = run(&format!("127.0.0.1:{port}"), &public);
+    let mut command_line = Command::new(env!("CARGO_BIN_EXE_eragate"));
+    command_line.args(&args).stdout(Stdio::null()).stderr(Stdio::null());
+    let _proc = Proc::spawn("eragate", &mut command_line);
+    assert!(listening(("127.0.0.1", port), Duration::from_secs(20)), "did not start");
+    let url = authorize_url(&public, &format!("{public}/mcp"));
+    let signed_in = sign_in(&public, &url, "alice", "change-me", &[]);
+    assert!(is_consent(&signed_in), "alice/change-me on loopback: {signed_in:?}");
+
+    // The same file, reachable from elsewhere: refused, naming the password and the fix.
+    let other = free_port();
+    for (listen, public) in [
+        (format!("0.0.0.0:{other}"), format!("http://127.0.0.1:{other}")),
+        (format!("127.0.0.1:{other}"), "https://mcp.example.com".to_owned()),
+    ] {
+        let args = run(&listen, &public);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let stderr = refused_to_start(&args);
+        assert!(
+            stderr.contains("auth.server.users[0].password_argon2")
+                && stderr.contains("\"change-me\"")
+                && stderr.contains("eragate hash-password"),
+            "{listen} {public}: {stderr}"
+        );
+    }
+    let check = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["check-config", &example])
+        .output()
+        .expect("check-config");
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
 }

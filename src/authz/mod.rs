@@ -412,9 +412,13 @@ fn login_attempts(server: &AuthServerConfig) -> attempts::LoginAttempts {
     }
 }
 
-/// The Argon2id PHC string of `password` (a fresh salt each time).
+/// The Argon2id PHC string of `password` (a fresh salt each time); the empty
+/// password is refused (it never signs in).
 pub fn hash_password(password: &str) -> Result<String, String> {
     use argon2::PasswordHasher;
+    if password.is_empty() {
+        return Err("the password is empty: an empty password never signs in".into());
+    }
     argon2::Argon2::default()
         .hash_password(password.as_bytes())
         .map(|hash| hash.to_string())
