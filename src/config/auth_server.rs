@@ -2,6 +2,7 @@
 //! its issuer, token lifetimes, who logs in, the static clients, the registration
 //! switches and the storage; and the checks of it that types alone cannot make.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -312,7 +313,8 @@ fn exposure(server: &AuthServerConfig, listen: &ListenConfig) -> Option<String> 
 /// What is wrong with a user's `password_argon2`, if anything: not an Argon2id PHC
 /// string with usable parameters; the hash of the empty password (which never
 /// signs in); or, when the login is `exposed` (why), a published example password.
-/// Each password check costs one Argon2 verification (~20 ms).
+/// Each password tried costs one Argon2 verification (~20 ms) per hash, remembered
+/// for the life of the process.
 fn password_issue(hash: &str, exposed: Option<&str>) -> Option<String> {
     use argon2::PasswordVerifier;
     let remedy = "make one with `echo NEW-PASSWORD | eragate hash-password`";
@@ -336,10 +338,20 @@ fn password_issue(hash: &str, exposed: Option<&str>) -> Option<String> {
     if let Err(error) = argon2::Params::try_from(&parsed) {
         return Some(format!("has unusable Argon2 parameters ({error}): {remedy}"));
     }
-    let verifies = |password: &str| {
-        argon2::Argon2::default()
+    // The configuration is checked more than once at start (the file, then with the
+    // command line) and at each reload: each password is tried against a hash once.
+    static TRIED: std::sync::LazyLock<std::sync::Mutex<HashMap<(String, &'static str), bool>>> =
+        std::sync::LazyLock::new(Default::default);
+    let verifies = |password: &'static str| {
+        let key = (hash.to_owned(), password);
+        if let Some(&known) = TRIED.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return known;
+        }
+        let verified = argon2::Argon2::default()
             .verify_password(password.as_bytes(), &parsed)
-            .is_ok()
+            .is_ok();
+        TRIED.lock().unwrap_or_else(|e| e.into_inner()).insert(key, verified);
+        verified
     };
     if verifies("") {
         return Some(format!(
