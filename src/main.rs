@@ -245,19 +245,29 @@ fn worker_count(config: &RuntimeConfig) -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 
-/// The configuration `eragate run` serves: the file, then the command line's overrides.
+/// The configuration `eragate run` serves: the file, then the command line's
+/// overrides, checked once they are all applied.
 fn run_config(args: &RunArgs) -> Result<Config, ConfigError> {
-    let mut config = build_config(&args.upstream)?;
+    let mut config = unchecked_config(&args.upstream)?;
     if let Some(listen) = args.listen {
+        // The built-in authorization server's issuer may follow the address, and the
+        // resource side's issuer follows it.
+        let issuer = |config: &Config| config.auth.server.as_ref().map(|s| s.issuer(&config.listen));
+        let before = issuer(&config);
         config.listen.address = listen;
+        if let (Some(before), Some(after), Some(oauth)) = (before, issuer(&config), config.auth.oauth.as_mut())
+            && oauth.issuer == before
+        {
+            oauth.issuer = after;
+        }
     }
     if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
         let reload_interval = config.listen.tls.as_ref().map(|t| t.reload_interval);
         let mut tls = ListenTlsConfig::new(cert.clone(), key.clone());
         tls.reload_interval = reload_interval.unwrap_or(tls.reload_interval);
         config.listen.tls = Some(tls);
-        config.validate()?;
     }
+    config.validate()?;
     Ok(config)
 }
 
@@ -270,7 +280,15 @@ fn stdio(args: StdioArgs) -> anyhow::Result<()> {
         .context("serving stdio")
 }
 
+/// The configuration of the file and `args`, checked.
 fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
+    let config = unchecked_config(args)?;
+    config.validate()?;
+    Ok(config)
+}
+
+/// The configuration of the file (checked) with `args` applied (not checked yet).
+fn unchecked_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
     let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
@@ -287,20 +305,19 @@ fn build_config(args: &UpstreamArgs) -> Result<Config, ConfigError> {
         })?;
         config.sessions.key = Some(key);
     }
-    apply_oauth_flags(&mut config, args)?;
-    apply_auth_server_flags(&mut config, args)?;
-    if let Some(format) = args.log_format {
-        config.log.format = format;
-    }
     if let Some(url) = &args.public_url {
         config.listen.public_url = Some(url.trim_end_matches('/').to_owned());
+    }
+    apply_auth_server_flags(&mut config, args)?;
+    apply_oauth_flags(&mut config, args)?;
+    if let Some(format) = args.log_format {
+        config.log.format = format;
     }
     if let Some(upstream) = command_line_upstream {
         // The command line's upstream replaces whatever the file served at the same path.
         config.upstreams.retain(|u| u.path != upstream.path);
         config.upstreams.push(upstream);
     }
-    config.validate()?;
     Ok(config)
 }
 
@@ -340,15 +357,24 @@ fn command_line_upstream(args: &UpstreamArgs) -> Result<Option<UpstreamConfig>, 
     Ok(upstream)
 }
 
-/// `--oauth-issuer` and `--scope` on top of the file's `[auth.oauth]`.
+/// `--oauth-issuer` and `--scope` on top of the file's `[auth.oauth]` (with the
+/// built-in authorization server, its issuer's).
 fn apply_oauth_flags(config: &mut Config, args: &UpstreamArgs) -> Result<(), ConfigError> {
     if let Some(issuer) = &args.oauth_issuer {
         let oauth = config.auth.oauth.get_or_insert_with(|| OAuthConfig::for_issuer(issuer));
         oauth.issuer = issuer.clone();
     }
     if !args.scopes.is_empty() {
+        if config.auth.oauth.is_none()
+            && let Some(server) = &config.auth.server
+        {
+            config.auth.oauth = Some(OAuthConfig::for_issuer(&server.issuer(&config.listen)));
+        }
         let Some(oauth) = config.auth.oauth.as_mut() else {
-            return Err(flag_error("--scope", "needs --oauth-issuer (or [auth.oauth])".into()));
+            return Err(flag_error(
+                "--scope",
+                "needs --oauth-issuer or --auth-server local (or [auth.oauth] or [auth.server])".into(),
+            ));
         };
         for scope in &args.scopes {
             if !oauth.required_scopes.contains(scope) {

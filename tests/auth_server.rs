@@ -332,7 +332,8 @@ fn refusals_carry_the_rfc_error_codes() {
 
 #[test]
 fn gap_application_type_on_registration() {
-    let gateway = gateway("");
+    // Seven registrations from one address in a minute.
+    let gateway = gateway("registrations_per_minute_per_ip = 20");
     let register = |body: Value| post_json(&format!("{}/oauth/register", origin(&gateway)), &body);
     let cases = [
         (

@@ -2,8 +2,10 @@
 //! Python SDK client (`mcp` 2.3.0) whose `client_id` is an https URL does the whole
 //! flow and calls a tool; the documents are served over TLS on loopback by
 //! `tests/peers/https_static.py` with a certificate from a CA made here and trusted
-//! only by this eragate (`client_metadata_ca`). The SSRF guard refuses the same
-//! document without the test allowlist, and a document whose `client_id` is not its URL.
+//! only by this eragate (`client_metadata_ca`), on a port of its own, which the
+//! fetch's `Host` names. The consent page names the document's URL. The SSRF guard
+//! refuses the same document without the test allowlist, and a document whose
+//! `client_id` is not its URL.
 
 #[path = "common/auth_server.rs"]
 mod auth_server;
@@ -24,6 +26,8 @@ struct Documents {
     _proc: Proc,
     port: u16,
     ca: std::path::PathBuf,
+    /// The server's request log (`https_static: GET /client.json Host: …`).
+    log: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -54,6 +58,7 @@ impl Documents {
             "token_endpoint_auth_method": "none",
         });
         std::fs::write(docs.join("liar.json"), liar.to_string()).expect("write");
+        let log = dir.path().join("requests.log");
         let peers = peers();
         let mut command = Command::new(peers.python());
         command
@@ -64,7 +69,7 @@ impl Documents {
             .arg(&cert)
             .arg("--key")
             .arg(&key)
-            .stdout(Stdio::null())
+            .stdout(std::fs::File::create(&log).expect("log"))
             .stderr(Stdio::null());
         let proc = Proc::spawn("https_static", &mut command);
         assert!(
@@ -75,8 +80,14 @@ impl Documents {
             _proc: proc,
             port,
             ca: ca_path,
+            log,
             _dir: dir,
         }
+    }
+
+    /// The requests it answered so far, one line each.
+    fn requests(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     fn url(&self, file: &str) -> String {
@@ -130,6 +141,31 @@ fn gap_client_id_metadata_documents_with_the_python_sdk() {
     };
     let page = get(&authorize.url(&origin));
     assert!(page.body.contains("A client with a metadata document"), "{}", page.body);
+    // The document was asked of the host and port its URL names (RFC 9110 §7.2).
+    let requests = documents.requests();
+    let host = format!("GET /client.json Host: localhost:{}", documents.port);
+    assert!(requests.lines().any(|l| l.ends_with(&host)), "{requests}");
+    // The consent page names the document: who describes the client (a scope not
+    // consented to yet, so that it asks).
+    let authorize = Authorize {
+        scope: Some("not-yet-granted"),
+        ..authorize
+    };
+    let page = get(&authorize.url(&origin));
+    let (fields, cookie) = form_fields(&page);
+    let consent = post_form(
+        &format!("{origin}/oauth/login"),
+        &[
+            ("txn", &fields["txn"]),
+            ("csrf", &fields["csrf"]),
+            ("username", USER),
+            ("password", PASSWORD),
+        ],
+        cookie.as_deref(),
+    );
+    assert!(consent.body.contains("Allow access?"), "{}", consent.body);
+    assert!(consent.body.contains(&client_id), "{}", consent.body);
+    assert!(consent.body.contains("name not verified"), "{}", consent.body);
 }
 
 #[test]

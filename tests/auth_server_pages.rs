@@ -84,6 +84,13 @@ fn login_and_consent_pages_in_chromium() {
         consent.contains("hand-driven client") && consent.contains(USER),
         "{consent}"
     );
+    // Where the code goes, and that the client named itself.
+    let callback = url::Url::parse(redirect_uri).expect("url");
+    let destination = format!("127.0.0.1:{}", callback.port().expect("a port"));
+    assert!(
+        consent.contains(&destination) && consent.contains("name not verified"),
+        "{consent}"
+    );
     let redirect = url::Url::parse(shown["redirect"].as_str().expect("redirected")).expect("url");
     let params: std::collections::HashMap<_, _> = redirect.query_pairs().into_owned().collect();
     assert_eq!(params["state"], "from-chromium");

@@ -1,11 +1,22 @@
-//! The login attempt limit: failed sign-ins counted per user name and per client
-//! IP (an IPv6 client by its /64) in a fixed window; past `login_attempts` in
-//! either, the login form is refused with 429 until that window ends, before any
-//! password is checked (so the limit is no oracle). Counted in this process
-//! (bounded: when the table is full, ended windows go, then the windows that
-//! started first), or, with `storage = "redis"`, in Redis, so that every replica
-//! sees the same counts (a key per user or address, expiring with its window;
-//! while Redis cannot be reached, this process counts).
+//! The login attempt limit: sign-ins are counted per user name *and* client
+//! address together (an IPv6 client by its /64; the address is the real client's
+//! behind `listen.trusted_proxies`). `login_attempts` failures of one name from
+//! one address within `login_attempts_window` are each answered; past them that
+//! name may be tried from that address once a minute ([`LOCKOUT`]), until the
+//! window ends. A refused attempt is answered 429 before any password is checked,
+//! so the limit is no oracle.
+//!
+//! Hence guessing at one user name never holds back another name, and never
+//! holds back the same name tried from another address; nobody waits more than
+//! [`LOCKOUT`] for a stranger's failures. An attempt is counted as a failure when
+//! it begins (so concurrent guesses cannot slip past the limit together) and the
+//! count is cleared when it signs in.
+//!
+//! Counted in this process (bounded: when the table is full, ended windows go,
+//! then the windows that started first), or, with `storage = "redis"`, in Redis,
+//! so that every replica sees the same counts (a key per name and address, and
+//! one for its minute of waiting, each expiring; while Redis cannot be reached,
+//! this process counts).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -15,27 +26,28 @@ use std::time::{Duration, Instant};
 use crate::store::redis::Pool;
 use crate::store::resp::Value;
 
-/// Most users and addresses tracked at once.
+/// Most name-and-address pairs tracked at once.
 const MAX_TRACKED: usize = 100_000;
 
-/// What a count is kept for.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Counted {
-    User(String),
-    Address(IpAddr),
-}
+/// How long a name must wait, from one address, after each failure past the limit.
+pub const LOCKOUT: Duration = Duration::from_secs(60);
 
-/// The failures of one user or address in its current window.
+/// A user name tried from one network: the SHA-256 of both (a name may be long).
+type Pair = [u8; 32];
+
+/// The failures of one pair in its current window.
 struct Window {
     started: Instant,
     failures: u32,
+    /// Until when the pair is refused.
+    locked_until: Option<Instant>,
 }
 
-/// Failed sign-ins per user and per address.
+/// Failed sign-ins per user name and client address.
 pub struct LoginAttempts {
     limit: u32,
     window: Duration,
-    counts: Mutex<HashMap<Counted, Window>>,
+    counts: Mutex<HashMap<Pair, Window>>,
     shared: Option<Shared>,
 }
 
@@ -45,54 +57,60 @@ struct Shared {
     prefix: String,
 }
 
-/// The remaining milliseconds of a key's window if its count reached ARGV[1], else -1.
-const REFUSED_SCRIPT: &str = "local n = tonumber(redis.call('GET', KEYS[1]) or '0') \
-if n >= tonumber(ARGV[1]) then return redis.call('PTTL', KEYS[1]) end return -1";
+/// Begins an attempt: the remaining milliseconds of the pair's wait if it must
+/// wait, else -1 after counting the attempt (and starting a wait of ARGV[3] ms,
+/// within the window, once the count reaches ARGV[1]).
+/// KEYS: the count, the wait. ARGV: limit, window ms, lockout ms.
+const BEGIN_SCRIPT: &str = "local waiting = redis.call('PTTL', KEYS[2]) \
+if waiting > 0 then return waiting end \
+local n = redis.call('INCR', KEYS[1]) \
+if n == 1 or redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end \
+if n >= tonumber(ARGV[1]) then \
+  local wait = tonumber(ARGV[3]) \
+  local left = redis.call('PTTL', KEYS[1]) \
+  if left > 0 and left < wait then wait = left end \
+  redis.call('SET', KEYS[2], '1', 'PX', wait) \
+end \
+return -1";
 
-/// Counts a failure: INCR, and the window's expiry on its first.
-const FAILED_SCRIPT: &str = "local n = redis.call('INCR', KEYS[1]) \
-if n == 1 or redis.call('PTTL', KEYS[1]) < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end return n";
+/// The pair of `user` from `ip`'s network (no address: one pair per name).
+fn pair(user: &str, ip: Option<IpAddr>) -> Pair {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(user.as_bytes());
+    hasher.update([0]);
+    if let Some(ip) = ip {
+        hasher.update(network(ip).to_string().as_bytes());
+    }
+    hasher.finalize().into()
+}
 
-impl Counted {
-    /// Its Redis key, after the prefix.
-    fn key(&self) -> String {
-        match self {
-            Counted::User(user) => {
-                use sha2::Digest;
-                let digest = sha2::Sha256::digest(user.as_bytes());
-                let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-                format!("login:user:{hex}")
-            }
-            Counted::Address(ip) => format!("login:ip:{ip}"),
+/// An IPv6 address stands for its /64 (one host usually holds a whole one).
+pub fn network(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => {
+            let segments = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(
+                segments[0],
+                segments[1],
+                segments[2],
+                segments[3],
+                0,
+                0,
+                0,
+                0,
+            ))
         }
     }
 }
 
-/// An IPv6 address stands for its /64 (one host usually holds a whole one).
-fn network(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(v4) => IpAddr::V4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let segments = v6.segments();
-                IpAddr::V6(std::net::Ipv6Addr::new(
-                    segments[0],
-                    segments[1],
-                    segments[2],
-                    segments[3],
-                    0,
-                    0,
-                    0,
-                    0,
-                ))
-            }
-        },
-    }
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl LoginAttempts {
-    /// `limit` failures per `window` (0: no limit), counted in this process.
+    /// `limit` failures per pair and `window` (0: no limit), counted in this process.
     pub fn new(limit: u32, window: Duration) -> LoginAttempts {
         LoginAttempts {
             limit,
@@ -110,127 +128,113 @@ impl LoginAttempts {
         }
     }
 
-    /// How long `user` (from `ip`) must still wait, if either is over the limit at
-    /// `now` (in Redis when shared, else, or if Redis fails, in this process).
-    pub async fn check(&self, user: &str, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
+    /// Begins a sign-in of `user` from `ip` at `now`: how long it must still wait,
+    /// or `None` once it is counted (as a failure until [`LoginAttempts::succeeded`]).
+    pub async fn begin(&self, user: &str, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
         if self.limit == 0 {
             return None;
         }
         let Some(shared) = &self.shared else {
-            return self.refused(user, ip, now);
+            return self.begin_here(user, ip, now);
         };
-        let limit = self.limit.to_string();
-        let mut wait: Option<Duration> = None;
-        for counted in Self::keys(user, ip) {
-            let key = format!("{}{}", shared.prefix, counted.key());
-            let args: [&[u8]; 5] = [
-                b"EVAL",
-                REFUSED_SCRIPT.as_bytes(),
-                b"1",
-                key.as_bytes(),
-                limit.as_bytes(),
-            ];
-            match shared.pool.command(&args).await {
-                Ok(Value::Integer(ms)) if ms > 0 => {
-                    let this = Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-                    wait = Some(wait.map_or(this, |w| w.max(this)));
-                }
-                Ok(Value::Integer(_)) => {}
-                Ok(other) => {
-                    tracing::warn!(reply = ?other, "login attempts in redis: counting here");
-                    return self.refused(user, ip, now);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "login attempts in redis: counting here");
-                    return self.refused(user, ip, now);
-                }
+        let (count, wait) = shared.keys(user, ip);
+        let (limit, window) = (self.limit.to_string(), self.window.as_millis().max(1).to_string());
+        let lockout = LOCKOUT.as_millis().to_string();
+        let args: [&[u8]; 8] = [
+            b"EVAL",
+            BEGIN_SCRIPT.as_bytes(),
+            b"2",
+            count.as_bytes(),
+            wait.as_bytes(),
+            limit.as_bytes(),
+            window.as_bytes(),
+            lockout.as_bytes(),
+        ];
+        match shared.pool.command(&args).await {
+            Ok(Value::Integer(ms)) if ms > 0 => Some(Duration::from_millis(u64::try_from(ms).unwrap_or(1))),
+            Ok(Value::Integer(_)) => None,
+            Ok(other) => {
+                tracing::warn!(reply = ?other, "login attempts in redis: counting here");
+                self.begin_here(user, ip, now)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "login attempts in redis: counting here");
+                self.begin_here(user, ip, now)
             }
         }
-        wait
     }
 
-    /// Counts a failed sign-in (in Redis when shared and reachable, else here).
-    pub async fn count_failure(&self, user: &str, ip: Option<IpAddr>, now: Instant) {
+    /// `user` signed in from `ip`: its count there starts again.
+    pub async fn succeeded(&self, user: &str, ip: Option<IpAddr>) {
         if self.limit == 0 {
             return;
         }
-        let Some(shared) = &self.shared else {
-            return self.failed(user, ip, now);
-        };
-        let window = self.window.as_millis().max(1).to_string();
-        for counted in Self::keys(user, ip) {
-            let key = format!("{}{}", shared.prefix, counted.key());
-            let args: [&[u8]; 5] = [
-                b"EVAL",
-                FAILED_SCRIPT.as_bytes(),
-                b"1",
-                key.as_bytes(),
-                window.as_bytes(),
-            ];
-            match shared.pool.command(&args).await {
-                Ok(Value::Integer(_)) => {}
-                Ok(other) => {
-                    tracing::warn!(reply = ?other, "login attempts in redis: counting here");
-                    return self.failed(user, ip, now);
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "login attempts in redis: counting here");
-                    return self.failed(user, ip, now);
-                }
+        self.counts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pair(user, ip));
+        if let Some(shared) = &self.shared {
+            let (count, wait) = shared.keys(user, ip);
+            if let Err(error) = shared.pool.command(&[b"DEL", count.as_bytes(), wait.as_bytes()]).await {
+                tracing::warn!(%error, "login attempts in redis: clearing a count");
             }
         }
     }
 
-    fn keys(user: &str, ip: Option<IpAddr>) -> Vec<Counted> {
-        let mut keys = vec![Counted::User(user.to_owned())];
-        keys.extend(ip.map(|ip| Counted::Address(network(ip))));
-        keys
-    }
-
-    /// How long `user` (from `ip`) must still wait, if either is over the limit at `now`.
-    pub fn refused(&self, user: &str, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
+    /// [`LoginAttempts::begin`], counted in this process.
+    pub fn begin_here(&self, user: &str, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
         if self.limit == 0 {
             return None;
         }
-        let counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        Self::keys(user, ip)
-            .iter()
-            .filter_map(|key| counts.get(key))
-            .filter(|w| w.failures >= self.limit)
-            .map(|w| (w.started + self.window).saturating_duration_since(now))
-            .filter(|wait| !wait.is_zero())
-            .max()
-    }
-
-    /// Counts a failed sign-in of `user` from `ip` at `now`.
-    pub fn failed(&self, user: &str, ip: Option<IpAddr>, now: Instant) {
-        if self.limit == 0 {
-            return;
-        }
+        let key = pair(user, ip);
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
-        for key in Self::keys(user, ip) {
-            if !counts.contains_key(&key) && counts.len() >= MAX_TRACKED {
-                let window = self.window;
-                counts.retain(|_, w| now.saturating_duration_since(w.started) < window);
-                if counts.len() >= MAX_TRACKED {
-                    let mut starts: Vec<Instant> = counts.values().map(|w| w.started).collect();
-                    starts.sort_unstable();
-                    let cut = starts[starts.len() / 2];
-                    counts.retain(|_, w| w.started > cut);
-                }
+        if let Some(wait) = counts
+            .get(&key)
+            .and_then(|w| w.locked_until)
+            .map(|until| until.saturating_duration_since(now))
+            .filter(|wait| !wait.is_zero())
+        {
+            return Some(wait);
+        }
+        if !counts.contains_key(&key) && counts.len() >= MAX_TRACKED {
+            let window = self.window;
+            counts.retain(|_, w| now.saturating_duration_since(w.started) < window);
+            if counts.len() >= MAX_TRACKED {
+                let mut starts: Vec<Instant> = counts.values().map(|w| w.started).collect();
+                starts.sort_unstable();
+                let cut = starts[starts.len() / 2];
+                counts.retain(|_, w| w.started > cut);
             }
-            let window = counts.entry(key).or_insert(Window {
+        }
+        let window = counts.entry(key).or_insert(Window {
+            started: now,
+            failures: 0,
+            locked_until: None,
+        });
+        if now.saturating_duration_since(window.started) >= self.window {
+            *window = Window {
                 started: now,
                 failures: 0,
-            });
-            if now.saturating_duration_since(window.started) >= self.window {
-                *window = Window {
-                    started: now,
-                    failures: 0,
-                };
-            }
-            window.failures = window.failures.saturating_add(1);
+                locked_until: None,
+            };
         }
+        window.failures = window.failures.saturating_add(1);
+        if window.failures >= self.limit {
+            let ends = window.started + self.window;
+            window.locked_until = Some((now + LOCKOUT).min(ends));
+        }
+        None
+    }
+}
+
+impl Shared {
+    /// The Redis keys of a pair: its count and its wait.
+    fn keys(&self, user: &str, ip: Option<IpAddr>) -> (String, String) {
+        let hex = hex(&pair(user, ip));
+        (
+            format!("{}login:{hex}", self.prefix),
+            format!("{}login-wait:{hex}", self.prefix),
+        )
     }
 }
 
@@ -238,31 +242,33 @@ impl LoginAttempts {
 mod tests {
     use super::*;
 
+    fn ip(text: &str) -> Option<IpAddr> {
+        Some(text.parse::<IpAddr>().expect("ip"))
+    }
+
     #[test]
-    fn failures_past_the_limit_wait_for_the_window() {
+    fn a_name_tried_from_an_address_waits_a_minute_past_the_limit() {
         let start = Instant::now();
         let at = |s: u64| start + Duration::from_secs(s);
-        let ip = |text: &str| Some(text.parse::<IpAddr>().expect("ip"));
-        let attempts = LoginAttempts::new(3, Duration::from_secs(60));
+        let attempts = LoginAttempts::new(3, Duration::from_secs(900));
         for s in 0..3 {
-            assert_eq!(attempts.refused("alice", ip("10.0.0.1"), at(s)), None, "failure {s}");
-            attempts.failed("alice", ip("10.0.0.1"), at(s));
+            assert_eq!(attempts.begin_here("alice", ip("10.0.0.1"), at(s)), None, "attempt {s}");
         }
         // (user, address, second, expected wait in seconds)
         let cases: Vec<(&str, Option<IpAddr>, u64, Option<u64>)> = vec![
-            ("alice", ip("10.0.0.1"), 10, Some(50)),
-            // The user is refused from anywhere…
-            ("alice", ip("10.0.0.2"), 10, Some(50)),
-            ("alice", None, 10, Some(50)),
-            // …and the address for any user.
-            ("bob", ip("10.0.0.1"), 10, Some(50)),
-            ("bob", ip("10.0.0.2"), 10, None),
-            // The window ends.
-            ("alice", ip("10.0.0.1"), 60, None),
+            // The third failure (at 2 s) starts a minute's wait for alice from 10.0.0.1…
+            ("alice", ip("10.0.0.1"), 10, Some(52)),
+            ("alice", ip("::ffff:10.0.0.1"), 10, Some(52)),
+            // …and for nobody else: not alice elsewhere, not bob from there.
+            ("alice", ip("10.0.0.2"), 10, None),
+            ("bob", ip("10.0.0.1"), 10, None),
+            // Once the minute is over, one more attempt (which fails: a minute more).
+            ("alice", ip("10.0.0.1"), 62, None),
+            ("alice", ip("10.0.0.1"), 63, Some(59)),
         ];
         for (user, address, second, expected) in cases {
             assert_eq!(
-                attempts.refused(user, address, at(second)).map(|d| d.as_secs()),
+                attempts.begin_here(user, address, at(second)).map(|d| d.as_secs()),
                 expected,
                 "{user} from {address:?} at {second}"
             );
@@ -270,14 +276,34 @@ mod tests {
     }
 
     #[test]
+    fn the_wait_ends_with_the_window_and_a_sign_in_clears_the_count() {
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let attempts = LoginAttempts::new(2, Duration::from_secs(3));
+        assert_eq!(attempts.begin_here("alice", None, at(0)), None);
+        assert_eq!(attempts.begin_here("alice", None, at(1000)), None);
+        // The window (3 s from the first failure) ends before the minute would.
+        assert_eq!(
+            attempts.begin_here("alice", None, at(1500)),
+            Some(Duration::from_millis(1500))
+        );
+        assert_eq!(attempts.begin_here("alice", None, at(3000)), None);
+        futures_util::FutureExt::now_or_never(attempts.succeeded("alice", None)).expect("in memory");
+        assert_eq!(attempts.begin_here("alice", None, at(3001)), None, "counted afresh");
+    }
+
+    #[test]
     fn an_ipv6_client_counts_by_its_64() {
         let attempts = LoginAttempts::new(1, Duration::from_secs(60));
         let now = Instant::now();
-        attempts.failed("a", Some("2001:db8:1:2::1".parse().expect("ip")), now);
+        assert_eq!(attempts.begin_here("a", ip("2001:db8:1:2::1"), now), None);
         let cases = [("2001:db8:1:2::ffff", true), ("2001:db8:1:3::1", false)];
         for (address, refused) in cases {
-            let ip = Some(address.parse().expect("ip"));
-            assert_eq!(attempts.refused("b", ip, now).is_some(), refused, "{address}");
+            assert_eq!(
+                attempts.begin_here("a", ip(address), now).is_some(),
+                refused,
+                "{address}"
+            );
         }
     }
 
@@ -286,8 +312,7 @@ mod tests {
         let attempts = LoginAttempts::new(0, Duration::from_secs(60));
         let now = Instant::now();
         for _ in 0..10 {
-            attempts.failed("a", None, now);
+            assert_eq!(attempts.begin_here("a", None, now), None);
         }
-        assert_eq!(attempts.refused("a", None, now), None);
     }
 }

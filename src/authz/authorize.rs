@@ -1,6 +1,6 @@
 //! `/oauth/authorize` (authorization code with PKCE S256 only), the login form
 //! (`/oauth/login`, local users with Argon2id) and the consent form
-//! (`/oauth/consent`, remembered per user and client).
+//! (`/oauth/consent`, remembered per user, client and resource).
 //!
 //! A request that names no known client or redirect URI gets an error page, never
 //! a redirect; every later error is a redirect carrying `error`, `state` and `iss`
@@ -18,8 +18,8 @@ use http::{HeaderValue, StatusCode};
 use subtle::ConstantTimeEq;
 
 use super::broker::Upstream;
-use super::store::{Client, Grant};
-use super::{AuthServer, ClientIp, Response, instant, pages, parameters, rules, sha256, signing, unix_now};
+use super::store::{Client, ClientOrigin, Consent, Grant};
+use super::{AuthServer, Response, instant, pages, parameters, rules, sha256, signing, unix_now};
 
 /// How long a user may take between the pages.
 const PENDING_FOR: Duration = Duration::from_secs(600);
@@ -33,11 +33,56 @@ const COOKIE_NAME: &str = "eragate_txn";
 pub struct Request {
     client_id: String,
     client_name: String,
+    /// Whether the operator named the client (a configured one).
+    name_verified: bool,
+    /// The URL of the client's metadata document (a CIMD client).
+    document: Option<String>,
+    /// Where the code goes, as the consent page says it ([`destination`]).
+    destination: String,
     redirect_uri: String,
     state: Option<String>,
     code_challenge: String,
     resource: String,
     scopes: Vec<String>,
+}
+
+impl Request {
+    /// What the pages say about its client.
+    fn shown(&self) -> pages::Shown<'_> {
+        pages::Shown {
+            name: &self.client_name,
+            verified: self.name_verified,
+            destination: &self.destination,
+            document: self.document.as_deref(),
+        }
+    }
+}
+
+/// Where a code sent to `redirect_uri` goes, as a person reads it: its host (and
+/// port), noting a loopback one is this computer; or, for a private-use scheme
+/// (`com.example.app:/cb`), the app that scheme opens.
+fn destination(redirect_uri: &str) -> String {
+    let Ok(url) = url::Url::parse(redirect_uri) else {
+        return redirect_uri.to_owned();
+    };
+    let Some(host) = url.host_str() else {
+        return format!("the application that opens {}: links", url.scheme());
+    };
+    let place = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    };
+    let loopback = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    if loopback {
+        format!("{place} (an application on this computer)")
+    } else {
+        place
+    }
 }
 
 struct Transaction {
@@ -166,6 +211,9 @@ impl AuthServer {
         let request = match checked {
             Ok((code_challenge, resource, scopes)) => Request {
                 client_name: client.client_name.clone().unwrap_or_else(|| client.client_id.clone()),
+                name_verified: client.origin == ClientOrigin::Static,
+                document: (client.origin == ClientOrigin::MetadataDocument).then(|| client.client_id.clone()),
+                destination: destination(&redirect_uri),
                 client_id: client.client_id,
                 redirect_uri,
                 state,
@@ -180,7 +228,7 @@ impl AuthServer {
         let (txn, csrf) = self.pending.insert(request.clone());
         let mut response = match &self.broker {
             None => {
-                let html = pages::login(&self.path("login"), &txn, &csrf, &request.client_name, None);
+                let html = pages::login(&self.path("login"), &txn, &csrf, &request.shown(), None);
                 html_response(StatusCode::OK, html)
             }
             Some(broker) => match broker.redirect().await {
@@ -280,43 +328,55 @@ impl AuthServer {
         };
         let username = params.get("username").map(String::as_str).unwrap_or_default();
         let password = params.get("password").map(String::as_str).unwrap_or_default();
-        let ip = request.extensions().get::<ClientIp>().map(|c| c.0);
-        if let Some(wait) = self.attempts.check(username, ip, instant()).await {
+        let ip = self.client_address(request);
+        // A turn first: a sign-in answered "busy" is not counted against the name.
+        let Some(turn) = self.passwords.turn(ip.map(super::attempts::network)) else {
+            tracing::warn!(?ip, "a login refused: too many sign-ins from one network at once");
+            let message = "Too many sign-ins from your network at once. Try again in a moment.";
+            return self.login_refused(&txn, &req, Duration::from_secs(1), message);
+        };
+        if let Some(wait) = self.attempts.begin(username, ip, instant()).await {
             tracing::warn!(user = %username, ?ip, "a login refused: too many failed attempts");
-            let minutes = wait.as_secs().div_ceil(60).max(1);
-            let message = format!(
-                "Too many attempts. Try again in {minutes} minute{}.",
-                if minutes == 1 { "" } else { "s" }
-            );
-            let csrf = self.renew_csrf(&txn);
-            let html = pages::login(&self.path("login"), &txn, &csrf, &req.client_name, Some(&message));
-            let mut response = html_response(StatusCode::TOO_MANY_REQUESTS, html);
-            response
-                .headers_mut()
-                .insert(http::header::RETRY_AFTER, HeaderValue::from(wait.as_secs().max(1)));
-            return response;
+            let message = format!("Too many attempts. Try again in {} seconds.", whole_seconds(wait));
+            return self.login_refused(&txn, &req, wait, &message);
         }
-        if !self.verify_password(username, password).await {
-            self.attempts.count_failure(username, ip, instant()).await;
+        if !turn.check(username, password).await {
             tracing::info!(user = %username, client = %req.client_id, "a failed login");
             let (txn, csrf) = (txn.clone(), self.renew_csrf(&txn));
             let html = pages::login(
                 &self.path("login"),
                 &txn,
                 &csrf,
-                &req.client_name,
+                &req.shown(),
                 Some("The username or password is not right."),
             );
             return html_response(StatusCode::OK, html);
         }
+        self.attempts.succeeded(username, ip).await;
         self.signed_in(&txn, &req, username).await
+    }
+
+    /// The login page again, answered 429 with `Retry-After` and `message`.
+    fn login_refused(&self, txn: &str, req: &Request, wait: Duration, message: &str) -> Response {
+        let csrf = self.renew_csrf(txn);
+        let html = pages::login(&self.path("login"), txn, &csrf, &req.shown(), Some(message));
+        let mut response = html_response(StatusCode::TOO_MANY_REQUESTS, html);
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from(whole_seconds(wait)));
+        response
     }
 
     /// After `subject` signed in for `txn`: a code if they consented to this
     /// client and these scopes before, else the consent page.
     async fn signed_in(&self, txn: &str, req: &Request, subject: &str) -> Response {
         self.pending.sign_in(txn, subject);
-        let remembered = self.store.consent(subject, &req.client_id).await.ok().flatten();
+        let remembered = self
+            .store
+            .consent(subject, &req.client_id, &req.resource)
+            .await
+            .ok()
+            .flatten();
         if remembered.is_some_and(|granted| req.scopes.iter().all(|s| granted.contains(s))) {
             self.pending.finish(txn);
             return self.issue_code(req, subject).await;
@@ -326,7 +386,7 @@ impl AuthServer {
             &self.path("consent"),
             txn,
             &csrf,
-            &req.client_name,
+            &req.shown(),
             subject,
             &req.resource,
             &req.scopes,
@@ -410,7 +470,7 @@ impl AuthServer {
         }
         let mut granted = self
             .store
-            .consent(&subject, &req.client_id)
+            .consent(&subject, &req.client_id, &req.resource)
             .await
             .ok()
             .flatten()
@@ -420,11 +480,13 @@ impl AuthServer {
                 granted.push(scope.clone());
             }
         }
-        if let Err(error) = self
-            .store
-            .put_consent(subject.clone(), req.client_id.clone(), granted)
-            .await
-        {
+        let consent = Consent {
+            subject: subject.clone(),
+            client_id: req.client_id.clone(),
+            resource: req.resource.clone(),
+            scopes: granted,
+        };
+        if let Err(error) = self.store.put_consent(consent).await {
             tracing::warn!(%error, "remembering a consent");
         }
         self.issue_code(&req, &subject).await
@@ -461,22 +523,6 @@ impl AuthServer {
             t.csrf = csrf.clone();
         }
         csrf
-    }
-
-    /// Checks a local user's password (Argon2id, off the async threads). An unknown
-    /// user costs the same as a wrong password.
-    async fn verify_password(&self, username: &str, password: &str) -> bool {
-        const DUMMY: &str =
-            "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$n3pyVvYqK9F4D3Hb4n8v3QhS0kF6rvU3Vgq5l3b8r1Y";
-        let (known, hash) = match self.users.get(username) {
-            Some(hash) => (true, hash.clone()),
-            None => (false, DUMMY.to_owned()),
-        };
-        let password = password.to_owned();
-        let verified = tokio::task::spawn_blocking(move || verify_argon2(&hash, &password))
-            .await
-            .unwrap_or(false);
-        known && verified
     }
 
     /// A code for `req`, sent to its redirect URI.
@@ -540,15 +586,9 @@ impl AuthServer {
     }
 }
 
-/// Whether `password` matches the Argon2 PHC string `hash`.
-pub fn verify_argon2(hash: &str, password: &str) -> bool {
-    use argon2::PasswordVerifier;
-    let Ok(parsed) = argon2::PasswordHash::new(hash) else {
-        return false;
-    };
-    argon2::Argon2::default()
-        .verify_password(password.as_bytes(), &parsed)
-        .is_ok()
+/// `wait` in whole seconds, rounded up, at least one.
+fn whole_seconds(wait: Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 fn redirect(base: &str, params: &[(&str, &str)], status: StatusCode) -> Response {
@@ -597,4 +637,33 @@ fn cookie(headers: &http::HeaderMap, name: &str) -> Option<String> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(n, _)| *n == name)
         .map(|(_, v)| v.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_destination_names_the_host_a_code_goes_to() {
+        let cases = [
+            ("https://app.example.com/cb", "app.example.com"),
+            ("https://app.example.com:8443/cb", "app.example.com:8443"),
+            (
+                "http://127.0.0.1:9/callback",
+                "127.0.0.1:9 (an application on this computer)",
+            ),
+            ("http://[::1]/cb", "[::1] (an application on this computer)"),
+            (
+                "http://localhost:3000/cb",
+                "localhost:3000 (an application on this computer)",
+            ),
+            (
+                "com.example.app:/cb",
+                "the application that opens com.example.app: links",
+            ),
+        ];
+        for (uri, expected) in cases {
+            assert_eq!(destination(uri), expected, "{uri}");
+        }
+    }
 }

@@ -108,7 +108,7 @@ impl Documents {
             None => url.path().to_owned(),
         };
         let request = http::Request::get(path)
-            .header(http::header::HOST, url.host_str().unwrap_or_default())
+            .header(http::header::HOST, host_header(&url))
             .header(http::header::ACCEPT, "application/json")
             .body(Empty::<Bytes>::new())
             .map_err(|e| format!("{text}: {e}"))?;
@@ -141,6 +141,16 @@ impl Documents {
             ));
         }
         addresses.first().copied().ok_or_else(|| format!("{host}: no address"))
+    }
+}
+
+/// The `Host` of a request to `url`: its host, and its port unless the scheme's
+/// default (RFC 9110 §7.2).
+fn host_header(url: &url::Url) -> String {
+    let host = url.host_str().unwrap_or_default();
+    match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
     }
 }
 
@@ -273,6 +283,19 @@ mod tests {
         ];
         for body in cases {
             assert!(parse(url, body.as_bytes(), 1).is_err(), "{body}");
+        }
+    }
+
+    #[test]
+    fn the_host_header_names_a_port_unless_it_is_the_default() {
+        let cases = [
+            ("https://localhost:18443/c.json", "localhost:18443"),
+            ("https://app.example.com/c.json", "app.example.com"),
+            ("https://app.example.com:443/c.json", "app.example.com"),
+            ("https://[::1]:8443/c.json", "[::1]:8443"),
+        ];
+        for (url, host) in cases {
+            assert_eq!(host_header(&url::Url::parse(url).expect("url")), host, "{url}");
         }
     }
 

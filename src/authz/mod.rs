@@ -14,6 +14,7 @@ mod authorize;
 mod broker;
 pub mod cimd;
 mod pages;
+mod passwords;
 mod register;
 pub mod rules;
 pub mod signing;
@@ -34,10 +35,23 @@ use crate::auth::keys::KeyStore;
 use crate::config::{AUTH_SERVER_PREFIX, AuthServerConfig, Config, LoginSource};
 use store::{Client, ClientOrigin, Store, StoredKey};
 
-/// The client's IP address, put in a request's extensions by the edge (for the
-/// login attempt limit).
+/// The connection's peer address, put in a request's extensions by the edge; the
+/// client's own address is read from it and, when the peer is one of
+/// `listen.trusted_proxies`, its forwarding header ([`AuthServer::client_address`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientIp(pub std::net::IpAddr);
+
+/// The listener's browser checks of a request, put in its extensions by the edge:
+/// whether its `Origin` is absent or one the listener allows, and whether its
+/// `Host` names the listener (always true when an `Origin` is present: that is
+/// judged instead). Which endpoints ask which is [`AuthServer::handle`]'s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BrowserChecks {
+    /// `Origin` absent, the listener's own or in `listen.allowed_origins`.
+    pub origin_allowed: bool,
+    /// `Host` names this listener (see `src/edge/http/hosts.rs`).
+    pub host_allowed: bool,
+}
 
 /// A response of the authorization server.
 pub type Response = http::Response<Bytes>;
@@ -56,16 +70,21 @@ pub struct AuthServer {
     resources: Vec<String>,
     /// Scopes the resource advertises (accepted when `scopes_supported` is empty).
     resource_scopes: Vec<String>,
-    /// Local users: name → Argon2id PHC string.
-    users: HashMap<String, String>,
+    /// Local users and their password checks.
+    passwords: passwords::Passwords,
+    /// Whose forwarding header names the client (`[listen] trusted_proxies`).
+    proxies: crate::config::TrustedProxies,
+    /// Which header that is.
+    client_ip_header: crate::config::ClientIpHeader,
     keys: RwLock<Arc<Vec<StoredKey>>>,
     published: Arc<KeyStore>,
     metadata: Bytes,
     pending: authorize::Pending,
-    registrations: Mutex<(u64, u32)>,
+    /// Registrations this minute: the minute, in all, and per client network.
+    registrations: Mutex<register::Registrations>,
     /// Client ID Metadata Documents, when on.
     documents: Option<cimd::Documents>,
-    /// Failed sign-ins per user and per client IP.
+    /// Failed sign-ins per user name and client address.
     attempts: attempts::LoginAttempts,
     /// The upstream OpenID provider of `login = "oidc"`.
     broker: Option<broker::Broker>,
@@ -112,16 +131,16 @@ impl AuthServer {
             store,
             resources: resource.resources(),
             resource_scopes,
-            users: server
-                .users
-                .iter()
-                .map(|u| (u.name.clone(), u.password_argon2.clone()))
-                .collect(),
+            passwords: passwords::Passwords::new(
+                server.users.iter().map(|u| (u.name.clone(), u.password_argon2.clone())),
+            ),
+            proxies: config.listen.trusted_proxies.clone(),
+            client_ip_header: config.listen.client_ip_header,
             keys: RwLock::new(Arc::new(Vec::new())),
             published: resource.keys().clone(),
             metadata: Bytes::new(),
             pending: authorize::Pending::default(),
-            registrations: Mutex::new((0, 0)),
+            registrations: Mutex::new(register::Registrations::default()),
             documents: None,
             attempts: login_attempts(server),
             broker: None,
@@ -284,16 +303,32 @@ impl AuthServer {
     }
 
     /// Answers a request to one of its paths (the body already read, bounded).
+    ///
+    /// Every path takes the listener's `Host` check (421: a DNS-rebinding page
+    /// names its own host). Cross-origin requests: the metadata and the JWKS are
+    /// public and readable from any origin (browser-based clients discover and
+    /// check with them); `/oauth/authorize` and `/oauth/callback` are top-level
+    /// navigations from another site by design; `/oauth/login` and
+    /// `/oauth/consent` are eragate's own forms, whose browser sends `Origin: null`
+    /// (the pages' referrer policy is `no-referrer`), guarded by their
+    /// transaction cookie (`SameSite=Lax`) and CSRF token instead. `/oauth/token`,
+    /// `/oauth/revoke` and `/oauth/register` answer no browser of another origin
+    /// (no CORS headers; a JSON registration's preflight is refused), so a
+    /// foreign `Origin` there can only be a blind cross-site request: 403.
     pub async fn handle(&self, request: http::Request<Bytes>) -> Response {
         let path = request.uri().path().to_owned();
         let method = request.method().clone();
+        let name = path.strip_prefix(AUTH_SERVER_PREFIX).unwrap_or_default();
+        let api = matches!(name, "token" | "revoke" | "register");
+        if let Some(refusal) = self.browser_refusal(&request, api) {
+            return refusal;
+        }
         if self.metadata_paths().contains(&path) {
             return match method {
                 Method::GET => public_json(StatusCode::OK, self.metadata.clone()),
                 _ => method_not_allowed("GET"),
             };
         }
-        let name = path.strip_prefix(AUTH_SERVER_PREFIX).unwrap_or_default();
         match (name, &method) {
             ("jwks", &Method::GET) => {
                 let keys = self.keys.read().unwrap_or_else(|e| e.into_inner()).clone();
@@ -317,6 +352,47 @@ impl AuthServer {
     }
 }
 
+impl AuthServer {
+    /// The refusal of a request that fails the browser checks it takes (see
+    /// [`AuthServer::handle`]): 421 for a `Host` the listener does not serve, 403
+    /// for a foreign `Origin` on an `api` endpoint.
+    fn browser_refusal(&self, request: &http::Request<Bytes>, api: bool) -> Option<Response> {
+        let checks = request.extensions().get::<BrowserChecks>()?;
+        if !checks.host_allowed {
+            tracing::debug!(host = ?request.headers().get(http::header::HOST), "authorization server: a foreign Host");
+            let description = "this server does not serve the host the request names";
+            return Some(if api {
+                oauth_error(StatusCode::MISDIRECTED_REQUEST, "invalid_request", description)
+            } else {
+                plain(StatusCode::MISDIRECTED_REQUEST, "misdirected request: unknown host")
+            });
+        }
+        let own = || {
+            request
+                .headers()
+                .get(http::header::ORIGIN)
+                .and_then(|o| o.to_str().ok())
+                .is_some_and(|o| o.trim_end_matches('/').eq_ignore_ascii_case(&self.origin))
+        };
+        if api && !checks.origin_allowed && !own() {
+            tracing::debug!(origin = ?request.headers().get(http::header::ORIGIN), "authorization server: a foreign Origin");
+            return Some(oauth_error(
+                StatusCode::FORBIDDEN,
+                "invalid_request",
+                "requests from this Origin are not accepted",
+            ));
+        }
+        None
+    }
+
+    /// The address of the client that sent `request`: the peer's, or, when the
+    /// peer is a trusted proxy, the client its forwarding header names.
+    fn client_address(&self, request: &http::Request<Bytes>) -> Option<std::net::IpAddr> {
+        let peer = request.extensions().get::<ClientIp>()?.0;
+        Some(self.proxies.client(peer, request.headers(), self.client_ip_header))
+    }
+}
+
 /// The login attempt limit of `server`: in Redis with `storage = "redis"` (every
 /// replica sees the same counts), else in this process.
 fn login_attempts(server: &AuthServerConfig) -> attempts::LoginAttempts {
@@ -336,9 +412,13 @@ fn login_attempts(server: &AuthServerConfig) -> attempts::LoginAttempts {
     }
 }
 
-/// The Argon2id PHC string of `password` (a fresh salt each time).
+/// The Argon2id PHC string of `password` (a fresh salt each time); the empty
+/// password is refused (it never signs in).
 pub fn hash_password(password: &str) -> Result<String, String> {
     use argon2::PasswordHasher;
+    if password.is_empty() {
+        return Err("the password is empty: an empty password never signs in".into());
+    }
     argon2::Argon2::default()
         .hash_password(password.as_bytes())
         .map(|hash| hash.to_string())

@@ -20,7 +20,35 @@ button{flex:1;padding:.65rem 1rem;font:inherit;font-weight:600;border-radius:8px
 .primary{background:#1d4ed8;color:#fff}\
 .secondary{background:#fff;color:#1d4ed8}\
 .error{background:#fef2f2;color:#991b1b;border:1px solid #fecaca;border-radius:8px;padding:.5rem .75rem}\
+dl{margin:1rem 0;font-size:.95rem}dt{color:#4b5563}dd{margin:0 0 .5rem;font-weight:600;word-break:break-all}\
+.unverified{font-size:.8rem;font-weight:600;color:#92400e;background:#fffbeb;border:1px solid #fcd34d;\
+border-radius:6px;padding:0 .35rem;white-space:nowrap}\
 footer{margin-top:1.5rem;font-size:.8rem;color:#6b7280}";
+
+/// What the pages say about the client asking.
+pub struct Shown<'a> {
+    /// Its name, or its id when it gave none.
+    pub name: &'a str,
+    /// Whether the operator named it (a configured client); any other name is the
+    /// client's own claim, marked as such.
+    pub verified: bool,
+    /// Where the code is sent: the redirect URI's host (and port), or its scheme.
+    pub destination: &'a str,
+    /// The URL of its metadata document (a CIMD client).
+    pub document: Option<&'a str>,
+}
+
+impl Shown<'_> {
+    /// The name, marked when nobody verified it.
+    fn name_html(&self) -> String {
+        let mark = if self.verified {
+            ""
+        } else {
+            " <span class=\"unverified\">name not verified</span>"
+        };
+        format!("<strong>{}</strong>{mark}", escape(self.name))
+    }
+}
 
 /// Escapes text for HTML content and attribute values.
 pub fn escape(text: &str) -> String {
@@ -57,31 +85,32 @@ fn hidden(txn: &str, csrf: &str) -> String {
 }
 
 /// The login page of a pending authorization.
-pub fn login(action: &str, txn: &str, csrf: &str, client: &str, error: Option<&str>) -> String {
+pub fn login(action: &str, txn: &str, csrf: &str, client: &Shown<'_>, error: Option<&str>) -> String {
     let error = error
         .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(e)))
         .unwrap_or_default();
     let body = format!(
-        "<h1>Sign in</h1><p class=\"who\">to continue to <strong>{}</strong></p>{error}\
+        "<h1>Sign in</h1><p class=\"who\">to continue to {}</p>{error}\
 <form method=\"post\" action=\"{}\">{}\
 <label for=\"username\">Username</label>\
 <input type=\"text\" id=\"username\" name=\"username\" autocomplete=\"username\" required autofocus>\
 <label for=\"password\">Password</label>\
 <input type=\"password\" id=\"password\" name=\"password\" autocomplete=\"current-password\" required>\
 <div class=\"actions\"><button type=\"submit\" class=\"primary\">Sign in</button></div></form>",
-        escape(client),
+        client.name_html(),
         escape(action),
         hidden(txn, csrf)
     );
     page("Sign in", &body)
 }
 
-/// The consent page: `client` asks to act as `user` on `resource` with `scopes`.
+/// The consent page: `client` asks to act as `user` on `resource` with `scopes`;
+/// it says where the code goes and, for a metadata document, who describes the client.
 pub fn consent(
     action: &str,
     txn: &str,
     csrf: &str,
-    client: &str,
+    client: &Shown<'_>,
     user: &str,
     resource: &str,
     scopes: &[String],
@@ -95,14 +124,20 @@ pub fn consent(
             .collect();
         format!("<p>It asks for:</p><ul>{items}</ul>")
     };
+    let document = client
+        .document
+        .map(|url| format!("<dt>Described by the document at</dt><dd>{}</dd>", escape(url)))
+        .unwrap_or_default();
     let body = format!(
-        "<h1>Allow access?</h1><p><strong>{}</strong> wants to use <span class=\"who\">{}</span> as <strong>{}</strong>.</p>\
-{scopes}<form method=\"post\" action=\"{}\">{}\
+        "<h1>Allow access?</h1><p>{} wants to use <span class=\"who\">{}</span> as <strong>{}</strong>.</p>\
+{scopes}<dl><dt>If you allow, you are sent back to</dt><dd>{}</dd>{document}</dl>\
+<form method=\"post\" action=\"{}\">{}\
 <div class=\"actions\"><button type=\"submit\" name=\"decision\" value=\"deny\" class=\"secondary\">Deny</button>\
 <button type=\"submit\" name=\"decision\" value=\"allow\" class=\"primary\">Allow</button></div></form>",
-        escape(client),
+        client.name_html(),
         escape(resource),
         escape(user),
+        escape(client.destination),
         escape(action),
         hidden(txn, csrf)
     );
@@ -133,8 +168,40 @@ mod tests {
         for (text, escaped) in cases {
             assert_eq!(escape(text), escaped);
         }
-        let html = login("/oauth/login", "t", "c", "<b>evil</b>", Some("x"));
+        let shown = Shown {
+            name: "<b>evil</b>",
+            verified: false,
+            destination: "<i>",
+            document: Some("https://x/\"><script>"),
+        };
+        let html = login("/oauth/login", "t", "c", &shown, Some("x"));
         assert!(html.contains("&lt;b&gt;evil"), "{html}");
         assert!(!html.contains("<b>evil"));
+        let html = consent("/oauth/consent", "t", "c", &shown, "u", "r", &[]);
+        assert!(
+            !html.contains("<b>evil") && !html.contains("<i>") && !html.contains("<script>"),
+            "{html}"
+        );
+    }
+
+    #[test]
+    fn names_nobody_verified_are_marked() {
+        let mut shown = Shown {
+            name: "Official App",
+            verified: false,
+            destination: "app.example.com",
+            document: None,
+        };
+        let html = consent("/oauth/consent", "t", "c", &shown, "u", "r", &[]);
+        assert!(
+            html.contains("name not verified") && html.contains("app.example.com"),
+            "{html}"
+        );
+        assert!(!html.contains("Described by"), "{html}");
+        shown.verified = true;
+        shown.document = Some("https://app.example.com/client.json");
+        let html = consent("/oauth/consent", "t", "c", &shown, "u", "r", &[]);
+        assert!(!html.contains("name not verified"), "{html}");
+        assert!(html.contains("https://app.example.com/client.json"), "{html}");
     }
 }

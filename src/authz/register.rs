@@ -1,7 +1,11 @@
 //! Clients: looked up in the store (static ones are put there at start), and
 //! Dynamic Client Registration at `/oauth/register` (RFC 7591): `application_type`
 //! decides which redirect URIs are allowed, the registration is echoed back,
-//! registrations are rate-limited, and unused ones expire.
+//! registrations are rate-limited (per minute, in all and per client network, in
+//! this process), and unused ones expire.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -15,6 +19,16 @@ use super::{AuthServer, Response, oauth_error, private_json, sha256, signing, un
 const MAX_REGISTRATION: usize = 16 * 1024;
 /// Most redirect URIs of one client.
 const MAX_REDIRECTS: usize = 20;
+
+/// The registrations accepted this minute: in all, and per client network (an
+/// IPv6 client by its /64). Only accepted ones are kept, so the map holds at
+/// most `registrations_per_minute` entries.
+#[derive(Default)]
+pub struct Registrations {
+    minute: u64,
+    total: u32,
+    per_network: HashMap<IpAddr, u32>,
+}
 
 impl AuthServer {
     /// The client `client_id`, if known (marked used now); `Err` when the store
@@ -39,12 +53,10 @@ impl AuthServer {
 
     /// POST `/oauth/register`.
     pub(super) async fn register(&self, request: &http::Request<Bytes>) -> Response {
-        if !self.registration_allowed(unix_now()) {
-            let mut response = oauth_error(
-                StatusCode::TOO_MANY_REQUESTS,
-                "temporarily_unavailable",
-                "too many registrations; try again in a minute",
-            );
+        let network = self.client_address(request).map(super::attempts::network);
+        if let Err(why) = self.registration_allowed(unix_now(), network) {
+            tracing::info!(?network, "a registration refused: {why}");
+            let mut response = oauth_error(StatusCode::TOO_MANY_REQUESTS, "temporarily_unavailable", why);
             response
                 .headers_mut()
                 .insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("60"));
@@ -160,17 +172,28 @@ impl AuthServer {
         Ok(private_json(StatusCode::CREATED, &metadata))
     }
 
-    /// One more registration this minute, if the limit allows it.
-    fn registration_allowed(&self, now: u64) -> bool {
+    /// One more registration this minute from `network`, if both limits allow it;
+    /// else which one refuses.
+    fn registration_allowed(&self, now: u64, network: Option<IpAddr>) -> Result<(), &'static str> {
         let mut window = self.registrations.lock().unwrap_or_else(|e| e.into_inner());
         let minute = now / 60;
-        if window.0 != minute {
-            *window = (minute, 0);
+        if window.minute != minute {
+            *window = Registrations {
+                minute,
+                ..Registrations::default()
+            };
         }
-        if window.1 >= self.config.registrations_per_minute {
-            return false;
+        let from_there = network.and_then(|n| window.per_network.get(&n).copied()).unwrap_or(0);
+        if from_there >= self.config.registrations_per_minute_per_ip {
+            return Err("too many registrations from your address; try again in a minute");
         }
-        window.1 += 1;
-        true
+        if window.total >= self.config.registrations_per_minute {
+            return Err("too many registrations; try again in a minute");
+        }
+        window.total += 1;
+        if let Some(network) = network {
+            *window.per_network.entry(network).or_insert(0) += 1;
+        }
+        Ok(())
     }
 }

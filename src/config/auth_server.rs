@@ -2,6 +2,7 @@
 //! its issuer, token lifetimes, who logs in, the static clients, the registration
 //! switches and the storage; and the checks of it that types alone cannot make.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -58,6 +59,10 @@ pub struct AuthServerConfig {
     /// Registrations accepted per minute (all clients together). Default 20.
     #[serde(default = "default_registrations_per_minute")]
     pub registrations_per_minute: u32,
+    /// Registrations accepted per minute from one client address (an IPv6 client
+    /// by its /64; behind `listen.trusted_proxies`, the real client's). Default 5.
+    #[serde(default = "default_registrations_per_minute_per_ip")]
+    pub registrations_per_minute_per_ip: u32,
     /// A dynamically registered client never used for this long is forgotten. Default 7 days.
     #[serde(default = "default_registration_expiry")]
     pub registration_expiry: Humantime,
@@ -120,6 +125,7 @@ impl Default for AuthServerConfig {
             key_rotation: default_key_rotation(),
             dynamic_registration: true,
             registrations_per_minute: default_registrations_per_minute(),
+            registrations_per_minute_per_ip: default_registrations_per_minute_per_ip(),
             registration_expiry: default_registration_expiry(),
             client_metadata_documents: true,
             client_metadata_ca: None,
@@ -276,8 +282,89 @@ fn default_key_rotation() -> Humantime {
 fn default_registrations_per_minute() -> u32 {
     20
 }
+fn default_registrations_per_minute_per_ip() -> u32 {
+    5
+}
 fn default_registration_expiry() -> Humantime {
     Humantime(Duration::from_secs(7 * 24 * 3600))
+}
+
+/// Passwords published with eragate (`config/auth-server.toml`, the README's
+/// examples): fine on one's own machine, refused where others can reach the login.
+const EXAMPLE_PASSWORDS: &[&str] = &["change-me"];
+
+/// Why the login page may be reachable from other machines, if it may: the
+/// listener binds a non-loopback address, or the issuer (where clients send users
+/// to sign in) names a non-loopback host.
+fn exposure(server: &AuthServerConfig, listen: &ListenConfig) -> Option<String> {
+    if !listen.address.ip().is_loopback() {
+        return Some(format!("listen.address is {}", listen.address));
+    }
+    let issuer = server.issuer(listen);
+    let loopback = url::Url::parse(&issuer).ok().is_some_and(|url| match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    });
+    (!loopback).then(|| format!("the issuer is {issuer}"))
+}
+
+/// What is wrong with a user's `password_argon2`, if anything: not an Argon2id PHC
+/// string with usable parameters; the hash of the empty password (which never
+/// signs in); or, when the login is `exposed` (why), a published example password.
+/// Each password tried costs one Argon2 verification (~20 ms) per hash, remembered
+/// for the life of the process.
+fn password_issue(hash: &str, exposed: Option<&str>) -> Option<String> {
+    use argon2::PasswordVerifier;
+    let remedy = "make one with `echo NEW-PASSWORD | eragate hash-password`";
+    let parsed = match argon2::PasswordHash::new(hash) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            return Some(format!(
+                "is not an Argon2id PHC string (\"$argon2id$v=19$m=...,t=...,p=...$SALT$HASH\"): {error}; {remedy}"
+            ));
+        }
+    };
+    if parsed.algorithm.as_str() != "argon2id" {
+        return Some(format!(
+            "is an {} hash; only argon2id is accepted: {remedy}",
+            parsed.algorithm.as_str()
+        ));
+    }
+    if parsed.salt.is_none() || parsed.hash.is_none() {
+        return Some(format!("lacks its salt or its hash: {remedy}"));
+    }
+    if let Err(error) = argon2::Params::try_from(&parsed) {
+        return Some(format!("has unusable Argon2 parameters ({error}): {remedy}"));
+    }
+    // The configuration is checked more than once at start (the file, then with the
+    // command line) and at each reload: each password is tried against a hash once.
+    static TRIED: std::sync::LazyLock<std::sync::Mutex<HashMap<(String, &'static str), bool>>> =
+        std::sync::LazyLock::new(Default::default);
+    let verifies = |password: &'static str| {
+        let key = (hash.to_owned(), password);
+        if let Some(&known) = TRIED.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return known;
+        }
+        let verified = argon2::Argon2::default()
+            .verify_password(password.as_bytes(), &parsed)
+            .is_ok();
+        TRIED.lock().unwrap_or_else(|e| e.into_inner()).insert(key, verified);
+        verified
+    };
+    if verifies("") {
+        return Some(format!(
+            "is the hash of the empty password, which never signs in: {remedy}"
+        ));
+    }
+    let exposed = exposed?;
+    EXAMPLE_PASSWORDS.iter().find(|p| verifies(p)).map(|example| {
+        format!(
+            "is the hash of the published example password {example:?}, accepted only while the \
+             login is reachable from this machine alone ({exposed}): {remedy}"
+        )
+    })
 }
 
 /// The problems of `[auth.server]`.
@@ -296,6 +383,16 @@ pub fn server_issues(server: &AuthServerConfig, listen: &ListenConfig, oauth_iss
             format!("with [auth.server], tokens come from eragate itself: the issuer is {issuer:?}"),
         );
     }
+    if server.login == LoginSource::Local && server.users.is_empty() {
+        push(
+            "auth.server.users".into(),
+            "nobody can sign in (login = \"local\" and no user): add one with \
+             --user \"NAME:$(echo PASSWORD | eragate hash-password)\", or [[auth.server.users]] \
+             with name and password_argon2"
+                .into(),
+        );
+    }
+    let exposed = exposure(server, listen);
     for (i, user) in server.users.iter().enumerate() {
         if user.name.is_empty() || user.name.contains('#') {
             push(
@@ -303,11 +400,8 @@ pub fn server_issues(server: &AuthServerConfig, listen: &ListenConfig, oauth_iss
                 "must be non-empty and without '#'".into(),
             );
         }
-        if !user.password_argon2.starts_with("$argon2id$") {
-            push(
-                format!("auth.server.users[{i}].password_argon2"),
-                "must be an Argon2id PHC string (\"$argon2id$v=19$...\"): `eragate hash-password`".into(),
-            );
+        if let Some(why) = password_issue(&user.password_argon2, exposed.as_deref()) {
+            push(format!("auth.server.users[{i}].password_argon2"), why);
         }
     }
     for (i, client) in server.clients.iter().enumerate() {
@@ -467,16 +561,86 @@ mod tests {
             .collect()
     }
 
+    /// An Argon2id hash of `password` (made here: `hash_password` refuses the empty one).
+    fn hash(password: &str) -> String {
+        use argon2::PasswordHasher;
+        argon2::Argon2::default()
+            .hash_password(password.as_bytes())
+            .expect("a hash")
+            .to_string()
+    }
+
+    fn with_user(password_argon2: String) -> AuthServerConfig {
+        AuthServerConfig {
+            users: vec![LocalUser {
+                name: "alice".into(),
+                password_argon2,
+            }],
+            ..AuthServerConfig::default()
+        }
+    }
+
+    #[test]
+    fn passwords_nobody_should_sign_in_with_are_refused() {
+        let public = ListenConfig {
+            address: "0.0.0.0:8080".parse().expect("addr"),
+            public_url: Some("https://mcp.example.com".into()),
+            ..ListenConfig::default()
+        };
+        // Bound to loopback behind a proxy that serves the world.
+        let proxied = ListenConfig {
+            public_url: Some("https://mcp.example.com".into()),
+            ..ListenConfig::default()
+        };
+        let loopback = ListenConfig::default();
+        let example = with_user(hash("change-me"));
+        let own = with_user(hash("a password of her own"));
+        // (server, listener, the issues' paths)
+        let users = "auth.server.users";
+        let hash_key = "auth.server.users[0].password_argon2";
+        let cases: Vec<(AuthServerConfig, &ListenConfig, Vec<&str>)> = vec![
+            (own.clone(), &public, vec![]),
+            (example.clone(), &loopback, vec![]),
+            (example.clone(), &public, vec![hash_key]),
+            (example, &proxied, vec![hash_key]),
+            (with_user(hash("")), &loopback, vec![hash_key]),
+            (
+                with_user("$argon2id$v=19$m=19456,t=2,p=1$garbage".into()),
+                &loopback,
+                vec![hash_key],
+            ),
+            (
+                with_user(hash("x").replace("argon2id", "argon2i")),
+                &loopback,
+                vec![hash_key],
+            ),
+            (AuthServerConfig::default(), &loopback, vec![users]),
+            (
+                AuthServerConfig {
+                    login: LoginSource::Oidc,
+                    ..AuthServerConfig::default()
+                },
+                &loopback,
+                vec!["auth.server.oidc"],
+            ),
+        ];
+        for (server, listen, expected) in cases {
+            let issues = server_issues(&server, listen, None);
+            let found: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
+            assert_eq!(found, expected, "{:?} on {}: {issues:?}", server.users, listen.address);
+        }
+    }
+
     #[test]
     fn mistakes_name_their_keys() {
-        let good = AuthServerConfig::default();
+        let good = with_user(hash("wonderland"));
         assert!(paths(&good, None).is_empty(), "{:?}", paths(&good, None));
         let cases: Vec<(&str, AuthServerConfig, Option<&str>)> = vec![
             (
                 "auth.server.issuer",
                 AuthServerConfig {
                     issuer: Some("http://auth.example.com".into()),
-                    ..AuthServerConfig::default()
+                    ..good.clone()
                 },
                 None,
             ),
@@ -488,7 +652,7 @@ mod tests {
                         name: "alice".into(),
                         password_argon2: "plain".into(),
                     }],
-                    ..AuthServerConfig::default()
+                    ..good.clone()
                 },
                 None,
             ),
@@ -501,7 +665,7 @@ mod tests {
                         secret_sha256: Some("abc".into()),
                         client_name: None,
                     }],
-                    ..AuthServerConfig::default()
+                    ..good.clone()
                 },
                 None,
             ),
@@ -514,7 +678,7 @@ mod tests {
                         secret_sha256: None,
                         client_name: None,
                     }],
-                    ..AuthServerConfig::default()
+                    ..good.clone()
                 },
                 None,
             ),
@@ -522,7 +686,7 @@ mod tests {
                 "auth.server.code_lifetime",
                 AuthServerConfig {
                     code_lifetime: Humantime(Duration::from_secs(3600)),
-                    ..AuthServerConfig::default()
+                    ..good.clone()
                 },
                 None,
             ),

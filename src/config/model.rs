@@ -11,6 +11,7 @@ use super::auth::AuthConfig;
 use super::credentials::CredentialsConfig;
 pub use super::duration::Humantime;
 use super::limits::LimitsConfig;
+use super::proxies::{ClientIpHeader, TrustedProxies};
 use super::rate_limits::RateLimitsConfig;
 use super::tls::{ListenTlsConfig, UpstreamTlsConfig};
 use crate::federate::names::PrefixMode;
@@ -182,6 +183,14 @@ pub struct ListenConfig {
     pub public_url: Option<String>,
     /// HTTPS on this listener: certificate and key files. Default: plain HTTP.
     pub tls: Option<ListenTlsConfig>,
+    /// Proxies (addresses or `ADDRESS/BITS` ranges) whose `client_ip_header` names
+    /// the client: every per-address count (login attempts, registrations,
+    /// `limits.max_connections_per_ip`) counts that client, not the proxy; a
+    /// connection from one is not capped per address. Default none: every peer is
+    /// its own client. Read at start.
+    pub trusted_proxies: TrustedProxies,
+    /// The header a trusted proxy writes: `x-forwarded-for` (default) or `forwarded` (RFC 7239).
+    pub client_ip_header: ClientIpHeader,
 }
 
 impl Default for ListenConfig {
@@ -196,6 +205,8 @@ impl Default for ListenConfig {
             max_connections: 10_000,
             public_url: None,
             tls: None,
+            trusted_proxies: TrustedProxies::default(),
+            client_ip_header: ClientIpHeader::default(),
         }
     }
 }

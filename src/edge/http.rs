@@ -335,6 +335,7 @@ impl HttpFrontend {
             Err(response) => return response,
         };
         parts.extensions.insert(crate::authz::ClientIp(peer.ip()));
+        parts.extensions.insert(self.served.checks(&parts.headers, &parts.uri));
         let (parts, body) = authz.handle(http::Request::from_parts(parts, bytes)).await.into_parts();
         http::Response::from_parts(parts, respond::full(body))
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Serves the files of a directory over HTTPS on 127.0.0.1 (client metadata documents for
 eragate's built-in authorization server), with a certificate the test made from its own CA.
+Each request is logged on stdout as `https_static: METHOD PATH Host: HOST`.
 
     https_static.py --port P --dir D --cert CERT.pem --key KEY.pem [--cache-control VALUE]
 """
@@ -31,7 +32,7 @@ def main() -> None:
             super().end_headers()
 
         def log_message(self, format: str, *a) -> None:  # noqa: A002 - the base class's name
-            print(f"https_static: {self.command} {self.path}", flush=True)
+            print(f"https_static: {self.command} {self.path} Host: {self.headers.get('Host')}", flush=True)
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), functools.partial(Handler, directory=args.dir))
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-use super::{Client, ClientOrigin, Grant, Store, Stored, StoredKey, Taken, TakenRefresh, now};
+use super::{Client, ClientOrigin, Consent, Grant, Store, Stored, StoredKey, Taken, TakenRefresh, now};
 
 /// Most entries of each map of the [`MemoryStore`].
 const MAX_ENTRIES: usize = 100_000;
@@ -22,7 +22,8 @@ struct Memory {
     codes: HashMap<[u8; 32], CodeEntry>,
     refresh: HashMap<[u8; 32], RefreshEntry>,
     revoked: HashSet<String>,
-    consents: HashMap<(String, String), Vec<String>>,
+    /// (subject, client, resource) → scopes.
+    consents: HashMap<(String, String, String), Vec<String>>,
     keys: Vec<StoredKey>,
 }
 
@@ -177,15 +178,16 @@ impl Store for MemoryStore {
         })
     }
 
-    fn consent(&self, subject: &str, client_id: &str) -> Stored<'_, Option<Vec<String>>> {
-        let key = (subject.to_owned(), client_id.to_owned());
+    fn consent(&self, subject: &str, client_id: &str, resource: &str) -> Stored<'_, Option<Vec<String>>> {
+        let key = (subject.to_owned(), client_id.to_owned(), resource.to_owned());
         self.with(move |m| m.consents.get(&key).cloned())
     }
 
-    fn put_consent(&self, subject: String, client_id: String, scopes: Vec<String>) -> Stored<'_, ()> {
+    fn put_consent(&self, consent: Consent) -> Stored<'_, ()> {
         self.with(move |m| {
             bound(&mut m.consents, |_| false);
-            m.consents.insert((subject, client_id), scopes);
+            m.consents
+                .insert((consent.subject, consent.client_id, consent.resource), consent.scopes);
         })
     }
 

@@ -1,5 +1,5 @@
 //! What the authorization server remembers: clients, authorization codes,
-//! refresh-token families, consents and signing keys, behind the [`Store`] trait
+//! refresh-token families, consents (per user, client and resource) and signing keys, behind the [`Store`] trait
 //! (async, so that a shared store can sit behind it), and the backends that keep
 //! it: [`memory`] (this process only: tests and development), [`sqlite`] (a file
 //! that survives restarts: the embedded default for production) and [`redis`]
@@ -88,6 +88,19 @@ pub enum TakenRefresh {
     Missing,
 }
 
+/// A user's consent to a client acting on one resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Consent {
+    /// The user.
+    pub subject: String,
+    /// The client.
+    pub client_id: String,
+    /// The protected resource (a token's `aud`).
+    pub resource: String,
+    /// The scopes consented to.
+    pub scopes: Vec<String>,
+}
+
 /// A signing key as stored (the private key too: storage must be protected like a secret).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredKey {
@@ -133,10 +146,11 @@ pub trait Store: Send + Sync {
     fn revoke_family(&self, family: String) -> Stored<'_, ()>;
     /// The family of a refresh token (used or not) and its client, for revocation.
     fn family_of(&self, digest: [u8; 32]) -> Stored<'_, Option<(String, String)>>;
-    /// The scopes `subject` consented to for `client_id`.
-    fn consent(&self, subject: &str, client_id: &str) -> Stored<'_, Option<Vec<String>>>;
-    /// Remembers a consent.
-    fn put_consent(&self, subject: String, client_id: String, scopes: Vec<String>) -> Stored<'_, ()>;
+    /// The scopes `subject` consented to for `client_id` on `resource` (a consent
+    /// to one resource says nothing of another).
+    fn consent(&self, subject: &str, client_id: &str, resource: &str) -> Stored<'_, Option<Vec<String>>>;
+    /// Remembers a consent to `resource`.
+    fn put_consent(&self, consent: Consent) -> Stored<'_, ()>;
     /// The signing keys, oldest first.
     fn signing_keys(&self) -> Stored<'_, Vec<StoredKey>>;
     /// Replaces the signing keys if they are still `expected` (compare and set: two

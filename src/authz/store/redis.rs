@@ -11,9 +11,9 @@
 //! Keys, under `redis_key_prefix` (P): `P client:ID` (JSON), `P static` (the set
 //! of static client ids), `P code:HEX` and `P rt:HEX` (hashes: `grant`, `used`,
 //! `family`), `P family:ID` (a revocation), `P consent:HEX` (JSON scopes; HEX is
-//! the SHA-256 of subject and client) and `P keys` (JSON).
+//! the SHA-256 of subject, client and resource) and `P keys` (JSON).
 
-use super::{Client, ClientOrigin, Grant, Store, StoreError, Stored, StoredKey, Taken, TakenRefresh, now};
+use super::{Client, ClientOrigin, Consent, Grant, Store, StoreError, Stored, StoredKey, Taken, TakenRefresh, now};
 use crate::config::AuthServerConfig;
 use crate::store::redis::{Endpoint, Pool, RedisError};
 use crate::store::resp::Value;
@@ -303,8 +303,8 @@ impl Store for RedisStore {
         })
     }
 
-    fn consent(&self, subject: &str, client_id: &str) -> Stored<'_, Option<Vec<String>>> {
-        let key = self.consent_key(subject, client_id);
+    fn consent(&self, subject: &str, client_id: &str, resource: &str) -> Stored<'_, Option<Vec<String>>> {
+        let key = self.consent_key(subject, client_id, resource);
         Box::pin(async move {
             match bulk(self.run(&[b"GET", key.as_bytes()]).await?)? {
                 Some(bytes) => Ok(Some(from_json(&bytes)?)),
@@ -313,10 +313,10 @@ impl Store for RedisStore {
         })
     }
 
-    fn put_consent(&self, subject: String, client_id: String, scopes: Vec<String>) -> Stored<'_, ()> {
-        let key = self.consent_key(&subject, &client_id);
+    fn put_consent(&self, consent: Consent) -> Stored<'_, ()> {
+        let key = self.consent_key(&consent.subject, &consent.client_id, &consent.resource);
         Box::pin(async move {
-            let json = to_json(&scopes)?;
+            let json = to_json(&consent.scopes)?;
             ok(self.run(&[b"SET", key.as_bytes(), json.as_bytes()]).await?)
         })
     }
@@ -342,12 +342,14 @@ impl Store for RedisStore {
 }
 
 impl RedisStore {
-    fn consent_key(&self, subject: &str, client_id: &str) -> String {
+    fn consent_key(&self, subject: &str, client_id: &str, resource: &str) -> String {
         use sha2::Digest;
         let mut hasher = sha2::Sha256::new();
         hasher.update(subject.as_bytes());
         hasher.update([0]);
         hasher.update(client_id.as_bytes());
+        hasher.update([0]);
+        hasher.update(resource.as_bytes());
         self.key("consent:", &hex(&hasher.finalize()))
     }
 }

@@ -2,7 +2,10 @@
 //! clients, codes, refresh-token families, consents and signing keys survive a
 //! restart (the embedded choice for a single instance; no server to run). One
 //! connection, used off the async threads (`spawn_blocking`), each call one
-//! transaction. The file is created with mode 0600: it holds the private keys.
+//! transaction. The file is created with mode 0600, and an existing one (with
+//! SQLite's `-wal` and `-shm` files beside it) that others may read or write is
+//! made 0600 before anything is written to it, or refused when that cannot be
+//! done: it holds the private keys.
 //! What expired is deleted by [`Store::sweep`] (the housekeeping tick).
 
 use std::path::Path;
@@ -10,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Client, ClientOrigin, Grant, Store, StoreError, Stored, StoredKey, Taken, TakenRefresh};
+use super::{Client, ClientOrigin, Consent, Grant, Store, StoreError, Stored, StoredKey, Taken, TakenRefresh};
 
 /// Codes are kept this long after they expire, so that a late reuse is still
 /// recognised (and revokes what the code produced).
@@ -41,11 +44,14 @@ CREATE TABLE IF NOT EXISTS refresh_tokens (
 );
 CREATE INDEX IF NOT EXISTS refresh_tokens_family ON refresh_tokens (family);
 CREATE TABLE IF NOT EXISTS revoked_families (family TEXT PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS consents (
+-- A consent names its resource; a table of consents that name none is not read.
+DROP TABLE IF EXISTS consents;
+CREATE TABLE IF NOT EXISTS resource_consents (
     subject TEXT NOT NULL,
     client_id TEXT NOT NULL,
+    resource TEXT NOT NULL,
     scopes TEXT NOT NULL,
-    PRIMARY KEY (subject, client_id)
+    PRIMARY KEY (subject, client_id, resource)
 );
 CREATE TABLE IF NOT EXISTS signing_keys (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -84,6 +90,10 @@ impl SqliteStore {
                 Err(error) => return Err(StoreError(format!("creating {}: {error}", path.display()))),
             }
         }
+        #[cfg(unix)]
+        for file in [path.to_owned(), sidecar(path, "-wal"), sidecar(path, "-shm")] {
+            private(&file)?;
+        }
         let connection = Connection::open(path).map_err(|e| StoreError(format!("opening {}: {e}", path.display())))?;
         connection
             .execute_batch(SCHEMA)
@@ -113,6 +123,38 @@ impl SqliteStore {
             .map_err(failed)?
         })
     }
+}
+
+/// `path` with `suffix` appended (SQLite's `-wal` and `-shm` files).
+#[cfg(unix)]
+fn sidecar(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    name.into()
+}
+
+/// Makes `file`, if it exists, readable and writable by its owner only.
+#[cfg(unix)]
+fn private(file: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = match std::fs::metadata(file) {
+        Ok(metadata) => metadata.permissions().mode() & 0o777,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(StoreError(format!("reading {}: {error}", file.display()))),
+    };
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)).map_err(|error| {
+        StoreError(format!(
+            "{} has mode {mode:04o} (others may read the signing keys it holds) and cannot be made 0600: \
+             {error}; run `chmod 600 {}` as its owner",
+            file.display(),
+            file.display()
+        ))
+    })?;
+    tracing::warn!(file = %file.display(), was = %format!("{mode:04o}"), "made the authorization server's storage file 0600: it holds the signing keys");
+    Ok(())
 }
 
 impl Store for SqliteStore {
@@ -299,13 +341,13 @@ impl Store for SqliteStore {
         })
     }
 
-    fn consent(&self, subject: &str, client_id: &str) -> Stored<'_, Option<Vec<String>>> {
-        let (subject, client_id) = (subject.to_owned(), client_id.to_owned());
+    fn consent(&self, subject: &str, client_id: &str, resource: &str) -> Stored<'_, Option<Vec<String>>> {
+        let (subject, client_id, resource) = (subject.to_owned(), client_id.to_owned(), resource.to_owned());
         self.with(move |t| {
             let scopes: Option<String> = t
                 .query_row(
-                    "SELECT scopes FROM consents WHERE subject = ?1 AND client_id = ?2",
-                    params![subject, client_id],
+                    "SELECT scopes FROM resource_consents WHERE subject = ?1 AND client_id = ?2 AND resource = ?3",
+                    params![subject, client_id, resource],
                     |row| row.get(0),
                 )
                 .optional()
@@ -314,11 +356,16 @@ impl Store for SqliteStore {
         })
     }
 
-    fn put_consent(&self, subject: String, client_id: String, scopes: Vec<String>) -> Stored<'_, ()> {
+    fn put_consent(&self, consent: Consent) -> Stored<'_, ()> {
         self.with(move |t| {
             t.execute(
-                "INSERT OR REPLACE INTO consents (subject, client_id, scopes) VALUES (?1, ?2, ?3)",
-                params![subject, client_id, to_json(&scopes)?],
+                "INSERT OR REPLACE INTO resource_consents (subject, client_id, resource, scopes) VALUES (?1, ?2, ?3, ?4)",
+                params![
+                    consent.subject,
+                    consent.client_id,
+                    consent.resource,
+                    to_json(&consent.scopes)?
+                ],
             )
             .map_err(failed)?;
             Ok(())
@@ -406,7 +453,12 @@ mod tests {
                 .await
                 .expect("refresh");
             store
-                .put_consent("alice".into(), "c".into(), vec!["mcp".into()])
+                .put_consent(Consent {
+                    subject: "alice".into(),
+                    client_id: "c".into(),
+                    resource: "http://127.0.0.1:1/mcp".into(),
+                    scopes: vec!["mcp".into()],
+                })
                 .await
                 .expect("consent");
             let stored = store.put_signing_keys(vec![], vec![key.clone()]).await.expect("keys");
@@ -430,9 +482,30 @@ mod tests {
                 Ok(TakenRefresh::Fresh("f".into(), grant(u64::MAX / 4)))
             );
             assert_eq!(store.take_refresh([2; 32]).await, Ok(TakenRefresh::Reused("f".into())));
-            assert_eq!(store.consent("alice", "c").await, Ok(Some(vec!["mcp".to_owned()])));
+            assert_eq!(
+                store.consent("alice", "c", "http://127.0.0.1:1/mcp").await,
+                Ok(Some(vec!["mcp".to_owned()]))
+            );
+            assert_eq!(store.consent("alice", "c", "http://127.0.0.1:1/other").await, Ok(None));
             assert_eq!(store.signing_keys().await, Ok(vec![key]));
         });
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_file_others_may_read_is_made_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("as.db");
+        for file in [path.clone(), sidecar(&path, "-wal")] {
+            std::fs::write(&file, b"").expect("create");
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        }
+        drop(SqliteStore::open(&path).expect("open"));
+        for file in [path.clone(), sidecar(&path, "-wal")] {
+            let mode = std::fs::metadata(&file).map(|m| m.permissions().mode() & 0o777);
+            assert!(matches!(mode, Ok(0o600) | Err(_)), "{}: {mode:?}", file.display());
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Which `Origin`s and `Host`s this listener serves: the browser checks in
-//! front of every MCP endpoint.
+//! front of every MCP endpoint, and handed to the built-in authorization server
+//! ([`crate::authz::BrowserChecks`]), which applies them per endpoint.
 //!
 //! A present `Origin` must be the listener's own or a configured one (403
 //! otherwise, as the spec asks). Without `Origin`, the `Host` (`:authority` on
@@ -53,6 +54,21 @@ impl Served {
         Served {
             origins,
             hosts: (!every_host).then_some(hosts),
+        }
+    }
+
+    /// The checks of a request the authorization server answers.
+    pub(super) fn checks(&self, headers: &http::HeaderMap, uri: &Uri) -> crate::authz::BrowserChecks {
+        let origin = headers
+            .get_all(http::header::ORIGIN)
+            .iter()
+            .fold(Repeated::Absent, |seen, value| match seen {
+                Repeated::Absent => Repeated::One(value),
+                _ => Repeated::Several,
+            });
+        crate::authz::BrowserChecks {
+            origin_allowed: self.origin_allowed(origin),
+            host_allowed: self.host_allowed(origin, headers.get(http::header::HOST), uri),
         }
     }
 

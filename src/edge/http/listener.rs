@@ -1,5 +1,7 @@
 //! Accepting client connections: the global and per-IP connection caps (a
-//! connection past the per-IP cap is answered 503 and closed), hyper's
+//! connection past the per-IP cap is answered 503 and closed; a connection from a
+//! `listen.trusted_proxies` peer is not capped per IP: it carries many clients,
+//! and no header has been read when it is accepted), hyper's
 //! builder with a timer (HTTP/2 keep-alive pings), the idle watchdog that
 //! frees the slot of a connection with nothing in flight, and graceful shutdown.
 //!
@@ -76,7 +78,15 @@ pub(super) async fn serve(
                 builder = self::builder(&limits);
             }
         }
-        let Some(slot) = per_ip.admit(peer.ip(), limits.max_connections_per_ip) else {
+        // A trusted proxy carries many clients on its connections: its clients are
+        // counted by address where a request names them, never its connections.
+        let trusted = frontend.gateway.config.listen.trusted_proxies.trusts(peer.ip());
+        let slot = if trusted {
+            None
+        } else {
+            per_ip.admit(peer.ip(), limits.max_connections_per_ip)
+        };
+        if slot.is_none() && !trusted {
             tracing::debug!(%peer, "per-IP connection limit reached; answered 503 and closed");
             let (tls, limit) = (frontend.tls.clone(), limits.max_connections_per_ip);
             let within = limits.header_read_timeout.0;
@@ -89,7 +99,7 @@ pub(super) async fn serve(
                 drop(permit);
             });
             continue;
-        };
+        }
         let _ = stream.set_nodelay(true);
         let connection = Connection {
             frontend: frontend.clone(),
