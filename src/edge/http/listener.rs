@@ -80,7 +80,7 @@ pub(super) async fn serve(
         }
         // A trusted proxy carries many clients on its connections: its clients are
         // counted by address where a request names them, never its connections.
-        let trusted = frontend.gateway.config.listen.trusted_proxies.trusts(peer.ip());
+        let trusted = frontend.gateway.config().listen.trusted_proxies.trusts(peer.ip());
         let slot = if trusted {
             None
         } else {
