@@ -90,12 +90,13 @@ pub fn handle(gateway: &Gateway, token: Option<&str>, request: &http::Request<In
     }
 }
 
-/// Every upstream's pool state.
+/// Every upstream's pool state, and the ended session ids kept.
 pub fn pools(gateway: &Gateway) -> Value {
     let upstreams: Vec<Value> = gateway.router.backends().flat_map(|b| b.snapshots()).collect();
     json!({
         "upstreams": upstreams,
         "legacy_sessions": gateway.sessions.len(),
+        "ended_sessions": gateway.sessions.ended_stats(),
         "suspended_calls": gateway.suspended.len(),
     })
 }
