@@ -193,6 +193,7 @@ fn report(source: &str, error: &ConfigError) {
 fn run(args: RunArgs) -> anyhow::Result<()> {
     let config = run_config(&args).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
     let log_filter = init_tracing(&config.log);
+    raise_file_limit();
     let runtime = build_runtime(&config.runtime)?;
     let listen = config.listen.address;
     let reloader = args.upstream.config.clone().map(|file| eragate::reload::Reloader {
@@ -212,6 +213,27 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             args.shutdown_grace,
         ))
         .with_context(|| format!("serving on {listen}"))
+}
+
+/// Raises the soft limit on open files to the hard one, logging both figures:
+/// a connection, a child's three pipes and every upstream socket each take a
+/// descriptor, and the usual soft limit of 1,024 is reached by a few hundred
+/// silent clients.
+fn raise_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::info!(
+                soft = hard,
+                hard,
+                was = soft,
+                "open files limit raised to the hard limit"
+            ),
+            Err(error) => tracing::warn!(soft, hard, %error, "open files limit: cannot raise the soft limit"),
+        },
+        Ok((soft, hard)) => tracing::info!(soft, hard, "open files limit (the soft limit is the hard limit)"),
+        Err(error) => tracing::warn!(%error, "open files limit unknown"),
+    }
 }
 
 /// The runtime `[runtime]` asks for: one thread for everything, or a pool of workers
@@ -264,6 +286,7 @@ fn run_config(args: &RunArgs) -> Result<Config, ConfigError> {
 fn stdio(args: StdioArgs) -> anyhow::Result<()> {
     let config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
     let _ = init_tracing(&config.log);
+    raise_file_limit();
     let runtime = build_runtime(&config.runtime)?;
     runtime
         .block_on(eragate::run_stdio(config, args.upstream_name.as_deref()))

@@ -7,8 +7,68 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
 use common::*;
 use serde_json::{Value, json};
+
+/// eragate started through `wrapper` (`prlimit …`, `setpriv …`, which exec it:
+/// the same process), its directory readable by any user.
+struct Wrapped {
+    proc: Proc,
+    addr: SocketAddr,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Wrapped {
+    fn start(wrapper: &[&str], config: &str, env: &[(&str, &str)]) -> Wrapped {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let config = format!("[listen]\naddress = \"{addr}\"\n{config}\n");
+        let path = dir.path().join("eragate.toml");
+        std::fs::write(&path, config).expect("write config");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let log = dir.path().join("eragate.log");
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let (program, args) = wrapper.split_first().expect("a wrapper");
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .arg(env!("CARGO_BIN_EXE_eragate"))
+            .args(["run", "--config"])
+            .arg(&path)
+            .env("ERAGATE_LOG", "info,eragate=debug")
+            .envs(env.iter().copied())
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        let proc = Proc::spawn("eragate", &mut command);
+        let wrapped = Wrapped {
+            proc,
+            addr,
+            log,
+            _dir: dir,
+        };
+        if !listening(addr, Duration::from_secs(20)) {
+            panic!("eragate did not start listening on {addr}; log:\n{}", wrapped.log());
+        }
+        wrapped
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
 
 /// `[admin]` on a port of its own, plus `extra` keys of that table.
 fn admin_table(extra: &str) -> (u16, String) {
@@ -21,6 +81,53 @@ fn pools(admin: u16) -> Value {
     let reply = send("GET", &format!("http://127.0.0.1:{admin}/pools"), &[], None);
     assert_eq!(reply.status, 200, "{reply:?}");
     reply.json()
+}
+
+/// Reads until the peer closes or `within` passes; what came, and whether it closed.
+fn read_for(stream: &mut TcpStream, within: Duration) -> (String, bool) {
+    stream.set_read_timeout(Some(within)).expect("timeout");
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 8192];
+    let closed = loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => break true,
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break false,
+            Err(_) => break true,
+        }
+    };
+    (String::from_utf8_lossy(&received).into_owned(), closed)
+}
+
+/// A raw GET of `path` on `port` with `headers`, read to the end (`Connection: close`).
+fn raw_get(port: u16, path: &str, headers: &str) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let request = format!("GET {path} HTTP/1.1\r\n{headers}Connection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).expect("write");
+    read_for(&mut stream, Duration::from_secs(20)).0
+}
+
+/// `text` without its ANSI colour sequences (a text log's fields are coloured).
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The status code of a raw HTTP/1.1 answer.
+fn status_of(answer: &str) -> Option<u16> {
+    answer.split(' ').nth(1).and_then(|code| code.parse().ok())
 }
 
 // === 3: ended sessions ===
@@ -76,4 +183,148 @@ fn ended_ids_past_the_bound_are_forgotten_visiting_a_few_entries_per_delete() {
     let last = ended.last().expect("a session");
     let reply = legacy_request(&gateway.url(), last, "2025-06-18", 1, "tools/list", json!({}));
     assert_eq!(reply.status, 404, "{reply:?}");
+}
+
+// === 5: the admin listener and descriptors ===
+
+/// The admin listener keeps the MCP listener's timeouts and caps: a silent
+/// socket is closed at the header read timeout, and past the connection cap a
+/// client waits in the backlog (its request unanswered) until a slot frees.
+#[test]
+fn the_admin_listener_closes_silent_sockets_and_caps_connections() {
+    let (admin, admin_toml) = admin_table("max_connections = 2\nmax_connections_per_ip = 5");
+    let config = format!(
+        "{admin_toml}[limits]\nheader_read_timeout = \"1s\"\n{}",
+        stdio_upstream_toml(&legacy_stdio_command(), "", "")
+    );
+    let _gateway = Eragate::start(&config);
+    let connect = || TcpStream::connect(("127.0.0.1", admin)).expect("connect");
+    let mut silent = connect();
+    let (_, closed) = read_for(&mut silent, Duration::from_secs(10));
+    assert!(closed, "a silent admin connection stayed open");
+
+    let mut held = [connect(), connect()];
+    std::thread::sleep(Duration::from_millis(200));
+    let mut waiting = connect();
+    waiting
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .expect("write");
+    let (early, closed) = read_for(&mut waiting, Duration::from_millis(400));
+    assert!(early.is_empty() && !closed, "served past the connection cap: {early:?}");
+    // The header read timeout frees the slots; then it is served.
+    let (answer, _) = read_for(&mut waiting, Duration::from_secs(10));
+    assert_eq!(status_of(&answer), Some(200), "{answer}");
+    for stream in &mut held {
+        let (_, closed) = read_for(stream, Duration::from_secs(10));
+        assert!(closed, "a silent admin connection stayed open");
+    }
+}
+
+/// The admin listener's per-IP cap (one past it is answered 503 and closed),
+/// and the MCP listener's Host and Origin checks, on everything but the probes.
+#[test]
+fn the_admin_listener_caps_each_address_and_checks_hosts() {
+    let (admin, admin_toml) = admin_table("max_connections_per_ip = 1");
+    let config = format!("{admin_toml}{}", stdio_upstream_toml(&legacy_stdio_command(), "", ""));
+    let _gateway = Eragate::start(&config);
+    let first = TcpStream::connect(("127.0.0.1", admin)).expect("connect");
+    std::thread::sleep(Duration::from_millis(200));
+    let mut second = TcpStream::connect(("127.0.0.1", admin)).expect("connect");
+    second
+        .write_all(b"GET /pools HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .expect("write");
+    let (answer, closed) = read_for(&mut second, Duration::from_secs(10));
+    assert_eq!(status_of(&answer), Some(503), "{answer}");
+    assert!(answer.contains("-32029"), "{answer}");
+    assert!(closed);
+    drop(first);
+
+    let localhost = format!("Host: localhost:{admin}\r\n");
+    let cases = [
+        ("/pools", "Host: 127.0.0.1\r\n", 200),
+        ("/pools", localhost.as_str(), 200),
+        ("/pools", "Host: rebound.example\r\n", 421),
+        ("/metrics", "Host: rebound.example:9090\r\n", 421),
+        (
+            "/status.json",
+            "Host: 127.0.0.1\r\nOrigin: http://evil.example\r\n",
+            403,
+        ),
+        ("/healthz", "Host: rebound.example\r\n", 200),
+    ];
+    for (path, headers, status) in cases {
+        // One at a time (the per-IP cap is one): a connection just closed may not be
+        // given back yet.
+        let mut answer = raw_get(admin, path, headers);
+        for _ in 0..50 {
+            if status_of(&answer) != Some(503) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            answer = raw_get(admin, path, headers);
+        }
+        assert_eq!(status_of(&answer), Some(status), "{path} with {headers:?}: {answer}");
+    }
+}
+
+/// With eragate's descriptors all taken (a hard limit of 96 open files, and
+/// silent clients on the MCP listener holding them), both accept loops fail
+/// with EMFILE; each pauses, 5 ms doubling up to a second, rather than retrying
+/// at once. At start eragate raises its soft limit on open files to the hard
+/// one, and logs both.
+#[test]
+fn accept_loops_pause_while_descriptors_run_out() {
+    let (admin, admin_toml) = admin_table("max_connections = 1000\nmax_connections_per_ip = 1000");
+    let config = format!(
+        "{admin_toml}[limits]\nheader_read_timeout = \"120s\"\nidle_timeout = \"120s\"\n{}",
+        stdio_upstream_toml(&legacy_stdio_command(), "", "spares = 0")
+    );
+    // Started with a soft limit below the hard one: eragate raises it.
+    let gateway = Wrapped::start(&["prlimit", "--nofile=64:96", "--"], &config, &[]);
+    wait_until("the file limit logged", Duration::from_secs(10), || {
+        plain(&gateway.log()).contains("open files limit")
+    });
+    let log = plain(&gateway.log());
+    assert!(log.contains("soft=96 hard=96 was=64"), "{log}");
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", gateway.proc.pid())).expect("limits");
+    let open_files: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .map(|l| l.split_whitespace().collect())
+        .unwrap_or_default();
+    assert_eq!(open_files.get(3..5), Some(&["96", "96"][..]), "{limits}");
+
+    // Silent clients until eragate cannot accept any more.
+    let mut held = Vec::new();
+    for _ in 0..120 {
+        held.push(TcpStream::connect(gateway.addr).expect("connect"));
+    }
+    // Accepted until none is left (the rest wait in the backlog); then the admin's turn.
+    std::thread::sleep(Duration::from_secs(1));
+    let waiting_admin: Vec<TcpStream> = (0..3)
+        .map(|_| TcpStream::connect(("127.0.0.1", admin)).expect("connect"))
+        .collect();
+    let starved = Duration::from_secs(4);
+    std::thread::sleep(starved);
+    // Descriptors back: the admin view answers (after the connections it queued).
+    drop(held);
+    drop(waiting_admin);
+    wait_until("the admin view answering", Duration::from_secs(20), || {
+        TcpStream::connect(("127.0.0.1", admin)).is_ok()
+    });
+    let view = pools(admin);
+    let accepts = &view["accepts"];
+    for listener in ["mcp", "admin"] {
+        let failures = accepts[listener]["failures"].as_u64().expect("failures");
+        assert!(failures >= 1, "{listener}: the descriptors never ran out? {accepts}");
+        // 5 ms doubling to 1 s: about a dozen failures in 4 s, then one a second
+        // (retried at once, millions).
+        assert!(
+            failures <= 30,
+            "{listener}: {failures} failed accepts in {starved:?}: {accepts}"
+        );
+    }
+    // And everything works again.
+    let reply = modern_call(&gateway.url(), 1, "echo", json!({"text": "back"}));
+    assert_eq!(tool_text(&answer(&reply, 1)["result"]), "echo: back");
 }
