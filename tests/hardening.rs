@@ -9,7 +9,7 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -327,4 +327,128 @@ fn accept_loops_pause_while_descriptors_run_out() {
     // And everything works again.
     let reply = modern_call(&gateway.url(), 1, "echo", json!({"text": "back"}));
     assert_eq!(tool_text(&answer(&reply, 1)["result"]), "echo: back");
+}
+
+// === 6: secrets and children ===
+
+/// A stdio server answering `tools/call` of `bytes` with a text of `size` bytes
+/// (the first `first` of them, then a pause of `pause` seconds, then the rest),
+/// of `values` with `count` zeros, and of `echo`; its answers put `id` last, as
+/// the TypeScript SDK writes them.
+const HEAVY_SERVER: &str = r#"
+import json, sys, time
+out = sys.stdout
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message or "method" not in message:
+        continue
+    method, id = message["method"], message["id"]
+    tail = ',"jsonrpc":"2.0","id":%s}\n' % json.dumps(id)
+    if method == "initialize":
+        result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "heavy", "version": "0"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": n, "inputSchema": {"type": "object"}} for n in ("bytes", "values", "echo")]}
+    elif method == "tools/call":
+        name, args = message["params"]["name"], message["params"].get("arguments", {})
+        if name == "bytes":
+            size, first = args["size"], args.get("first", args["size"])
+            out.write('{"result":{"content":[{"type":"text","text":"' + "x" * first)
+            out.flush()
+            time.sleep(args.get("pause", 0))
+            out.write("x" * (size - first) + '"}]}' + tail)
+            out.flush()
+            continue
+        if name == "values":
+            out.write('{"result":{"content":[],"zeros":[' + ",".join("0" * args["count"]) + "]}" + tail)
+            out.flush()
+            continue
+        result = {"content": [{"type": "text", "text": "echo: " + args.get("text", "")}]}
+    else:
+        result = {}
+    out.write(json.dumps({"jsonrpc": "2.0", "id": id, "result": result}) + "\n")
+    out.flush()
+"#;
+
+/// The heavy server's command line (written to `dir`).
+fn heavy_server(dir: &Path) -> Vec<String> {
+    let script = dir.join("heavy.py");
+    std::fs::write(&script, HEAVY_SERVER).expect("write the server");
+    vec![peers().python().to_owned(), script.display().to_string()]
+}
+
+/// A stdio child runs as eragate's user: without more, it reads
+/// `/proc/<eragate>/environ`, `ERAGATE_SESSION_KEY` included. eragate is made
+/// non-dumpable at start, so the kernel refuses it. Run as an unprivileged user:
+/// root reads any process's environment.
+#[test]
+fn a_stdio_child_running_as_eragates_user_cannot_read_its_environment() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    // The upstream in plain Python (the peers' interpreter may live where only
+    // root can reach it); each child (spares too) writes files named by its pid.
+    let server = heavy_server(dir.path());
+    std::fs::set_permissions(&server[1], std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let python = ["/usr/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or_else(|| peers().python());
+    let script = format!(
+        "d='{dir}'; id -u > $d/$$.uid; echo $PPID > $d/$$.ppid; \
+         cat /proc/$PPID/environ > $d/$$.environ 2> $d/$$.error; touch $d/$$.done; \
+         exec '{python}' '{server}'",
+        dir = dir.path().display(),
+        server = server[1],
+    );
+    let command = ["/bin/sh".to_owned(), "-c".to_owned(), script];
+    let key = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+    let gateway = Wrapped::start(
+        &["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"],
+        &stdio_upstream_toml(&command, "", ""),
+        &[("ERAGATE_SESSION_KEY", key)],
+    );
+    let children = || -> Vec<String> {
+        std::fs::read_dir(dir.path())
+            .map(|entries| {
+                entries
+                    .filter_map(|e| {
+                        e.ok()?
+                            .file_name()
+                            .into_string()
+                            .ok()?
+                            .strip_suffix(".done")
+                            .map(str::to_owned)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    wait_until("a child's attempt", Duration::from_secs(20), || !children().is_empty());
+    for child in children() {
+        let read = |what: &str| std::fs::read_to_string(dir.path().join(format!("{child}.{what}"))).unwrap_or_default();
+        assert_eq!(
+            read("uid").trim(),
+            "65534",
+            "the child runs as eragate's unprivileged user"
+        );
+        assert_eq!(
+            read("ppid").trim(),
+            gateway.proc.pid().to_string(),
+            "the child's parent is eragate"
+        );
+        let environ = read("environ");
+        assert!(
+            !environ.contains("ERAGATE_SESSION_KEY") && !environ.contains(key),
+            "child {child} read eragate's environment: {environ:?}"
+        );
+        assert!(read("error").contains("Permission denied"), "{:?}", read("error"));
+    }
+    // eragate itself is unharmed: it serves, and its own process is still readable where it must be.
+    let reply = modern_call(&gateway.url(), 1, "echo", json!({"text": "hi"}));
+    let result = answer(&reply, 1)["result"].clone();
+    assert!(result.is_object(), "{reply:?}\n{}", gateway.log());
+    assert_eq!(tool_text(&result), "echo: hi");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", gateway.proc.pid())).expect("status");
+    assert!(status.contains("VmHWM"), "{status}");
 }
