@@ -162,13 +162,15 @@ pub fn handle(gateway: &Gateway, token: Option<&str>, request: &http::Request<In
     }
 }
 
-/// Every upstream's pool state, the ended session ids kept, and the accepts of both listeners.
+/// Every upstream's pool state, the ended session ids kept, the bytes held for
+/// upstream messages being read, and the accepts of both listeners.
 pub fn pools(gateway: &Gateway) -> Value {
     let upstreams: Vec<Value> = gateway.router.backends().flat_map(|b| b.snapshots()).collect();
     json!({
         "upstreams": upstreams,
         "legacy_sessions": gateway.sessions.len(),
         "ended_sessions": gateway.sessions.ended_stats(),
+        "upstream_buffered_bytes": crate::router::buffered_stats(),
         "suspended_calls": gateway.suspended.len(),
         "accepts": {
             "mcp": accepts(Listening::Mcp),

@@ -105,6 +105,7 @@ pub async fn run_reloading(
         Some(address) => Some(tokio::net::TcpListener::bind(address).await?),
         None => None,
     };
+    router::set_max_buffered_bytes(config.limits.max_upstream_buffered_bytes);
     let gateway = bridge::Gateway::new(config)?;
     gateway.warm();
     let collisions = bridge::never_collisions(&gateway).await;
@@ -191,6 +192,7 @@ fn invalid_input(error: impl std::fmt::Display) -> std::io::Error {
 /// upstream named `upstream` (the first configured one by default), until
 /// stdin ends; then stops every upstream child.
 pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result<(), std::io::Error> {
+    router::set_max_buffered_bytes(config.limits.max_upstream_buffered_bytes);
     let gateway = bridge::Gateway::new(config)?;
     let chosen = match upstream {
         Some(name) => gateway.router.by_name(name),

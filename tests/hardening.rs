@@ -11,7 +11,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{Value, json};
@@ -451,4 +451,86 @@ fn a_stdio_child_running_as_eragates_user_cannot_read_its_environment() {
     assert_eq!(tool_text(&result), "echo: hi");
     let status = std::fs::read_to_string(format!("/proc/{}/status", gateway.proc.pid())).expect("status");
     assert!(status.contains("VmHWM"), "{status}");
+}
+
+// === 7: messages from upstreams ===
+
+/// A `tools/call` and how long its answer took; the error message, if it failed.
+fn timed_call(url: &str, id: u64, tool: &str, arguments: Value) -> (Duration, Result<Value, String>) {
+    let started = Instant::now();
+    let reply = modern_call(url, id, tool, arguments);
+    let answer = answer(&reply, id);
+    let outcome = match answer.get("error") {
+        Some(error) => Err(error["message"].as_str().unwrap_or_default().to_owned()),
+        None => Ok(answer["result"].clone()),
+    };
+    (started.elapsed(), outcome)
+}
+
+/// An upstream answer eragate refuses (a line past the 64 MiB a message may
+/// hold, or with more values than `limits.max_upstream_values`) fails its call
+/// at once with the reason, well within `request_timeout` (60 s); the session
+/// goes on serving.
+#[test]
+fn a_refused_upstream_answer_fails_its_call_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = format!(
+        "[limits]\nmax_upstream_values = 1000\n{}",
+        stdio_upstream_toml(&heavy_server(dir.path()), "request_timeout = \"60s\"", "")
+    );
+    let gateway = Eragate::start(&config);
+    let url = gateway.url();
+    let (_, warm) = timed_call(&url, 1, "echo", json!({"text": "warm"}));
+    assert!(warm.is_ok(), "{warm:?}: {}", gateway.log());
+    let cases = [
+        ("values", json!({"count": 5000}), "more than 1000 JSON values"),
+        ("bytes", json!({"size": 65 * 1024 * 1024}), "larger than 67108864 bytes"),
+    ];
+    for (i, (tool, arguments, reason)) in cases.into_iter().enumerate() {
+        let (took, outcome) = timed_call(&url, 10 + i as u64, tool, arguments);
+        let message = outcome.expect_err("a refused answer is an error");
+        assert!(message.contains(reason), "{tool}: {message}");
+        assert!(took < Duration::from_secs(20), "{tool}: answered after {took:?}");
+        // Nothing lost: the same session serves the next call.
+        let (_, next) = timed_call(&url, 20 + i as u64, "echo", json!({"text": "after"}));
+        assert_eq!(tool_text(&next.expect("served")), "echo: after");
+    }
+}
+
+/// The bytes held for upstream messages being read are bounded across every
+/// session (`limits.max_upstream_buffered_bytes`): while one child's 6 MiB
+/// answer is half read, another's 5 MiB answer would pass 8 MiB and is refused
+/// at once with the reason; the first completes.
+#[test]
+fn bytes_held_for_upstream_messages_are_bounded_across_sessions() {
+    const MIB: u64 = 1024 * 1024;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (admin, admin_toml) = admin_table("");
+    let config = format!(
+        "{admin_toml}[limits]\nmax_upstream_buffered_bytes = {}\n{}[upstreams.pool]\nsize = 2\nmax_in_flight_per_session = 1\n",
+        8 * MIB,
+        stdio_upstream_toml(&heavy_server(dir.path()), "request_timeout = \"60s\"", "")
+    );
+    let gateway = Eragate::start(&config);
+    let url = gateway.url();
+    let (_, warm) = timed_call(&url, 1, "echo", json!({"text": "warm"}));
+    assert!(warm.is_ok(), "{warm:?}");
+    let slow = {
+        let url = url.clone();
+        std::thread::spawn(move || timed_call(&url, 2, "bytes", json!({"size": 6 * MIB, "first": 5 * MIB, "pause": 4})))
+    };
+    wait_until("the first answer half read", Duration::from_secs(20), || {
+        pools(admin)["upstream_buffered_bytes"]["held"].as_u64() >= Some(4 * MIB)
+    });
+    let (took, second) = timed_call(&url, 3, "bytes", json!({"size": 5 * MIB}));
+    let message = second.expect_err("past the bound: refused");
+    assert!(message.contains("max_upstream_buffered_bytes"), "{message}");
+    assert!(took < Duration::from_secs(3), "refused after {took:?}");
+    let (_, first) = slow.join().expect("the first call");
+    let first = first.unwrap_or_else(|e| panic!("the first answer was refused: {e}"));
+    assert_eq!(tool_text(&first).len() as u64, 6 * MIB);
+    let held = &pools(admin)["upstream_buffered_bytes"];
+    assert!(held["peak"].as_u64() <= Some(8 * MIB), "{held}");
+    assert!(held["refused"].as_u64() >= Some(1), "{held}");
+    assert_eq!(held["held"], 0, "{held}");
 }
