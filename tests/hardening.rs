@@ -534,3 +534,195 @@ fn bytes_held_for_upstream_messages_are_bounded_across_sessions() {
     assert!(held["refused"].as_u64() >= Some(1), "{held}");
     assert_eq!(held["held"], 0, "{held}");
 }
+
+// === 9: HTTP/1.1 pipelining ===
+
+/// One HTTP/1.1 answer read off a raw connection: its status and body (chunked
+/// or of a `Content-Length`), or `None` when the connection closed or went
+/// silent for `within` first.
+fn read_answer(stream: &mut TcpStream, pending: &mut Vec<u8>, within: Duration) -> Option<(u16, String)> {
+    let deadline = Instant::now() + within;
+    let mut fill = |pending: &mut Vec<u8>| -> bool {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        stream.set_read_timeout(Some(left)).expect("timeout");
+        let mut buffer = [0u8; 65536];
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => false,
+            Ok(n) => {
+                pending.extend_from_slice(&buffer[..n]);
+                true
+            }
+        }
+    };
+    let head_end = loop {
+        if let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        if !fill(pending) {
+            return None;
+        }
+    };
+    let head = String::from_utf8_lossy(&pending[..head_end]).to_ascii_lowercase();
+    pending.drain(..head_end + 4);
+    let status = status_of(&head)?;
+    let header = |name: &str| {
+        head.lines().find_map(|l| {
+            l.strip_prefix(name)
+                .and_then(|v| v.strip_prefix(':'))
+                .map(|v| v.trim().to_owned())
+        })
+    };
+    let mut body = Vec::new();
+    if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+        loop {
+            let line_end = loop {
+                if let Some(end) = pending.windows(2).position(|w| w == b"\r\n") {
+                    break end;
+                }
+                if !fill(pending) {
+                    return None;
+                }
+            };
+            let size = usize::from_str_radix(String::from_utf8_lossy(&pending[..line_end]).trim(), 16).ok()?;
+            while pending.len() < line_end + 2 + size + 2 {
+                if !fill(pending) {
+                    return None;
+                }
+            }
+            body.extend_from_slice(&pending[line_end + 2..line_end + 2 + size]);
+            pending.drain(..line_end + 2 + size + 2);
+            if size == 0 {
+                break;
+            }
+        }
+    } else {
+        let length: usize = header("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+        while pending.len() < length {
+            if !fill(pending) {
+                return None;
+            }
+        }
+        body.extend(pending.drain(..length));
+    }
+    Some((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+/// The ids of the JSON-RPC responses in an answer's body (JSON, or SSE events).
+fn response_ids(body: &str) -> Vec<Value> {
+    let texts: Vec<String> = if body.trim_start().starts_with('{') {
+        vec![body.to_owned()]
+    } else {
+        body.split("\n\n")
+            .map(|event| {
+                event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .filter(|data| !data.is_empty())
+            .collect()
+    };
+    texts
+        .iter()
+        .filter_map(|text| serde_json::from_str::<Value>(text).ok())
+        .filter(|m| m.get("result").is_some() || m.get("error").is_some())
+        .map(|m| m["id"].clone())
+        .collect()
+}
+
+/// A raw 2026-07-28 POST of `method` with `params` as request `id`.
+fn raw_modern(id: u64, method: &str, name: Option<&str>, params: Value) -> Vec<u8> {
+    let body = modern_body(id, method, params);
+    let name = name.map(|n| format!("Mcp-Name: {n}\r\n")).unwrap_or_default();
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: {method}\r\n{name}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Requests pipelined on one HTTP/1.1 connection are each answered, in the
+/// order they were sent: several in one write, one behind an answer streamed
+/// as SSE (longer than `listen.stream_after`), and one whose head comes in
+/// pieces behind another. The connection's header read timeout is far away,
+/// so a request left unanswered shows as silence, not as a close.
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let config = format!(
+        "[limits]\nheader_read_timeout = \"60s\"\n{}",
+        stdio_upstream_toml(&legacy_stdio_command(), "", "")
+    );
+    let gateway = Eragate::start(&config);
+    let echo = |id: u64, text: &str| {
+        let arguments = json!({"name": "echo", "arguments": {"text": text}});
+        raw_modern(id, "tools/call", Some("echo"), arguments)
+    };
+    let (_, warm) = timed_call(&gateway.url(), 99, "echo", json!({"text": "warm"}));
+    assert!(warm.is_ok(), "{warm:?}");
+    let streamed = raw_modern(
+        4,
+        "tools/call",
+        Some("slow_progress"),
+        json!({"name": "slow_progress", "arguments": {"steps": 60}}),
+    );
+    // (case, the writes, the ids answered in order)
+    type Case = (&'static str, Vec<Vec<u8>>, Vec<u64>);
+    let cases: [Case; 3] = [
+        (
+            "three in one write",
+            vec![
+                [
+                    echo(1, "one"),
+                    raw_modern(2, "tools/list", None, json!({})),
+                    echo(3, "three"),
+                ]
+                .concat(),
+            ],
+            vec![1, 2, 3],
+        ),
+        (
+            "behind a streamed answer",
+            vec![[streamed, echo(5, "five")].concat()],
+            vec![4, 5],
+        ),
+        (
+            "a head in pieces",
+            {
+                let second = echo(7, "seven");
+                let (a, b) = second.split_at(20);
+                vec![[echo(6, "six"), a.to_vec()].concat(), b.to_vec()]
+            },
+            vec![6, 7],
+        ),
+    ];
+    for (case, writes, ids) in cases {
+        let mut stream = TcpStream::connect(gateway.addr).expect("connect");
+        for (i, write) in writes.iter().enumerate() {
+            if i > 0 {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            stream.write_all(write).expect("write");
+        }
+        let mut pending = Vec::new();
+        let mut answered = Vec::new();
+        for _ in &ids {
+            let Some((status, body)) = read_answer(&mut stream, &mut pending, Duration::from_secs(15)) else {
+                panic!(
+                    "{case}: answered {answered:?} of {ids:?}, then nothing; log:\n{}",
+                    gateway.log()
+                );
+            };
+            assert_eq!(status, 200, "{case}: {body}");
+            answered.extend(response_ids(&body));
+        }
+        let expected: Vec<Value> = ids.iter().map(|id| json!(id)).collect();
+        assert_eq!(answered, expected, "{case}");
+    }
+}
