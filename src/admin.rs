@@ -3,54 +3,131 @@
 //! sessions, Prometheus metrics, and a status page that reads the JSON view.
 //! It never serves MCP. With `[admin] token_env`, everything but the probes
 //! needs that token.
+//!
+//! It is guarded as the MCP listener is, by the same code
+//! ([`crate::edge::http::listener`]): `[limits]`' header read and idle timeouts,
+//! a connection cap and a per-IP cap of its own (`[admin] max_connections`,
+//! `max_connections_per_ip`), failed accepts paused rather than retried in a
+//! tight loop, and the Host and Origin checks of its own address
+//! ([`crate::edge::http::hosts`]) on everything but the probes.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::StatusCode;
 use http::header::{CACHE_CONTROL, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 
+use crate::config::ListenConfig;
+use crate::edge::http::hosts::Served;
+use crate::edge::http::listener::{self, Activity, Gate, Listening, Refusal, Tracked};
 use crate::edge::respond::{self, Body};
 use crate::gateway::{Gateway, Observed};
 
 /// The status page: plain HTML, CSS and a little JS, no build step.
 const STATUS_PAGE: &str = include_str!("admin/status.html");
 
+/// What every admin request is answered with.
+struct Admin {
+    gateway: Arc<Gateway>,
+    token: Option<Arc<str>>,
+    served: Served,
+}
+
 /// Serves the admin endpoints on `listener` until `shutdown` resolves.
 pub async fn serve(gateway: Arc<Gateway>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
-    let builder = auto::Builder::new(TokioExecutor::new());
     let token: Option<Arc<str>> = gateway
         .observed()
-        .admin_token_env()
+        .started()
+        .admin
+        .token_env
+        .as_deref()
         .and_then(|name| std::env::var(name).ok())
         .filter(|token| !token.is_empty())
         .map(Arc::from);
+    let local = match listener.local_addr() {
+        Ok(local) => local,
+        Err(error) => {
+            tracing::error!(%error, "the admin listener has no address; not serving it");
+            return;
+        }
+    };
+    let observed = gateway.observed();
+    let started = observed.started();
+    let served = Served::new(local, &served_on_admin(&started.listen));
+    let admin_config = started.admin.clone();
+    let gate = Gate::new(Listening::Admin, admin_config.max_connections);
+    let admin = Arc::new(Admin { gateway, token, served });
+    let mut limits = admin.gateway.limits().limits.clone();
+    let mut builder = listener::builder(&limits);
     tokio::pin!(shutdown);
     loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(_) => continue,
-            },
+        let accepted = tokio::select! {
+            accepted = gate.accept(&listener) => accepted,
             () = &mut shutdown => return,
         };
-        let (gateway, token) = (gateway.clone(), token.clone());
-        let service = service_fn(move |request| {
-            let (gateway, token) = (gateway.clone(), token.clone());
-            async move { Ok::<_, Infallible>(handle(&gateway, token.as_deref(), &request)) }
-        });
+        {
+            let applied = admin.gateway.limits();
+            if applied.limits != limits {
+                limits = applied.limits.clone();
+                builder = listener::builder(&limits);
+            }
+        }
+        let refusal = Refusal {
+            limit: admin_config.max_connections_per_ip,
+            tls: None,
+            within: limits.header_read_timeout.0,
+        };
+        let Some((stream, peer, held)) = gate.admit(accepted, refusal, |_| false) else {
+            continue;
+        };
+        let (header_read, idle) = (limits.header_read_timeout.0, limits.idle_timeout.0);
+        let activity = Arc::new(Activity::new());
+        let service = {
+            let (admin, activity) = (admin.clone(), activity.clone());
+            service_fn(move |request: http::Request<Incoming>| {
+                let in_flight = activity.enter(request.version());
+                let response = admin.answer(&request, peer).map(|body| Tracked::new(body, in_flight));
+                async move { Ok::<_, Infallible>(response) }
+            })
+        };
         let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
         tokio::spawn(async move {
-            let _ = connection.await;
+            listener::watched(connection, &activity, header_read, idle, peer).await;
+            drop(held);
         });
+    }
+}
+
+/// The names the admin listener answers besides its own address: the MCP
+/// listener's configured host names and `public_url`'s host (the machine's
+/// names). Plain HTTP; no other origin (the status page fetches its own).
+fn served_on_admin(listen: &ListenConfig) -> ListenConfig {
+    ListenConfig {
+        allowed_hosts: listen.allowed_hosts.clone(),
+        public_url: listen.public_url.clone(),
+        ..ListenConfig::default()
+    }
+}
+
+impl Admin {
+    /// Answers one request from `peer`: the probes as they come, the rest past
+    /// the Host and Origin checks.
+    fn answer(&self, request: &http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
+        if !matches!(request.uri().path(), "/healthz" | "/readyz")
+            && let Some(rejection) = self.served.refusal(request.headers(), request.uri())
+        {
+            tracing::debug!(%peer, ?rejection, "admin request refused by the browser checks");
+            return respond::rejected(&rejection, None);
+        }
+        handle(&self.gateway, self.token.as_deref(), request)
     }
 }
 
@@ -89,13 +166,26 @@ pub fn handle(gateway: &Gateway, token: Option<&str>, request: &http::Request<In
     }
 }
 
-/// Every upstream's pool state.
+/// Every upstream's pool state, the ended session ids kept, the bytes held for
+/// upstream messages being read, and the accepts of both listeners.
 pub fn pools(gateway: Observed<'_>) -> Value {
     json!({
         "upstreams": gateway.upstreams(),
         "legacy_sessions": gateway.legacy_sessions(),
+        "ended_sessions": gateway.ended_sessions(),
+        "upstream_buffered_bytes": crate::router::buffered_stats(),
         "suspended_calls": gateway.suspended_calls(),
+        "accepts": {
+            "mcp": accepts(Listening::Mcp),
+            "admin": accepts(Listening::Admin),
+        },
     })
+}
+
+/// A listener's accept attempts and failures since start.
+fn accepts(listening: Listening) -> Value {
+    let (attempts, failures) = listener::accept_counts(listening);
+    json!({ "attempts": attempts, "failures": failures })
 }
 
 /// What the status page shows: the pools, the client revisions seen, and who answers.

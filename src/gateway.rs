@@ -64,6 +64,7 @@ impl Gateway {
         let authz = crate::authz::AuthServer::from_config(&config, auth.oauth().as_deref())
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         crate::router::set_max_message_values(config.limits.max_upstream_values);
+        crate::router::set_max_buffered_bytes(config.limits.max_upstream_buffered_bytes);
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(SuspendedCalls::new(&config.sessions));
@@ -244,9 +245,9 @@ impl Observed<'_> {
         self.0.is_ready()
     }
 
-    /// `[admin] token_env` as configured at start.
-    pub fn admin_token_env(&self) -> Option<&str> {
-        self.0.config.admin.token_env.as_deref()
+    /// The configuration loaded at start (`[admin]`, `[listen]`: read at start only).
+    pub fn started(&self) -> &Config {
+        &self.0.config
     }
 
     /// Every upstream member's pool state.
@@ -257,6 +258,11 @@ impl Observed<'_> {
     /// Open legacy client sessions.
     pub fn legacy_sessions(&self) -> usize {
         self.0.sessions.len()
+    }
+
+    /// The ended session ids kept (per replica), and what keeping them cost.
+    pub fn ended_sessions(&self) -> crate::bridge::sessions::EndedStats {
+        self.0.sessions.ended_stats()
     }
 
     /// Upstream calls waiting for a modern client's input.

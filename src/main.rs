@@ -122,6 +122,8 @@ enum AuthServerFlag {
 }
 
 fn main() -> ExitCode {
+    // First of all, before a secret is read or a child started.
+    let private = keep_memory_private();
     let cli = Cli::parse();
     match cli.command {
         Command::Version => {
@@ -147,14 +149,14 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Stdio(args) => match stdio(args) {
+        Command::Stdio(args) => match stdio(args, private) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("eragate: {error:#}");
                 ExitCode::FAILURE
             }
         },
-        Command::Run(args) => match run(args) {
+        Command::Run(args) => match run(args, private) {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {
                 eprintln!("eragate: {error:#}");
@@ -190,9 +192,11 @@ fn report(source: &str, error: &ConfigError) {
     }
 }
 
-fn run(args: RunArgs) -> anyhow::Result<()> {
+fn run(args: RunArgs, private: Result<(), String>) -> anyhow::Result<()> {
     let config = run_config(&args).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
     let log_filter = init_tracing(&config.log);
+    report_private(private);
+    raise_file_limit();
     let runtime = build_runtime(&config.runtime)?;
     let listen = config.listen.address;
     let reloader = args.upstream.config.clone().map(|file| eragate::reload::Reloader {
@@ -212,6 +216,51 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             args.shutdown_grace,
         ))
         .with_context(|| format!("serving on {listen}"))
+}
+
+/// Makes this process non-dumpable (`PR_SET_DUMPABLE` 0): a process of the same
+/// user, such as a stdio child, can then neither read its `/proc/<pid>/environ`
+/// (`ERAGATE_SESSION_KEY`, token variables), `mem`, `maps` nor `fd`, nor attach
+/// to it with ptrace; only a process with `CAP_SYS_PTRACE` (root) still can, and
+/// no core dump is written. A child is dumpable again once it execs its program.
+/// eragate reads none of its own `/proc` files for itself, and a process may
+/// always read its own.
+#[cfg(target_os = "linux")]
+fn keep_memory_private() -> Result<(), String> {
+    nix::sys::prctl::set_dumpable(false).map_err(|errno| format!("PR_SET_DUMPABLE: {errno}"))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn keep_memory_private() -> Result<(), String> {
+    Err("not on Linux: no PR_SET_DUMPABLE".into())
+}
+
+/// Warns when [`keep_memory_private`] failed (after logging has started).
+fn report_private(private: Result<(), String>) {
+    if let Err(error) = private {
+        tracing::warn!(%error, "could not make eragate's memory private: a child running as eragate's user can read its environment");
+    }
+}
+
+/// Raises the soft limit on open files to the hard one, logging both figures:
+/// a connection, a child's three pipes and every upstream socket each take a
+/// descriptor, and the usual soft limit of 1,024 is reached by a few hundred
+/// silent clients.
+fn raise_file_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::info!(
+                soft = hard,
+                hard,
+                was = soft,
+                "open files limit raised to the hard limit"
+            ),
+            Err(error) => tracing::warn!(soft, hard, %error, "open files limit: cannot raise the soft limit"),
+        },
+        Ok((soft, hard)) => tracing::info!(soft, hard, "open files limit (the soft limit is the hard limit)"),
+        Err(error) => tracing::warn!(%error, "open files limit unknown"),
+    }
 }
 
 /// The runtime `[runtime]` asks for: one thread for everything, or a pool of workers
@@ -271,9 +320,11 @@ fn run_config(args: &RunArgs) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-fn stdio(args: StdioArgs) -> anyhow::Result<()> {
+fn stdio(args: StdioArgs, private: Result<(), String>) -> anyhow::Result<()> {
     let config = build_config(&args.upstream).map_err(|e| anyhow::anyhow!("invalid configuration:\n{e}"))?;
     let _ = init_tracing(&config.log);
+    report_private(private);
+    raise_file_limit();
     let runtime = build_runtime(&config.runtime)?;
     runtime
         .block_on(eragate::run_stdio(config, args.upstream_name.as_deref()))

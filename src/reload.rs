@@ -253,6 +253,9 @@ fn apply_policies(gateway: Reconfigurable<'_>, running: &Config, new: &Config) {
     if running.limits.max_upstream_values != limits.max_upstream_values {
         crate::router::set_max_message_values(limits.max_upstream_values);
     }
+    if running.limits.max_upstream_buffered_bytes != limits.max_upstream_buffered_bytes {
+        crate::router::set_max_buffered_bytes(limits.max_upstream_buffered_bytes);
+    }
     if running.limits != *limits || running.listen.max_body_bytes != new.listen.max_body_bytes {
         tracing::info!("[limits] reloaded");
     }

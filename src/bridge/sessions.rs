@@ -8,8 +8,10 @@
 //! upstream session is bound to one process (a stdio child) names its owner
 //! and is refused elsewhere with 404.
 
-use std::sync::Arc;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use dashmap::DashMap;
@@ -40,8 +42,8 @@ pub struct SessionStore {
     /// Ids this replica ended (DELETE, expiry), by digest: a sealed id stays
     /// valid until its expiry, so it must not be resumed again. Pruned at that
     /// expiry; at most `max_ended` (the soonest to expire is forgotten first).
-    ended: DashMap<[u8; 32], u64>,
-    max_ended: usize,
+    /// A std mutex: held for one lookup, or one insertion and the evictions it needs.
+    ended: Mutex<EndedIds>,
     config: SessionsConfig,
     sealer: Sealer,
     /// Names this process in the ids of sessions bound to it (stdio children).
@@ -92,8 +94,7 @@ impl SessionStore {
         let sealer = Sealer::new(&key, config.previous_key.as_ref().map(|k| (k, until)));
         let instance = format!("{:016x}", rand::rng().random::<u64>());
         SessionStore {
-            ended: DashMap::new(),
-            max_ended,
+            ended: Mutex::new(EndedIds::new(max_ended)),
             sessions: DashMap::with_hasher(FastState::default()),
             counts: HeldCounts::default(),
             config,
@@ -168,7 +169,7 @@ impl SessionStore {
     }
 
     async fn resume(&self, id: &str, backend: &Backend, principal: &Principal) -> Option<Arc<ClientSession>> {
-        if self.ended.contains_key(&digest(id)) {
+        if self.ended().contains(&digest(id)) {
             return None;
         }
         let claims = self.open(id)?;
@@ -225,29 +226,27 @@ impl SessionStore {
 
     /// Keeps an ended id's digest until `expiry`, within the bound.
     fn remember_ended(&self, id: &str, expiry: u64) {
-        if self.ended.len() >= self.max_ended {
-            let now = unix_now();
-            self.ended.retain(|_, expiry| *expiry > now);
-        }
-        while self.ended.len() >= self.max_ended {
-            let soonest = self.ended.iter().min_by_key(|e| *e.value()).map(|e| *e.key());
-            match soonest {
-                Some(key) => self.ended.remove(&key),
-                None => break,
-            };
-        }
-        self.ended.insert(digest(id), expiry);
+        self.ended().insert(digest(id), expiry, unix_now());
+    }
+
+    fn ended(&self) -> std::sync::MutexGuard<'_, EndedIds> {
+        self.ended.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Ids remembered as ended.
     pub fn ended_len(&self) -> usize {
-        self.ended.len()
+        self.ended().len()
+    }
+
+    /// What the set of ended ids holds and what keeping it within its bound cost
+    /// (for the admin view).
+    pub fn ended_stats(&self) -> EndedStats {
+        self.ended().stats()
     }
 
     /// Ends every session idle past the timeout.
     pub fn expire_idle(&self) {
-        let now = unix_now();
-        self.ended.retain(|_, expiry| *expiry > now);
+        self.ended().forget_expired(unix_now());
         let timeout = self.config.idle_timeout.0;
         let expired: Vec<Arc<str>> = self
             .sessions
@@ -342,6 +341,115 @@ impl SessionStore {
     }
 }
 
+/// The digests of ended ids and their expiries, with the soonest to expire
+/// found without a walk: a min-heap beside the map. Forgetting one (its expiry
+/// passed, or the set is full) pops the heap's top; an entry of the heap whose
+/// digest was remembered again with another expiry is stale and skipped when it
+/// comes up, and the heap is rebuilt from the map once stale entries outnumber
+/// live ones, so it holds at most twice the bound. Each insertion thus visits
+/// O(1) entries amortised (O(log n) comparisons in the heap), where a walk of
+/// the set for the soonest visits every entry.
+struct EndedIds {
+    expiries: HashMap<[u8; 32], u64>,
+    soonest: BinaryHeap<Reverse<(u64, [u8; 32])>>,
+    bound: usize,
+    /// Entries of the heap popped or rebuilt, since start: the work of keeping the bound.
+    visited: u64,
+    /// Unexpired ids forgotten because the set was full.
+    evicted: u64,
+}
+
+/// What [`SessionStore::ended_stats`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct EndedStats {
+    /// Ended ids remembered now.
+    pub remembered: usize,
+    /// The most remembered (`limits.max_ended_sessions`).
+    pub bound: usize,
+    /// Unexpired ids forgotten because the set was full, since start.
+    pub evicted: u64,
+    /// Entries visited to keep the set within its bound and free of expired ids, since start.
+    pub visited: u64,
+}
+
+impl EndedIds {
+    fn new(bound: usize) -> EndedIds {
+        EndedIds {
+            expiries: HashMap::new(),
+            soonest: BinaryHeap::new(),
+            bound: bound.max(1),
+            visited: 0,
+            evicted: 0,
+        }
+    }
+
+    fn contains(&self, digest: &[u8; 32]) -> bool {
+        self.expiries.contains_key(digest)
+    }
+
+    fn len(&self) -> usize {
+        self.expiries.len()
+    }
+
+    fn stats(&self) -> EndedStats {
+        EndedStats {
+            remembered: self.expiries.len(),
+            bound: self.bound,
+            evicted: self.evicted,
+            visited: self.visited,
+        }
+    }
+
+    /// Remembers `digest` until `expiry`: first forgets what expired by `now`,
+    /// then, while full, the soonest to expire.
+    fn insert(&mut self, digest: [u8; 32], expiry: u64, now: u64) {
+        self.forget_expired(now);
+        if !self.expiries.contains_key(&digest) {
+            while self.expiries.len() >= self.bound {
+                if self.pop_soonest().is_none() {
+                    break;
+                }
+                self.evicted += 1;
+            }
+        }
+        if self.expiries.insert(digest, expiry) != Some(expiry) {
+            self.soonest.push(Reverse((expiry, digest)));
+        }
+        if self.soonest.len() > 2 * self.expiries.len() + 16 {
+            self.rebuild();
+        }
+    }
+
+    /// Forgets every id whose expiry is `now` or earlier.
+    fn forget_expired(&mut self, now: u64) {
+        while self.soonest.peek().is_some_and(|Reverse((expiry, _))| *expiry <= now) {
+            self.pop_soonest();
+        }
+    }
+
+    /// Forgets the live id expiring soonest, skipping stale heap entries; `None` when empty.
+    fn pop_soonest(&mut self) -> Option<[u8; 32]> {
+        while let Some(Reverse((expiry, digest))) = self.soonest.pop() {
+            self.visited += 1;
+            if self.expiries.get(&digest) == Some(&expiry) {
+                self.expiries.remove(&digest);
+                return Some(digest);
+            }
+        }
+        None
+    }
+
+    /// The heap again from the map, without its stale entries.
+    fn rebuild(&mut self) {
+        self.visited += self.soonest.len() as u64;
+        self.soonest = self
+            .expiries
+            .iter()
+            .map(|(digest, expiry)| Reverse((*expiry, *digest)))
+            .collect();
+    }
+}
+
 /// Live sessions by principal, and by principal and upstream for those holding
 /// an upstream session of their own. An entry goes when its count reaches zero.
 #[derive(Default)]
@@ -423,12 +531,57 @@ mod tests {
         }
         assert_eq!(store.ended_len(), 3);
         // The soonest to expire went first; what is kept is 32 bytes whatever the id's size.
-        assert!(!store.ended.contains_key(&digest(&"a".repeat(1 << 20))));
-        assert!(store.ended.contains_key(&digest(&"e".repeat(1 << 20))));
+        assert!(!store.ended().contains(&digest(&"a".repeat(1 << 20))));
+        assert!(store.ended().contains(&digest(&"e".repeat(1 << 20))));
         // Expired ones are dropped before anything unexpired is forgotten.
         store.remember_ended("old", 1);
         store.remember_ended("new", far);
-        assert!(!store.ended.contains_key(&digest("old")));
-        assert!(store.ended.contains_key(&digest("new")));
+        assert!(!store.ended().contains(&digest("old")));
+        assert!(store.ended().contains(&digest("new")));
+    }
+
+    /// Past the bound, each id ended forgets one: a constant number of entries
+    /// visited per insertion, however many are remembered (a scan visited them all).
+    #[test]
+    fn keeping_the_bound_visits_a_constant_number_of_entries_per_insertion() {
+        for bound in [10, 1_000, 20_000] {
+            let mut ended = EndedIds::new(bound);
+            let now = 1_000;
+            // Expiries out of order, as DELETEs of sessions minted at different times come.
+            let expiry = |i: u64| now + 1 + (i * 7_919) % 50_000;
+            for i in 0..bound as u64 {
+                ended.insert(digest(&i.to_string()), expiry(i), now);
+            }
+            let before = ended.stats();
+            let inserted = 3 * bound as u64;
+            for i in bound as u64..bound as u64 + inserted {
+                ended.insert(digest(&i.to_string()), expiry(i), now);
+            }
+            let after = ended.stats();
+            assert_eq!(after.remembered, bound);
+            assert_eq!(after.evicted - before.evicted, inserted);
+            let per_insertion = (after.visited - before.visited) as f64 / inserted as f64;
+            assert!(
+                per_insertion <= 2.0,
+                "bound {bound}: {per_insertion} entries visited per insertion"
+            );
+        }
+    }
+
+    #[test]
+    fn an_id_remembered_again_leaves_no_stale_entry_behind() {
+        let mut ended = EndedIds::new(4);
+        for round in 0..1_000u64 {
+            // The same four ids, each time with a later expiry.
+            for id in 0..4u64 {
+                ended.insert(digest(&id.to_string()), 10 + round, 0);
+            }
+        }
+        assert_eq!(ended.len(), 4);
+        assert!(ended.soonest.len() <= 2 * 4 + 16, "{}", ended.soonest.len());
+        assert_eq!(ended.stats().evicted, 0);
+        // Everything expired by then is forgotten at once.
+        ended.forget_expired(10_000);
+        assert_eq!(ended.len(), 0);
     }
 }

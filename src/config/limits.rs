@@ -1,7 +1,8 @@
 //! `[limits]`: the bounds that keep one client from holding what others need:
 //! connection timeouts, per-IP connections, JSON shape bounds checked before
-//! parsing, the size of what a session id carries, the ended-id set, and
-//! open listens, HTTP+SSE streams and requests in flight per principal.
+//! parsing, the bytes held for upstream messages, the size of what a session id
+//! carries, the ended-id set, and open listens, HTTP+SSE streams and requests in
+//! flight per principal.
 
 use std::time::Duration;
 
@@ -37,6 +38,12 @@ pub struct LimitsConfig {
     /// Most JSON values in one upstream message (a stdio line, an HTTP body,
     /// an SSE event), counted before it is parsed. Default 1 000 000.
     pub max_upstream_values: usize,
+    /// Most bytes held at once for upstream messages being read (stdio lines,
+    /// HTTP bodies, SSE events), across every session; the first 64 KiB of each
+    /// message are not counted. A message that would pass it is refused and the
+    /// request it answers fails at once. Default 128 MiB (two messages of the
+    /// 64 MiB a message may hold).
+    pub max_upstream_buffered_bytes: usize,
     /// Most bytes of `capabilities` plus `clientInfo` a legacy client's
     /// `initialize` may carry (sealed into its session id); past it -32602. Default 8 KiB.
     pub max_client_claims_bytes: usize,
@@ -81,6 +88,7 @@ impl Default for LimitsConfig {
             max_batch_items: 100,
             max_request_values: 100_000,
             max_upstream_values: 1_000_000,
+            max_upstream_buffered_bytes: 128 * 1024 * 1024,
             max_client_claims_bytes: 8 * 1024,
             max_ended_sessions: 100_000,
             linger_bytes: 64 * 1024 * 1024,
@@ -122,6 +130,7 @@ impl LimitsConfig {
             ("max_batch_items", self.max_batch_items),
             ("max_request_values", self.max_request_values),
             ("max_upstream_values", self.max_upstream_values),
+            ("max_upstream_buffered_bytes", self.max_upstream_buffered_bytes),
             ("max_client_claims_bytes", self.max_client_claims_bytes),
             ("max_ended_sessions", self.max_ended_sessions),
             ("max_listens_per_principal", self.max_listens_per_principal),

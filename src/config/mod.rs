@@ -453,6 +453,17 @@ impl Config {
                 message: format!("environment variable {name} is not set"),
             });
         }
+        for (key, count) in [
+            ("max_connections", self.admin.max_connections),
+            ("max_connections_per_ip", self.admin.max_connections_per_ip),
+        ] {
+            if count == 0 {
+                issues.push(ConfigIssue {
+                    path: format!("admin.{key}"),
+                    message: "must be greater than 0".into(),
+                });
+            }
+        }
         issues
     }
 }

@@ -140,7 +140,9 @@ impl Default for TelemetryConfig {
 }
 
 /// `[admin]`: a separate listener for operators, off unless `address` is set.
-#[derive(Clone, Debug, PartialEq, Default, Deserialize)]
+/// It keeps `[limits]`' header and idle timeouts and `[listen]`'s Host and
+/// Origin checks, with connection caps of its own.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// Where to serve `/healthz`, `/readyz`, `/pools` (JSON), `/metrics` and the
@@ -150,6 +152,23 @@ pub struct AdminConfig {
     /// (`Authorization: Bearer …`, or `?token=` for the status page);
     /// `/healthz` and `/readyz` stay open for probes. Default: none.
     pub token_env: Option<String>,
+    /// Most concurrent connections to the admin listener; past it a client
+    /// waits in the kernel's backlog, holding none of eragate's descriptors. Default 64.
+    pub max_connections: usize,
+    /// Most concurrent admin connections from one IP address (one past it is
+    /// answered 503 and closed). Default 16.
+    pub max_connections_per_ip: usize,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            address: None,
+            token_env: None,
+            max_connections: 64,
+            max_connections_per_ip: 16,
+        }
+    }
 }
 
 /// `[listen]`

@@ -4,8 +4,8 @@
 
 mod body;
 mod head;
-mod hosts;
-mod listener;
+pub(crate) mod hosts;
+pub(crate) mod listener;
 
 use std::future::Future;
 use std::net::SocketAddr;

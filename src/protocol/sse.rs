@@ -69,6 +69,12 @@ impl SseParser {
         self.buffer.extend_from_slice(chunk);
     }
 
+    /// The bytes it holds now: what was pushed and not yet read as events, and
+    /// the data of the event being read.
+    pub fn held_bytes(&self) -> usize {
+        self.buffer.len() + self.pending.data.len()
+    }
+
     /// The reconnection time the stream last asked for (`retry:`), in milliseconds.
     pub fn retry(&self) -> Option<u64> {
         self.retry

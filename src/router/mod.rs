@@ -15,7 +15,7 @@ use arc_swap::ArcSwap;
 
 pub use crate::upstream::pool::gateway_client_info;
 pub use crate::upstream::probe::discover_params;
-pub use crate::upstream::transport::set_max_message_values;
+pub use crate::upstream::transport::{buffered_stats, set_max_buffered_bytes, set_max_message_values};
 pub use crate::upstream::{Call, CallEvent, CallStep, OnDrop, PartitionKey, UpstreamError, UpstreamSession};
 pub use backend::{Admission, Backend, SessionNeed};
 

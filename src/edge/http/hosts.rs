@@ -8,19 +8,22 @@
 //! name to 127.0.0.1 still sends that name, so a loopback gateway does not
 //! answer it. An IP literal is always served (rebinding needs a name); so are
 //! `public_url`'s host, `localhost` on a loopback or wildcard bind, and
-//! `listen.allowed_hosts`.
+//! `listen.allowed_hosts`. The admin listener ([`crate::admin`]) applies the
+//! same checks to its own address ([`Served::refusal`]).
 
 use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
-use http::{HeaderValue, Uri};
+use http::header::{HOST, ORIGIN};
+use http::{HeaderMap, HeaderValue, Uri};
 
 use super::head::Repeated;
 
 use crate::config::ListenConfig;
+use crate::protocol::errors::Rejection;
 
 /// The origins and host names one listener answers.
-pub(super) struct Served {
+pub(crate) struct Served {
     /// Origins a browser may send: the listener's own and the configured ones.
     origins: Vec<String>,
     /// Host names (lower case, no port); `None` serves every host.
@@ -29,7 +32,7 @@ pub(super) struct Served {
 
 impl Served {
     /// What a listener bound to `local` with `listen` serves.
-    pub(super) fn new(local: SocketAddr, listen: &ListenConfig) -> Served {
+    pub(crate) fn new(local: SocketAddr, listen: &ListenConfig) -> Served {
         let scheme = if listen.tls.is_some() { "https" } else { "http" };
         let mut origins = own_origins(scheme, local);
         origins.extend(listen.allowed_origins.iter().cloned());
@@ -58,18 +61,26 @@ impl Served {
     }
 
     /// The checks of a request the authorization server answers.
-    pub(super) fn checks(&self, headers: &http::HeaderMap, uri: &Uri) -> crate::authz::BrowserChecks {
-        let origin = headers
-            .get_all(http::header::ORIGIN)
-            .iter()
-            .fold(Repeated::Absent, |seen, value| match seen {
-                Repeated::Absent => Repeated::One(value),
-                _ => Repeated::Several,
-            });
+    pub(super) fn checks(&self, headers: &HeaderMap, uri: &Uri) -> crate::authz::BrowserChecks {
+        let origin = origin_of(headers);
         crate::authz::BrowserChecks {
             origin_allowed: self.origin_allowed(origin),
-            host_allowed: self.host_allowed(origin, headers.get(http::header::HOST), uri),
+            host_allowed: self.host_allowed(origin, headers.get(HOST), uri),
         }
+    }
+
+    /// Why a request with `headers` for `uri` fails the browser checks (403 for
+    /// its `Origin`, 421 for its `Host`), or `None` when it passes both. For a
+    /// listener that does not read its heads in one pass ([`crate::admin`]).
+    pub(crate) fn refusal(&self, headers: &HeaderMap, uri: &Uri) -> Option<Rejection> {
+        let origin = origin_of(headers);
+        if !self.origin_allowed(origin) {
+            return Some(Rejection::OriginNotAllowed);
+        }
+        if !self.host_allowed(origin, headers.get(HOST), uri) {
+            return Some(Rejection::HostNotAllowed);
+        }
+        None
     }
 
     /// Whether a request carries no `Origin`, or exactly one this listener allows.
@@ -141,6 +152,16 @@ fn normalized(host: &str) -> Cow<'_, str> {
         Cow::Owned(host.to_ascii_lowercase())
     } else {
         Cow::Borrowed(host)
+    }
+}
+
+/// The request's `Origin` header: absent, one, or several (which no check accepts).
+fn origin_of(headers: &HeaderMap) -> Repeated<'_> {
+    let mut origins = headers.get_all(ORIGIN).iter();
+    match (origins.next(), origins.next()) {
+        (None, _) => Repeated::Absent,
+        (Some(one), None) => Repeated::One(one),
+        (Some(_), Some(_)) => Repeated::Several,
     }
 }
 

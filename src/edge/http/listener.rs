@@ -4,6 +4,8 @@
 //! and no header has been read when it is accepted), hyper's
 //! builder with a timer (HTTP/2 keep-alive pings), the idle watchdog that
 //! frees the slot of a connection with nothing in flight, and graceful shutdown.
+//! The admin listener ([`crate::admin`]) is guarded by the same pieces: a
+//! [`Gate`] of its own, [`builder`], [`Activity`] and [`watched`].
 //!
 //! A connection is idle when no request is in flight: an open SSE stream is a
 //! request whose body has not ended, so a live stream is never idle. The
@@ -14,12 +16,18 @@
 //! header timer, which would allow the same time, is off: it would arm a runtime
 //! timer on every request, where the watchdog's one timer fires at most once per
 //! timeout.
+//!
+//! An accept that fails for want of descriptors or memory (`EMFILE`, `ENFILE`,
+//! `ENOBUFS`, `ENOMEM`) leaves the connection in the kernel's queue, so the
+//! listener stays ready and an immediate retry fails again: the loop pauses
+//! instead, 5 ms after the first failure, doubling up to 1 s, until an accept
+//! succeeds. Attempts and failures are counted per listener ([`accept_counts`]).
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -31,8 +39,8 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::HttpFrontend;
 use crate::config::LimitsConfig;
@@ -48,27 +56,15 @@ pub(super) async fn serve(
     drain: Duration,
 ) {
     let graceful = GracefulShutdown::new();
-    let connections = Arc::new(Semaphore::new(frontend.gateway.config().listen.max_connections));
-    let per_ip = PerIp::default();
+    let gate = Gate::new(Listening::Mcp, frontend.gateway.config().listen.max_connections);
     // Built again when a reload changes `[limits]`: each connection is served under the
     // limits current when it was accepted.
     let mut limits = frontend.gateway.limits().limits.clone();
     let mut builder = builder(&limits);
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            permit = connections.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
-            () = &mut shutdown => break,
-        };
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    tracing::warn!(error = %error, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+        let accepted = tokio::select! {
+            accepted = gate.accept(&listener) => accepted,
             () = &mut shutdown => break,
         };
         {
@@ -78,28 +74,17 @@ pub(super) async fn serve(
                 builder = self::builder(&limits);
             }
         }
+        let refusal = Refusal {
+            limit: limits.max_connections_per_ip,
+            tls: frontend.tls.clone(),
+            within: limits.header_read_timeout.0,
+        };
         // A trusted proxy carries many clients on its connections: its clients are
         // counted by address where a request names them, never its connections.
-        let trusted = frontend.gateway.config().listen.trusted_proxies.trusts(peer.ip());
-        let slot = if trusted {
-            None
-        } else {
-            per_ip.admit(peer.ip(), limits.max_connections_per_ip)
-        };
-        if slot.is_none() && !trusted {
-            tracing::debug!(%peer, "per-IP connection limit reached; answered 503 and closed");
-            let (tls, limit) = (frontend.tls.clone(), limits.max_connections_per_ip);
-            let within = limits.header_read_timeout.0;
-            // The global permit rides along: refusals are bounded like connections.
-            tokio::spawn(async move {
-                let refusal = refuse(stream, tls, limit, within);
-                if tokio::time::timeout(within, refusal).await.is_err() {
-                    tracing::debug!(%peer, "refused connection timed out before its answer");
-                }
-                drop(permit);
-            });
+        let trusts = |peer: IpAddr| frontend.gateway.config().listen.trusted_proxies.trusts(peer);
+        let Some((stream, peer, held)) = gate.admit(accepted, refusal, trusts) else {
             continue;
-        }
+        };
         let _ = stream.set_nodelay(true);
         let connection = Connection {
             frontend: frontend.clone(),
@@ -119,7 +104,7 @@ pub(super) async fn serve(
                     Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
                 },
             }
-            drop((permit, slot));
+            drop(held);
         });
     }
     drop(listener);
@@ -130,6 +115,187 @@ pub(super) async fn serve(
         tracing::warn!("requests still in flight at the shutdown deadline");
     }
     frontend.sse_connections.close_all();
+}
+
+// === impl Gate ===
+
+/// The listeners whose accepts are counted apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Listening {
+    /// The MCP listener (`[listen]`).
+    Mcp,
+    /// The operators' listener (`[admin]`).
+    Admin,
+}
+
+/// Accept attempts and failures since start, per listener (index: [`Listening`]).
+static ATTEMPTS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+static FAILURES: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// How many accepts `listening` attempted since start, and how many of them failed.
+pub(crate) fn accept_counts(listening: Listening) -> (u64, u64) {
+    let i = listening as usize;
+    (ATTEMPTS[i].load(Ordering::Relaxed), FAILURES[i].load(Ordering::Relaxed))
+}
+
+/// The first pause after a failed accept, and the longest.
+const FIRST_PAUSE: Duration = Duration::from_millis(5);
+const LONGEST_PAUSE: Duration = Duration::from_secs(1);
+/// Failures of other kinds (a connection aborted before it was accepted: each
+/// takes one from the queue) retried at once before the loop pauses for them too.
+const RETRIED_AT_ONCE: u32 = 16;
+
+/// What admits connections to one listener: a permit of its global cap, taken
+/// before the accept (past the cap a client waits in the kernel's backlog,
+/// holding no descriptor of eragate's), and a place within the per-IP cap.
+pub(crate) struct Gate {
+    listening: Listening,
+    connections: Arc<Semaphore>,
+    per_ip: PerIp,
+}
+
+/// A connection accepted and holding a permit of the global cap.
+pub(crate) struct Accepted {
+    stream: TcpStream,
+    peer: SocketAddr,
+    permit: OwnedSemaphorePermit,
+}
+
+/// What a connection holds of its listener's caps until it is dropped.
+pub(crate) struct Held {
+    _permit: OwnedSemaphorePermit,
+    /// Its place in its address's count; none for a peer not capped per address.
+    _slot: Option<IpSlot>,
+}
+
+/// How a connection past the per-IP cap is answered.
+pub(crate) struct Refusal {
+    /// The per-IP cap.
+    pub(crate) limit: usize,
+    /// TLS on the listener, so the refusal is readable.
+    pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
+    /// How long the refusal may take.
+    pub(crate) within: Duration,
+}
+
+impl Gate {
+    /// The gate of `listening`, admitting at most `max_connections` at once.
+    pub(crate) fn new(listening: Listening, max_connections: usize) -> Gate {
+        Gate {
+            listening,
+            connections: Arc::new(Semaphore::new(max_connections)),
+            per_ip: PerIp::default(),
+        }
+    }
+
+    /// The next connection, once the global cap has room. A failed accept is
+    /// retried after a pause (see the module's doc), never in a tight loop.
+    pub(crate) async fn accept(&self, listener: &TcpListener) -> Accepted {
+        let permit = match self.connections.clone().acquire_owned().await {
+            Ok(permit) => permit,
+            // The semaphore is never closed.
+            Err(_) => return std::future::pending().await,
+        };
+        let i = self.listening as usize;
+        let mut failures = Failures::default();
+        loop {
+            ATTEMPTS[i].fetch_add(1, Ordering::Relaxed);
+            match listener.accept().await {
+                Ok((stream, peer)) => {
+                    if failures.count > 0 {
+                        tracing::info!(listener = ?self.listening, failures = failures.count, "accepting connections again");
+                    }
+                    return Accepted { stream, peer, permit };
+                }
+                Err(error) => {
+                    FAILURES[i].fetch_add(1, Ordering::Relaxed);
+                    if let Some(pause) = failures.next(&error) {
+                        if failures.count == 1 || pause == LONGEST_PAUSE && failures.logged_longest() {
+                            tracing::warn!(listener = ?self.listening, %error, pause_ms = pause.as_millis() as u64, "accept failed; pausing before the next");
+                        } else {
+                            tracing::debug!(listener = ?self.listening, %error, pause_ms = pause.as_millis() as u64, "accept failed");
+                        }
+                        tokio::time::sleep(pause).await;
+                    } else {
+                        tracing::debug!(listener = ?self.listening, %error, "accept failed; retried at once");
+                    }
+                }
+            }
+        }
+    }
+
+    /// `accepted` with its place within the per-IP cap (none for a peer
+    /// `uncapped` names); past it the connection is answered as `refusal` says
+    /// (in a task of its own, holding its global permit: refusals are bounded
+    /// like connections) and `None` returned.
+    pub(crate) fn admit(
+        &self,
+        accepted: Accepted,
+        refusal: Refusal,
+        uncapped: impl Fn(IpAddr) -> bool,
+    ) -> Option<(TcpStream, SocketAddr, Held)> {
+        let Accepted { stream, peer, permit } = accepted;
+        if uncapped(peer.ip()) {
+            let held = Held {
+                _permit: permit,
+                _slot: None,
+            };
+            return Some((stream, peer, held));
+        }
+        let Some(slot) = self.per_ip.admit(peer.ip(), refusal.limit) else {
+            tracing::debug!(%peer, listener = ?self.listening, "per-IP connection limit reached; answered 503 and closed");
+            let Refusal { limit, tls, within } = refusal;
+            tokio::spawn(async move {
+                let refused = refuse(stream, tls, limit, within);
+                if tokio::time::timeout(within, refused).await.is_err() {
+                    tracing::debug!(%peer, "refused connection timed out before its answer");
+                }
+                drop(permit);
+            });
+            return None;
+        };
+        let held = Held {
+            _permit: permit,
+            _slot: Some(slot),
+        };
+        Some((stream, peer, held))
+    }
+}
+
+/// The failed accepts of one streak, and the pause they call for.
+#[derive(Default)]
+struct Failures {
+    count: u32,
+    others: u32,
+    pause: Duration,
+    longest_logged: bool,
+}
+
+impl Failures {
+    /// Counts `error`; the pause before the next attempt, `None` to retry at once.
+    fn next(&mut self, error: &std::io::Error) -> Option<Duration> {
+        self.count += 1;
+        let starved = matches!(
+            error.raw_os_error(),
+            Some(nix::libc::EMFILE | nix::libc::ENFILE | nix::libc::ENOBUFS | nix::libc::ENOMEM)
+        );
+        if !starved {
+            self.others += 1;
+            if self.others <= RETRIED_AT_ONCE {
+                return None;
+            }
+        }
+        self.pause = match self.pause {
+            Duration::ZERO => FIRST_PAUSE,
+            pause => (pause * 2).min(LONGEST_PAUSE),
+        };
+        Some(self.pause)
+    }
+
+    /// `true` the first time the longest pause is reached in this streak (logged once).
+    fn logged_longest(&mut self) -> bool {
+        !std::mem::replace(&mut self.longest_logged, true)
+    }
 }
 
 /// One accepted connection, before its protocol is served.
@@ -178,15 +344,31 @@ impl Connection {
             })
         };
         let connection = watcher.watch(builder.serve_connection_with_upgrades(io, service).into_owned());
-        tokio::select! {
-            // The connection first, without the macro's random start (a thread-local
-            // RNG on every wake of the connection); the idle timer only ends it.
-            biased;
-            result = connection => if let Err(error) = result {
-                tracing::debug!(%peer, error = %error, "connection ended with an error");
-            },
-            () = activity.idle(header_read, idle) => tracing::debug!(%peer, "idle connection closed"),
-        }
+        tokio::pin!(connection);
+        // Erased: nested once more in its full type, the connection made proving this
+        // task `Send` overflow the compiler's recursion limit.
+        let connection: Pin<&mut (dyn Future<Output = Result<(), _>> + Send)> = connection;
+        watched(connection, &activity, header_read, idle, peer).await;
+    }
+}
+
+/// Serves `connection` until it ends, or until `activity` has been idle too long
+/// (see the module's doc), when it is dropped (closed).
+pub(crate) async fn watched<E: std::fmt::Display>(
+    connection: impl Future<Output = Result<(), E>>,
+    activity: &Activity,
+    header_read: Duration,
+    idle: Duration,
+    peer: SocketAddr,
+) {
+    tokio::select! {
+        // The connection first, without the macro's random start (a thread-local
+        // RNG on every wake of the connection); the idle timer only ends it.
+        biased;
+        result = connection => if let Err(error) = result {
+            tracing::debug!(%peer, error = %error, "connection ended with an error");
+        },
+        () = activity.idle(header_read, idle) => tracing::debug!(%peer, "idle connection closed"),
     }
 }
 
@@ -217,7 +399,7 @@ async fn refuse(stream: tokio::net::TcpStream, tls: Option<tokio_rustls::TlsAcce
 
 /// HTTP/1.1, and h2 with a timer for its keep-alive pings. HTTP/1.1's header
 /// read timeout is the idle watchdog's (see the module's doc), not hyper's.
-fn builder(limits: &LimitsConfig) -> auto::Builder<TokioExecutor> {
+pub(crate) fn builder(limits: &LimitsConfig) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().header_read_timeout(None);
     builder
@@ -237,7 +419,7 @@ struct PerIp {
 }
 
 /// One connection's place in [`PerIp`]; given back when dropped.
-struct IpSlot {
+pub(crate) struct IpSlot {
     open: Arc<DashMap<IpAddr, usize>>,
     ip: IpAddr,
 }
@@ -271,7 +453,7 @@ impl Drop for IpSlot {
 // === impl Activity ===
 
 /// Requests in flight on one connection, and since when it has had none.
-struct Activity {
+pub(crate) struct Activity {
     in_flight: AtomicUsize,
     served: AtomicBool,
     /// Whether its requests come over HTTP/1.x (whose next head is read between them).
@@ -280,10 +462,10 @@ struct Activity {
 }
 
 /// One request in flight (its handler, then its response body); ends when dropped.
-struct InFlight(Arc<Activity>);
+pub(crate) struct InFlight(Arc<Activity>);
 
 impl Activity {
-    fn new() -> Activity {
+    pub(crate) fn new() -> Activity {
         Activity {
             in_flight: AtomicUsize::new(0),
             served: AtomicBool::new(false),
@@ -293,7 +475,7 @@ impl Activity {
     }
 
     /// A request of `version` comes in (its head has been read whole).
-    fn enter(self: &Arc<Self>, version: http::Version) -> InFlight {
+    pub(crate) fn enter(self: &Arc<Self>, version: http::Version) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         if !self.served.load(Ordering::Acquire) {
             self.http1.store(version < http::Version::HTTP_2, Ordering::Release);
@@ -351,9 +533,19 @@ impl Drop for InFlight {
 }
 
 /// A response body that keeps its request in flight until it ends or is dropped.
-struct Tracked {
+pub(crate) struct Tracked {
     body: Body,
     _in_flight: InFlight,
+}
+
+impl Tracked {
+    /// `body`, keeping `in_flight` until it ends.
+    pub(crate) fn new(body: Body, in_flight: InFlight) -> Tracked {
+        Tracked {
+            body,
+            _in_flight: in_flight,
+        }
+    }
 }
 
 impl HttpBody for Tracked {

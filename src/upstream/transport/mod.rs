@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod http_client;
+pub mod refusal;
 pub mod sse;
 pub mod stdio;
 pub mod streamable_http;
@@ -19,6 +20,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 
 use self::http_client::HttpClient;
+pub use self::refusal::{buffered_stats, set_max_buffered_bytes};
 pub(crate) use self::streamable_http::PostInFlight;
 use crate::protocol::scan::Bounds;
 use crate::protocol::{Message, Revision};

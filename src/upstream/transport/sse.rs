@@ -13,11 +13,12 @@ use http::{Method, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use tokio::task::AbortHandle;
 
+use super::refusal::{Held, IdFinder, Refused, fail_answered};
 use super::streamable_http::Endpoint;
 use super::{Inbound, send_authorized};
 use crate::discard::{DiscardBounds, discard};
 use crate::protocol::Message;
-use crate::protocol::sse::SseParser;
+use crate::protocol::sse::{SseError, SseParser};
 use crate::upstream::credentials::Subject;
 use crate::upstream::error::UpstreamError;
 
@@ -162,7 +163,8 @@ impl PendingSse {
     /// The link, and a function that starts routing the stream into a session.
     pub fn split(self) -> (SseLink, SseReader) {
         let PendingSse { link, body, parser } = self;
-        (link, SseReader { body, parser })
+        let upstream = link.upstream.clone();
+        (link, SseReader { body, parser, upstream })
     }
 }
 
@@ -170,14 +172,24 @@ impl PendingSse {
 pub struct SseReader {
     body: hyper::body::Incoming,
     parser: SseParser,
+    upstream: Arc<str>,
 }
 
 impl SseReader {
     /// Routes every event into `session` until the stream ends, then closes it.
-    /// Returns the reader task's handle so the link can stop it.
+    /// Returns the reader task's handle so the link can stop it. An event refused
+    /// for its values fails the request it answers at once; one past the size
+    /// bound, or past the shared bound on bytes held for upstream messages, ends
+    /// the stream (one stream carries every answer: it cannot be read past it),
+    /// failing every request waiting on it at once with the reason.
     pub fn start<S: Inbound>(self, session: Weak<S>) -> AbortHandle {
-        let SseReader { mut body, mut parser } = self;
+        let SseReader {
+            mut body,
+            mut parser,
+            upstream,
+        } = self;
         let task = tokio::spawn(async move {
+            let mut held = Held::default();
             let reason = loop {
                 loop {
                     match parser.next_event() {
@@ -185,23 +197,43 @@ impl SseReader {
                             let Some(session) = session.upgrade() else { return };
                             match Message::parse_within(event.data.as_bytes(), super::message_bounds()) {
                                 Ok(message) => session.handle_message(message, None),
-                                Err(error) => tracing::warn!(error = %error, "non-JSON-RPC SSE event; skipped"),
+                                Err(error) => {
+                                    let mut finder = IdFinder::default();
+                                    finder.feed(event.data.as_bytes());
+                                    let refused = Refused::Unreadable(error.to_string());
+                                    fail_answered(&*session, &upstream, &refused, &finder.finish());
+                                }
                             }
                         }
                         Ok(Some(_)) => {}
                         Ok(None) => break,
                         Err(error) => {
+                            let reason = match error {
+                                SseError::TooLarge(limit) => {
+                                    let refused = Refused::TooLarge { limit };
+                                    refused.count();
+                                    refused.reason()
+                                }
+                                other => other.to_string(),
+                            };
                             if let Some(session) = session.upgrade() {
-                                session.handle_closed(&error.to_string());
+                                session.handle_closed(&reason);
                             }
                             return;
                         }
                     }
                 }
+                // Only what is left unread is held now: fewer bytes, so this cannot fail.
+                let _ = held.fit(parser.held_bytes());
                 match body.frame().await {
                     Some(Ok(frame)) => {
                         if let Ok(chunk) = frame.into_data() {
                             parser.push(&chunk);
+                        }
+                        if let Err(exhausted) = held.fit(parser.held_bytes()) {
+                            let refused = Refused::from(exhausted);
+                            refused.count();
+                            break refused.reason();
                         }
                     }
                     Some(Err(error)) => break error.to_string(),

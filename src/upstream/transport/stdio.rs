@@ -4,29 +4,31 @@
 //! Every child runs in its own process group and is registered with a
 //! [`ChildSupervisor`], so that on shutdown (or when its session ends) the whole
 //! group is stopped: stdin closed, then SIGTERM, then SIGKILL after a grace period.
-//! Lines are handed to the session through [`Inbound`]; nothing here looks inside them.
+//! Lines are handed to the session through [`Inbound`]; nothing here looks inside
+//! them, but for the top-level `id` of a line refused ([`super::refusal`]).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
+use bytes::BytesMut;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::refusal::{Found, Held, IdFinder, Refused, fail_answered};
 use super::{Inbound, child};
 use crate::config::{RestartConfig, StdioConfig};
 use crate::protocol::Message;
 use crate::upstream::error::UpstreamError;
 
-/// Largest line accepted from a child; a longer one ends the session.
+/// Largest line accepted from a child; a longer one is dropped as it comes,
+/// and the request it answers fails.
 const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// Messages queued toward one child before senders wait.
 const WRITE_QUEUE: usize = 256;
@@ -397,7 +399,6 @@ impl StdioLink {
         let reader = StdioReader {
             upstream: upstream.clone(),
             stdout,
-            pid,
             ended_first,
             stop: stop.clone(),
             permit: _permit,
@@ -448,7 +449,6 @@ impl Drop for StdioLink {
 pub struct StdioReader {
     upstream: Arc<str>,
     stdout: ChildStdout,
-    pid: u32,
     ended_first: Arc<AtomicBool>,
     stop: CancellationToken,
     /// Held until the child's output ends, so `max_children` counts the child, not the session.
@@ -457,35 +457,44 @@ pub struct StdioReader {
 
 impl StdioReader {
     /// Routes every line the child writes into `session` until EOF, then closes it.
+    /// A line refused (too long, too many values, or past the bound on bytes held
+    /// for upstream messages) fails the request it answers at once.
     pub fn start<S: Inbound>(self, session: Weak<S>) {
         tokio::spawn(async move {
             let StdioReader {
                 upstream,
                 stdout,
-                pid,
                 ended_first,
                 stop,
                 permit,
             } = self;
-            let mut lines = FramedRead::new(stdout, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
+            let mut lines = Lines::new(stdout);
             let reason = loop {
-                let Some(line) = lines.next().await else {
-                    break "process exited".to_owned();
-                };
-                let line = match line {
-                    Ok(line) => line,
+                let line = match lines.next().await {
+                    Ok(Some(Line::Whole(line))) => line,
+                    Ok(Some(Line::Refused(refused, found))) => {
+                        let Some(session) = session.upgrade() else { return };
+                        fail_answered(&*session, &upstream, &refused, &found);
+                        continue;
+                    }
+                    Ok(None) => break "process exited".to_owned(),
                     Err(error) => break format!("unreadable output: {error}"),
                 };
-                if line.trim().is_empty() {
+                if line.trim_ascii().is_empty() {
                     continue;
                 }
                 let Some(session) = session.upgrade() else { return };
-                match Message::parse_within(line.as_bytes(), super::message_bounds()) {
+                match Message::parse_within(&line, super::message_bounds()) {
                     Ok(message) => session.handle_message(message, None),
                     Err(error) => {
-                        tracing::warn!(upstream = %upstream, pid, error = %error, "non-JSON-RPC line on stdout; skipped")
+                        let mut finder = IdFinder::default();
+                        finder.feed(&line);
+                        let refused = Refused::Unreadable(error.to_string());
+                        fail_answered(&*session, &upstream, &refused, &finder.finish());
                     }
                 }
+                drop(line);
+                lines.handed_over();
             };
             if !stop.is_cancelled() {
                 ended_first.store(true, Ordering::Release);
@@ -495,6 +504,112 @@ impl StdioReader {
             }
             drop(permit);
         });
+    }
+}
+
+/// Bytes asked of a child's stdout at a time (a pipe's capacity).
+const READ_CHUNK: usize = 64 * 1024;
+
+/// One line of a child's stdout, or why it was not kept.
+enum Line {
+    /// A whole line, without its end.
+    Whole(BytesMut),
+    /// A line dropped as it came, and what its bytes said of the request it answered.
+    Refused(Refused, Found),
+}
+
+/// Newline framing of a child's stdout, within [`MAX_LINE_BYTES`] a line and
+/// the shared bound on bytes held for upstream messages ([`Held`]). A line past
+/// either is dropped as it comes, read only for its top-level `id` ([`IdFinder`]).
+struct Lines {
+    stdout: ChildStdout,
+    buffer: BytesMut,
+    /// Bytes at the front of `buffer` known to hold no line end.
+    scanned: usize,
+    held: Held,
+}
+
+impl Lines {
+    fn new(stdout: ChildStdout) -> Lines {
+        Lines {
+            stdout,
+            buffer: BytesMut::new(),
+            scanned: 0,
+            held: Held::default(),
+        }
+    }
+
+    /// The next line; `None` at the end of the output.
+    async fn next(&mut self) -> std::io::Result<Option<Line>> {
+        loop {
+            if let Some(end) = self.buffer[self.scanned..].iter().position(|b| *b == b'\n') {
+                let mut line = self.buffer.split_to(self.scanned + end + 1);
+                self.scanned = 0;
+                line.truncate(line.len() - 1);
+                if line.last() == Some(&b'\r') {
+                    line.truncate(line.len() - 1);
+                }
+                if line.len() > MAX_LINE_BYTES {
+                    // Its end came in the read that took it past the bound.
+                    let mut finder = IdFinder::default();
+                    finder.feed(&line);
+                    let refused = Refused::TooLarge { limit: MAX_LINE_BYTES };
+                    return Ok(Some(Line::Refused(refused, finder.finish())));
+                }
+                return Ok(Some(Line::Whole(line)));
+            }
+            self.scanned = self.buffer.len();
+            if self.buffer.len() > MAX_LINE_BYTES {
+                let refused = Refused::TooLarge { limit: MAX_LINE_BYTES };
+                return self.drop_line(refused).await.map(Some);
+            }
+            // What is held now (the next read adds at most a chunk, counted on the next turn).
+            if let Err(exhausted) = self.held.fit(self.buffer.len()) {
+                return self.drop_line(exhausted.into()).await.map(Some);
+            }
+            self.buffer.reserve(READ_CHUNK);
+            if self.stdout.read_buf(&mut self.buffer).await? == 0 {
+                if self.buffer.is_empty() {
+                    return Ok(None);
+                }
+                // The last line, without its end.
+                self.scanned = 0;
+                return Ok(Some(Line::Whole(self.buffer.split())));
+            }
+        }
+    }
+
+    /// The line being read was handed over: what it held is given back, and a
+    /// large buffer left behind by it is let go.
+    fn handed_over(&mut self) {
+        if self.buffer.capacity() > 4 * READ_CHUNK {
+            self.buffer = BytesMut::from(&self.buffer[..]);
+        }
+        // Never more than it holds now, which was counted already: this cannot fail.
+        let _ = self.held.fit(self.buffer.len());
+    }
+
+    /// Drops the line begun in the buffer and the rest of it as it comes,
+    /// reading its top-level `id` on the way.
+    async fn drop_line(&mut self, refused: Refused) -> std::io::Result<Line> {
+        let mut finder = IdFinder::default();
+        finder.feed(&self.buffer);
+        self.buffer = BytesMut::new();
+        self.scanned = 0;
+        self.held.release();
+        let mut chunk = vec![0u8; READ_CHUNK];
+        loop {
+            let n = self.stdout.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(Line::Refused(refused, finder.finish()));
+            }
+            if let Some(end) = chunk[..n].iter().position(|b| *b == b'\n') {
+                finder.feed(&chunk[..end]);
+                self.buffer.extend_from_slice(&chunk[end + 1..n]);
+                return Ok(Line::Refused(refused, finder.finish()));
+            }
+            finder.feed(&chunk[..n]);
+        }
     }
 }
 

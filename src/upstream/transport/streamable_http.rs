@@ -13,19 +13,20 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::task::AbortHandle;
 
 pub use super::http_client::HttpClient;
+use super::refusal::{Held, IdFinder, Refused};
 use super::{Inbound, send_authorized};
 use crate::config::UpstreamTlsConfig;
 use crate::discard::{DiscardBounds, discard};
 use crate::protocol::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, mirrored_name};
 use crate::protocol::jsonrpc::{Frame, Outcome};
-use crate::protocol::sse::SseParser;
+use crate::protocol::sse::{SseError, SseParser};
 use crate::protocol::{Id, Message, Response, Revision};
 use crate::upstream::credentials::{Subject, UpstreamCredentials};
 use crate::upstream::error::UpstreamError;
@@ -499,14 +500,30 @@ async fn read_response<S: Inbound>(
         }
         return;
     }
-    let body = match Limited::new(response.into_body(), MAX_UPSTREAM_MESSAGE).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(error) => {
+    let mut held = Held::default();
+    let body = match read_body(response, &mut held).await {
+        Ok(body) => body,
+        Err(BodyError::Refused(refused)) => {
+            refused.count();
+            tracing::warn!(upstream = %upstream, upstream_id, reason = %refused.reason(), "upstream answer refused; its request fails now");
+            return session.handle_failure(upstream_id, refused.error(upstream));
+        }
+        Err(BodyError::Unreadable(error)) => {
             let error = UpstreamError::unavailable(upstream, format!("reading the body: {error}"));
             return session.handle_failure(upstream_id, error);
         }
     };
-    match Frame::parse_within(&body, super::message_bounds()) {
+    let parsed = Frame::parse_within(&body, super::message_bounds());
+    if let Err(error) = &parsed
+        && status.is_success()
+    {
+        // A JSON answer eragate will not parse (too many values, too deep): said as such.
+        let refused = Refused::Unreadable(error.to_string());
+        refused.count();
+        tracing::warn!(upstream = %upstream, upstream_id, reason = %refused.reason(), "upstream answer refused; its request fails now");
+        return session.handle_failure(upstream_id, refused.error(upstream));
+    }
+    match parsed {
         Ok(Frame::Single(message)) => session.handle_message(answering(message, upstream_id), Some(upstream_id)),
         Ok(Frame::Batch(items)) => {
             for message in items.into_iter().flatten() {
@@ -525,6 +542,68 @@ async fn read_response<S: Inbound>(
     }
 }
 
+/// Why a JSON answer's body was not read whole.
+enum BodyError {
+    /// Past a bound: refused.
+    Refused(Refused),
+    /// The connection failed.
+    Unreadable(String),
+}
+
+/// A JSON answer's body, within [`MAX_UPSTREAM_MESSAGE`] and the shared bound on
+/// bytes held for upstream messages (counted in `held`); a declared length past
+/// either is refused before anything is read.
+async fn read_body(response: http::Response<Incoming>, held: &mut Held) -> Result<Bytes, BodyError> {
+    let too_large = || {
+        BodyError::Refused(Refused::TooLarge {
+            limit: MAX_UPSTREAM_MESSAGE,
+        })
+    };
+    let declared = response
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    // The declared length is allocated at once below: counted from the start.
+    let mut reserved = 0;
+    if let Some(length) = declared {
+        reserved = usize::try_from(length).map_err(|_| too_large())?;
+        if reserved > MAX_UPSTREAM_MESSAGE {
+            return Err(too_large());
+        }
+        held.fit(reserved).map_err(|e| BodyError::Refused(e.into()))?;
+    }
+    let mut body = response.into_body();
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<Vec<u8>> = None;
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| BodyError::Unreadable(e.to_string()))?;
+        let Ok(data) = frame.into_data() else { continue };
+        total = total.saturating_add(data.len());
+        if total > MAX_UPSTREAM_MESSAGE {
+            return Err(too_large());
+        }
+        held.fit(total.max(reserved))
+            .map_err(|e| BodyError::Refused(e.into()))?;
+        match (&mut joined, first.take()) {
+            (Some(joined), _) => joined.extend_from_slice(&data),
+            (None, None) => first = Some(data),
+            (None, Some(earlier)) => {
+                let mut buffer = Vec::with_capacity(reserved.max(total));
+                buffer.extend_from_slice(&earlier);
+                buffer.extend_from_slice(&data);
+                joined = Some(buffer);
+            }
+        }
+    }
+    Ok(joined.map(Bytes::from).or(first).unwrap_or_default())
+}
+
+/// Routes the events of a response stream (a POST's, `related` to its request,
+/// or the GET stream) into `session`. An event refused fails the request it
+/// answers at once (on a POST's stream, that request); an event past the size
+/// bound, or past the shared bound on bytes held, ends the stream with the reason.
 async fn read_sse<S: Inbound>(
     session: &Weak<S>,
     upstream: &str,
@@ -532,11 +611,27 @@ async fn read_sse<S: Inbound>(
     mut body: Incoming,
 ) -> Result<(), String> {
     let mut parser = SseParser::new(MAX_UPSTREAM_MESSAGE);
+    let mut held = Held::default();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| e.to_string())?;
         let Ok(chunk) = frame.into_data() else { continue };
         parser.push(&chunk);
-        while let Some(event) = parser.next_event().map_err(|e| e.to_string())? {
+        if let Err(exhausted) = held.fit(parser.held_bytes()) {
+            let refused = Refused::from(exhausted);
+            refused.count();
+            return Err(refused.reason());
+        }
+        loop {
+            let event = match parser.next_event() {
+                Ok(Some(event)) => event,
+                Ok(None) => break,
+                Err(SseError::TooLarge(limit)) => {
+                    let refused = Refused::TooLarge { limit };
+                    refused.count();
+                    return Err(refused.reason());
+                }
+                Err(error) => return Err(error.to_string()),
+            };
             if !(event.event.is_empty() || event.event == "message") || event.data.is_empty() {
                 continue;
             }
@@ -552,7 +647,21 @@ async fn read_sse<S: Inbound>(
                     session.handle_message(message, related)
                 }
                 Err(error) => {
-                    tracing::warn!(upstream = %upstream, error = %error, "non-JSON-RPC SSE event; skipped")
+                    let mut finder = IdFinder::default();
+                    finder.feed(event.data.as_bytes());
+                    let found = finder.finish();
+                    let refused = Refused::Unreadable(error.to_string());
+                    refused.count();
+                    // On a POST's stream, a response is that request's.
+                    match related.filter(|_| !found.has_method).or(found.answered()) {
+                        Some(upstream_id) => {
+                            tracing::warn!(upstream = %upstream, upstream_id, reason = %refused.reason(), "upstream answer refused; its request fails now");
+                            session.handle_failure(upstream_id, refused.error(upstream));
+                        }
+                        None => {
+                            tracing::warn!(upstream = %upstream, reason = %refused.reason(), "SSE event refused and skipped (no request of eragate's named)")
+                        }
+                    }
                 }
             }
             if related.is_some_and(|id| !session.is_pending(id)) {
@@ -565,6 +674,8 @@ async fn read_sse<S: Inbound>(
                 return Ok(());
             }
         }
+        // Only what is left unread is held now: fewer bytes, so this cannot fail.
+        let _ = held.fit(parser.held_bytes());
     }
     Ok(())
 }
