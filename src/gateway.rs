@@ -7,7 +7,6 @@
 use std::sync::Arc;
 
 use crate::auth::Authenticator;
-use crate::bridge::listen::ListenQuota;
 use crate::bridge::mrtr::SuspendedCalls;
 use crate::bridge::param_headers::ToolHeaderCache;
 use crate::bridge::quota::HeldQuota;
@@ -45,7 +44,7 @@ pub struct Gateway {
     /// `[rate_limits]`; a reload swaps in a new gate.
     rate: arc_swap::ArcSwap<RateGate>,
     /// Open listens per principal.
-    listens: Arc<ListenQuota>,
+    listens: Arc<HeldQuota>,
     /// Requests in flight per principal (`limits.max_in_flight_per_principal`).
     in_flight: Arc<HeldQuota>,
     /// Metrics, access log and the live discover summary.
@@ -70,7 +69,7 @@ impl Gateway {
         let suspended = Arc::new(SuspendedCalls::new(&config.sessions));
         let rate = arc_swap::ArcSwap::from_pointee(RateGate::new(&config.rate_limits));
         let limits = &config.limits;
-        let listens = ListenQuota::new("listens", limits.max_listens_per_principal, limits.max_listens);
+        let listens = HeldQuota::new("listens", limits.max_listens_per_principal, limits.max_listens);
         let in_flight = HeldQuota::new("requests in flight", limits.in_flight_per_principal(), usize::MAX);
         in_flight.set_binds_anonymous(limits.in_flight_binds_anonymous());
         let telemetry = Telemetry::new(&config)
@@ -208,7 +207,7 @@ impl Gateway {
     }
 
     /// Open listens per principal.
-    pub(crate) fn listens(&self) -> &Arc<ListenQuota> {
+    pub(crate) fn listens(&self) -> &Arc<HeldQuota> {
         &self.listens
     }
 
