@@ -150,7 +150,7 @@ impl UpstreamTools {
 
 /// Every page of the upstream's `tools/list`, asked with the client's envelope.
 async fn list_tools(session: &ClientSession, envelope: &Envelope) -> Option<Listing> {
-    let timeout = session.backend.timeout_for("tools/list");
+    let timeout = session.backend.config().timeout_for("tools/list");
     let mut tools = HashMap::new();
     let mut cursor: Option<String> = None;
     let mut ttl = None;

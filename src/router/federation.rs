@@ -1,20 +1,22 @@
-//! A federated backend: several upstream pools served as one MCP server on one
-//! path. It owns its members (each an ordinary [`Backend::Pool`]), their
-//! prefixes and the prefix mode, the exposed-name tables it last built, and the
+//! A federated backend's state: several upstream pools served as one MCP
+//! server on one path. It owns its members (each an ordinary [`Pool`]), their
+//! prefixes and the prefix mode, the exposed-name tables it last built, the
 //! channel on which members' list changes reach listening clients, and the
-//! legacy clients' calls in flight a `notifications/cancelled` may name. How names,
-//! cursors and handshakes combine is [`crate::federate`]'s; fetching from the
-//! members is the bridge's (`bridge/federated/`).
+//! legacy clients' calls in flight a `notifications/cancelled` may name; its
+//! lifecycle is its members'. How names, cursors and handshakes combine is
+//! [`crate::federate`]'s; asking the members and merging their answers is the
+//! bridge's (`bridge/federated/`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::sync::{Semaphore, broadcast};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::Backend;
+use super::backend::Serves;
+use super::pool::Pool;
 use crate::config::UpstreamConfig;
 use crate::federate::names::{Names, PrefixMode};
 use crate::federate::route::NameKind;
@@ -35,11 +37,11 @@ const MAX_TRACKED_CALLS: usize = 4096;
 /// sealed id's few hundred bytes), and its request id as JSON text.
 type CallKey = (usize, Id);
 
-/// One member of a federation: its backend and the prefix of its names.
+/// One member of a federation: its upstream and the prefix of its names.
 #[derive(Clone)]
 pub struct Member {
-    /// The member's own backend (one upstream pool).
-    pub backend: Backend,
+    /// The member's own upstream.
+    pub pool: Pool,
     /// `tool_prefix`, else the upstream's name.
     pub prefix: String,
 }
@@ -54,8 +56,6 @@ pub struct Federation {
     members: Vec<Member>,
     mode: PrefixMode,
     stats: Arc<UpstreamStats>,
-    /// Bounds the federation's own fan-outs (each member bounds its requests too).
-    admission: Arc<Semaphore>,
     /// The exposed names of tools and of prompts, built from complete listings
     /// of every member (the owner of an exposed name needs them all under
     /// `on_collision` and `never`). A std mutex: never held across `.await`.
@@ -76,7 +76,7 @@ pub struct Federation {
 impl Federation {
     /// A federation of `configs` (two or more upstreams on one path), each
     /// member built by `member`.
-    pub fn new(configs: &[UpstreamConfig], member: impl Fn(&UpstreamConfig) -> Backend) -> Federation {
+    pub fn new(configs: &[UpstreamConfig], member: impl Fn(&UpstreamConfig) -> Pool) -> Federation {
         let path = configs.first().map_or_else(|| "/mcp".to_owned(), |c| c.path.clone());
         let mut config = configs.first().cloned().unwrap_or_else(|| {
             // Unreachable: a federation is built for two configurations or more.
@@ -87,7 +87,7 @@ impl Federation {
         let members = configs
             .iter()
             .map(|c| Member {
-                backend: member(c),
+                pool: member(c),
                 prefix: c.member_prefix().to_owned(),
             })
             .collect();
@@ -96,7 +96,6 @@ impl Federation {
         Federation {
             cache_policy,
             stats: Arc::new(UpstreamStats::new(name.clone())),
-            admission: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             name,
             config,
             members,
@@ -137,11 +136,6 @@ impl Federation {
     /// When names get their member's prefix.
     pub fn mode(&self) -> PrefixMode {
         self.mode
-    }
-
-    /// The admission semaphore of the federation's own fan-outs.
-    pub(super) fn admission(&self) -> &Arc<Semaphore> {
-        &self.admission
     }
 
     /// The exposed names of `kind` last built, if any.
@@ -234,7 +228,7 @@ impl Federation {
 
     /// Whether any member is reached with each principal's own credential.
     pub fn per_principal(&self) -> bool {
-        self.members.iter().any(|m| m.backend.per_principal())
+        self.members.iter().any(|m| m.pool.per_principal())
     }
 
     /// The admin view: each member's own, with the federation it serves in
@@ -249,7 +243,7 @@ impl Federation {
         self.members
             .iter()
             .map(|member| {
-                let mut snapshot = member.backend.snapshot();
+                let mut snapshot = member.pool.snapshot();
                 if let Some(object) = snapshot.as_object_mut() {
                     let federation = json!({"path": &*self.name, "prefix": member.prefix, "prefix_mode": mode, "left_out": left_out});
                     object.insert("federation".into(), federation);
@@ -257,6 +251,50 @@ impl Federation {
                 snapshot
             })
             .collect()
+    }
+}
+
+/// A federation's lifecycle is its members'; it serves while any member does
+/// (lists say who is left out).
+impl Serves for Arc<Federation> {
+    fn name(&self) -> &str {
+        Federation::name(self)
+    }
+
+    fn stats(&self) -> &Arc<UpstreamStats> {
+        Federation::stats(self)
+    }
+
+    fn config(&self) -> &UpstreamConfig {
+        Federation::config(self)
+    }
+
+    fn configs(&self) -> Vec<&UpstreamConfig> {
+        self.members.iter().map(|m| m.pool.config()).collect()
+    }
+
+    fn is_unused(&self) -> bool {
+        Arc::strong_count(self) == 1 && self.members.iter().all(|m| m.pool.is_unused())
+    }
+
+    fn warm(&self) {
+        self.members.iter().for_each(|m| m.pool.warm());
+    }
+
+    fn spawn_health_checks(&self) {
+        self.members.iter().for_each(|m| m.pool.spawn_health_checks());
+    }
+
+    fn is_ready(&self) -> bool {
+        self.members.iter().any(|m| m.pool.is_ready())
+    }
+
+    fn snapshots(&self) -> Vec<Value> {
+        Federation::snapshots(self)
+    }
+
+    fn close_all(&self) {
+        self.members.iter().for_each(|m| m.pool.close_all());
     }
 }
 

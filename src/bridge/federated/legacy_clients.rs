@@ -24,14 +24,13 @@ use crate::protocol::{ErrorCode, ErrorObject, Message, ModernMethod, Request, Re
 use crate::router::Backend;
 use crate::router::federation::{Federation, TrackedCall};
 
-/// Answers one handshake-era message on `federation`'s path (`backend`).
+/// Answers one handshake-era message on `federation`'s path.
 /// eragate answers `initialize` itself with the merged handshake and a sealed
 /// session that holds no upstream session: every request is served by the
 /// members on their own pooled sessions; the session's GET stream carries the
 /// federation's list changes.
 pub async fn serve_legacy(
     gateway: &Gateway,
-    backend: &Backend,
     federation: &Arc<Federation>,
     message: Message,
     session: SessionLookup,
@@ -39,10 +38,10 @@ pub async fn serve_legacy(
 ) -> Reply {
     let request = match (message, session) {
         (Message::Request(request), _) if request.method == "initialize" => {
-            return initialize_session(gateway, backend, federation, request, principal).await;
+            return initialize_session(gateway, federation, request, principal).await;
         }
         (Message::Notification(notification), SessionLookup::Found(session))
-            if notification.method == "notifications/cancelled" && session.backend.same_route(backend) =>
+            if notification.method == "notifications/cancelled" && session.backend.same_route(federation.config()) =>
         {
             let named = notification.params.as_ref().and_then(|p| p.get("requestId"));
             if let Some(request_id) = named
@@ -53,12 +52,16 @@ pub async fn serve_legacy(
             return Reply::Accepted;
         }
         // A response to what a member asked during a relayed call goes back to that member.
-        (Message::Response(response), SessionLookup::Found(session)) if session.backend.same_route(backend) => {
+        (Message::Response(response), SessionLookup::Found(session))
+            if session.backend.same_route(federation.config()) =>
+        {
             return super::relay::response_to_member(&session, response).await;
         }
         // Other notifications and responses: nothing of them reaches a member.
         (Message::Notification(_) | Message::Response(_), _) => return Reply::Accepted,
-        (Message::Request(request), SessionLookup::Found(session)) if session.backend.same_route(backend) => {
+        (Message::Request(request), SessionLookup::Found(session))
+            if session.backend.same_route(federation.config()) =>
+        {
             let tracked = federation.track_call(&session.id, &request.id);
             (request, session.revision, tracked, Some(session))
         }
@@ -150,7 +153,6 @@ async fn cancellable(serving: impl Future<Output = Reply>, tracked: TrackedCall)
 /// and a sealed session naming the federation (no upstream session of its own).
 async fn initialize_session(
     gateway: &Gateway,
-    backend: &Backend,
     federation: &Arc<Federation>,
     request: Request,
     principal: &Principal,
@@ -190,7 +192,7 @@ async fn initialize_session(
     let session = ClientSession::open_federated(
         id,
         negotiated,
-        backend.clone(),
+        Backend::Federated(federation.clone()),
         stateless_envelope(&capabilities, &client_info),
     );
     tracing::info!(federation = %federation.name(), revision = %negotiated, "legacy client session opened on a federation");

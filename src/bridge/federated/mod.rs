@@ -29,9 +29,9 @@ use crate::protocol::lazy_json::{MemberValue, ParamsView};
 use crate::protocol::{
     Era, ErrorCode, ErrorObject, Id, LazyJson, Message, ModernMethod, Notification, Request, Response, Revision,
 };
-use crate::router::Backend;
 use crate::router::federation::{Federation, Member};
 use crate::router::gateway_client_info;
+use crate::router::{Backend, Pool};
 use crate::translate::cache::{Audience, Watch};
 use crate::translate::listen::{self, Filter};
 use crate::translate::{ModernRequest, down, up};
@@ -144,7 +144,7 @@ impl Asking<'_> {
             .map(|(answer, member)| match answer {
                 Ok(result) => Some(result),
                 Err(error) => {
-                    self.left_out(member.backend.name(), &error);
+                    self.left_out(member.pool.name(), &error);
                     None
                 }
             })
@@ -153,7 +153,7 @@ impl Asking<'_> {
             .iter()
             .zip(&results)
             .map(|(member, result)| MemberResult {
-                name: member.backend.name(),
+                name: member.pool.name(),
                 result: result.as_ref(),
             })
             .collect();
@@ -238,7 +238,7 @@ impl Asking<'_> {
         let naming = self.naming(names.as_deref());
         let mut merged = MergedPage::default();
         for ((member, _), page) in fetch.iter().zip(pages) {
-            let name = members.get(*member).map_or("", |m| m.backend.name());
+            let name = members.get(*member).map_or("", |m| m.pool.name());
             let exposed = page.and_then(|page| {
                 let items = naming.expose_items(shape, *member, &page).map_err(|StaleNames| {
                     ErrorObject::internal("its names changed while the federation listed them")
@@ -299,7 +299,7 @@ impl Asking<'_> {
             .iter()
             .zip(members)
             .filter(|((_, complete), _)| matches!(complete, Listing::Partial))
-            .map(|(_, member)| member.backend.name().to_owned())
+            .map(|(_, member)| member.pool.name().to_owned())
             .collect();
         let lists: Vec<Vec<String>> = listed.into_iter().map(|(names, _)| names).collect();
         let names = route::build_names(self.federation.mode(), self.prefixes(), &lists).map_err(|collision| {
@@ -376,12 +376,12 @@ impl Asking<'_> {
         }
         match owner {
             Ok((member, params)) => {
-                if let (ClientEra::Legacy(_), Some(session), Some(backend)) =
+                if let (ClientEra::Legacy(_), Some(session), Some(pool)) =
                     (era, self.session, self.relays_to(member, method))
                 {
                     let params = LazyJson::from(params);
                     return Box::pin(relay::relay(
-                        (member, backend),
+                        (member, pool),
                         session,
                         id,
                         method,
@@ -489,7 +489,7 @@ impl Asking<'_> {
             match acknowledged(reply, within).await {
                 Ok((ack, responses)) => Some((ack, responses, params)),
                 Err(why) => {
-                    tracing::warn!(member = %member.backend.name(), "a member's listen {why}");
+                    tracing::warn!(member = %member.pool.name(), "a member's listen {why}");
                     None
                 }
             }
@@ -553,14 +553,14 @@ impl Asking<'_> {
         let (_, exposed) = members.iter().find(|(key, _)| key == "name")?;
         let exposed: String = serde_json::from_str(exposed).ok()?;
         let (member, own) = self.naming(names).owner(&exposed)?;
-        let backend = self.relays_to(member, method)?;
+        let pool = self.relays_to(member, method)?;
         let own = Value::from(own);
         let params = LazyJson::object_with(members.iter().map(|(key, value)| match key.as_ref() {
             "name" => ("name", MemberValue::Tree(&own)),
             key => (key, MemberValue::Text(value)),
         }));
         Some(Box::pin(relay::relay(
-            (member, backend),
+            (member, pool),
             session,
             id.clone(),
             method,
@@ -594,12 +594,12 @@ impl Asking<'_> {
         }
     }
 
-    /// Member `member`'s backend when a legacy client's `method` is relayed to it
+    /// Member `member`'s upstream when a legacy client's `method` is relayed to it
     /// as it came: a legacy member, and an answer that names nothing to expose.
-    fn relays_to(&self, member: usize, method: ModernMethod) -> Option<&Backend> {
-        let backend = &self.federation.members().get(member)?.backend;
-        let relayed = method != ModernMethod::ResourcesRead && backend.era_if_known() == Some(Era::Legacy);
-        relayed.then_some(backend)
+    fn relays_to(&self, member: usize, method: ModernMethod) -> Option<&Pool> {
+        let pool = &self.federation.members().get(member)?.pool;
+        let relayed = method != ModernMethod::ResourcesRead && pool.era_if_known() == Some(Era::Legacy);
+        relayed.then_some(pool)
     }
 
     /// Asks member `member` one request, in the member's own era.
@@ -608,7 +608,7 @@ impl Asking<'_> {
             .federation
             .members()
             .get(member)
-            .and_then(|m| m.backend.era_if_known());
+            .and_then(|m| m.pool.era_if_known());
         let params = match (era, params) {
             // A legacy member's request has the envelope stripped again: none to insert.
             (Some(Era::Legacy), Some(params)) => params,
@@ -620,7 +620,7 @@ impl Asking<'_> {
     /// [`Asking::ask`] with `params` that already carry the envelope (a modern
     /// client's own, still as text when they came so).
     async fn ask_as_sent(&self, member: usize, id: Id, method: ModernMethod, params: LazyJson) -> Reply {
-        let Some(backend) = self.federation.members().get(member).map(|m| &m.backend) else {
+        let Some(pool) = self.federation.members().get(member).map(|m| &m.pool) else {
             return error_reply(id, ErrorObject::internal("no such member"));
         };
         let request = Request {
@@ -642,7 +642,7 @@ impl Asking<'_> {
         // A member's listen is a share of one counted where it was joined (or eragate's own watch).
         Box::pin(super::modern::serve(
             self.gateway,
-            backend,
+            pool,
             request,
             modern,
             &[],
@@ -683,7 +683,7 @@ impl Asking<'_> {
     }
 
     fn member_names(&self) -> String {
-        let names: Vec<&str> = self.federation.members().iter().map(|m| m.backend.name()).collect();
+        let names: Vec<&str> = self.federation.members().iter().map(|m| m.pool.name()).collect();
         names.join(", ")
     }
 }

@@ -86,11 +86,7 @@ impl Share {
 
     /// Asks the member for its share again, as the joined listen first did.
     async fn reopen(&self) -> Reopened {
-        let member = self
-            .federation
-            .members()
-            .get(self.member)
-            .map_or("", |m| m.backend.name());
+        let member = self.federation.members().get(self.member).map_or("", |m| m.pool.name());
         let reply = super::listen_unprompted(
             &self.gateway,
             &self.federation,
