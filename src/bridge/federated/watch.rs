@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Asking, list_changed_method, listen_unprompted};
+use super::Asking;
+use super::listens::{list_changed_method, listen_unprompted};
 use crate::auth::Principal;
 use crate::bridge::listen::ReopenPause;
 use crate::bridge::reply::Reply;
