@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backend::Serves;
 use super::pool::Pool;
+use super::relist::RelistGate;
 use crate::config::UpstreamConfig;
 use crate::federate::names::{Names, PrefixMode};
 use crate::federate::route::NameKind;
@@ -58,8 +59,12 @@ pub struct Federation {
     stats: Arc<UpstreamStats>,
     /// The exposed names of tools and of prompts, built from complete listings
     /// of every member (the owner of an exposed name needs them all under
-    /// `on_collision` and `never`). A std mutex: never held across `.await`.
+    /// `on_collision` and `never`), or why they could not be. A std mutex:
+    /// never held across `.await`.
     names: Mutex<HashMap<NameKind, KnownNames>>,
+    /// Learning the names of tools, and of prompts, again: one listing of the
+    /// members at a time, and at most one per interval for a name they lack.
+    relists: [RelistGate; 2],
     /// Members left out of a list (failed or slow), for operators.
     left_out: AtomicU64,
     /// Members' list changes, by the notification method clients get.
@@ -101,6 +106,7 @@ impl Federation {
             members,
             mode,
             names: Mutex::new(HashMap::new()),
+            relists: Default::default(),
             left_out: AtomicU64::new(0),
             calls: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(0),
@@ -138,15 +144,28 @@ impl Federation {
         self.mode
     }
 
-    /// The exposed names of `kind` last built, if any.
-    pub fn names(&self, kind: NameKind) -> Option<Arc<Names>> {
+    /// The exposed names of `kind` last built (or why they could not be), if
+    /// any were since the members' last change of that list.
+    pub fn names(&self, kind: NameKind) -> Option<Result<Arc<Names>, String>> {
         lock(&self.names).get(&kind).map(|known| known.names.clone())
     }
 
     /// Keeps `names` as the exposed names of `kind`, built without the members
-    /// named in `unlisted` (they could not be listed).
-    pub fn keep_names(&self, kind: NameKind, names: Arc<Names>, unlisted: Vec<String>) {
-        lock(&self.names).insert(kind, KnownNames { names, unlisted });
+    /// named in `unlisted` (they could not be listed); or why they could not be
+    /// built, unless names built before are kept (they still serve).
+    pub fn keep_names(&self, kind: NameKind, names: Result<Arc<Names>, String>, unlisted: Vec<String>) {
+        let mut kept = lock(&self.names);
+        if names.is_ok() || kept.get(&kind).is_none_or(|known| known.names.is_err()) {
+            kept.insert(kind, KnownNames { names, unlisted });
+        }
+    }
+
+    /// The relisting of the members' lists of `kind`, by which its names are learned.
+    pub fn relists(&self, kind: NameKind) -> &RelistGate {
+        match kind {
+            NameKind::Tools => &self.relists[0],
+            NameKind::Prompts => &self.relists[1],
+        }
     }
 
     /// The members whose names of `kind` are missing from the names kept.
@@ -298,9 +317,9 @@ impl Serves for Arc<Federation> {
     }
 }
 
-/// Exposed names, and the members missing from them.
+/// Exposed names (or why they could not be built), and the members missing from them.
 struct KnownNames {
-    names: Arc<Names>,
+    names: Result<Arc<Names>, String>,
     unlisted: Vec<String>,
 }
 

@@ -9,6 +9,7 @@ pub mod federation;
 pub mod list_cache;
 mod pool;
 pub mod read_cache;
+pub mod relist;
 
 use std::sync::Arc;
 use std::time::Duration;

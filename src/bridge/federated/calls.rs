@@ -1,12 +1,14 @@
 //! Calls, reads, gets and completions on a federated path: each is sent to
 //! the member that owns what it names, with the member's own name restored,
 //! and its answer reshaped for the client. A name the kept names lack makes
-//! the federation learn them again before the request is refused.
+//! the federation learn them again before the request is refused, at most
+//! once per interval.
 
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::lists::Need;
 use super::{Asking, ClientEra, error_reply, expose_notification, relay};
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::ClientSession;
@@ -24,7 +26,7 @@ impl Asking<'_> {
         let needs_names = kind.is_some() && self.federation.mode() != PrefixMode::Always;
         let mut names = None;
         if let (true, Some(kind)) = (needs_names, kind) {
-            names = self.names(kind, false).await.ok();
+            names = self.names(kind, Need::Kept).await.ok();
         }
         let Request { id, params, .. } = request;
         let params = match (era, self.session, params) {
@@ -44,8 +46,8 @@ impl Asking<'_> {
         let params = params.map(LazyJson::into_value);
         let mut owner = self.naming(names.as_deref()).route_owned(method, params);
         if let (Err((_, params)), true, Some(kind)) = (&mut owner, needs_names, kind) {
-            // The names may be older than the member's list: learn them again once.
-            names = self.names(kind, true).await.ok();
+            // The names may be older than the member's list: learn them again (paced).
+            names = self.names(kind, Need::Unknown).await.ok();
             let params = std::mem::take(params);
             owner = self.naming(names.as_deref()).route_owned(method, Some(params));
         }

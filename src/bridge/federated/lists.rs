@@ -2,6 +2,9 @@
 //! one sealed cursor ([`crate::federate::cursor`], [`crate::federate::page`]),
 //! and the exposed names of tools and prompts, learned from complete listings
 //! of every member and kept by the federation until a member's list changes.
+//! Learning them is single-flight, and a name they lack makes them learned
+//! again at most once per interval ([`crate::router::relist`]), as for a
+//! single upstream's tool annotations.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,6 +18,7 @@ use crate::federate::names::{Names, PrefixMode};
 use crate::federate::page::MergedPage;
 use crate::federate::route::{self, ListShape, NameKind, StaleNames};
 use crate::protocol::{ErrorObject, Id, ModernMethod, Request};
+use crate::router::relist::Turn;
 use crate::translate::cache::{Audience, Watch};
 
 /// Most pages of one member read to learn its names.
@@ -46,7 +50,7 @@ impl Asking<'_> {
                 .map(|(member, at)| self.page(*member, shape, at.as_deref(), &request.id)),
         )
         .await;
-        let mut names = self.names_for(shape, false).await?;
+        let mut names = self.names_for(shape, Need::Kept).await?;
         let stale = pages.iter().zip(&fetch).any(|(page, (member, _))| {
             page.as_ref().is_ok_and(|page| {
                 self.naming(names.as_deref())
@@ -55,7 +59,7 @@ impl Asking<'_> {
             })
         });
         if stale {
-            names = self.names_for(shape, true).await?;
+            names = self.names_for(shape, Need::Fresh).await?;
         }
         let naming = self.naming(names.as_deref());
         let mut merged = MergedPage::default();
@@ -100,21 +104,45 @@ impl Asking<'_> {
     }
 
     /// The exposed names a list of `shape` needs: none for resources or under
-    /// `always`; else the names kept, or (`rebuild`, or none kept) built anew
-    /// from complete listings of every member.
-    async fn names_for(&self, shape: ListShape, rebuild: bool) -> Result<Option<Arc<Names>>, ErrorObject> {
+    /// `always`; else as [`Asking::names`] gives them for `need`.
+    async fn names_for(&self, shape: ListShape, need: Need) -> Result<Option<Arc<Names>>, ErrorObject> {
         match shape {
             ListShape::Named(kind) if self.federation.mode() != PrefixMode::Always => {
-                self.names(kind, rebuild).await.map(Some)
+                self.names(kind, need).await.map(Some)
             }
             _ => Ok(None),
         }
     }
 
-    pub(super) async fn names(&self, kind: NameKind, rebuild: bool) -> Result<Arc<Names>, ErrorObject> {
-        if !rebuild && let Some(names) = self.federation.names(kind) {
-            return Ok(names);
+    /// The exposed names of `kind`, for a request that needs them as `need`
+    /// says: the names kept, or names learned anew from complete listings of
+    /// every member. One request learns them at a time; those arriving
+    /// meanwhile wait and take what it learned.
+    pub(super) async fn names(&self, kind: NameKind, mut need: Need) -> Result<Arc<Names>, ErrorObject> {
+        let relists = self.federation.relists(kind);
+        loop {
+            match (need, self.federation.names(kind)) {
+                (Need::Kept, Some(Ok(names))) => return Ok(names),
+                (Need::Kept | Need::Unknown, Some(kept)) if relists.relisted_recently() => {
+                    return kept.map_err(ErrorObject::internal);
+                }
+                _ => {}
+            }
+            match relists.turn().await {
+                // Learned while this request waited: as fresh as they can be.
+                Turn::Relisted => need = Need::Kept,
+                Turn::Relist(relisting) => {
+                    let learned = self.learn_names(kind).await;
+                    relisting.finished();
+                    return learned;
+                }
+            }
         }
+    }
+
+    /// The exposed names of `kind` learned from complete listings of every
+    /// member, and kept (or why they could not be).
+    async fn learn_names(&self, kind: NameKind) -> Result<Arc<Names>, ErrorObject> {
         let members = self.federation.members();
         let listed = join_all((0..members.len()).map(|member| self.every_name(member, kind))).await;
         let unlisted: Vec<String> = listed
@@ -124,13 +152,13 @@ impl Asking<'_> {
             .map(|(_, member)| member.pool.name().to_owned())
             .collect();
         let lists: Vec<Vec<String>> = listed.into_iter().map(|(names, _)| names).collect();
-        let names = route::build_names(self.federation.mode(), self.prefixes(), &lists).map_err(|collision| {
-            tracing::error!(federation = %self.federation.name(), %collision, "members' names collide");
-            ErrorObject::internal(collision)
-        })?;
-        let names = Arc::new(names);
+        let names = route::build_names(self.federation.mode(), self.prefixes(), &lists)
+            .map(Arc::new)
+            .inspect_err(|collision| {
+                tracing::error!(federation = %self.federation.name(), %collision, "members' names collide");
+            });
         self.federation.keep_names(kind, names.clone(), unlisted);
-        Ok(names)
+        names.map_err(ErrorObject::internal)
     }
 
     /// Every name member `member` lists of `kind`; what it listed before
@@ -152,6 +180,21 @@ impl Asking<'_> {
         }
         (names, Listing::Complete) // as many pages as a listing may take
     }
+}
+
+/// Why a request needs a federation's exposed names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Need {
+    /// The names kept; learned when none are, or when they could not be built
+    /// and the pace allows another try.
+    Kept,
+    /// A request named something the kept names lack (it may be new): learned
+    /// again, at most once per [`crate::router::relist::MIN_RELIST_INTERVAL`];
+    /// until then the kept names answer.
+    Unknown,
+    /// A member listed a name the kept names lack (they are stale), or a check
+    /// wants them as the members have them now: learned again.
+    Fresh,
 }
 
 /// Whether a member's names were all listed.
