@@ -26,7 +26,7 @@ pub enum Backend {
 /// What every backend answers for, one upstream or a federation of them: its
 /// name, counters and configuration, and its lifecycle (a federation's is its
 /// members').
-pub trait Serves {
+pub(crate) trait Serves {
     /// The configured name (a federation's is its path).
     fn name(&self) -> &str;
     /// The counters operators see.

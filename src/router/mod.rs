@@ -20,7 +20,7 @@ pub use crate::upstream::pool::gateway_client_info;
 pub use crate::upstream::probe::discover_params;
 pub use crate::upstream::transport::set_max_message_values;
 pub use crate::upstream::{Call, CallEvent, CallStep, OnDrop, PartitionKey, UpstreamError, UpstreamSession};
-pub use backend::{Backend, Serves};
+pub use backend::Backend;
 pub use pool::{Admission, Pool, SessionNeed};
 
 use crate::config::UpstreamConfig;
