@@ -1,9 +1,10 @@
 //! What serves a route: one upstream ([`Pool`]) or several served as one
-//! ([`Federation`]). The two are told apart here and at the bridge's dispatch,
-//! once per request; everything else asks the side it was handed. What both
-//! answer for (name, counters, configuration, lifecycle) is [`Serves`], reached
-//! through one match; what only one of them has (an era, sessions, admission;
-//! members, exposed names) exists on that side only.
+//! ([`Federation`]). The bridge tells the two apart once per request, at its
+//! dispatch (and once more where it restores a sealed legacy session);
+//! everything after asks the side it was handed. What both answer for (name,
+//! counters, configuration, lifecycle) is [`Serves`], reached through one
+//! match; what only one of them has (an era, sessions, admission; members,
+//! exposed names) exists on that side only.
 
 use std::sync::Arc;
 
