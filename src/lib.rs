@@ -15,8 +15,8 @@
 //! | intake | one body from any transport: bounds, batch or single, parse, trace | [`bridge::take`], [`protocol::jsonrpc`], [`protocol::errors::Rejection`] |
 //! | classify | era, revision, envelope, headers | [`translate::classify`], via [`bridge::dispatch`] |
 //! | admit | one ordered stage: scopes → per-principal policy → rate limits → quotas | `bridge::admission` |
-//! | bridge | the era conversation: modern requests, legacy sessions, MRTR, listens | [`bridge`] |
-//! | route | which backend serves the path; the session a request needs | [`router`], [`router::Backend`] |
+//! | bridge | the era conversation: modern requests, legacy sessions, MRTR, listens; a federated path asks its members | [`bridge`] |
+//! | route | which backend serves the path: one upstream ([`router::Pool`]) or a federation ([`router::federation::Federation`]), told apart once at dispatch; the session a request needs | [`router`], [`router::Backend`] |
 //! | down | client era → upstream era | [`translate::down`] |
 //! | session | a warm, initialized upstream session | [`upstream::pool`], [`upstream::session`] |
 //! | send | stdio, Streamable HTTP or HTTP+SSE, with eragate's own credential (never the client's) | [`upstream::transport`], [`upstream::credentials`] |
@@ -36,7 +36,8 @@
 //! reads certificate files for the edge and the HTTPS upstreams; [`reload`] swaps the router's upstreams when the
 //! configuration changes; [`federate`] holds the pure rules of serving several
 //! upstreams as one (exposed names, merged pages under a sealed cursor, one
-//! handshake), for the router; [`router::list_cache`] keeps the lists a legacy
+//! handshake), which the bridge applies to its members' answers, the
+//! federation's state being [`router::federation`]'s; [`router::list_cache`] keeps the lists a legacy
 //! upstream gave, whose caching hints [`translate::cache`] decides;
 //! [`authz`] is eragate's own authorization server (`[auth.server]`), mounted
 //! by the edge under `/oauth/`, which mints the tokens [`auth`] admits and

@@ -303,8 +303,10 @@ fn on_collision_prefixes_only_shared_names() {
         "a shared name is no one's: {report}"
     );
 
-    // With py down, a call to its tool fails naming it; a name the names do not hold makes
-    // eragate learn them again, without py, and the error says py could not be listed.
+    // With py down, a call to its tool fails naming it, and the others still answer. (A name
+    // the names do not hold makes eragate learn them again, at most once per interval: see
+    // `calls_naming_unknown_names_do_not_relist_the_members_each_time`, where the error also
+    // names the member that could not be listed.)
     assert!(
         federation.py.proc.terminate(Duration::from_secs(5)),
         "the py member stops"
@@ -317,14 +319,6 @@ fn on_collision_prefixes_only_shared_names() {
     );
     let message = called["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("'py'"), "{called}");
-    let called = federation.modern(
-        9,
-        "tools/call",
-        Some("py_other"),
-        json!({"name": "py_other", "arguments": {}}),
-    );
-    let message = called["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("unavailable: py"), "{called}");
     let called = federation.modern(
         8,
         "tools/call",
@@ -1199,4 +1193,90 @@ fn a_joined_listen_survives_a_member_restart() {
         "the share was opened again; log:\n{}",
         federation.eragate.log()
     );
+}
+
+/// Calls naming what no member owns (a client guessing, or flooding) on an `on_collision`
+/// federation of two members that record every request they get, and a third that is down:
+/// the names are learned by one listing of each member, however many calls wait for them,
+/// and an unknown name relists the members at most once in a while, never once per call.
+#[test]
+fn calls_naming_unknown_names_do_not_relist_the_members_each_time() {
+    let a = TracedUpstream::start();
+    let b = TracedUpstream::start();
+    let config = format!(
+        r#"
+[[upstreams]]
+name = "a"
+prefix_mode = "on_collision"
+[upstreams.http]
+url = "{}"
+
+[[upstreams]]
+name = "b"
+[upstreams.http]
+url = "{}"
+
+[[upstreams]]
+name = "down"
+[upstreams.http]
+url = "http://127.0.0.1:{}/mcp"
+"#,
+        a.url,
+        b.url,
+        free_port()
+    );
+    let eragate = Eragate::start(&config);
+    let url = eragate.url();
+    let (session, _) = legacy_initialize(&url, "2025-06-18");
+    let listed = || a.posted_bodies("tools/list").len() + b.posted_bodies("tools/list").len();
+    let before = listed();
+
+    // 200 calls of unknown names, 8 at a time, half from 2026-07-28 clients and half on a
+    // legacy client's session; the first ones arrive before any name is known.
+    let refused: usize = std::thread::scope(|scope| {
+        let callers: Vec<_> = (0..8u64)
+            .map(|caller| {
+                let (url, session) = (&url, &session);
+                scope.spawn(move || {
+                    let mut refused = 0;
+                    for i in 0..25u64 {
+                        let id = 1 + caller * 25 + i;
+                        let name = format!("nobody-{id}");
+                        let params = json!({"name": name, "arguments": {}});
+                        let reply = match id % 2 {
+                            0 => post_modern(url, id, "tools/call", Some(&name), params),
+                            _ => legacy_request(url, session, "2025-06-18", id, "tools/call", params),
+                        };
+                        let error = &answer(&reply, id)["error"];
+                        assert_eq!(error["code"], -32602, "{reply:?}");
+                        let message = error["message"].as_str().unwrap_or_default();
+                        assert!(message.contains("unavailable: down"), "{reply:?}");
+                        refused += 1;
+                    }
+                    refused
+                })
+            })
+            .collect();
+        callers.into_iter().map(|c| c.join().expect("caller")).sum()
+    });
+    assert_eq!(refused, 200);
+    let relists = listed() - before;
+    // One listing of each member to learn the names, and (should the calls outlast the pace)
+    // at most one more of each per interval: a handful, where every call used to cost two.
+    assert!(
+        (2..=6).contains(&relists),
+        "200 calls of unknown names caused {relists} tools/list to the members; log:\n{}",
+        eragate.log()
+    );
+
+    // The names learned serve the known ones.
+    let reply = post_modern(
+        &url,
+        300,
+        "tools/call",
+        Some("a_echo"),
+        json!({"name": "a_echo", "arguments": {"text": "still"}}),
+    );
+    let called = answer(&reply, 300);
+    assert_eq!(tool_text(&called["result"]), "echo: still", "{called}");
 }

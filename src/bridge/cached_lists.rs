@@ -15,27 +15,27 @@ use crate::gateway::Gateway;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{ModernMethod, Request, Response};
 use crate::router::list_cache::{ListKind, PageKey, PageParts};
-use crate::router::{Backend, CallStep, OnDrop, UpstreamError, UpstreamSession};
+use crate::router::{CallStep, OnDrop, Pool, UpstreamError, UpstreamSession};
 use crate::translate::cache::{Audience, Watch};
 use crate::translate::{ModernRequest, down, up};
 
 /// Answers the list request `request` (its method is of `kind`).
 pub async fn serve(
     gateway: &Gateway,
-    backend: &Backend,
+    pool: &Pool,
     request: Request,
     modern: &ModernRequest,
     kind: ListKind,
     principal: &Principal,
 ) -> Reply {
     let key = page_key(&request, modern, principal);
-    let lists = backend.lists();
-    let per_caller = backend.per_principal() || gateway.auth().filters_lists();
+    let lists = pool.lists();
+    let per_caller = pool.per_principal() || gateway.auth().filters_lists();
     if let Some(page) = lists.lookup(&key, Instant::now()) {
-        backend.stats().list_cache_hit();
+        pool.stats().list_cache_hit();
         let audience = lists.audience(&key, per_caller);
         let result = decorate(
-            backend,
+            pool,
             &page.result,
             &page.server_info,
             modern.method,
@@ -44,10 +44,10 @@ pub async fn serve(
         );
         return Reply::result(request.id, result);
     }
-    backend.stats().list_cache_miss();
+    pool.stats().list_cache_miss();
     let ticket = lists.ticket(kind);
     let id = request.id.clone();
-    let (session, response) = match fetch(backend, request, modern, principal).await {
+    let (session, response) = match fetch(pool, request, modern, principal).await {
         Ok(fetched) => fetched,
         Err(error) => return Reply::upstream_failure(Some(id), &error),
     };
@@ -69,23 +69,23 @@ pub async fn serve(
     let audience = lists.audience(&key, per_caller);
     Reply::result(
         id,
-        decorate(backend, &result, &server_info, modern.method, watch, audience),
+        decorate(pool, &result, &server_info, modern.method, watch, audience),
     )
 }
 
 /// Sends the list request on a pooled session (a fresh one if that one turns
 /// out dead) and waits for its answer within the method's timeout.
 async fn fetch(
-    backend: &Backend,
+    pool: &Pool,
     request: Request,
     modern: &ModernRequest,
     principal: &Principal,
 ) -> Result<(Arc<UpstreamSession>, Response), UpstreamError> {
-    let _permit = backend.admit().await?;
+    let _permit = pool.admit().await?;
     let params = request.params.map(down::modern_text_params_for_legacy);
     let mut retried = false;
     let (session, mut call) = loop {
-        let session = pooled_session(backend, modern, principal, false).await?;
+        let session = pooled_session(pool, modern, principal, false).await?;
         let sent = session
             .call(
                 &request.method,
@@ -98,13 +98,13 @@ async fn fetch(
             Ok(call) => break (session, call),
             // The pooled session died between lookup and send (a crashed child): one fresh try.
             Err(_) if !retried => {
-                backend.discard(&session);
+                pool.discard(&session);
                 retried = true;
             }
             Err(error) => return Err(error),
         }
     };
-    let timeout = backend.timeout_for(modern.method.as_str());
+    let timeout = pool.timeout_for(modern.method.as_str());
     // A list asks the client nothing and reports no progress: only its answer matters.
     let answered = tokio::time::timeout(timeout, async {
         loop {
@@ -119,7 +119,7 @@ async fn fetch(
         Err(_) => {
             call.time_out();
             Err(UpstreamError::Timeout {
-                upstream: backend.name().to_owned(),
+                upstream: pool.name().to_owned(),
                 after_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             })
         }
@@ -144,13 +144,13 @@ fn page_key(request: &Request, modern: &ModernRequest, principal: &Principal) ->
 
 /// A kept (or just fetched) legacy page as this modern client gets it.
 fn decorate(
-    backend: &Backend,
+    pool: &Pool,
     result: &Value,
     server_info: &Value,
     method: ModernMethod,
     watch: Watch,
     audience: Audience,
 ) -> Value {
-    let policy = backend.cache_policy().with_facts(watch, audience);
+    let policy = pool.cache_policy().with_facts(watch, audience);
     up::result_for_modern(result.clone(), method, server_info, policy)
 }

@@ -11,7 +11,7 @@ use super::reply::Reply;
 use crate::auth::Principal;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Message, Request, Response};
-use crate::router::Backend;
+use crate::router::Pool;
 
 /// A read eragate has no current result for: sent upstream, its answer to keep.
 pub struct ReadMiss {
@@ -21,20 +21,20 @@ pub struct ReadMiss {
 /// The kept answer to `request` for `principal`, or (`Err`) what to keep its
 /// answer under. A read that resumes a multi round-trip exchange, or names no
 /// URI, is neither served from nor kept (`Err(None)`).
-pub fn lookup(backend: &Backend, request: &Request, principal: &Principal) -> Result<Reply, Option<ReadMiss>> {
+pub fn lookup(pool: &Pool, request: &Request, principal: &Principal) -> Result<Reply, Option<ReadMiss>> {
     let params = request.params.as_ref();
     let resuming = params.is_some_and(|p| p.get("requestState").is_some() || p.get("inputResponses").is_some());
     let uri = match params.and_then(|p| p.get("uri")).and_then(Value::as_str) {
         Some(uri) if !resuming => uri,
         _ => return Err(None),
     };
-    match backend.lists().reads().lookup(uri, principal.as_str(), Instant::now()) {
+    match pool.lists().reads().lookup(uri, principal.as_str(), Instant::now()) {
         Some(result) => {
-            backend.stats().read_cache_hit();
+            pool.stats().read_cache_hit();
             Ok(Reply::result(request.id.clone(), result))
         }
         None => {
-            backend.stats().read_cache_miss();
+            pool.stats().read_cache_miss();
             Err(Some(ReadMiss { uri: uri.to_owned() }))
         }
     }
@@ -42,8 +42,8 @@ pub fn lookup(backend: &Backend, request: &Request, principal: &Principal) -> Re
 
 /// `reply` (the upstream's answer to the read `miss`) as it is, kept on the
 /// way when the upstream's hints allow.
-pub fn keep(backend: &Backend, miss: ReadMiss, principal: &Principal, reply: Reply) -> Reply {
-    let backend = backend.clone();
+pub fn keep(pool: &Pool, miss: ReadMiss, principal: &Principal, reply: Reply) -> Reply {
+    let pool = pool.clone();
     let principal = principal.as_str().to_owned();
     let keep_result = move |message: &Message| {
         let Message::Response(Response {
@@ -59,9 +59,8 @@ pub fn keep(backend: &Backend, miss: ReadMiss, principal: &Principal, reply: Rep
         if object.get("resultType").and_then(Value::as_str).unwrap_or("complete") != "complete" {
             return; // input required: nothing to keep
         }
-        if let Some(hints) = backend.cache_policy().keep_read(object) {
-            backend
-                .lists()
+        if let Some(hints) = pool.cache_policy().keep_read(object) {
+            pool.lists()
                 .reads()
                 .store(&miss.uri, &principal, Value::clone(result), hints, Instant::now());
         }

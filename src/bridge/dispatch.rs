@@ -1,6 +1,8 @@
 //! The transport-independent entry point: one client message in, one
-//! [`Reply`] out. Classification decides the era; the era's module serves it;
-//! the policy stage then shapes what this caller may see of the answer.
+//! [`Reply`] out. Classification decides the era; the backend decides whether
+//! one upstream (`modern`, `legacy`) or a federation (`federated`) serves it,
+//! here and nowhere else; the policy stage then shapes what this caller may
+//! see of the answer.
 
 use super::admission::Admission;
 use super::federated;
@@ -99,24 +101,23 @@ async fn serve(
         Err(refusal) => return refusal.into_reply(&message),
     };
     let principal = &caller.principal;
-    let (reply, era) = match (classification, message) {
-        (Classification::Modern(request), Message::Request(message)) => {
-            let reply = match backend.federation() {
-                Some(federation) => federated::serve_modern(gateway, federation, message, request, principal).await,
-                None => {
-                    let counting = ListenCounting::Counted;
-                    modern::serve(gateway, backend, message, &request, forwarded, principal, counting).await
-                }
-            };
+    // The one place a request learns whether one upstream or a federation serves it.
+    let (reply, era) = match (backend, classification, message) {
+        (Backend::Pool(pool), Classification::Modern(request), Message::Request(message)) => {
+            let counting = ListenCounting::Counted;
+            let reply = modern::serve(gateway, pool, message, &request, forwarded, principal, counting).await;
             (reply, Era::Modern)
         }
-        (_, message) => {
-            let reply = match backend.federation() {
-                Some(federation) => {
-                    federated::serve_legacy(gateway, backend, federation, message, session, principal).await
-                }
-                None => legacy::serve(gateway, backend, message, session, principal).await,
-            };
+        (Backend::Federated(federation), Classification::Modern(request), Message::Request(message)) => {
+            let reply = federated::serve_modern(gateway, federation, message, request, principal).await;
+            (reply, Era::Modern)
+        }
+        (Backend::Pool(pool), _, message) => {
+            let reply = legacy::serve(gateway, pool, message, session, principal).await;
+            (reply, Era::Legacy)
+        }
+        (Backend::Federated(federation), _, message) => {
+            let reply = federated::serve_legacy(gateway, federation, message, session, principal).await;
             (reply, Era::Legacy)
         }
     };

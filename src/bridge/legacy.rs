@@ -16,7 +16,9 @@ use crate::protocol::errors::Rejection;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, capabilities};
 use crate::protocol::{ErrorCode, ErrorObject, Id, LazyJson, Message, Notification, Request, Response, Revision};
-use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
+use crate::router::{
+    Backend, OnDrop, PartitionKey, Pool, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info,
+};
 use crate::seal::fingerprint;
 use crate::translate::{down, up};
 
@@ -34,7 +36,7 @@ pub enum SessionLookup {
 /// Serves one legacy message.
 pub async fn serve(
     gateway: &Gateway,
-    backend: &Backend,
+    pool: &Pool,
     message: Message,
     session: SessionLookup,
     principal: &Principal,
@@ -42,12 +44,12 @@ pub async fn serve(
     if let Message::Request(request) = &message
         && request.method == "initialize"
     {
-        return Box::pin(initialize(gateway, backend, request.clone(), principal)).await;
+        return Box::pin(initialize(gateway, pool, request.clone(), principal)).await;
     }
     let session = match session {
-        SessionLookup::Found(session) if session.backend.same_route(backend) => session,
+        SessionLookup::Found(session) if session.backend.same_route(pool.config()) => session,
         SessionLookup::Found(_) | SessionLookup::Unknown => return session_not_found(&message),
-        SessionLookup::Absent => return Box::pin(sessionless(gateway, backend, message, principal)).await,
+        SessionLookup::Absent => return Box::pin(sessionless(gateway, pool, message, principal)).await,
     };
     match message {
         Message::Request(request) => request_on_session(gateway, session, request).await,
@@ -56,7 +58,7 @@ pub async fn serve(
     }
 }
 
-async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, principal: &Principal) -> Reply {
+async fn initialize(gateway: &Gateway, pool: &Pool, request: Request, principal: &Principal) -> Reply {
     if let Some(refusal) = oversized_claims(gateway, &request) {
         return refusal;
     }
@@ -66,25 +68,25 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
         .and_then(|p| p.get("protocolVersion"))
         .and_then(Value::as_str);
     let negotiated = Revision::negotiate_legacy(requested);
-    match backend.era(principal).await {
+    match pool.era(principal).await {
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         Ok(Era::Modern) => {
-            return initialize_over_modern(gateway, backend, request, negotiated, principal).await;
+            return initialize_over_modern(gateway, pool, request, negotiated, principal).await;
         }
         Ok(Era::Legacy) => {}
     }
     let params = down::legacy_initialize_for_upstream(request.params.as_deref(), negotiated);
-    let shared = backend.legacy_sessions() == LegacySessions::Shared;
+    let shared = pool.legacy_sessions() == LegacySessions::Shared;
     // Room inside this principal first, so its oldest session's child is freed
     // before a new one is started (never another principal's).
     let dedicated = (!shared).then(|| DedicatedQuota {
-        upstream: backend.name(),
-        per_principal: backend.config().pool.max_dedicated_per_principal,
+        upstream: pool.name(),
+        per_principal: pool.config().pool.max_dedicated_per_principal,
     });
     let freed = gateway.sessions().make_room(principal.as_str(), dedicated);
     let opening = Opening {
         gateway,
-        backend,
+        pool,
         principal,
         shared,
     };
@@ -103,7 +105,7 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
         caps: params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default(),
         info: params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default(),
         prn: principal.as_str().to_owned(),
-        ups: backend.name().to_owned(),
+        ups: pool.name().to_owned(),
         usid: upstream_session.transport_session_id(),
         mem: upstream_session.transport_endpoint(),
         own: None,
@@ -112,9 +114,9 @@ async fn initialize(gateway: &Gateway, backend: &Backend, request: Request, prin
     let process_bound = claims.usid.is_none();
     let id = gateway.sessions().mint(claims, process_bound);
     let session = if shared {
-        ClientSession::open_shared(id, revision, backend.clone(), upstream_session)
+        ClientSession::open_shared(id, revision, Backend::Pool(pool.clone()), upstream_session)
     } else {
-        ClientSession::open(id, revision, backend.clone(), upstream_session)
+        ClientSession::open(id, revision, Backend::Pool(pool.clone()), upstream_session)
     };
     tracing::info!(session = %fingerprint(&session.id), %revision, requested, shared, "legacy client session opened");
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
@@ -158,7 +160,7 @@ fn json_len(value: &Value) -> usize {
 /// Opening the upstream session of a new legacy client session.
 struct Opening<'a> {
     gateway: &'a Gateway,
-    backend: &'a Backend,
+    pool: &'a Pool,
     principal: &'a Principal,
     shared: bool,
 }
@@ -178,15 +180,14 @@ impl Opening<'_> {
         let mut tries = FREED_CHILD_TRIES;
         loop {
             let opened =
-                upstream_session_for_client(self.backend, params.clone(), negotiated, self.principal, self.shared)
-                    .await;
+                upstream_session_for_client(self.pool, params.clone(), negotiated, self.principal, self.shared).await;
             match opened {
                 Err(error) if error.is_overload() && !self.shared && tries > 0 => {
                     if !freed {
                         freed = self
                             .gateway
                             .sessions()
-                            .give_way(self.principal.as_str(), self.backend.name());
+                            .give_way(self.principal.as_str(), self.pool.name());
                     }
                     if !freed {
                         return Err(error);
@@ -207,7 +208,7 @@ const FREED_CHILD_TRIES: u32 = 60;
 /// own, or (`shared`) a pooled one per principal, revision and capability set,
 /// shared by every such client.
 async fn upstream_session_for_client(
-    backend: &Backend,
+    pool: &Pool,
     params: Value,
     negotiated: Revision,
     principal: &Principal,
@@ -215,7 +216,7 @@ async fn upstream_session_for_client(
 ) -> Result<Arc<UpstreamSession>, UpstreamError> {
     if !shared {
         let principal = principal.clone();
-        return backend
+        return pool
             .session(SessionNeed::Dedicated::<fn() -> Value> { params, principal })
             .await;
     }
@@ -227,19 +228,18 @@ async fn upstream_session_for_client(
             "capabilities": capabilities::partition_profile(&capabilities, negotiated),
         }),
     );
-    backend
-        .session(SessionNeed::Shared {
-            key,
-            initialize: move || params,
-        })
-        .await
+    pool.session(SessionNeed::Shared {
+        key,
+        initialize: move || params,
+    })
+    .await
 }
 
 /// `initialize` in front of a modern upstream: answered from its
 /// `server/discover`; the session's state is the envelope its requests will carry.
 async fn initialize_over_modern(
     gateway: &Gateway,
-    backend: &Backend,
+    pool: &Pool,
     request: Request,
     negotiated: Revision,
     principal: &Principal,
@@ -248,11 +248,11 @@ async fn initialize_over_modern(
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();
     let client_info = params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default();
     let envelope = stateless_envelope(&capabilities, &client_info);
-    let shared = match backend.session(SessionNeed::stateless(principal)).await {
+    let shared = match pool.session(SessionNeed::stateless(principal)).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
-    let discover = match discover_for_client(backend, &shared, &envelope, &request.id).await {
+    let discover = match discover_for_client(pool, &shared, &envelope, &request.id).await {
         Ok(Response {
             outcome: Outcome::Result(discover),
             ..
@@ -274,7 +274,7 @@ async fn initialize_over_modern(
         caps: capabilities,
         info: client_info,
         prn: principal.as_str().to_owned(),
-        ups: backend.name().to_owned(),
+        ups: pool.name().to_owned(),
         usid: None,
         mem: None,
         own: None,
@@ -282,7 +282,7 @@ async fn initialize_over_modern(
     };
     // Nothing of this session lives in this process: any replica can serve it.
     let id = gateway.sessions().mint(claims, false);
-    let session = ClientSession::open_stateless(id, negotiated, backend.clone(), shared, envelope);
+    let session = ClientSession::open_stateless(id, negotiated, Backend::Pool(pool.clone()), shared, envelope);
     tracing::info!(session = %fingerprint(&session.id), revision = %negotiated, "legacy client session opened on a modern upstream");
     Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }
@@ -290,13 +290,13 @@ async fn initialize_over_modern(
 /// The modern upstream's `server/discover` answer for a client's envelope,
 /// within the handshake timeout.
 async fn discover_for_client(
-    backend: &Backend,
+    pool: &Pool,
     shared: &Arc<UpstreamSession>,
     envelope: &crate::protocol::envelope::Envelope,
     id: &Id,
 ) -> Result<Response, UpstreamError> {
     let discover_params = down::legacy_params_for_modern(None, envelope);
-    let timeout = backend.config().handshake_timeout.0;
+    let timeout = pool.config().handshake_timeout.0;
     let call = shared
         .call(
             "server/discover",
@@ -309,7 +309,7 @@ async fn discover_for_client(
         .await
         .unwrap_or_else(|_| {
             Err(UpstreamError::Timeout {
-                upstream: backend.name().to_owned(),
+                upstream: pool.name().to_owned(),
                 after_ms: timeout.as_millis() as u64,
             })
         })
@@ -317,10 +317,10 @@ async fn discover_for_client(
 
 /// Requests without a session: a legacy-shaped `server/discover` probe and
 /// `ping` are answered; anything else needs `initialize` first.
-async fn sessionless(gateway: &Gateway, backend: &Backend, message: Message, principal: &Principal) -> Reply {
+async fn sessionless(gateway: &Gateway, pool: &Pool, message: Message, principal: &Principal) -> Reply {
     match message {
         Message::Request(request) if request.method == "server/discover" => {
-            super::modern::discover(gateway, backend, request.id, principal).await
+            super::modern::discover(gateway, pool, request.id, principal).await
         }
         Message::Request(request) if request.method == "ping" => Reply::result(request.id, json!({})),
         Message::Request(request) => Reply::rejected(Some(request.id), Rejection::SessionRequired),
@@ -396,18 +396,20 @@ async fn relay(
     params: Option<LazyJson>,
     param_headers: Vec<(String, String)>,
 ) -> Reply {
-    let backend = session.backend.clone();
-    let permit = match backend.admit().await {
+    // A session opened on a federation has no upstream session: a reload that
+    // made its path a single upstream's finds nothing of it here.
+    let (Some(pool), Some(upstream)) = (session.backend.pool(), session.upstream().cloned()) else {
+        return Reply::rejected(Some(id), Rejection::SessionNotFound);
+    };
+    let permit = match pool.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(id), &error),
     };
+    let timeout = pool.timeout_for(&method);
     // Toward a modern upstream an `input_required` answer is re-issued with the same params.
     let reissue = match session.backend_era() {
         Era::Modern => params.clone().map(LazyJson::into_value),
         Era::Legacy => None,
-    };
-    let Some(upstream) = session.upstream().cloned() else {
-        return Reply::rejected(Some(id), Rejection::SessionNotFound);
     };
     let sent = upstream
         .call_with_headers(&method, params, id.clone(), OnDrop::Detach, &param_headers)
@@ -423,7 +425,6 @@ async fn relay(
     };
     let tracked = call.upstream_id();
     session.track(id.clone(), tracked);
-    let timeout = backend.timeout_for(&method);
     let side = ClientSide::Legacy {
         session,
         tracked,

@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use super::reply::Reply;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Message, Response};
-use crate::router::Backend;
+use crate::router::Pool;
 
 /// The `_meta` key of the summary.
 pub const SUMMARY_KEY: &str = "io.eragate/upstream";
@@ -17,9 +17,9 @@ pub const SUMMARY_KEY: &str = "io.eragate/upstream";
 /// Bound of messages queued between the call's pump and the client.
 const RELAY_QUEUE: usize = 32;
 
-/// `reply` to a `server/discover`, its result's `_meta` carrying `backend`'s live summary.
-pub fn with_summary(reply: Reply, backend: &Backend) -> Reply {
-    let summary = summary(&backend.snapshot());
+/// `reply` to a `server/discover`, its result's `_meta` carrying `pool`'s live summary.
+pub fn with_summary(reply: Reply, pool: &Pool) -> Reply {
+    let summary = summary(&pool.snapshot());
     match reply {
         Reply::Message(status, message) => Reply::Message(status, summarized(message, &summary)),
         Reply::Stream(mut from_call, era) => {

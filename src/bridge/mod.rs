@@ -5,8 +5,11 @@
 //! legacy client sessions with sealed ids (`legacy`, [`sessions`]), multi
 //! round-trip suspensions ([`mrtr`]), listens ([`listen`]), what principals
 //! hold open ([`quota`]), `Mcp-Param-*` mirroring (`param_headers`) and
-//! batches meet here, with the lists kept of a legacy upstream (`lists`); `pump` turns a call in
+//! batches meet here, with the lists kept of a legacy upstream (`cached_lists`); `pump` turns a call in
 //! flight into what the client sees, handing its messages over through `handoff`.
+//! A federated path is served by `federated`, which asks each member as a
+//! 2026-07-28 client would; [`dispatch`] decides, once per request, whether
+//! one upstream or a federation serves it.
 //!
 //! The rules live in [`crate::translate`]; servers are reached only through
 //! [`crate::router`]. Nothing here knows a client's transport: the edge hands

@@ -15,7 +15,7 @@ use crate::protocol::capabilities::ListenSupport;
 use crate::protocol::lazy_json::ParamsView;
 use crate::protocol::{Id, ModernMethod, Request, Response};
 use crate::router::list_cache::ListKind;
-use crate::router::{Admission, Backend, OnDrop, SessionNeed, discover_params, gateway_client_info};
+use crate::router::{Admission, OnDrop, Pool, SessionNeed, discover_params, gateway_client_info};
 use crate::translate::mrtr::conversation::{Binding, InputPolicy, input_responses};
 use crate::translate::{ModernRequest, discover, down};
 
@@ -37,7 +37,7 @@ pub enum ListenCounting {
 /// `Mcp-Param-*` headers, passed on to a modern upstream as they came.
 pub async fn serve(
     gateway: &Gateway,
-    backend: &Backend,
+    pool: &Pool,
     request: Request,
     modern: &ModernRequest,
     forwarded: &[(String, String)],
@@ -50,9 +50,9 @@ pub async fn serve(
     };
     // Known after the first request; learning it (a probe) is boxed so that it does not
     // size every request's state.
-    let era = match backend.era_if_known() {
+    let era = match pool.era_if_known() {
         Some(era) => Ok(era),
-        None => Box::pin(backend.era(principal)).await,
+        None => Box::pin(pool.era(principal)).await,
     };
     match era {
         Err(error) => Reply::upstream_failure(Some(request.id), &error),
@@ -61,33 +61,33 @@ pub async fn serve(
                 Ok(hold) => hold,
                 Err(refusal) => return Reply::rejected(Some(request.id), refusal),
             };
-            passthrough(backend, request, modern.method, forwarded, principal, hold).await
+            passthrough(pool, request, modern.method, forwarded, principal, hold).await
         }
         Ok(Era::Modern) if modern.method == ModernMethod::Discover && gateway.telemetry().live_discover() => {
-            let reply = passthrough(backend, request, modern.method, forwarded, principal, None).await;
-            super::live_discover::with_summary(reply, backend)
+            let reply = passthrough(pool, request, modern.method, forwarded, principal, None).await;
+            super::live_discover::with_summary(reply, pool)
         }
         Ok(Era::Modern) if modern.method == ModernMethod::ResourcesRead => {
-            match super::cached_reads::lookup(backend, &request, principal) {
+            match super::cached_reads::lookup(pool, &request, principal) {
                 Ok(kept) => kept,
                 Err(miss) => {
-                    let reply = passthrough(backend, request, modern.method, forwarded, principal, None).await;
+                    let reply = passthrough(pool, request, modern.method, forwarded, principal, None).await;
                     match miss {
-                        Some(miss) => super::cached_reads::keep(backend, miss, principal, reply),
+                        Some(miss) => super::cached_reads::keep(pool, miss, principal, reply),
                         None => reply,
                     }
                 }
             }
         }
-        Ok(Era::Modern) => passthrough(backend, request, modern.method, forwarded, principal, None).await,
+        Ok(Era::Modern) => passthrough(pool, request, modern.method, forwarded, principal, None).await,
         Ok(Era::Legacy) => match modern.method {
-            ModernMethod::Discover => Box::pin(discover(gateway, backend, request.id, principal)).await,
+            ModernMethod::Discover => Box::pin(discover(gateway, pool, request.id, principal)).await,
             ModernMethod::SubscriptionsListen => {
                 let hold = match listen_hold() {
                     Ok(hold) => hold,
                     Err(refusal) => return Reply::rejected(Some(request.id), refusal),
                 };
-                let session = match pooled_session(backend, modern, principal, false).await {
+                let session = match pooled_session(pool, modern, principal, false).await {
                     Ok(session) => session,
                     Err(error) => return Reply::upstream_failure(Some(request.id), &error),
                 };
@@ -96,11 +96,11 @@ pub async fn serve(
             method => match ListKind::of(method) {
                 Some(kind) => {
                     Box::pin(super::cached_lists::serve(
-                        gateway, backend, request, modern, kind, principal,
+                        gateway, pool, request, modern, kind, principal,
                     ))
                     .await
                 }
-                None => forward(gateway, backend, request, modern, principal).await,
+                None => forward(gateway, pool, request, modern, principal).await,
             },
         },
     }
@@ -111,18 +111,18 @@ pub async fn serve(
 /// (`listen` is its place in the quota) takes an admission slot only to be
 /// sent: it may stay open for hours, and must not starve the calls.
 async fn passthrough(
-    backend: &Backend,
+    pool: &Pool,
     request: Request,
     method: ModernMethod,
     forwarded: &[(String, String)],
     principal: &Principal,
     listen: Option<ListenHold>,
 ) -> Reply {
-    let permit = match backend.admit().await {
+    let permit = match pool.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
-    let session = match backend.session(SessionNeed::stateless(principal)).await {
+    let session = match pool.session(SessionNeed::stateless(principal)).await {
         Ok(session) => session,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -141,7 +141,7 @@ async fn passthrough(
     };
     let side = ClientSide::Passthrough {
         method,
-        cache: backend.cache_policy(),
+        cache: pool.cache_policy(),
     };
     match listen {
         // A listen lives until either side closes it.
@@ -150,7 +150,7 @@ async fn passthrough(
             pump::stream_call(call, side, request.id, None, hold)
         }
         None => {
-            let timeout = backend.timeout_for(method.as_str());
+            let timeout = pool.timeout_for(method.as_str());
             pump::stream_call(call, side, request.id, Some(timeout), permit)
         }
     }
@@ -158,29 +158,29 @@ async fn passthrough(
 
 /// `server/discover`, also answered for a legacy-shaped probe without `_meta`;
 /// with `[telemetry] live_discover`, carrying the upstream's live summary.
-pub async fn discover(gateway: &Gateway, backend: &Backend, id: Id, principal: &Principal) -> Reply {
-    let reply = discover_result(backend, id, principal).await;
+pub async fn discover(gateway: &Gateway, pool: &Pool, id: Id, principal: &Principal) -> Reply {
+    let reply = discover_result(pool, id, principal).await;
     if gateway.telemetry().live_discover() {
-        super::live_discover::with_summary(reply, backend)
+        super::live_discover::with_summary(reply, pool)
     } else {
         reply
     }
 }
 
-async fn discover_result(backend: &Backend, id: Id, principal: &Principal) -> Reply {
-    if let Ok(Era::Modern) = backend.era(principal).await {
+async fn discover_result(pool: &Pool, id: Id, principal: &Principal) -> Reply {
+    if let Ok(Era::Modern) = pool.era(principal).await {
         let params = discover_params(&gateway_client_info());
         let request = Request {
             id,
             method: ModernMethod::Discover.as_str().into(),
             params: Some(params.into()),
         };
-        return passthrough(backend, request, ModernMethod::Discover, &[], principal, None).await;
+        return passthrough(pool, request, ModernMethod::Discover, &[], principal, None).await;
     }
-    match backend.initialize_result(principal).await {
+    match pool.initialize_result(principal).await {
         Ok(initialize) => Reply::result(
             id,
-            discover::discover_result(&initialize, backend.cache_policy(), LISTEN_SUPPORT),
+            discover::discover_result(&initialize, pool.cache_policy(), LISTEN_SUPPORT),
         ),
         Err(error) => Reply::upstream_failure(Some(id), &error),
     }
@@ -188,12 +188,12 @@ async fn discover_result(backend: &Backend, id: Id, principal: &Principal) -> Re
 
 async fn forward(
     gateway: &Gateway,
-    backend: &Backend,
+    pool: &Pool,
     request: Request,
     modern: &ModernRequest,
     principal: &Principal,
 ) -> Reply {
-    let permit = match backend.admit().await {
+    let permit = match pool.admit().await {
         Ok(permit) => permit,
         Err(error) => return Reply::upstream_failure(Some(request.id), &error),
     };
@@ -211,7 +211,7 @@ async fn forward(
             Retried::AskedAgain(result) => return Reply::result(request.id, result),
             Retried::Resumed { call, side, input } => {
                 // The time the user took to answer is not the upstream's: the retry gets a full timeout.
-                let timeout = backend.timeout_for(&request.method);
+                let timeout = pool.timeout_for(&request.method);
                 let side = ClientSide::Modern {
                     side,
                     input: InputPolicy::Asks(input),
@@ -223,14 +223,14 @@ async fn forward(
             Retried::Reissue => {}
         }
     }
-    send(gateway, backend, request, modern, principal, permit).await
+    send(gateway, pool, request, modern, principal, permit).await
 }
 
 /// Sends a modern request to a legacy upstream on a pooled session and streams
 /// its answer; the client may be asked for input as its capabilities allow.
 async fn send(
     gateway: &Gateway,
-    backend: &Backend,
+    pool: &Pool,
     request: Request,
     modern: &ModernRequest,
     principal: &Principal,
@@ -245,7 +245,7 @@ async fn send(
     let params = request.params.map(down::modern_text_params_for_legacy);
     let mut retried = false;
     loop {
-        let session = match pooled_session(backend, modern, principal, may_ask).await {
+        let session = match pooled_session(pool, modern, principal, may_ask).await {
             Ok(session) => session,
             Err(error) => return Reply::upstream_failure(Some(request.id), &error),
         };
@@ -261,8 +261,8 @@ async fn send(
             Ok(call) => call,
             Err(error) if !retried => {
                 // The pooled session died between lookup and send (a crashed child): one fresh try.
-                tracing::debug!(upstream = %backend.name(), error = %error, "pooled session unusable; reopening");
-                backend.discard(&session);
+                tracing::debug!(upstream = %pool.name(), error = %error, "pooled session unusable; reopening");
+                pool.discard(&session);
                 retried = true;
                 continue;
             }
@@ -272,14 +272,14 @@ async fn send(
             method: modern.method,
             log_level: modern.envelope.log_level,
             server_info: session.server_info_for_modern(),
-            cache: backend.cache_policy(),
+            cache: pool.cache_policy(),
         };
         let side = ClientSide::Modern {
             side,
             input,
             store: gateway.suspended().clone(),
         };
-        let timeout = Some(backend.timeout_for(modern.method.as_str()));
+        let timeout = Some(pool.timeout_for(modern.method.as_str()));
         return pump::stream_call(call, side, request.id, timeout, permit);
     }
 }

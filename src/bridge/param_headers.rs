@@ -3,11 +3,10 @@
 //! `x-mcp-header` into headers, which no handshake-era client sends. eragate
 //! reads the upstream's own `tools/list` (every page), keeps each tool's
 //! annotations for the `ttlMs` the upstream gave, and adds the headers itself.
-//! Relisting is bounded per upstream: one in flight at a time, and a tool the
-//! listing does not know relists at most every few seconds.
+//! Relisting is bounded per upstream ([`RelistGate`]): one in flight at a time,
+//! and a tool the listing does not know relists at most every few seconds.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use crate::protocol::Id;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::Outcome;
 use crate::router::OnDrop;
+use crate::router::relist::{RelistGate, Turn};
 use crate::translate::down;
 use crate::translate::param_headers::{self, ParamHeader};
 
@@ -29,11 +29,6 @@ const MIN_TTL: Duration = Duration::from_secs(1);
 const MAX_TTL: Duration = Duration::from_secs(3600);
 /// Most `tools/list` pages read for one listing (a cursor loop must end).
 const MAX_PAGES: usize = 50;
-
-/// Least time between two relists an unknown tool (or a failed listing) may
-/// cause on one upstream: a client naming tools that do not exist must not
-/// turn every call into a full `tools/list`.
-const MIN_RELIST_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Each modern HTTP upstream's tool annotations, by upstream name.
 #[derive(Default)]
@@ -47,13 +42,10 @@ pub struct ToolHeaderCache {
 struct UpstreamTools {
     /// A std lock: read or replaced in one step.
     listing: RwLock<Option<Listing>>,
-    /// Bumped whenever a relist ends, so a call that waited on one knows it happened.
-    generation: AtomicU64,
-    /// One relist in flight per upstream: calls arriving meanwhile wait for it
-    /// and read what it listed. Per upstream, so a slow upstream delays only its own calls.
-    refreshing: tokio::sync::Mutex<()>,
-    /// When the last relist started (a std mutex, one step).
-    last_relist: Mutex<Option<Instant>>,
+    /// One relist in flight per upstream, and unknown tools relisting at most
+    /// every few seconds ([`RelistGate`]). Per upstream, so a slow upstream
+    /// delays only its own calls.
+    relists: RelistGate,
 }
 
 /// One upstream's tools and their annotated arguments (tools without any map to nothing).
@@ -79,7 +71,8 @@ impl ToolHeaderCache {
     /// `params`, toward `session`'s modern upstream; none when the upstream is not
     /// Streamable HTTP, the tool declares none, or its tools cannot be listed.
     /// An expired listing is relisted; a tool the fresh listing lacks causes a
-    /// relist at most every [`MIN_RELIST_INTERVAL`]; concurrent relists are one.
+    /// relist at most every [`crate::router::relist::MIN_RELIST_INTERVAL`];
+    /// concurrent relists are one.
     pub async fn headers_for_call(
         &self,
         session: &ClientSession,
@@ -96,19 +89,19 @@ impl ToolHeaderCache {
         let entry = self.entry(session.backend.name());
         match entry.lookup(tool, arguments) {
             Lookup::Known(headers) => return headers,
-            Lookup::Unknown | Lookup::Absent if entry.relisted_recently() => return Vec::new(),
+            Lookup::Unknown | Lookup::Absent if entry.relists.relisted_recently() => return Vec::new(),
             Lookup::Unknown | Lookup::Absent | Lookup::Stale => {}
         }
-        let seen = entry.generation.load(Ordering::Acquire);
-        let _refreshing = entry.refreshing.lock().await;
-        if entry.generation.load(Ordering::Acquire) != seen {
+        let relisting = match entry.relists.turn().await {
             // Another call relisted while this one waited: its listing is the answer.
-            return match entry.lookup(tool, arguments) {
-                Lookup::Known(headers) => headers,
-                Lookup::Unknown | Lookup::Absent | Lookup::Stale => Vec::new(),
-            };
-        }
-        *entry.last_relist.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            Turn::Relisted => {
+                return match entry.lookup(tool, arguments) {
+                    Lookup::Known(headers) => headers,
+                    Lookup::Unknown | Lookup::Absent | Lookup::Stale => Vec::new(),
+                };
+            }
+            Turn::Relist(relisting) => relisting,
+        };
         let listing = list_tools(session, envelope).await;
         let headers = listing
             .as_ref()
@@ -118,7 +111,7 @@ impl ToolHeaderCache {
         if let Some(listing) = listing {
             *entry.listing.write().unwrap_or_else(|e| e.into_inner()) = Some(listing);
         }
-        entry.generation.fetch_add(1, Ordering::Release);
+        relisting.finished();
         headers
     }
 
@@ -140,17 +133,11 @@ impl UpstreamTools {
             None => Lookup::Absent,
         }
     }
-
-    /// Whether a relist started less than [`MIN_RELIST_INTERVAL`] ago.
-    fn relisted_recently(&self) -> bool {
-        let last = *self.last_relist.lock().unwrap_or_else(|e| e.into_inner());
-        last.is_some_and(|at| at.elapsed() < MIN_RELIST_INTERVAL)
-    }
 }
 
 /// Every page of the upstream's `tools/list`, asked with the client's envelope.
 async fn list_tools(session: &ClientSession, envelope: &Envelope) -> Option<Listing> {
-    let timeout = session.backend.timeout_for("tools/list");
+    let timeout = session.backend.config().timeout_for("tools/list");
     let mut tools = HashMap::new();
     let mut cursor: Option<String> = None;
     let mut ttl = None;

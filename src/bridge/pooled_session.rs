@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::auth::Principal;
 use crate::protocol::Revision;
 use crate::protocol::capabilities;
-use crate::router::{Backend, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
+use crate::router::{PartitionKey, Pool, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
 use crate::translate::{ModernRequest, down};
 
 /// The partition of a modern request's pooled session: its principal and
@@ -26,7 +26,7 @@ pub fn capability_profile(client_capabilities: &serde_json::Value) -> serde_json
 
 /// A warm pooled session for the request's principal and capability profile.
 pub async fn pooled_session(
-    backend: &Backend,
+    pool: &Pool,
     modern: &ModernRequest,
     principal: &Principal,
     exclusive: bool,
@@ -38,18 +38,16 @@ pub async fn pooled_session(
     if exclusive {
         // On stdio a server→client request names no request: keep requests that
         // may be asked for input alone on their session so it can only be theirs.
-        backend
-            .session(SessionNeed::Alone {
-                key,
-                initialize: params,
-            })
-            .await
+        pool.session(SessionNeed::Alone {
+            key,
+            initialize: params,
+        })
+        .await
     } else {
-        backend
-            .session(SessionNeed::Shared {
-                key,
-                initialize: params,
-            })
-            .await
+        pool.session(SessionNeed::Shared {
+            key,
+            initialize: params,
+        })
+        .await
     }
 }

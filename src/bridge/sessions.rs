@@ -177,18 +177,21 @@ impl SessionStore {
             return None;
         }
         let revision = Revision::parse(&claims.rev)?;
-        if backend.federation().is_some() {
-            // Nothing of a federated session lives in a process: any replica opens it as it was.
-            let envelope = stateless_envelope(&claims.caps, &claims.info);
-            let session = ClientSession::open_federated(id.to_owned(), revision, backend.clone(), envelope);
-            self.insert(session.clone());
-            return Some(session);
-        }
+        let pool = match backend {
+            Backend::Pool(pool) => pool,
+            Backend::Federated(_) => {
+                // Nothing of a federated session lives in a process: any replica opens it as it was.
+                let envelope = stateless_envelope(&claims.caps, &claims.info);
+                let session = ClientSession::open_federated(id.to_owned(), revision, backend.clone(), envelope);
+                self.insert(session.clone());
+                return Some(session);
+            }
+        };
         // A replica that has not met this upstream yet learns its era first.
-        let era = backend.era(principal).await.ok();
+        let era = pool.era(principal).await.ok();
         let session = match (&claims.usid, era) {
             (Some(usid), _) => {
-                let upstream_session = backend.resume_dedicated(claims.mem.as_deref(), usid, revision)?;
+                let upstream_session = pool.resume_dedicated(claims.mem.as_deref(), usid, revision)?;
                 ClientSession::open(id.to_owned(), revision, backend.clone(), upstream_session)
             }
             (None, Some(Era::Modern)) => {
@@ -197,7 +200,7 @@ impl SessionStore {
                     id.to_owned(),
                     revision,
                     backend.clone(),
-                    backend.session(SessionNeed::stateless(principal)).await.ok()?,
+                    pool.session(SessionNeed::stateless(principal)).await.ok()?,
                     envelope,
                 )
             }

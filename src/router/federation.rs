@@ -1,20 +1,23 @@
-//! A federated backend: several upstream pools served as one MCP server on one
-//! path. It owns its members (each an ordinary [`Backend::Pool`]), their
-//! prefixes and the prefix mode, the exposed-name tables it last built, and the
+//! A federated backend's state: several upstream pools served as one MCP
+//! server on one path. It owns its members (each an ordinary [`Pool`]), their
+//! prefixes and the prefix mode, the exposed-name tables it last built, the
 //! channel on which members' list changes reach listening clients, and the
-//! legacy clients' calls in flight a `notifications/cancelled` may name. How names,
-//! cursors and handshakes combine is [`crate::federate`]'s; fetching from the
-//! members is the bridge's (`bridge/federated/`).
+//! legacy clients' calls in flight a `notifications/cancelled` may name; its
+//! lifecycle is its members'. How names, cursors and handshakes combine is
+//! [`crate::federate`]'s; asking the members and merging their answers is the
+//! bridge's (`bridge/federated/`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::sync::{Semaphore, broadcast};
+use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::Backend;
+use super::backend::Serves;
+use super::pool::Pool;
+use super::relist::RelistGate;
 use crate::config::UpstreamConfig;
 use crate::federate::names::{Names, PrefixMode};
 use crate::federate::route::NameKind;
@@ -35,11 +38,11 @@ const MAX_TRACKED_CALLS: usize = 4096;
 /// sealed id's few hundred bytes), and its request id as JSON text.
 type CallKey = (usize, Id);
 
-/// One member of a federation: its backend and the prefix of its names.
+/// One member of a federation: its upstream and the prefix of its names.
 #[derive(Clone)]
 pub struct Member {
-    /// The member's own backend (one upstream pool).
-    pub backend: Backend,
+    /// The member's own upstream.
+    pub pool: Pool,
     /// `tool_prefix`, else the upstream's name.
     pub prefix: String,
 }
@@ -54,12 +57,14 @@ pub struct Federation {
     members: Vec<Member>,
     mode: PrefixMode,
     stats: Arc<UpstreamStats>,
-    /// Bounds the federation's own fan-outs (each member bounds its requests too).
-    admission: Arc<Semaphore>,
     /// The exposed names of tools and of prompts, built from complete listings
     /// of every member (the owner of an exposed name needs them all under
-    /// `on_collision` and `never`). A std mutex: never held across `.await`.
+    /// `on_collision` and `never`), or why they could not be. A std mutex:
+    /// never held across `.await`.
     names: Mutex<HashMap<NameKind, KnownNames>>,
+    /// Learning the names of tools, and of prompts, again: one listing of the
+    /// members at a time, and at most one per interval for a name they lack.
+    relists: [RelistGate; 2],
     /// Members left out of a list (failed or slow), for operators.
     left_out: AtomicU64,
     /// Members' list changes, by the notification method clients get.
@@ -76,7 +81,7 @@ pub struct Federation {
 impl Federation {
     /// A federation of `configs` (two or more upstreams on one path), each
     /// member built by `member`.
-    pub fn new(configs: &[UpstreamConfig], member: impl Fn(&UpstreamConfig) -> Backend) -> Federation {
+    pub fn new(configs: &[UpstreamConfig], member: impl Fn(&UpstreamConfig) -> Pool) -> Federation {
         let path = configs.first().map_or_else(|| "/mcp".to_owned(), |c| c.path.clone());
         let mut config = configs.first().cloned().unwrap_or_else(|| {
             // Unreachable: a federation is built for two configurations or more.
@@ -87,7 +92,7 @@ impl Federation {
         let members = configs
             .iter()
             .map(|c| Member {
-                backend: member(c),
+                pool: member(c),
                 prefix: c.member_prefix().to_owned(),
             })
             .collect();
@@ -96,12 +101,12 @@ impl Federation {
         Federation {
             cache_policy,
             stats: Arc::new(UpstreamStats::new(name.clone())),
-            admission: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             name,
             config,
             members,
             mode,
             names: Mutex::new(HashMap::new()),
+            relists: Default::default(),
             left_out: AtomicU64::new(0),
             calls: Mutex::new(HashMap::new()),
             next_call: AtomicU64::new(0),
@@ -139,20 +144,28 @@ impl Federation {
         self.mode
     }
 
-    /// The admission semaphore of the federation's own fan-outs.
-    pub(super) fn admission(&self) -> &Arc<Semaphore> {
-        &self.admission
-    }
-
-    /// The exposed names of `kind` last built, if any.
-    pub fn names(&self, kind: NameKind) -> Option<Arc<Names>> {
+    /// The exposed names of `kind` last built (or why they could not be), if
+    /// any were since the members' last change of that list.
+    pub fn names(&self, kind: NameKind) -> Option<Result<Arc<Names>, String>> {
         lock(&self.names).get(&kind).map(|known| known.names.clone())
     }
 
     /// Keeps `names` as the exposed names of `kind`, built without the members
-    /// named in `unlisted` (they could not be listed).
-    pub fn keep_names(&self, kind: NameKind, names: Arc<Names>, unlisted: Vec<String>) {
-        lock(&self.names).insert(kind, KnownNames { names, unlisted });
+    /// named in `unlisted` (they could not be listed); or why they could not be
+    /// built, unless names built before are kept (they still serve).
+    pub fn keep_names(&self, kind: NameKind, names: Result<Arc<Names>, String>, unlisted: Vec<String>) {
+        let mut kept = lock(&self.names);
+        if names.is_ok() || kept.get(&kind).is_none_or(|known| known.names.is_err()) {
+            kept.insert(kind, KnownNames { names, unlisted });
+        }
+    }
+
+    /// The relisting of the members' lists of `kind`, by which its names are learned.
+    pub fn relists(&self, kind: NameKind) -> &RelistGate {
+        match kind {
+            NameKind::Tools => &self.relists[0],
+            NameKind::Prompts => &self.relists[1],
+        }
     }
 
     /// The members whose names of `kind` are missing from the names kept.
@@ -234,7 +247,7 @@ impl Federation {
 
     /// Whether any member is reached with each principal's own credential.
     pub fn per_principal(&self) -> bool {
-        self.members.iter().any(|m| m.backend.per_principal())
+        self.members.iter().any(|m| m.pool.per_principal())
     }
 
     /// The admin view: each member's own, with the federation it serves in
@@ -249,7 +262,7 @@ impl Federation {
         self.members
             .iter()
             .map(|member| {
-                let mut snapshot = member.backend.snapshot();
+                let mut snapshot = member.pool.snapshot();
                 if let Some(object) = snapshot.as_object_mut() {
                     let federation = json!({"path": &*self.name, "prefix": member.prefix, "prefix_mode": mode, "left_out": left_out});
                     object.insert("federation".into(), federation);
@@ -260,9 +273,53 @@ impl Federation {
     }
 }
 
-/// Exposed names, and the members missing from them.
+/// A federation's lifecycle is its members'; it serves while any member does
+/// (lists say who is left out).
+impl Serves for Arc<Federation> {
+    fn name(&self) -> &str {
+        Federation::name(self)
+    }
+
+    fn stats(&self) -> &Arc<UpstreamStats> {
+        Federation::stats(self)
+    }
+
+    fn config(&self) -> &UpstreamConfig {
+        Federation::config(self)
+    }
+
+    fn configs(&self) -> Vec<&UpstreamConfig> {
+        self.members.iter().map(|m| m.pool.config()).collect()
+    }
+
+    fn is_unused(&self) -> bool {
+        Arc::strong_count(self) == 1 && self.members.iter().all(|m| m.pool.is_unused())
+    }
+
+    fn warm(&self) {
+        self.members.iter().for_each(|m| m.pool.warm());
+    }
+
+    fn spawn_health_checks(&self) {
+        self.members.iter().for_each(|m| m.pool.spawn_health_checks());
+    }
+
+    fn is_ready(&self) -> bool {
+        self.members.iter().any(|m| m.pool.is_ready())
+    }
+
+    fn snapshots(&self) -> Vec<Value> {
+        Federation::snapshots(self)
+    }
+
+    fn close_all(&self) {
+        self.members.iter().for_each(|m| m.pool.close_all());
+    }
+}
+
+/// Exposed names (or why they could not be built), and the members missing from them.
 struct KnownNames {
-    names: Arc<Names>,
+    names: Result<Arc<Names>, String>,
     unlisted: Vec<String>,
 }
 

@@ -1,12 +1,15 @@
 //! Which backend serves a request: the MCP path (or its legacy HTTP+SSE pair)
-//! names a [`Backend`]. The router owns the backends and the children they
-//! spawn, and is the bridge's only way to the servers: the session and call
-//! types re-exported here are the vocabulary a backend's sessions speak.
+//! names a [`Backend`], one upstream ([`Pool`]) or a federation of them
+//! ([`federation::Federation`]). The router owns the backends and the children
+//! they spawn, and is the bridge's only way to the servers: the session and
+//! call types re-exported here are the vocabulary a pool's sessions speak.
 
 mod backend;
 pub mod federation;
 pub mod list_cache;
+mod pool;
 pub mod read_cache;
+pub mod relist;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +20,8 @@ pub use crate::upstream::pool::gateway_client_info;
 pub use crate::upstream::probe::discover_params;
 pub use crate::upstream::transport::{buffered_stats, set_max_buffered_bytes, set_max_message_values};
 pub use crate::upstream::{Call, CallEvent, CallStep, OnDrop, PartitionKey, UpstreamError, UpstreamSession};
-pub use backend::{Admission, Backend, SessionNeed};
+pub use backend::Backend;
+pub use pool::{Admission, Pool, SessionNeed};
 
 use crate::config::UpstreamConfig;
 use crate::fast_hash::FastMap;
@@ -82,20 +86,18 @@ impl Router {
     /// The backend of the upstreams on one path (one or more).
     fn backend(&self, configs: &[&UpstreamConfig]) -> Backend {
         match configs {
-            [config] => self.pool(config),
+            [config] => Backend::Pool(self.pool(config)),
             members => {
                 let owned: Vec<UpstreamConfig> = members.iter().map(|c| (*c).clone()).collect();
-                let federation = Federation::new(&owned, |config| self.pool(config));
-                let cache = Arc::new(ListCache::new(&federation.config().cache));
-                Backend::Federated(Arc::new(federation), cache)
+                Backend::Federated(Arc::new(Federation::new(&owned, |config| self.pool(config))))
             }
         }
     }
 
-    fn pool(&self, config: &UpstreamConfig) -> Backend {
-        Backend::Pool(
+    fn pool(&self, config: &UpstreamConfig) -> Pool {
+        Pool::new(
             Upstream::new(config.clone(), self.supervisor.clone(), &self.registrations),
-            Arc::new(ListCache::new(&config.cache)),
+            ListCache::new(&config.cache),
         )
     }
 
@@ -244,7 +246,7 @@ mod tests {
         let federated = router.route("/f").unwrap();
         let members: Vec<&str> = federated
             .federation()
-            .map(|f| f.members().iter().map(|m| m.backend.name()).collect())
+            .map(|f| f.members().iter().map(|m| m.pool.name()).collect())
             .unwrap_or_default();
         assert_eq!(members, ["a", "b"], "in configuration order");
         assert_eq!(federated.name(), "/f", "a federation is named by its path");
@@ -295,7 +297,7 @@ mod tests {
         );
         let new_b = router.route("/b").unwrap();
         assert!(
-            !new_b.same(&b) && new_b.same_route(&b),
+            !new_b.same(&b) && new_b.same_route(b.config()),
             "b is replaced on the same path"
         );
         assert!(router.route("/c").is_none() && router.route("/d").is_some());

@@ -1,5 +1,6 @@
 //! Handshake-era clients on a federated path: eragate answers `initialize`
-//! with the merged handshake and a sealed session holding no upstream session;
+//! with the merged handshake and a sealed session holding no upstream session
+//! (`handshake`);
 //! a call to a legacy member is relayed on a member session as it came
 //! (`relay`), `resources/subscribe` is kept as a listen joined across the
 //! owners (`subscriptions`), every other request is served by the members like a 2026-07-28
@@ -15,23 +16,21 @@ use super::{Asking, ClientEra, error_reply};
 use crate::auth::Principal;
 use crate::bridge::legacy::SessionLookup;
 use crate::bridge::reply::Reply;
-use crate::bridge::sessions::{ClientSession, SessionClaims, stateless_envelope};
+use crate::bridge::sessions::stateless_envelope;
 use crate::gateway::Gateway;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::errors::Rejection;
 use crate::protocol::method::MethodClass;
-use crate::protocol::{ErrorCode, ErrorObject, Message, ModernMethod, Request, Response, Revision};
-use crate::router::Backend;
+use crate::protocol::{ErrorCode, ErrorObject, Message, ModernMethod, Revision};
 use crate::router::federation::{Federation, TrackedCall};
 
-/// Answers one handshake-era message on `federation`'s path (`backend`).
+/// Answers one handshake-era message on `federation`'s path.
 /// eragate answers `initialize` itself with the merged handshake and a sealed
 /// session that holds no upstream session: every request is served by the
 /// members on their own pooled sessions; the session's GET stream carries the
 /// federation's list changes.
 pub async fn serve_legacy(
     gateway: &Gateway,
-    backend: &Backend,
     federation: &Arc<Federation>,
     message: Message,
     session: SessionLookup,
@@ -39,10 +38,10 @@ pub async fn serve_legacy(
 ) -> Reply {
     let request = match (message, session) {
         (Message::Request(request), _) if request.method == "initialize" => {
-            return initialize_session(gateway, backend, federation, request, principal).await;
+            return super::handshake::initialize_session(gateway, federation, request, principal).await;
         }
         (Message::Notification(notification), SessionLookup::Found(session))
-            if notification.method == "notifications/cancelled" && session.backend.same_route(backend) =>
+            if notification.method == "notifications/cancelled" && session.backend.same_route(federation.config()) =>
         {
             let named = notification.params.as_ref().and_then(|p| p.get("requestId"));
             if let Some(request_id) = named
@@ -53,12 +52,16 @@ pub async fn serve_legacy(
             return Reply::Accepted;
         }
         // A response to what a member asked during a relayed call goes back to that member.
-        (Message::Response(response), SessionLookup::Found(session)) if session.backend.same_route(backend) => {
+        (Message::Response(response), SessionLookup::Found(session))
+            if session.backend.same_route(federation.config()) =>
+        {
             return super::relay::response_to_member(&session, response).await;
         }
         // Other notifications and responses: nothing of them reaches a member.
         (Message::Notification(_) | Message::Response(_), _) => return Reply::Accepted,
-        (Message::Request(request), SessionLookup::Found(session)) if session.backend.same_route(backend) => {
+        (Message::Request(request), SessionLookup::Found(session))
+            if session.backend.same_route(federation.config()) =>
+        {
             let tracked = federation.track_call(&session.id, &request.id);
             (request, session.revision, tracked, Some(session))
         }
@@ -144,55 +147,4 @@ async fn cancellable(serving: impl Future<Output = Reply>, tracked: TrackedCall)
         }
         other => other,
     }
-}
-
-/// A legacy client's `initialize` on a federated path: the merged handshake,
-/// and a sealed session naming the federation (no upstream session of its own).
-async fn initialize_session(
-    gateway: &Gateway,
-    backend: &Backend,
-    federation: &Arc<Federation>,
-    request: Request,
-    principal: &Principal,
-) -> Reply {
-    if let Some(refusal) = crate::bridge::legacy::oversized_claims(gateway, &request) {
-        return refusal;
-    }
-    let params = request.params.as_ref();
-    let requested = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-    let negotiated = Revision::negotiate_legacy(requested);
-    // The members never ask this client anything: their requests carry no capabilities.
-    let envelope = stateless_envelope(&json!({}), &Value::Null);
-    let asking = Asking {
-        gateway,
-        federation,
-        prefixes: federation.prefixes(),
-        envelope: &envelope,
-        client: None,
-        principal,
-        session: None,
-    };
-    let result = asking.initialize(&request.id, negotiated).await;
-    let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();
-    let client_info = params.and_then(|p| p.get("clientInfo")).cloned().unwrap_or_default();
-    let claims = SessionClaims {
-        rev: negotiated.as_str().to_owned(),
-        caps: capabilities.clone(),
-        info: client_info.clone(),
-        prn: principal.as_str().to_owned(),
-        ups: federation.name().to_owned(),
-        usid: None,
-        mem: None,
-        own: None,
-        exp: 0,
-    };
-    let id = gateway.sessions().mint(claims, false);
-    let session = ClientSession::open_federated(
-        id,
-        negotiated,
-        backend.clone(),
-        stateless_envelope(&capabilities, &client_info),
-    );
-    tracing::info!(federation = %federation.name(), revision = %negotiated, "legacy client session opened on a federation");
-    Reply::Initialized(Response::result(request.id, result).into_message(), session)
 }

@@ -29,13 +29,13 @@ use crate::bridge::reply::Reply;
 use crate::bridge::sessions::{ClientSession, stateless_envelope};
 use crate::protocol::errors::Rejection;
 use crate::protocol::{Id, LazyJson, ModernMethod, Response, Revision};
-use crate::router::{Backend, OnDrop, PartitionKey, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
+use crate::router::{OnDrop, PartitionKey, Pool, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
 use crate::translate::down;
 
 /// Relays `session`'s request `id` (`method`, with `params` as the member
 /// names things) to `member`, a legacy upstream, and streams its answer.
 pub async fn relay(
-    (index, member): (usize, &Backend),
+    (index, member): (usize, &Pool),
     session: &Arc<ClientSession>,
     id: Id,
     method: ModernMethod,
@@ -95,7 +95,7 @@ pub async fn relay(
 /// the member may ask it what it declared; and whether other calls share it
 /// (not when the member may ask the client: then the call is alone on it).
 async fn member_session(
-    member: &Backend,
+    member: &Pool,
     session: &ClientSession,
     principal: &Principal,
 ) -> Result<(Arc<UpstreamSession>, bool), UpstreamError> {

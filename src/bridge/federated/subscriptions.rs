@@ -44,7 +44,7 @@ pub async fn change(asking: &Asking<'_>, session: &Arc<ClientSession>, request: 
     if subscribe && !honoured.iter().any(|h| h == uri) {
         // Not kept: the next change's listen does not ask for it again.
         let _ = session.change_subscriptions(uri, false);
-        let member = asking.federation.members().get(owner).map_or("", |m| m.backend.name());
+        let member = asking.federation.members().get(owner).map_or("", |m| m.pool.name());
         let message = format!(
             "Cannot subscribe to {uri:?}: its member {member} did not take the subscription \
              (it offers no resources/subscribe, or could not be reached)"

@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{Asking, list_changed_method, listen_unprompted};
+use super::Asking;
+use super::listens::{list_changed_method, listen_unprompted};
+use super::lists::Need;
 use crate::auth::Principal;
 use crate::bridge::listen::ReopenPause;
 use crate::bridge::reply::Reply;
@@ -113,7 +115,7 @@ pub async fn never_collisions(gateway: &Gateway) -> Vec<(String, String)> {
             session: None,
         };
         for kind in [NameKind::Tools, NameKind::Prompts] {
-            if let Err(error) = asking.names(kind, true).await {
+            if let Err(error) = asking.names(kind, Need::Fresh).await {
                 found.push((path.clone(), error.message));
             }
         }
