@@ -5,11 +5,11 @@
 //! needs that token.
 //!
 //! It is guarded as the MCP listener is, by the same code
-//! ([`crate::edge::http::listener`]): `[limits]`' header read and idle timeouts,
+//! (`edge::http::listener`): `[limits]`' header read and idle timeouts,
 //! a connection cap and a per-IP cap of its own (`[admin] max_connections`,
 //! `max_connections_per_ip`), failed accepts paused rather than retried in a
 //! tight loop, and the Host and Origin checks of its own address
-//! ([`crate::edge::http::hosts`]) on everything but the probes.
+//! (`edge::http::hosts`) on everything but the probes.
 
 use std::convert::Infallible;
 use std::future::Future;

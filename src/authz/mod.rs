@@ -37,7 +37,7 @@ use store::{Client, ClientOrigin, Store, StoredKey};
 
 /// The connection's peer address, put in a request's extensions by the edge; the
 /// client's own address is read from it and, when the peer is one of
-/// `listen.trusted_proxies`, its forwarding header ([`AuthServer::client_address`]).
+/// `listen.trusted_proxies`, its forwarding header (`AuthServer::client_address`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ClientIp(pub std::net::IpAddr);
 

@@ -8,7 +8,7 @@
 //! The first [`FREE_BYTES`] of each message are not counted, so that the usual
 //! small message never touches the shared count. A message that would pass the
 //! bound, or its own size bound, or whose values are too many
-//! ([`super::message_bounds`]), is refused: its bytes are dropped as they come
+//! (`message_bounds`), is refused: its bytes are dropped as they come
 //! and, when it is a response, the request it answers fails with the reason
 //! ([`Refused`]) instead of waiting for `request_timeout`. Which request that is
 //! is read from its top-level `id` member as its bytes pass ([`IdFinder`]),
