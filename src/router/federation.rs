@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::backend::Serves;
 use super::pool::Pool;
 use super::relist::RelistGate;
+use super::serves::Serves;
 use crate::config::UpstreamConfig;
 use crate::federate::names::{Names, PrefixMode};
 use crate::federate::route::NameKind;

@@ -10,6 +10,7 @@ pub mod list_cache;
 mod pool;
 pub mod read_cache;
 pub mod relist;
+mod serves;
 
 use std::sync::Arc;
 use std::time::Duration;

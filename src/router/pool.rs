@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::backend::Serves;
 use super::list_cache::ListCache;
+use super::serves::Serves;
 use super::{PartitionKey, UpstreamError, UpstreamSession};
 use crate::auth::Principal;
 use crate::config::{LegacySessions, UpstreamConfig};
