@@ -200,7 +200,7 @@ max_in_flight = 4096          # room for the 1,000 requests in flight of scenari
 [upstreams.http]
 url = "http://127.0.0.1:$P_UP/mcp"
 [upstreams.pool]
-max_dedicated_per_principal = 20000  # each legacy session holds an upstream session: at the default 16 the rest were ended
+max_children_per_principal = 20000  # each legacy session holds an upstream session: at the default 16 the rest were ended
 EOF
 sed "s/127.0.0.1:$P_GW\"/127.0.0.1:$P_GW_MEM\"/" "$CFG_HTTP" > "$WORK/eragate-memory.toml"
 

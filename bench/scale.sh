@@ -126,7 +126,7 @@ max_in_flight = 4096
 [upstreams.http]
 url = "http://127.0.0.1:$P_UP/mcp"
 [upstreams.pool]
-max_dedicated_per_principal = 250000
+max_children_per_principal = 250000
 ${3:-}
 EOF
 }

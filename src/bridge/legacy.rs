@@ -81,7 +81,7 @@ async fn initialize(gateway: &Gateway, pool: &Pool, request: Request, principal:
     // before a new one is started (never another principal's).
     let dedicated = (!shared).then(|| DedicatedQuota {
         upstream: pool.name(),
-        per_principal: pool.config().pool.max_dedicated_per_principal,
+        per_principal: pool.config().pool.max_children_per_principal,
     });
     let freed = gateway.sessions().make_room(principal.as_str(), dedicated);
     let opening = Opening {
@@ -178,10 +178,20 @@ impl Opening<'_> {
         mut freed: bool,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let mut tries = FREED_CHILD_TRIES;
+        let mut gave_way_within = false;
         loop {
             let opened =
                 upstream_session_for_client(self.pool, params.clone(), negotiated, self.principal, self.shared).await;
             match opened {
+                // The principal's share is taken (by its pooled and per-call sessions too):
+                // its own least recently used legacy session there gives way, once.
+                Err(UpstreamError::ShareExhausted { .. }) if !gave_way_within && !self.shared => {
+                    gave_way_within = true;
+                    let sessions = self.gateway.sessions();
+                    if !sessions.give_way_within(self.principal.as_str(), self.pool.name()) {
+                        return opened;
+                    }
+                }
                 Err(error) if error.is_overload() && !self.shared && tries > 0 => {
                     if !freed {
                         freed = self

@@ -303,6 +303,15 @@ impl SessionStore {
         ended
     }
 
+    /// `principal` holds its whole share of `upstream`'s sessions: its own least
+    /// recently used session there with an upstream session of its own ends.
+    /// Returns whether one was ended.
+    pub fn give_way_within(&self, principal: &str, upstream: &str) -> bool {
+        let held = self.counts.dedicated_of(principal, upstream);
+        let on_upstream = |s: &ClientSession| s.owns_upstream && s.backend.name() == upstream;
+        held > 0 && self.make_room_among(principal, held, usize::MAX, on_upstream)
+    }
+
     /// `upstream` has no room for another session of its own (its children are
     /// all taken): the principal holding the most such sessions there ends its
     /// least recently used one. Returns whether one was ended.
@@ -505,7 +514,7 @@ fn session_principal(session: &ClientSession) -> &str {
 pub struct DedicatedQuota<'a> {
     /// The upstream's name.
     pub upstream: &'a str,
-    /// Most of one principal (`pool.max_dedicated_per_principal`).
+    /// Most of one principal (`pool.max_children_per_principal`).
     pub per_principal: usize,
 }
 

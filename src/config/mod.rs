@@ -533,8 +533,8 @@ fn upstream_issues(upstream: &UpstreamConfig, i: usize) -> Vec<ConfigIssue> {
     if upstream.pool.max_partitions == 0 {
         push(at("pool.max_partitions"), "must be greater than 0");
     }
-    if upstream.pool.max_dedicated_per_principal == 0 {
-        push(at("pool.max_dedicated_per_principal"), "must be greater than 0");
+    if upstream.pool.max_children_per_principal == 0 {
+        push(at("pool.max_children_per_principal"), "must be greater than 0");
     }
     if upstream.pool.max_partitions_per_principal == 0 {
         push(at("pool.max_partitions_per_principal"), "must be greater than 0");

@@ -473,12 +473,16 @@ pub struct PoolConfig {
     /// Most pooled partitions of one principal; past it that principal's
     /// least recently used idle one is closed. Default 8.
     pub max_partitions_per_principal: usize,
-    /// Most legacy client sessions of one principal holding an upstream
-    /// session (a stdio child) of their own here; past it that principal's
-    /// least recently used one is ended. When a stdio upstream's
-    /// `max_children` are all dedicated, the principal holding the most gives
-    /// way. Default 16.
-    pub max_dedicated_per_principal: usize,
+    /// Most upstream sessions (stdio children) one principal holds here, of
+    /// every kind: its pooled partitions' sessions, its legacy clients' own,
+    /// sessions opened for calls that must be alone (and calls suspended on
+    /// them). Past it a legacy client's new session ends that principal's least
+    /// recently used one; a call that needs one more is refused (429, -32029).
+    /// When a stdio upstream's `max_children` are taken, the principal holding
+    /// the most legacy sessions gives way. Replaces `max_dedicated_per_principal`
+    /// (still read). Default 16.
+    #[serde(alias = "max_dedicated_per_principal")]
+    pub max_children_per_principal: usize,
 }
 
 impl Default for PoolConfig {
@@ -491,7 +495,7 @@ impl Default for PoolConfig {
             legacy_sessions: LegacySessions::Dedicated,
             max_partitions: 32,
             max_partitions_per_principal: 8,
-            max_dedicated_per_principal: 16,
+            max_children_per_principal: 16,
         }
     }
 }

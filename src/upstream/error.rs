@@ -47,6 +47,15 @@ pub enum UpstreamError {
         /// The upstream's configured name.
         upstream: String,
     },
+    /// The principal holds its whole share of the upstream's sessions
+    /// (`pool.max_children_per_principal`): 429, -32029.
+    #[error("upstream '{upstream}': this principal already holds its share of {limit} upstream sessions")]
+    ShareExhausted {
+        /// The upstream's configured name.
+        upstream: String,
+        /// The share.
+        limit: usize,
+    },
     /// The upstream broke the protocol (bad handshake, non-JSON-RPC answer).
     #[error("upstream '{upstream}' broke the protocol: {reason}")]
     Protocol {
@@ -96,11 +105,15 @@ impl UpstreamError {
             | UpstreamError::Unavailable { upstream, .. }
             | UpstreamError::Rejected { upstream, .. }
             | UpstreamError::Overloaded { upstream }
+            | UpstreamError::ShareExhausted { upstream, .. }
             | UpstreamError::Protocol { upstream, .. }
             | UpstreamError::SessionExpired { upstream } => upstream,
         };
-        ErrorObject::new(ErrorCode::INTERNAL_ERROR, self.to_string())
-            .with_data(serde_json::json!({ "upstream": upstream }))
+        let code = match self {
+            UpstreamError::ShareExhausted { .. } => ErrorCode::RATE_LIMITED,
+            _ => ErrorCode::INTERNAL_ERROR,
+        };
+        ErrorObject::new(code, self.to_string()).with_data(serde_json::json!({ "upstream": upstream }))
     }
 
     /// Whether the failure says the member is unwell (for passive health):
@@ -109,9 +122,10 @@ impl UpstreamError {
         match self {
             UpstreamError::Unavailable { .. } | UpstreamError::Timeout { .. } | UpstreamError::Protocol { .. } => true,
             UpstreamError::Rejected { status, .. } => *status >= 500,
-            UpstreamError::Closed { .. } | UpstreamError::Overloaded { .. } | UpstreamError::SessionExpired { .. } => {
-                false
-            }
+            UpstreamError::Closed { .. }
+            | UpstreamError::Overloaded { .. }
+            | UpstreamError::ShareExhausted { .. }
+            | UpstreamError::SessionExpired { .. } => false,
         }
     }
 

@@ -20,6 +20,7 @@ use self::slot::{CallEvent, CallSlot};
 use self::table::{CallTable, Delivery};
 use super::error::UpstreamError;
 use super::member::MemberHealth;
+use super::pool::Share;
 use super::transport::{Inbound, Link, PostInFlight};
 use crate::protocol::{Id, LazyJson, Message, Notification, Request, Response, Revision};
 use crate::translate::multiplex::{self, Addressee, Scope, refuse_server_request};
@@ -74,6 +75,8 @@ pub struct UpstreamSession {
     /// `serverInfo` as 2026-07-28 results carry it, made on the first such result
     /// after the handshake and kept, rather than built again for every result.
     server_info_for_modern: OnceLock<Arc<ServerInfo>>,
+    /// Its place in the share of the principal it was opened for, given back when it closes.
+    share: Mutex<Option<Share>>,
 }
 
 impl UpstreamSession {
@@ -108,6 +111,7 @@ impl UpstreamSession {
             resource_subscriptions: Mutex::new(HashMap::new()),
             member_label: OnceLock::new(),
             server_info_for_modern: OnceLock::new(),
+            share: Mutex::new(None),
         })
     }
 
@@ -273,6 +277,12 @@ impl UpstreamSession {
         self.link.shutdown();
     }
 
+    /// Holds `share` (the place in its principal's share this session was opened in)
+    /// until the session closes.
+    pub(crate) fn hold_share(&self, share: Option<Share>) {
+        *self.share.lock().unwrap_or_else(|e| e.into_inner()) = share;
+    }
+
     /// Counts one more listen needing `uri`; `true` when it is the first (subscribe now).
     pub fn hold_subscription(&self, uri: &str) -> bool {
         let mut held = self.resource_subscriptions.lock().unwrap_or_else(|e| e.into_inner());
@@ -381,6 +391,7 @@ impl UpstreamSession {
             self.record_member_failure(reason);
         }
         self.calls.fail_all(|| self.closed_error(reason));
+        drop(self.share.lock().unwrap_or_else(|e| e.into_inner()).take());
         // After `closed` is set: a later `subscribe` sees it, an earlier one's sender ends here.
         drop(self.unsolicited.lock().unwrap_or_else(|e| e.into_inner()).take());
     }

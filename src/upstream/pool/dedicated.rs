@@ -24,10 +24,14 @@ impl Upstream {
         initialize_params: Value,
         principal: &Principal,
     ) -> Result<Arc<UpstreamSession>, UpstreamError> {
+        let share = self.share_for(principal.as_str())?;
         let member = self.choose_member();
         let subject = Subject::of(principal);
-        self.open(member, initialize_params, UnsolicitedRequests::Forward, subject)
-            .await
+        let session = self
+            .open(member, initialize_params, UnsolicitedRequests::Forward, subject)
+            .await?;
+        session.hold_share(share);
+        Ok(session)
     }
 
     /// Resumes a dedicated HTTP upstream session that another replica opened on

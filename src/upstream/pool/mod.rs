@@ -17,6 +17,7 @@
 //! | `partition.rs` | the partitions of pooled sessions |
 //! | `pooled.rs` | picking, opening and retiring pooled sessions |
 //! | `dedicated.rs` | sessions of their own for legacy clients |
+//! | `shares.rs` | each principal's share of its sessions |
 //! | `members.rs` | members, member choice, connecting to one |
 //! | `health.rs` | active health checks |
 //! | `snapshot.rs` | the admin view |
@@ -32,6 +33,8 @@ pub use self::partition::PartitionKey;
 use self::partition::Partitions;
 use self::partition::Pooled;
 use self::permits::Admission;
+pub(crate) use self::shares::Share;
+use self::shares::Shares;
 use super::member::{Member, Target};
 use super::transport::stdio::ChildSupervisor;
 use crate::auth::Principal;
@@ -49,6 +52,7 @@ mod members;
 mod partition;
 mod permits;
 mod pooled;
+mod shares;
 mod snapshot;
 
 /// One configured upstream server.
@@ -59,6 +63,8 @@ pub struct Upstream {
     /// Round-robin cursor for dedicated sessions over healthy members.
     next_member: AtomicUsize,
     partitions: Partitions,
+    /// Each principal's share of its sessions.
+    shares: Shares,
     /// The newest `InitializeResult` seen, for `server/discover`.
     latest_initialize: RwLock<Option<Arc<Value>>>,
     admission: Admission,
@@ -88,6 +94,7 @@ impl Upstream {
             members,
             next_member: AtomicUsize::new(0),
             partitions: Partitions::new(config.pool.max_partitions, config.pool.max_partitions_per_principal),
+            shares: Shares::new(config.pool.max_children_per_principal),
             latest_initialize: RwLock::new(None),
             admission: Admission::new(&config),
             epoch: Instant::now(),
@@ -116,6 +123,22 @@ impl Upstream {
     /// Whether it is reached with each principal's own credential (token exchange).
     pub fn per_principal(&self) -> bool {
         self.per_principal
+    }
+
+    /// A place in `principal`'s share for one more session (`None`: it counts for no
+    /// one); refused while the principal holds `pool.max_children_per_principal`.
+    pub(super) fn share_for(&self, principal: &str) -> Result<Option<Share>, UpstreamError> {
+        self.shares
+            .take(principal)
+            .map_err(|exhausted| UpstreamError::ShareExhausted {
+                upstream: self.name.to_string(),
+                limit: exhausted.limit,
+            })
+    }
+
+    /// The sessions `principal` holds here now.
+    pub fn held_by(&self, principal: &str) -> usize {
+        self.shares.held_by(principal)
     }
 
     /// The cache hints for this upstream's results.

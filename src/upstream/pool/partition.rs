@@ -99,6 +99,8 @@ pub(super) struct Partition {
     pub(super) opening: tokio::sync::Mutex<()>,
     /// The principal its sessions' credential is exchanged for, with its newest token.
     pub(super) subject: Option<Arc<Subject>>,
+    /// Whose share its sessions count against (empty: no one's).
+    pub(super) principal: Arc<str>,
     last_used_ms: AtomicU64,
 }
 
@@ -179,6 +181,7 @@ impl Partitions {
             sessions: RwLock::new(Vec::new()),
             opening: tokio::sync::Mutex::new(()),
             subject: key.asking.as_ref().and_then(Subject::of),
+            principal: Arc::from(key.principal.as_str()),
             last_used_ms: AtomicU64::new(now_ms),
         });
         partitions.insert(key, partition.clone());

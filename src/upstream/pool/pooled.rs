@@ -139,6 +139,7 @@ impl Upstream {
             self.reused(handshake);
             return Ok(session);
         }
+        let share = self.share_for(&partition.principal)?;
         let member = self.choose_member_for(partition);
         let (pooled, subject) = (UnsolicitedRequests::AnswerLocally, partition.subject.clone());
         let session = match initialize {
@@ -149,6 +150,7 @@ impl Upstream {
                 session
             }
         };
+        session.hold_share(share);
         partition.add(Pooled {
             session: session.clone(),
             member,

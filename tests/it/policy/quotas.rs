@@ -257,10 +257,16 @@ fn request_state(answer: &Value) -> Option<String> {
         .flatten()
 }
 
+/// Suspended calls hold a child each: the share of children is raised past the
+/// suspended-call quota, so that the quota is what these tests meet.
 fn mrtr_gateway(admin: &str, sessions: &str) -> Eragate {
     let mut command = legacy_stdio_command();
     command.push("--mrtr".into());
-    gateway(admin, &format!("{sessions}\n{}", stdio_upstream_toml(&command, "", "")))
+    let share = "[upstreams.pool]\nmax_children_per_principal = 24\n";
+    gateway(
+        admin,
+        &format!("{sessions}\n{}", stdio_upstream_toml(&command, share, "")),
+    )
 }
 
 #[test]
@@ -578,4 +584,87 @@ fn http_sse_streams_are_a_bounded_share_and_close_when_unused() {
         open_sse_stream(&gateway, ALICE).status().as_u16() == 200
     });
     assert_no_problems(&problems, &[("eragate", gateway.log())]);
+}
+
+/// Issue 34, item 1: every upstream session a principal causes counts against one share
+/// of the upstream's children (`pool.max_children_per_principal`). Alice floods 2026-07-28
+/// calls that must each be alone on a child (they declare `elicitation`) to a tool that
+/// never returns: she holds her share and no more, her other calls are refused with
+/// 429/-32029, and bob's 2026-07-28 call and new legacy session are still served. Before
+/// the share, alice's calls took every child and bob got 503 "at capacity".
+#[test]
+fn one_principal_cannot_take_every_child_with_calls_of_its_own() {
+    let admin = format!("127.0.0.1:{}", free_port());
+    let share = "[upstreams.pool]\nmax_children_per_principal = 3\n";
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), share, "max_children = 8");
+    let gateway = gateway(&admin, &upstream);
+    let url = gateway.url();
+    let mut problems = Vec::new();
+    let asks = json!({"elicitation": {}});
+    // Alice's calls, each on a thread of its own: the admitted ones hang until the client gives up.
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let floods = 10;
+    for id in 0..floods {
+        let (url, done_tx) = (url.clone(), done_tx.clone());
+        let params = json!({"name": "hang", "arguments": {},
+            "_meta": {"io.modelcontextprotocol/clientCapabilities": asks}});
+        std::thread::spawn(move || {
+            let client = reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(20))
+                .build()
+                .expect("client");
+            let mut request = client
+                .post(&url)
+                .header("authorization", bearer(ALICE))
+                .body(modern_body(id, "tools/call", params));
+            for (name, value) in modern_headers("tools/call", Some("hang")) {
+                request = request.header(name, value);
+            }
+            let answered = request.send().ok().map(|r| {
+                let status = r.status().as_u16();
+                (status, r.text().unwrap_or_default())
+            });
+            let _ = done_tx.send(answered);
+        });
+    }
+    // Children start one at a time: wait until alice holds all she can get, that is until
+    // the calls past her share are answered, or (without a share) every child is taken.
+    let mut refused = 0;
+    let children = || {
+        pools(&admin)["upstreams"][0]["members"][0]["children"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let settled = poll_until(Duration::from_secs(60), || {
+        while let Ok(answered) = done.try_recv() {
+            match answered {
+                Some((429, body)) if body.contains("-32029") && body.contains("max_children_per_principal") => {
+                    refused += 1
+                }
+                other => problems.push(format!("alice's call past her share: {other:?}")),
+            }
+        }
+        refused == floods - 3 || children() >= 8
+    });
+    if !settled || refused != floods - 3 {
+        problems.push(format!(
+            "{refused} of alice's {floods} calls refused, expected {}",
+            floods - 3
+        ));
+    }
+    // Bob is served: a call that must be alone on a child, and a legacy session of his own.
+    let (status, text) = modern_echo(&url, 1, BOB, &asks);
+    if (status, text.as_str()) != (200, "echo: p") {
+        problems.push(format!("bob's 2026-07-28 call while alice floods: {status} {text}"));
+    }
+    match initialize_as(&url, BOB) {
+        (200, Some(session), _) => {
+            let (status, text) = echo_on(&url, &session, BOB);
+            if (status, text.as_str()) != (200, "echo: q") {
+                problems.push(format!("bob's legacy session while alice floods: {status} {text}"));
+            }
+        }
+        (status, _, body) => problems.push(format!("bob's legacy initialize while alice floods: {status} {body}")),
+    }
+    assert_no_problems(&problems, &[("gateway", gateway.log())]);
 }
