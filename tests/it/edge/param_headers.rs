@@ -154,7 +154,16 @@ fn modern_client_over_a_federation_mcp_param_headers_checked_for_legacy_forwarde
     );
     assert_eq!(param_headers_received(&legacy), [vec![]], "{}", legacy.raw());
 
-    // The modern member's tool: every Mcp-Param header forwarded as it came (it checks them).
+    // The modern member's tool: every Mcp-Param header forwarded as it came; the member checks
+    // them, and its -32020 reaches the client with the 400 the revision ties it to.
+    let reply = call_with_params(
+        &url,
+        4,
+        "new_regional",
+        json!({"region": "good"}),
+        &[("Mcp-Param-Region", "evil")],
+    );
+    expect_header_mismatch(&reply, 4);
     let reply = call_with_params(&url, 3, "new_regional", json!({"region": "good"}), &params);
     assert_eq!(
         tool_text(&answer(&reply, 3)["result"]),
@@ -166,10 +175,13 @@ fn modern_client_over_a_federation_mcp_param_headers_checked_for_legacy_forwarde
     received.iter_mut().for_each(|headers| headers.sort());
     assert_eq!(
         received,
-        [vec![
-            ("mcp-param-other".to_owned(), "x".to_owned()),
-            ("mcp-param-region".to_owned(), "good".to_owned())
-        ]],
+        [
+            vec![("mcp-param-region".to_owned(), "evil".to_owned())],
+            vec![
+                ("mcp-param-other".to_owned(), "x".to_owned()),
+                ("mcp-param-region".to_owned(), "good".to_owned())
+            ]
+        ],
         "{}",
         modern.raw()
     );
