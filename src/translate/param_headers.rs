@@ -251,6 +251,9 @@ mod tests {
         assert_eq!(headers_for(&declared, None), []);
     }
 
+    /// The headers one case sends.
+    type Sent = &'static [(&'static str, &'static str)];
+
     fn sent(headers: &[(&str, &str)]) -> Vec<(String, String)> {
         headers
             .iter()
@@ -280,7 +283,7 @@ mod tests {
             ("mcp-param-other", "anything"),
         ];
         assert_eq!(check(&declared, Some(&body), &sent(&more)), Ok(()));
-        let cases: [(&[(&str, &str)], Value, ParamMismatch); 7] = [
+        let cases: [(Sent, Value, ParamMismatch); 7] = [
             (
                 &[("mcp-param-text", "evil")],
                 json!({"text": "good"}),

@@ -14,6 +14,9 @@ use crate::common;
 use common::*;
 use serde_json::{Value, json};
 
+/// The `Mcp-Param-*` headers one case sends.
+type ParamsSent = &'static [(&'static str, &'static str)];
+
 /// One `tools/call` of `tool` with `arguments` and the extra `Mcp-Param-*` headers `params`.
 fn call_with_params(url: &str, id: u64, tool: &str, arguments: Value, params: &[(&str, &str)]) -> Reply {
     let mut headers = modern_headers("tools/call", Some(tool));
@@ -54,7 +57,7 @@ fn modern_client_to_legacy_http_upstream_mcp_param_headers_are_checked_and_not_s
     let url = gateway.url();
 
     // Refused before the upstream sees them: (headers, arguments), each answered 400/-32020.
-    let refused: [(&[(&str, &str)], Value); 6] = [
+    let refused: [(ParamsSent, Value); 6] = [
         // The case: the header says one thing, the body another.
         (&[("Mcp-Param-Region", "evil")], json!({"region": "good"})),
         // The body has a value for the annotated argument and no header carries it.
@@ -88,7 +91,7 @@ fn modern_client_to_legacy_http_upstream_mcp_param_headers_are_checked_and_not_s
 
     // Admitted: the declared header mirrors the body (plain, in any case of its name, or
     // sentinel-encoded); an undeclared one is not looked at. None reaches the legacy upstream.
-    let admitted: [(&[(&str, &str)], Value, &str); 3] = [
+    let admitted: [(ParamsSent, Value, &str); 3] = [
         (
             &[("Mcp-Param-Region", "good"), ("Mcp-Param-Other", "anything")],
             json!({"region": "good", "text": "hi"}),
