@@ -8,6 +8,7 @@ use super::admission::Admission;
 use super::federated;
 use super::legacy::{self, SessionLookup};
 use super::modern::{self, ListenCounting};
+use super::param_headers::SentParams;
 use super::reply::Reply;
 use crate::auth::Admitted;
 use crate::gateway::Gateway;
@@ -87,6 +88,7 @@ async fn serve(
         forwarded,
         session,
     } = inbound;
+    let sent = SentParams::of(routing, forwarded);
     let classification = classified(&message, routing, exchange);
     if let Some(answer) = answered_by(&classification, &message) {
         return answer;
@@ -105,11 +107,11 @@ async fn serve(
     let (reply, era) = match (backend, classification, message) {
         (Backend::Pool(pool), Classification::Modern(request), Message::Request(message)) => {
             let counting = ListenCounting::Counted;
-            let reply = modern::serve(gateway, pool, message, &request, forwarded, principal, counting).await;
+            let reply = modern::serve(gateway, pool, message, &request, sent, principal, counting).await;
             (reply, Era::Modern)
         }
         (Backend::Federated(federation), Classification::Modern(request), Message::Request(message)) => {
-            let reply = federated::serve_modern(gateway, federation, message, request, principal).await;
+            let reply = federated::serve_modern(gateway, federation, message, request, sent, principal).await;
             (reply, Era::Modern)
         }
         (Backend::Pool(pool), _, message) => {

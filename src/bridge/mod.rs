@@ -4,7 +4,7 @@
 //! stage (`admission`) and served by [`dispatch`]. Modern requests (`modern`),
 //! legacy client sessions with sealed ids (`legacy`, [`sessions`]), multi
 //! round-trip suspensions ([`mrtr`]), listens ([`listen`]), what principals
-//! hold open ([`quota`]), `Mcp-Param-*` mirroring (`param_headers`) and
+//! hold open ([`quota`]), `Mcp-Param-*` mirrored and checked (`param_headers`) and
 //! batches meet here, with the lists kept of a legacy upstream (`cached_lists`); `pump` turns a call in
 //! flight into what the client sees, handing its messages over through `handoff`.
 //! A federated path is served by `federated`, which asks each member as a

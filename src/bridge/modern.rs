@@ -5,6 +5,7 @@
 use super::listen::ListenHold;
 use super::modern_client::ModernSide;
 use super::mrtr::{self, Retried};
+use super::param_headers::SentParams;
 use super::pooled_session::pooled_session;
 use super::pump::{self, ClientSide};
 use super::reply::{self, Reply};
@@ -12,8 +13,9 @@ use crate::auth::Principal;
 use crate::gateway::Gateway;
 use crate::protocol::Era;
 use crate::protocol::capabilities::ListenSupport;
+use crate::protocol::errors::Rejection;
 use crate::protocol::lazy_json::ParamsView;
-use crate::protocol::{Id, ModernMethod, Request, Response};
+use crate::protocol::{ErrorCode, ErrorObject, Id, ModernMethod, Request, Response};
 use crate::router::list_cache::ListKind;
 use crate::router::{Admission, OnDrop, Pool, SessionNeed, discover_params, gateway_client_info};
 use crate::translate::mrtr::conversation::{Binding, InputPolicy, input_responses};
@@ -33,17 +35,19 @@ pub enum ListenCounting {
     CountedElsewhere,
 }
 
-/// Answers one validated modern request; `forwarded` are the client's
-/// `Mcp-Param-*` headers, passed on to a modern upstream as they came.
+/// Answers one validated modern request; `sent` are the client's
+/// `Mcp-Param-*` headers: passed on to a modern upstream as they came, checked
+/// against the body for a legacy one (which never sees them).
 pub async fn serve(
     gateway: &Gateway,
     pool: &Pool,
     request: Request,
     modern: &ModernRequest,
-    forwarded: &[(String, String)],
+    sent: SentParams<'_>,
     principal: &Principal,
     listens: ListenCounting,
 ) -> Reply {
+    let forwarded = sent.forwarded();
     let listen_hold = || match listens {
         ListenCounting::Counted => gateway.listens().hold(principal.as_str()).map(Some),
         ListenCounting::CountedElsewhere => Ok(None),
@@ -100,9 +104,40 @@ pub async fn serve(
                     ))
                     .await
                 }
+                None if method == ModernMethod::ToolsCall => {
+                    match check_param_headers(gateway, pool, &request, modern, principal, sent).await {
+                        Ok(()) => forward(gateway, pool, request, modern, principal).await,
+                        Err(refusal) => refusal,
+                    }
+                }
                 None => forward(gateway, pool, request, modern, principal).await,
             },
         },
+    }
+}
+
+/// A `tools/call` toward a legacy upstream, which cannot check its
+/// `Mcp-Param-*` headers: checked here against the tool's `x-mcp-header`
+/// annotations, as a 2026-07-28 server would; a mismatch is refused 400/-32020.
+async fn check_param_headers(
+    gateway: &Gateway,
+    pool: &Pool,
+    request: &Request,
+    modern: &ModernRequest,
+    principal: &Principal,
+    sent: SentParams<'_>,
+) -> Result<(), Reply> {
+    let checked = gateway
+        .tool_headers()
+        .check_call(pool, request.params.as_ref(), modern, principal, sent);
+    // Boxed: a listing of the upstream's tools would otherwise size every request's state.
+    match Box::pin(checked).await {
+        Ok(()) => Ok(()),
+        Err(mismatch) => {
+            tracing::debug!(upstream = %pool.name(), %mismatch, "Mcp-Param header refused");
+            let error = ErrorObject::new(ErrorCode::HEADER_MISMATCH, mismatch.to_string());
+            Err(Reply::rejected(Some(request.id.clone()), Rejection::Classified(error)))
+        }
     }
 }
 

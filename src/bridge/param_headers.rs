@@ -1,10 +1,16 @@
-//! `Mcp-Param-*` for legacy clients: a modern Streamable HTTP upstream requires
-//! a `tools/call` to mirror the arguments its tool schema marks with
-//! `x-mcp-header` into headers, which no handshake-era client sends. eragate
-//! reads the upstream's own `tools/list` (every page), keeps each tool's
-//! annotations for the `ttlMs` the upstream gave, and adds the headers itself.
-//! Relisting is bounded per upstream ([`RelistGate`]): one in flight at a time,
-//! and a tool the listing does not know relists at most every few seconds.
+//! `Mcp-Param-*`, both ways. For legacy clients: a modern Streamable HTTP
+//! upstream requires a `tools/call` to mirror the arguments its tool schema
+//! marks with `x-mcp-header` into headers, which no handshake-era client sends;
+//! eragate adds them itself ([`ToolHeaderCache::headers_for_call`]). For
+//! 2026-07-28 clients of a legacy upstream, which cannot check them, eragate
+//! checks the headers the client sent ([`SentParams`]) against the body as the
+//! spec asks of a server ([`ToolHeaderCache::check_call`]); a modern upstream
+//! gets them as they came and checks them itself.
+//!
+//! Either way eragate reads the upstream's own `tools/list` (every page), keeps
+//! each tool's annotations for the `ttlMs` the upstream gave, and relists
+//! bounded per upstream ([`RelistGate`]): one in flight at a time, and a tool
+//! the listing does not know relists at most every few seconds.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -13,14 +19,17 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+use super::pooled_session::pooled_session;
 use super::sessions::ClientSession;
-use crate::protocol::Id;
+use crate::auth::Principal;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::Outcome;
-use crate::router::OnDrop;
+use crate::protocol::lazy_json::ParamsView;
+use crate::protocol::{Id, LazyJson};
 use crate::router::relist::{RelistGate, Turn};
-use crate::translate::down;
-use crate::translate::param_headers::{self, ParamHeader};
+use crate::router::{OnDrop, Pool};
+use crate::translate::param_headers::{self, ParamHeader, ParamMismatch};
+use crate::translate::{ModernRequest, RoutingHeaders, down};
 
 /// How long a listing is kept when the upstream gives no `ttlMs`.
 const DEFAULT_TTL: Duration = Duration::from_secs(60);
@@ -51,13 +60,27 @@ struct UpstreamTools {
 /// One upstream's tools and their annotated arguments (tools without any map to nothing).
 struct Listing {
     tools: HashMap<String, Vec<ParamHeader>>,
+    /// Whether any tool declares an annotated argument: when none does, a
+    /// 2026-07-28 client's call is checked without reading its tool's name.
+    any_declared: bool,
     until: Instant,
 }
 
-/// What the kept listing says about one tool.
-enum Lookup {
-    /// The listing is fresh and declares the tool: these headers.
-    Known(Vec<(String, String)>),
+/// What a 2026-07-28 client sent of `Mcp-Param-*`, threaded from the edge to
+/// where the upstream (and so its era) is known.
+#[derive(Clone, Copy, Debug)]
+pub enum SentParams<'a> {
+    /// Over Streamable HTTP: these headers (lowercase names), perhaps none.
+    Http(&'a [(String, String)]),
+    /// Over a transport without headers (stdio, an HTTP+SSE post): the spec
+    /// lets such clients ignore `x-mcp-header`, so there is nothing to check.
+    NoHeaders,
+}
+
+/// What the kept listing says about one tool (`R`: what was read of its annotations).
+enum Lookup<R> {
+    /// The listing is fresh and declares the tool.
+    Known(R),
     /// The listing is fresh but does not know the tool (it may be new).
     Unknown,
     /// No listing: none was read yet, or the last relist failed.
@@ -66,7 +89,67 @@ enum Lookup {
     Stale,
 }
 
+impl<'a> SentParams<'a> {
+    /// What the transport carrying a message sent: its `Mcp-Param-*` headers
+    /// (`forwarded`) when it has routing headers at all.
+    pub fn of(routing: RoutingHeaders<'_>, forwarded: &'a [(String, String)]) -> SentParams<'a> {
+        match routing {
+            RoutingHeaders::Http { .. } => SentParams::Http(forwarded),
+            RoutingHeaders::None => SentParams::NoHeaders,
+        }
+    }
+
+    /// The headers a modern upstream gets as they came, undeclared ones too
+    /// (the spec asks intermediaries to forward them).
+    pub fn forwarded(self) -> &'a [(String, String)] {
+        match self {
+            SentParams::Http(headers) => headers,
+            SentParams::NoHeaders => &[],
+        }
+    }
+}
+
 impl ToolHeaderCache {
+    /// Checks a 2026-07-28 client's `tools/call` (`params`) toward the legacy
+    /// upstream `pool`, which cannot: every header the called tool declares
+    /// must carry the body's value ([`param_headers::check`]). Headers it does
+    /// not declare are never sent to a legacy upstream. Tools are listed on a
+    /// pooled session of the request's partition; when they cannot be, or the
+    /// tool is not among them, there is nothing to check against (the
+    /// upstream answers an unknown tool itself).
+    pub async fn check_call(
+        &self,
+        pool: &Pool,
+        params: Option<&LazyJson>,
+        modern: &ModernRequest,
+        principal: &Principal,
+        sent: SentParams<'_>,
+    ) -> Result<(), ParamMismatch> {
+        let SentParams::Http(sent) = sent else {
+            return Ok(());
+        };
+        let check = |declared: &[ParamHeader]| match declared {
+            [] => Ok(()),
+            declared => {
+                let arguments = params.and_then(|p| p.get("arguments"));
+                param_headers::check(declared, arguments, sent)
+            }
+        };
+        let entry = match pool.per_principal() {
+            // A listing per principal where each may be shown other tools.
+            true => self.entry(&format!("{}\u{0}{}", pool.name(), principal.as_str())),
+            false => self.entry(pool.name()),
+        };
+        if entry.declares_nothing() {
+            return Ok(()); // the common case: no tool of this upstream is annotated
+        }
+        let Some(tool) = params.and_then(|p| ParamsView::str_member(p, "name")) else {
+            return Ok(());
+        };
+        let lister = Lister::Pool(pool, modern, principal);
+        entry.resolve(&tool, &lister, check).await.unwrap_or(Ok(()))
+    }
+
     /// The `Mcp-Param-*` headers for a legacy client's `tools/call` with
     /// `params`, toward `session`'s modern upstream; none when the upstream is not
     /// Streamable HTTP, the tool declares none, or its tools cannot be listed.
@@ -87,72 +170,130 @@ impl ToolHeaderCache {
         };
         let arguments = params.and_then(|p| p.get("arguments"));
         let entry = self.entry(session.backend.name());
-        match entry.lookup(tool, arguments) {
-            Lookup::Known(headers) => return headers,
-            Lookup::Unknown | Lookup::Absent if entry.relists.relisted_recently() => return Vec::new(),
-            Lookup::Unknown | Lookup::Absent | Lookup::Stale => {}
-        }
-        let relisting = match entry.relists.turn().await {
-            // Another call relisted while this one waited: its listing is the answer.
-            Turn::Relisted => {
-                return match entry.lookup(tool, arguments) {
-                    Lookup::Known(headers) => headers,
-                    Lookup::Unknown | Lookup::Absent | Lookup::Stale => Vec::new(),
-                };
-            }
-            Turn::Relist(relisting) => relisting,
-        };
-        let listing = list_tools(session, envelope).await;
-        let headers = listing
-            .as_ref()
-            .and_then(|l| l.tools.get(tool))
-            .map(|declared| param_headers::headers_for(declared, arguments))
-            .unwrap_or_default();
-        if let Some(listing) = listing {
-            *entry.listing.write().unwrap_or_else(|e| e.into_inner()) = Some(listing);
-        }
-        relisting.finished();
-        headers
+        let lister = Lister::ClientSession(session, envelope);
+        let headers = |declared: &[ParamHeader]| param_headers::headers_for(declared, arguments);
+        entry.resolve(tool, &lister, headers).await.unwrap_or_default()
     }
 
+    /// The kept listing of `backend` (a name, or a name and principal).
     fn entry(&self, backend: &str) -> Arc<UpstreamTools> {
         let mut upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
+        // Found without building a key: this runs for every checked call.
+        if let Some(entry) = upstreams.get(backend) {
+            return entry.clone();
+        }
         upstreams.entry(backend.to_owned()).or_default().clone()
     }
 }
 
 impl UpstreamTools {
-    fn lookup(&self, tool: &str, arguments: Option<&Value>) -> Lookup {
+    /// What `read` makes of `tool`'s annotations, from the kept listing or, when
+    /// that is stale, absent or lacks the tool, a new one (paced); `None` when
+    /// no listing knows the tool.
+    async fn resolve<R>(&self, tool: &str, lister: &Lister<'_>, read: impl Fn(&[ParamHeader]) -> R) -> Option<R> {
+        match self.lookup(tool, &read) {
+            Lookup::Known(read) => return Some(read),
+            Lookup::Unknown | Lookup::Absent if self.relists.relisted_recently() => return None,
+            Lookup::Unknown | Lookup::Absent | Lookup::Stale => {}
+        }
+        let relisting = match self.relists.turn().await {
+            // Another call relisted while this one waited: its listing is the answer.
+            Turn::Relisted => {
+                return match self.lookup(tool, &read) {
+                    Lookup::Known(read) => Some(read),
+                    Lookup::Unknown | Lookup::Absent | Lookup::Stale => None,
+                };
+            }
+            Turn::Relist(relisting) => relisting,
+        };
+        let listing = list_tools(lister).await;
+        let found = listing
+            .as_ref()
+            .and_then(|l| l.tools.get(tool))
+            .map(|declared| read(declared));
+        if let Some(listing) = listing {
+            *self.listing.write().unwrap_or_else(|e| e.into_inner()) = Some(listing);
+        }
+        relisting.finished();
+        found
+    }
+
+    fn lookup<R>(&self, tool: &str, read: impl Fn(&[ParamHeader]) -> R) -> Lookup<R> {
         let listing = self.listing.read().unwrap_or_else(|e| e.into_inner());
         match listing.as_ref() {
             Some(listing) if listing.until > Instant::now() => match listing.tools.get(tool) {
-                Some(declared) => Lookup::Known(param_headers::headers_for(declared, arguments)),
+                Some(declared) => Lookup::Known(read(declared)),
                 None => Lookup::Unknown,
             },
             Some(_) => Lookup::Stale,
             None => Lookup::Absent,
         }
     }
+
+    /// Whether a fresh listing says no tool is annotated (no name need be read).
+    fn declares_nothing(&self) -> bool {
+        let listing = self.listing.read().unwrap_or_else(|e| e.into_inner());
+        listing
+            .as_ref()
+            .is_some_and(|listing| listing.until > Instant::now() && !listing.any_declared)
+    }
 }
 
-/// Every page of the upstream's `tools/list`, asked with the client's envelope.
-async fn list_tools(session: &ClientSession, envelope: &Envelope) -> Option<Listing> {
-    let timeout = session.backend.config().timeout_for("tools/list");
+/// Where one upstream's `tools/list` is asked.
+enum Lister<'a> {
+    /// A legacy client's modern upstream, asked on the client's upstream session with its envelope.
+    ClientSession(&'a ClientSession, &'a Envelope),
+    /// A legacy upstream, asked on a pooled session of a 2026-07-28 request's partition.
+    Pool(&'a Pool, &'a ModernRequest, &'a Principal),
+}
+
+impl Lister<'_> {
+    fn upstream_name(&self) -> &str {
+        match self {
+            Lister::ClientSession(session, _) => session.backend.name(),
+            Lister::Pool(pool, _, _) => pool.name(),
+        }
+    }
+
+    /// One page's answer (the `page`th, after `cursor`); `None` when it could not be had.
+    async fn page(&self, page: usize, cursor: Option<String>) -> Option<Outcome> {
+        let id = Id::number(page as u64);
+        let cursor = cursor.map(|c| json!({"cursor": c}));
+        match self {
+            Lister::ClientSession(session, envelope) => {
+                let timeout = session.backend.config().timeout_for("tools/list");
+                let params = down::legacy_params_for_modern(cursor, envelope);
+                let call = session
+                    .upstream()?
+                    .call("tools/list", Some(params.into()), id, OnDrop::CancelUpstream)
+                    .await
+                    .ok()?;
+                let response = tokio::time::timeout(timeout, call.response()).await.ok()?.ok()?;
+                Some(response.outcome)
+            }
+            Lister::Pool(pool, modern, principal) => {
+                let timeout = pool.timeout_for("tools/list");
+                let _permit = pool.admit().await.ok()?;
+                let session = pooled_session(pool, modern, principal, false).await.ok()?;
+                let call = session
+                    .call("tools/list", cursor.map(LazyJson::from), id, OnDrop::CancelUpstream)
+                    .await
+                    .ok()?;
+                let response = tokio::time::timeout(timeout, call.response()).await.ok()?.ok()?;
+                Some(response.outcome)
+            }
+        }
+    }
+}
+
+/// Every page of the upstream's `tools/list`.
+async fn list_tools(lister: &Lister<'_>) -> Option<Listing> {
     let mut tools = HashMap::new();
     let mut cursor: Option<String> = None;
     let mut ttl = None;
     for page in 0..MAX_PAGES {
-        let params = cursor.take().map(|c| json!({"cursor": c}));
-        let params = down::legacy_params_for_modern(params, envelope);
-        let id = Id::number(page as u64);
-        let call = session
-            .upstream()?
-            .call("tools/list", Some(params.into()), id, OnDrop::CancelUpstream)
-            .await
-            .ok()?;
-        let response = tokio::time::timeout(timeout, call.response()).await.ok()?.ok()?;
-        let Outcome::Result(result) = response.outcome else {
-            tracing::debug!(upstream = %session.backend.name(), "tools/list failed; no Mcp-Param headers");
+        let Outcome::Result(result) = lister.page(page, cursor.take()).await? else {
+            tracing::debug!(upstream = %lister.upstream_name(), "tools/list failed; Mcp-Param headers unknown");
             return None;
         };
         if ttl.is_none() {
@@ -171,6 +312,7 @@ async fn list_tools(session: &ClientSession, envelope: &Envelope) -> Option<List
     }
     let ttl = ttl.unwrap_or(DEFAULT_TTL).clamp(MIN_TTL, MAX_TTL);
     Some(Listing {
+        any_declared: tools.values().any(|declared| !declared.is_empty()),
         tools,
         until: Instant::now() + ttl,
     })

@@ -390,12 +390,16 @@ fn rejection_status(code: ErrorCode) -> StatusCode {
 /// The HTTP status of a JSON answer whose error a handler produced (eragate's
 /// bridge or an upstream), for a client of `era`.
 ///
-/// In band with 200, except a 2026-07-28 client's `-32021`: the revision ties
-/// a missing client capability to 400 whoever detects it (the TypeScript SDK's
-/// server does the same), and a handshake-era client expects every error in band.
+/// In band with 200, except a 2026-07-28 client's `-32021` and `-32020`: the
+/// revision ties a missing client capability, and a header that does not
+/// mirror the body (a modern upstream's `Mcp-Param-*` check, relayed), to 400
+/// whoever detects it (the TypeScript SDK's server does the same for `-32021`);
+/// a handshake-era client expects every error in band.
 pub fn handler_error_status(code: ErrorCode, era: crate::protocol::Era) -> StatusCode {
     match (era, code) {
-        (crate::protocol::Era::Modern, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY) => StatusCode::BAD_REQUEST,
+        (crate::protocol::Era::Modern, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY | ErrorCode::HEADER_MISMATCH) => {
+            StatusCode::BAD_REQUEST
+        }
         _ => StatusCode::OK,
     }
 }

@@ -1,11 +1,13 @@
 //! `x-mcp-header` (2026-07-28, spec §1.7): which `tools/call` arguments a
 //! client mirrors into `Mcp-Param-<Token>` headers, and their values. A legacy
 //! client knows nothing of it, so eragate mirrors the arguments itself when it
-//! sends that client's call to a modern HTTP upstream.
+//! sends that client's call to a modern HTTP upstream. A 2026-07-28 client's
+//! headers toward a legacy upstream, which cannot check them, are checked here
+//! ([`check`]) as the spec asks of a server.
 
 use serde_json::Value;
 
-use crate::protocol::headers::{MCP_PARAM_PREFIX, encode_value};
+use crate::protocol::headers::{MCP_PARAM_PREFIX, decode_value, encode_value};
 
 /// One annotated argument: the header token and the chain of `properties` keys leading to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +98,91 @@ pub fn headers_for(declared: &[ParamHeader], arguments: Option<&Value>) -> Vec<(
         .collect()
 }
 
+/// Why a 2026-07-28 client's `Mcp-Param-*` headers do not mirror its body
+/// (each is answered 400/-32020, spec §1.7).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParamMismatch {
+    /// The body has a value for the annotated argument and no header carries it.
+    #[error("Mcp-Param-{0} is required: the body has a value for its argument")]
+    Missing(String),
+    /// A header for an annotated argument the body has no value for.
+    #[error("Mcp-Param-{0} was sent but the body has no value for its argument")]
+    Unmatched(String),
+    /// The header's value is not the body's.
+    #[error("Mcp-Param-{0} does not match the body")]
+    Differs(String),
+    /// The header's `=?base64?…?=` value is malformed or not UTF-8.
+    #[error("Mcp-Param-{0} is not a valid header value")]
+    Undecodable(String),
+    /// The header was sent more than once.
+    #[error("Mcp-Param-{0} was sent more than once")]
+    Repeated(String),
+}
+
+/// Checks the `Mcp-Param-*` headers `sent` (lowercase names, as the edge read
+/// them) against `arguments` of a tool that declared `declared`: each declared
+/// header carries the body's value (sentinel decoded, integers compared as
+/// numbers), is absent exactly when the value is absent or `null`, and is sent
+/// once. Headers the tool does not declare are not looked at. Allocates nothing
+/// unless it refuses.
+pub fn check(
+    declared: &[ParamHeader],
+    arguments: Option<&Value>,
+    sent: &[(String, String)],
+) -> Result<(), ParamMismatch> {
+    for header in declared {
+        let mut values = sent.iter().filter(|(name, _)| is_header_of(name, &header.token));
+        let value = values.next().map(|(_, value)| value.as_str());
+        if values.next().is_some() {
+            return Err(ParamMismatch::Repeated(header.token.clone()));
+        }
+        let body = arguments
+            .and_then(|arguments| header.path.iter().try_fold(arguments, |node, key| node.get(key)))
+            .filter(|value| !value.is_null());
+        match (body, value) {
+            (None, None) => {}
+            (None, Some(_)) => return Err(ParamMismatch::Unmatched(header.token.clone())),
+            // A value no header can carry (an object or array) is the schema's to refuse, upstream.
+            (Some(body), None) if !is_scalar(body) => {}
+            (Some(_), None) => return Err(ParamMismatch::Missing(header.token.clone())),
+            (Some(body), Some(value)) => {
+                // RFC 9110 §5.5: optional whitespace around a field value is not part of it.
+                let decoded = decode_value(value.trim_matches([' ', '\t']))
+                    .map_err(|_| ParamMismatch::Undecodable(header.token.clone()))?;
+                if !mirrors(body, &decoded) {
+                    return Err(ParamMismatch::Differs(header.token.clone()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `name` (lowercase) is `Mcp-Param-<token>`, case-insensitively.
+fn is_header_of(name: &str, token: &str) -> bool {
+    name.strip_prefix(MCP_PARAM_PREFIX)
+        .is_some_and(|suffix| suffix.eq_ignore_ascii_case(token))
+}
+
+fn is_scalar(value: &Value) -> bool {
+    matches!(value, Value::String(_) | Value::Number(_) | Value::Bool(_))
+}
+
+/// Whether the decoded header value `header` carries the body's `value`:
+/// strings byte for byte, numbers numerically (`42` is `42.0`), booleans as
+/// `true`/`false`.
+fn mirrors(value: &Value, header: &str) -> bool {
+    match value {
+        Value::String(s) => s == header,
+        Value::Bool(b) => header == if *b { "true" } else { "false" },
+        Value::Number(n) => match (n.as_f64(), header.parse::<f64>()) {
+            (Some(body), Ok(header)) => body == header,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,5 +249,88 @@ mod tests {
             ]
         );
         assert_eq!(headers_for(&declared, None), []);
+    }
+
+    /// The headers one case sends.
+    type Sent = &'static [(&'static str, &'static str)];
+
+    fn sent(headers: &[(&str, &str)]) -> Vec<(String, String)> {
+        headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn checks_the_declared_headers_against_the_body() {
+        let declared = [
+            header("Text", &["text"]),
+            header("Count", &["count"]),
+            header("Dry", &["dry"]),
+        ];
+        let body = json!({"text": "good", "count": 42, "dry": true});
+        let all = [
+            ("mcp-param-text", "good"),
+            ("mcp-param-count", "42.0"),
+            ("mcp-param-dry", "true"),
+        ];
+        assert_eq!(check(&declared, Some(&body), &sent(&all)), Ok(()));
+        // Undeclared headers are not looked at; names compare case-insensitively; OWS is trimmed.
+        let more = [
+            ("mcp-param-text", " good "),
+            ("mcp-param-count", "42"),
+            ("mcp-param-dry", "true"),
+            ("mcp-param-other", "anything"),
+        ];
+        assert_eq!(check(&declared, Some(&body), &sent(&more)), Ok(()));
+        let cases: [(Sent, Value, ParamMismatch); 7] = [
+            (
+                &[("mcp-param-text", "evil")],
+                json!({"text": "good"}),
+                ParamMismatch::Differs("Text".into()),
+            ),
+            (&[], json!({"text": "good"}), ParamMismatch::Missing("Text".into())),
+            (
+                &[("mcp-param-text", "good")],
+                json!({}),
+                ParamMismatch::Unmatched("Text".into()),
+            ),
+            (
+                &[("mcp-param-text", "good")],
+                json!({"text": null}),
+                ParamMismatch::Unmatched("Text".into()),
+            ),
+            (
+                &[("mcp-param-text", "=?base64?SGVsbG8?=")],
+                json!({"text": "Hello"}),
+                ParamMismatch::Undecodable("Text".into()),
+            ),
+            (
+                &[("mcp-param-text", "a"), ("mcp-param-text", "a")],
+                json!({"text": "a"}),
+                ParamMismatch::Repeated("Text".into()),
+            ),
+            (
+                &[("mcp-param-count", "41")],
+                json!({"count": 42}),
+                ParamMismatch::Differs("Count".into()),
+            ),
+        ];
+        for (headers, body, expected) in cases {
+            assert_eq!(
+                check(&declared, Some(&body), &sent(headers)),
+                Err(expected),
+                "{headers:?} {body}"
+            );
+        }
+        // The sentinel is decoded; a value that only looks like one half of it is literal.
+        let hello = [("mcp-param-text", "=?base64?SGVsbG8=?=")];
+        assert_eq!(check(&declared, Some(&json!({"text": "Hello"})), &sent(&hello)), Ok(()));
+        let literal = [("mcp-param-text", "=?base64?SGVsbG8=")];
+        assert_eq!(
+            check(&declared, Some(&json!({"text": "=?base64?SGVsbG8="})), &sent(&literal)),
+            Ok(())
+        );
+        assert_eq!(check(&[], Some(&body), &sent(&[("mcp-param-text", "evil")])), Ok(()));
     }
 }

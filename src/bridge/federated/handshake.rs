@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use super::Asking;
 use crate::auth::Principal;
+use crate::bridge::param_headers::SentParams;
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::{ClientSession, SessionClaims, stateless_envelope};
 use crate::federate::merge::{self, MEMBERS_META, MemberResult};
@@ -113,6 +114,7 @@ pub(super) async fn initialize_session(
         client: None,
         principal,
         session: None,
+        sent: SentParams::NoHeaders,
     };
     let result = asking.initialize(&request.id, negotiated).await;
     let capabilities = params.and_then(|p| p.get("capabilities")).cloned().unwrap_or_default();

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use super::{Asking, ClientEra, error_reply};
 use crate::auth::Principal;
 use crate::bridge::legacy::SessionLookup;
+use crate::bridge::param_headers::SentParams;
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::stateless_envelope;
 use crate::gateway::Gateway;
@@ -87,6 +88,7 @@ pub async fn serve_legacy(
             envelope: &envelope,
             principal,
             session: None,
+            sent: SentParams::NoHeaders,
             client: None,
         };
         return super::subscriptions::change(&asking, session, request).await;
@@ -99,6 +101,7 @@ pub async fn serve_legacy(
         client: None,
         principal,
         session: session.as_ref(),
+        sent: SentParams::NoHeaders,
     };
     let method = request.method.as_str();
     match (method, ModernMethod::classify(method)) {

@@ -18,6 +18,7 @@ use super::{Asking, error_reply, expose_notification};
 use crate::auth::Principal;
 use crate::bridge::listen::ReopenPause;
 use crate::bridge::modern::ListenCounting;
+use crate::bridge::param_headers::SentParams;
 use crate::bridge::reply::{Reply, Responses};
 use crate::gateway::Gateway;
 use crate::protocol::envelope::Envelope;
@@ -227,6 +228,7 @@ pub(super) async fn listen_unprompted(
         client: None,
         principal,
         session: None,
+        sent: SentParams::NoHeaders,
     };
     Some(
         asking

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::modern::ListenCounting;
+use super::param_headers::SentParams;
 use super::reply::{Reply, Status};
 use super::sessions::ClientSession;
 use crate::auth::Principal;
@@ -62,6 +63,7 @@ pub async fn serve_modern(
     federation: &Arc<Federation>,
     request: Request,
     modern: ModernRequest,
+    sent: SentParams<'_>,
     principal: &Principal,
 ) -> Reply {
     let asking = Asking {
@@ -72,6 +74,7 @@ pub async fn serve_modern(
         client: Some(&modern),
         principal,
         session: None,
+        sent,
     };
     asking.serve(request, modern.method, ClientEra::Modern).await
 }
@@ -90,6 +93,9 @@ struct Asking<'a> {
     principal: &'a Principal,
     /// A legacy client's session: its calls to legacy members are relayed on member sessions.
     session: Option<&'a Arc<ClientSession>>,
+    /// A 2026-07-28 client's `Mcp-Param-*` headers, for the member its own
+    /// request is routed to: checked there or forwarded, by the member's era.
+    sent: SentParams<'a>,
 }
 
 // === impl Asking ===
@@ -129,6 +135,7 @@ impl Asking<'_> {
             principal: self.principal,
             session: None,
             client: None,
+            sent: SentParams::NoHeaders,
         }
     }
 
@@ -173,14 +180,15 @@ impl Asking<'_> {
             params: Some(params),
         };
         let asked;
-        let modern = match self.client.filter(|client| client.method == method) {
-            Some(client) => client,
+        // The client's headers go with its own request only, never with one eragate asks.
+        let (modern, sent) = match self.client.filter(|client| client.method == method) {
+            Some(client) => (client, self.sent),
             None => {
                 asked = ModernRequest {
                     method,
                     envelope: self.envelope.clone(),
                 };
-                &asked
+                (&asked, SentParams::NoHeaders)
             }
         };
         // A member's listen is a share of one counted where it was joined (or eragate's own watch).
@@ -189,7 +197,7 @@ impl Asking<'_> {
             pool,
             request,
             modern,
-            &[],
+            sent,
             self.principal,
             ListenCounting::CountedElsewhere,
         ))

@@ -14,6 +14,7 @@ use super::listens::{list_changed_method, listen_unprompted};
 use super::lists::Need;
 use crate::auth::Principal;
 use crate::bridge::listen::ReopenPause;
+use crate::bridge::param_headers::SentParams;
 use crate::bridge::reply::Reply;
 use crate::bridge::sessions::stateless_envelope;
 use crate::federate::names::PrefixMode;
@@ -113,6 +114,7 @@ pub async fn never_collisions(gateway: &Gateway) -> Vec<(String, String)> {
             client: None,
             principal: &principal,
             session: None,
+            sent: SentParams::NoHeaders,
         };
         for kind in [NameKind::Tools, NameKind::Prompts] {
             if let Err(error) = asking.names(kind, Need::Fresh).await {

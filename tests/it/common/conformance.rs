@@ -19,6 +19,14 @@ pub const MODERN_SCENARIOS_WITHOUT_FIXTURES: [&str; 8] = [
     "prompts-list",
 ];
 
+/// The pending 2026-07-28 scenario eragate must pass all the same: `Mcp-Param-*` headers
+/// checked against the body (SEP-2243), which eragate does for a legacy upstream.
+pub const CUSTOM_HEADER_SCENARIO: &str = "http-custom-header-server-validation";
+
+/// The fixture flag (`legacy_server.py`) adding a tool that declares `x-mcp-header`, which
+/// [`CUSTOM_HEADER_SCENARIO`] needs.
+pub const PARAM_HEADER_TOOL: &str = "--param-headers";
+
 /// Handshake-era scenarios that need no fixture tool.
 pub const HANDSHAKE_SCENARIOS_WITHOUT_FIXTURES: [&str; 7] = [
     "server-initialize",

@@ -3,7 +3,9 @@
 //! SDK's dual-era server) and in front of a legacy-only one (`legacy_server.py --conformance`),
 //! both with the suite's fixture tools and both over Streamable HTTP, at two spec versions:
 //!
-//! - 2026-07-28: `server-stateless` and the scenarios that need no fixture tool;
+//! - 2026-07-28: `server-stateless`, the scenarios that need no fixture tool, and the pending
+//!   `http-custom-header-server-validation` (the fixture's `--param-headers` tool `regional`
+//!   declares `x-mcp-header`; in front of the legacy upstream eragate checks the headers);
 //! - 2025-11-25: the handshake-era scenarios that need no fixture tool.
 //!
 //! Every run uses the target's baseline, `tests/conformance/expected-failures-<target>.yaml`,
@@ -25,9 +27,11 @@ use std::path::PathBuf;
 use common::conformance::{self, assert_runs_pass, check_baseline_may_be_empty};
 use common::*;
 
-/// 2026-07-28 scenarios: `server-stateless` and those that need no fixture tool.
+/// 2026-07-28 scenarios: `server-stateless`, those that need no fixture tool, and the pending
+/// `Mcp-Param-*` checks (issue 34 item 8: before it, every reject case failed in front of the
+/// legacy upstream, where nobody checked the headers).
 fn modern_scenarios() -> Vec<&'static str> {
-    let mut scenarios = vec!["server-stateless"];
+    let mut scenarios = vec!["server-stateless", conformance::CUSTOM_HEADER_SCENARIO];
     scenarios.extend(conformance::MODERN_SCENARIOS_WITHOUT_FIXTURES);
     scenarios
 }
@@ -57,8 +61,10 @@ impl Target {
 
     fn start(self) -> (LegacyHttpServer, Eragate) {
         let upstream = match self {
-            Target::ModernUpstream => LegacyHttpServer::start(&["--dual-era", "--conformance"]),
-            Target::LegacyUpstream => LegacyHttpServer::start(&["--conformance"]),
+            Target::ModernUpstream => {
+                LegacyHttpServer::start(&["--dual-era", "--conformance", conformance::PARAM_HEADER_TOOL])
+            }
+            Target::LegacyUpstream => LegacyHttpServer::start(&["--conformance", conformance::PARAM_HEADER_TOOL]),
         };
         let gateway = Eragate::http(&upstream.url, "");
         (upstream, gateway)

@@ -4,5 +4,6 @@ mod faults;
 mod hardening;
 mod limits_edge;
 mod modern_http;
+mod param_headers;
 mod smoke;
 mod tls;
