@@ -42,7 +42,7 @@ struct Admin {
 }
 
 /// Serves the admin endpoints on `listener` until `shutdown` resolves.
-pub async fn serve(gateway: Arc<Gateway>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
+pub(crate) async fn serve(gateway: Arc<Gateway>, listener: TcpListener, shutdown: impl Future<Output = ()>) {
     let token: Option<Arc<str>> = gateway
         .observed()
         .started()
@@ -132,7 +132,11 @@ impl Admin {
 }
 
 /// Answers one admin request; `token`, when set, guards all but the probes.
-pub fn handle(gateway: &Gateway, token: Option<&str>, request: &http::Request<Incoming>) -> http::Response<Body> {
+pub(crate) fn handle(
+    gateway: &Gateway,
+    token: Option<&str>,
+    request: &http::Request<Incoming>,
+) -> http::Response<Body> {
     let gateway = gateway.observed();
     let path = request.uri().path();
     match path {
@@ -168,7 +172,7 @@ pub fn handle(gateway: &Gateway, token: Option<&str>, request: &http::Request<In
 
 /// Every upstream's pool state, the ended session ids kept, the bytes held for
 /// upstream messages being read, and the accepts of both listeners.
-pub fn pools(gateway: Observed<'_>) -> Value {
+pub(crate) fn pools(gateway: Observed<'_>) -> Value {
     json!({
         "upstreams": gateway.upstreams(),
         "legacy_sessions": gateway.legacy_sessions(),
@@ -189,7 +193,7 @@ fn accepts(listening: Listening) -> Value {
 }
 
 /// What the status page shows: the pools, the client revisions seen, and who answers.
-pub fn status(gateway: Observed<'_>) -> Value {
+pub(crate) fn status(gateway: Observed<'_>) -> Value {
     let mut view = pools(gateway);
     view["client_revisions"] = gateway.client_revisions();
     view["version"] = env!("CARGO_PKG_VERSION").into();

@@ -13,17 +13,17 @@ use hyper::body::Body;
 
 /// How much of a body a discard reads, and for how long, before giving up on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DiscardBounds {
+pub(crate) struct DiscardBounds {
     /// Most bytes read; a body longer than this is dropped unfinished.
-    pub max_bytes: u64,
+    pub(crate) max_bytes: u64,
     /// Most time spent; a body still open then is dropped unfinished.
-    pub max_time: Duration,
+    pub(crate) max_time: Duration,
 }
 
 impl DiscardBounds {
     /// What eragate reads of an upstream's body it does not need: 64 KiB within 1 s.
     /// An answer to a notification or the end of an answered stream is a few bytes.
-    pub const UPSTREAM: DiscardBounds = DiscardBounds {
+    pub(crate) const UPSTREAM: DiscardBounds = DiscardBounds {
         max_bytes: 64 * 1024,
         max_time: Duration::from_secs(1),
     };
@@ -32,7 +32,7 @@ impl DiscardBounds {
 /// Reads `body` to its end and throws it away. True when the body ended within
 /// `bounds` (its connection can be reused); false when it was longer, slower or
 /// broken, in which case it is dropped unfinished.
-pub async fn discard<B>(mut body: B, bounds: DiscardBounds) -> bool
+pub(crate) async fn discard<B>(mut body: B, bounds: DiscardBounds) -> bool
 where
     B: Body + Unpin,
 {

@@ -16,7 +16,7 @@
 //! names) keep std's SipHash.
 
 /// The hasher of maps whose inserted keys eragate makes (see the module doc).
-pub type FastState = foldhash::fast::RandomState;
+pub(crate) type FastState = foldhash::fast::RandomState;
 
 /// A `HashMap` with [`FastState`].
-pub type FastMap<K, V> = std::collections::HashMap<K, V, FastState>;
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, FastState>;

@@ -20,7 +20,7 @@ use crate::telemetry::Telemetry;
 const SESSION_REAPER_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Everything a request handler needs, shared by every connection.
-pub struct Gateway {
+pub(crate) struct Gateway {
     /// The configuration loaded at start: what is read at start only comes from here.
     config: Arc<Config>,
     /// The configuration applied last (the start's, then each accepted reload's): the
@@ -57,7 +57,7 @@ pub struct Gateway {
 impl Gateway {
     /// Builds the gateway for `config`. Nothing is started yet. Fails when a
     /// configured token's environment variable is unset.
-    pub fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
+    pub(crate) fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
         let auth = Authenticator::from_config(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let authz = crate::authz::AuthServer::from_config(&config, auth.oauth().as_deref())
@@ -95,29 +95,29 @@ impl Gateway {
     }
 
     /// A handle on this gateway that does not keep it alive.
-    pub fn weak(&self) -> std::sync::Weak<Gateway> {
+    pub(crate) fn weak(&self) -> std::sync::Weak<Gateway> {
         self.me.clone()
     }
 
     /// `[limits]` as applied now (a reload swaps them; a request reads them once).
-    pub fn limits(&self) -> arc_swap::Guard<Arc<Config>> {
+    pub(crate) fn limits(&self) -> arc_swap::Guard<Arc<Config>> {
         self.applied.load()
     }
 
     /// Warms every backend in the background: spares started, the first session initialized.
-    pub fn warm(&self) {
+    pub(crate) fn warm(&self) {
         self.router.warm();
     }
 
     /// Whether every backend has a live session (readiness).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.router.is_ready()
     }
 
     /// Starts what runs beside requests: federations' watchers, the OAuth key
     /// refresh, the built-in authorization server, the idle-session reaper, the
     /// active health checks and the expiry of suspended calls and rate state.
-    pub async fn start(self: &Arc<Self>) -> Result<(), String> {
+    pub(crate) async fn start(self: &Arc<Self>) -> Result<(), String> {
         crate::bridge::spawn_watchers(self);
         self.auth.start();
         if let Some(authz) = &self.authz {
@@ -148,7 +148,7 @@ impl Gateway {
     ///
     /// Requests still in flight are answered with an error first (closing a
     /// session fails what is pending on it), and get a moment to be written.
-    pub async fn shutdown(&self, deadline: std::time::Duration) {
+    pub(crate) async fn shutdown(&self, deadline: std::time::Duration) {
         self.sessions.close_all();
         self.router.shutdown(deadline).await;
         self.telemetry.shutdown().await;
@@ -224,58 +224,58 @@ impl Gateway {
     // === the views ===
 
     /// What the admin listener may read.
-    pub fn observed(&self) -> Observed<'_> {
+    pub(crate) fn observed(&self) -> Observed<'_> {
         Observed(self)
     }
 
     /// What a reload may change.
-    pub fn reconfigurable(&self) -> Reconfigurable<'_> {
+    pub(crate) fn reconfigurable(&self) -> Reconfigurable<'_> {
         Reconfigurable(self)
     }
 }
 
 /// The gateway as the admin listener sees it: state to show, nothing to change.
 #[derive(Clone, Copy)]
-pub struct Observed<'a>(&'a Gateway);
+pub(crate) struct Observed<'a>(&'a Gateway);
 
 impl Observed<'_> {
     /// Whether every backend has a live session (readiness).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.0.is_ready()
     }
 
     /// The configuration loaded at start (`[admin]`, `[listen]`: read at start only).
-    pub fn started(&self) -> &Config {
+    pub(crate) fn started(&self) -> &Config {
         &self.0.config
     }
 
     /// Every upstream member's pool state.
-    pub fn upstreams(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn upstreams(&self) -> Vec<serde_json::Value> {
         self.0.router.backends().flat_map(|b| b.snapshots()).collect()
     }
 
     /// Open legacy client sessions.
-    pub fn legacy_sessions(&self) -> usize {
+    pub(crate) fn legacy_sessions(&self) -> usize {
         self.0.sessions.len()
     }
 
     /// The ended session ids kept (per replica), and what keeping them cost.
-    pub fn ended_sessions(&self) -> crate::bridge::sessions::EndedStats {
+    pub(crate) fn ended_sessions(&self) -> crate::bridge::sessions::EndedStats {
         self.0.sessions.ended_stats()
     }
 
     /// Upstream calls waiting for a modern client's input.
-    pub fn suspended_calls(&self) -> usize {
+    pub(crate) fn suspended_calls(&self) -> usize {
         self.0.suspended.len()
     }
 
     /// The client revisions seen, by count.
-    pub fn client_revisions(&self) -> serde_json::Value {
+    pub(crate) fn client_revisions(&self) -> serde_json::Value {
         self.0.telemetry.revisions()
     }
 
     /// Each MCP path and the upstream (or federation) that serves it.
-    pub fn routes(&self) -> Vec<(String, String)> {
+    pub(crate) fn routes(&self) -> Vec<(String, String)> {
         self.0
             .router
             .routes()
@@ -284,48 +284,48 @@ impl Observed<'_> {
     }
 
     /// The Prometheus exposition, with `pools` (the pool view) as gauges.
-    pub fn metrics(&self, pools: &serde_json::Value) -> String {
+    pub(crate) fn metrics(&self, pools: &serde_json::Value) -> String {
         self.0.telemetry.render(pools)
     }
 }
 
 /// The gateway as a reload sees it: the parts a new configuration may change.
 #[derive(Clone, Copy)]
-pub struct Reconfigurable<'a>(&'a Gateway);
+pub(crate) struct Reconfigurable<'a>(&'a Gateway);
 
 impl<'a> Reconfigurable<'a> {
     /// The configuration loaded at start.
-    pub fn started(&self) -> &'a Config {
+    pub(crate) fn started(&self) -> &'a Config {
         &self.0.config
     }
 
     /// Cancelled when shutdown begins.
-    pub fn closing(&self) -> &'a tokio_util::sync::CancellationToken {
+    pub(crate) fn closing(&self) -> &'a tokio_util::sync::CancellationToken {
         &self.0.closing
     }
 
     /// The backends, to start, keep or retire upstreams.
-    pub fn router(&self) -> &'a Router {
+    pub(crate) fn router(&self) -> &'a Router {
         &self.0.router
     }
 
     /// The telemetry pipeline, to reload.
-    pub fn telemetry(&self) -> &'a Telemetry {
+    pub(crate) fn telemetry(&self) -> &'a Telemetry {
         &self.0.telemetry
     }
 
     /// The OAuth resource server, to swap.
-    pub fn auth(&self) -> &'a Authenticator {
+    pub(crate) fn auth(&self) -> &'a Authenticator {
         &self.0.auth
     }
 
     /// Swaps in a new `[rate_limits]` gate.
-    pub fn replace_rate_gate(&self, gate: Arc<RateGate>) {
+    pub(crate) fn replace_rate_gate(&self, gate: Arc<RateGate>) {
         self.0.rate.store(gate);
     }
 
     /// Sets the quotas' bounds from `limits`.
-    pub fn set_quotas(&self, limits: &crate::config::LimitsConfig) {
+    pub(crate) fn set_quotas(&self, limits: &crate::config::LimitsConfig) {
         self.0
             .in_flight
             .set_bounds(limits.in_flight_per_principal(), usize::MAX);
@@ -336,12 +336,12 @@ impl<'a> Reconfigurable<'a> {
     }
 
     /// Makes `config` the one requests read from now on.
-    pub fn applied(&self, config: Config) {
+    pub(crate) fn applied(&self, config: Config) {
         self.0.applied.store(Arc::new(config));
     }
 
     /// Starts a backend a reload added: warmed, health-checked, its federation watched.
-    pub fn start_backend(&self, backend: &crate::router::Backend) {
+    pub(crate) fn start_backend(&self, backend: &crate::router::Backend) {
         backend.warm();
         backend.spawn_health_checks();
         if let Some(gateway) = self.0.me.upgrade() {

@@ -10,34 +10,34 @@
 //!
 //! | stage | what happens | module |
 //! |---|---|---|
-//! | listen | HTTP/1.1 and h2 (over TLS by ALPN) on one MCP path per backend, HTTP+SSE, stdio | [`edge::http`], [`edge::tls`], [`edge::legacy_sse`], [`edge::stdio`] |
-//! | authenticate | bearer token (static, or an OAuth JWT checked against the issuer's keys) → principal; RFC 9728 metadata | [`auth`], [`auth::resource`] |
-//! | intake | one body from any transport: bounds, batch or single, parse, trace | [`bridge::take`], [`protocol::jsonrpc`], [`protocol::errors::Rejection`] |
-//! | classify | era, revision, envelope, headers | [`translate::classify`], via [`bridge::dispatch`] |
+//! | listen | HTTP/1.1 and h2 (over TLS by ALPN) on one MCP path per backend, HTTP+SSE, stdio | `edge::http`, `edge::tls`, `edge::legacy_sse`, `edge::stdio` |
+//! | authenticate | bearer token (static, or an OAuth JWT checked against the issuer's keys) → principal; RFC 9728 metadata | [`auth`], `auth::resource` |
+//! | intake | one body from any transport: bounds, batch or single, parse, trace | `bridge::take`, [`protocol::jsonrpc`], `protocol::errors::Rejection` |
+//! | classify | era, revision, envelope, headers | [`translate::classify`], via `bridge::dispatch` |
 //! | admit | one ordered stage: scopes → per-principal policy → rate limits → quotas | `bridge::admission` |
 //! | bridge | the era conversation: modern requests, legacy sessions, MRTR, listens; a federated path asks its members | [`bridge`] |
-//! | route | which backend serves the path: one upstream ([`router::Pool`]) or a federation ([`router::federation::Federation`]), told apart once at dispatch; the session a request needs | [`router`], [`router::Backend`] |
+//! | route | which backend serves the path: one upstream (`router::Pool`) or a federation (`router::federation::Federation`), told apart once at dispatch; the session a request needs | `router`, `router::Backend` |
 //! | down | client era → upstream era | [`translate::down`] |
-//! | session | a warm, initialized upstream session | [`upstream::pool`], [`upstream::session`] |
-//! | send | stdio, Streamable HTTP or HTTP+SSE, with eragate's own credential (never the client's) | [`upstream::transport`], [`upstream::credentials`] |
-//! | up | results, errors, input requests back in the client's era | [`translate::up`], [`translate::mrtr`], [`translate::discover`] |
+//! | session | a warm, initialized upstream session | `upstream::pool`, `upstream::session` |
+//! | send | stdio, Streamable HTTP or HTTP+SSE, with eragate's own credential (never the client's) | `upstream::transport`, `upstream::credentials` |
+//! | up | results, errors, input requests back in the client's era | [`translate::up`], [`translate::mrtr`], `translate::discover` |
 //! | restrict | what this caller may see: `tools/list` without the tools its token may not call | [`policy`], applied by the admission's pass |
-//! | respond | `application/json`, or an SSE stream scoped to the request | [`bridge::reply`], [`edge::respond`] |
-//! | observe | a per-request record opened at dispatch, closed with the answer: metrics, access log, request and upstream-call spans | [`telemetry`], carried by [`bridge::dispatch`] |
+//! | respond | `application/json`, or an SSE stream scoped to the request | `bridge::reply`, `edge::respond` |
+//! | observe | a per-request record opened at dispatch, closed with the answer: metrics, access log, request and upstream-call spans | [`telemetry`], carried by `bridge::dispatch` |
 //!
-//! [`gateway`] is the composition root: it builds every part from one
+//! `gateway` is the composition root: it builds every part from one
 //! configuration, starts and stops them, and gives the admin listener and
 //! reloads narrow views of itself.
 //!
-//! Beside the path: [`fast_hash`] is the hasher of the maps on the path whose
-//! keys eragate makes itself; [`discard`] reads a body eragate does not keep (a
+//! Beside the path: `fast_hash` is the hasher of the maps on the path whose
+//! keys eragate makes itself; `discard` reads a body eragate does not keep (a
 //! refused request's rest, an upstream's answered stream or its answer to a
-//! notification) within bounds, so its HTTP/1.1 connection is reused; [`tls`]
+//! notification) within bounds, so its HTTP/1.1 connection is reused; `tls`
 //! reads certificate files for the edge and the HTTPS upstreams; [`reload`] swaps the router's upstreams when the
 //! configuration changes; [`federate`] holds the pure rules of serving several
 //! upstreams as one (exposed names, merged pages under a sealed cursor, one
 //! handshake), which the bridge applies to its members' answers, the
-//! federation's state being [`router::federation`]'s; [`router::list_cache`] keeps the lists a legacy
+//! federation's state being `router::federation`'s; `router::list_cache` keeps the lists a legacy
 //! upstream gave, whose caching hints [`translate::cache`] decides;
 //! [`authz`] is eragate's own authorization server (`[auth.server]`), mounted
 //! by the edge under `/oauth/`, which mints the tokens [`auth`] admits and
@@ -51,34 +51,34 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod admin;
+mod admin;
 pub mod auth;
 pub mod authz;
 pub mod bridge;
 pub mod config;
-pub mod discard;
-pub mod edge;
-pub mod fast_hash;
+mod discard;
+mod edge;
+mod fast_hash;
 pub mod federate;
-pub mod gateway;
+mod gateway;
 pub mod health;
 pub mod policy;
 pub mod protocol;
 pub mod reload;
-pub mod router;
+mod router;
 pub mod seal;
-pub mod store;
+mod store;
 pub mod telemetry;
-pub mod tls;
+mod tls;
 pub mod translate;
-pub mod upstream;
+mod upstream;
 
 use std::future::Future;
 use std::time::Duration;
 
 /// Runs the gateway for `config` until `shutdown` resolves, then drains
 /// in-flight requests for up to `grace` and stops every upstream child.
-pub async fn run(
+pub(crate) async fn run(
     config: config::Config,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
@@ -86,7 +86,7 @@ pub async fn run(
     run_reloading(config, None, shutdown, grace).await
 }
 
-/// [`run`], reloading the configuration as `reloader` says (see [`reload`]).
+/// `run`, reloading the configuration as `reloader` says (see [`reload`]).
 pub async fn run_reloading(
     mut config: config::Config,
     reloader: Option<reload::Reloader>,

@@ -44,7 +44,7 @@ use crate::gateway::{Gateway, Reconfigurable};
 use crate::router::Backend;
 
 /// Builds the configuration again (the file and the command line's overrides).
-pub type Loader = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
+pub(crate) type Loader = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
 
 /// Sets the log filter (`tracing` directives) of the running process.
 pub type LogFilter = Box<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
@@ -138,7 +138,11 @@ fn stamp(file: Option<&PathBuf>) -> Option<(Option<SystemTime>, u64)> {
 
 /// Applies `loaded` to `gateway`, which runs `running` (or refuses it),
 /// logging what happened; the configuration now applied, if it was.
-pub fn apply(gateway: Reconfigurable<'_>, running: &Config, loaded: Result<Config, ConfigError>) -> Option<Config> {
+pub(crate) fn apply(
+    gateway: Reconfigurable<'_>,
+    running: &Config,
+    loaded: Result<Config, ConfigError>,
+) -> Option<Config> {
     let mut config = match loaded {
         Ok(config) => config,
         Err(error) => {

@@ -16,7 +16,7 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 
 /// Length of a key in bytes.
-pub const KEY_BYTES: usize = 32;
+pub(crate) const KEY_BYTES: usize = 32;
 const NONCE_BYTES: usize = 24;
 
 /// What a token is for; bound into the authentication tag.

@@ -19,7 +19,7 @@ const MAX_PEM_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Why TLS material could not be used.
 #[derive(Debug, thiserror::Error)]
-pub enum TlsError {
+pub(crate) enum TlsError {
     /// The file could not be read.
     #[error("cannot read {path}: {reason}")]
     Unreadable {
@@ -45,7 +45,7 @@ pub enum TlsError {
 }
 
 /// The ring provider, the one every TLS configuration in eragate is built with.
-pub fn provider() -> Arc<CryptoProvider> {
+pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
@@ -62,7 +62,7 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 }
 
 /// Every certificate in the PEM file at `path`, in order (leaf first for a chain).
-pub fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(crate) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let malformed = |reason: String| TlsError::Malformed {
         path: path.display().to_string(),
         reason,
@@ -77,7 +77,7 @@ pub fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsErro
 }
 
 /// The private key in the PEM file at `path` (PKCS#8, PKCS#1 or SEC1).
-pub fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+pub(crate) fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
     PrivateKeyDer::from_pem_slice(&read(path)?).map_err(|e| TlsError::Malformed {
         path: path.display().to_string(),
         reason: format!("no usable PRIVATE KEY block ({e})"),
@@ -85,7 +85,7 @@ pub fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
 }
 
 /// The chain in `cert` with the key in `key`, checked to belong together.
-pub fn certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
+pub(crate) fn certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
     let chain = certificates(cert)?;
     let private = private_key(key)?;
     CertifiedKey::from_der(chain, private, &provider()).map_err(|e| TlsError::Unusable {
@@ -98,7 +98,7 @@ pub fn certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> 
 }
 
 /// The certificates in the PEM file at `ca`, as the only trusted roots.
-pub fn roots(ca: &Path) -> Result<RootCertStore, TlsError> {
+pub(crate) fn roots(ca: &Path) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
     for certificate in certificates(ca)? {
         roots.add(certificate).map_err(|e| TlsError::Malformed {
@@ -110,14 +110,14 @@ pub fn roots(ca: &Path) -> Result<RootCertStore, TlsError> {
 }
 
 /// The public web PKI roots compiled into eragate (Mozilla's list).
-pub fn public_roots() -> RootCertStore {
+pub(crate) fn public_roots() -> RootCertStore {
     RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     }
 }
 
 /// A client configuration that trusts no server: every handshake fails.
-pub fn trusting_nothing() -> ClientConfig {
+pub(crate) fn trusting_nothing() -> ClientConfig {
     ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         // ring implements TLS 1.2 and 1.3 with the default cipher suites: never fails.
@@ -128,16 +128,16 @@ pub fn trusting_nothing() -> ClientConfig {
 
 /// What an HTTPS client trusts and presents.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct ClientTls<'a> {
+pub(crate) struct ClientTls<'a> {
     /// A PEM bundle trusted instead of the public roots.
-    pub ca: Option<&'a Path>,
+    pub(crate) ca: Option<&'a Path>,
     /// A client certificate chain and its key (mutual TLS).
-    pub identity: Option<(&'a Path, &'a Path)>,
+    pub(crate) identity: Option<(&'a Path, &'a Path)>,
 }
 
 impl ClientTls<'_> {
     /// The rustls client configuration (ALPN is left to the connector).
-    pub fn config(&self) -> Result<ClientConfig, TlsError> {
+    pub(crate) fn config(&self) -> Result<ClientConfig, TlsError> {
         let roots = match self.ca {
             Some(ca) => roots(ca)?,
             None => public_roots(),

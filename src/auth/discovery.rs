@@ -9,14 +9,14 @@ use super::fetch::{FetchError, Fetcher};
 
 /// What eragate needs from the authorization server's metadata.
 #[derive(Clone, Debug)]
-pub struct IssuerMetadata {
+pub(crate) struct IssuerMetadata {
     /// Where the signing keys are.
-    pub jwks_uri: String,
+    pub(crate) jwks_uri: String,
     /// RFC 7662 introspection, when the server offers it.
-    pub introspection_endpoint: Option<String>,
+    pub(crate) introspection_endpoint: Option<String>,
     /// The document as fetched, served verbatim to 2025-03-26 clients at
     /// `/.well-known/oauth-authorization-server`.
-    pub document: Bytes,
+    pub(crate) document: Bytes,
 }
 
 /// Why discovery failed.
@@ -55,7 +55,7 @@ struct Document {
 /// The metadata URLs to try, in order: RFC 8414 (`/.well-known/…` inserted
 /// before the issuer's path), OpenID Connect (`/.well-known/openid-configuration`
 /// appended), and the RFC 8414 form of the OpenID document.
-pub fn metadata_urls(issuer: &str) -> Vec<String> {
+pub(crate) fn metadata_urls(issuer: &str) -> Vec<String> {
     let Ok(url) = url::Url::parse(issuer) else {
         return Vec::new();
     };
@@ -69,14 +69,14 @@ pub fn metadata_urls(issuer: &str) -> Vec<String> {
 }
 
 /// Fetches and checks the issuer's metadata.
-pub async fn discover(fetcher: &Fetcher, issuer: &str) -> Result<IssuerMetadata, DiscoveryError> {
+pub(crate) async fn discover(fetcher: &Fetcher, issuer: &str) -> Result<IssuerMetadata, DiscoveryError> {
     let (url, body) = fetch_document(fetcher, issuer).await?;
     parse(&url, issuer, body)
 }
 
 /// The issuer's metadata document as fetched (RFC 8414 first, then OpenID), with
 /// the URL it came from, once its `issuer` is found to be exactly `issuer`.
-pub async fn fetch_document(fetcher: &Fetcher, issuer: &str) -> Result<(String, Bytes), DiscoveryError> {
+pub(crate) async fn fetch_document(fetcher: &Fetcher, issuer: &str) -> Result<(String, Bytes), DiscoveryError> {
     let mut attempts = Vec::new();
     let mut urls = metadata_urls(issuer);
     urls.dedup();

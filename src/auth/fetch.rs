@@ -55,16 +55,16 @@ pub enum FetchError {
 
 /// A successful answer.
 #[derive(Clone, Debug)]
-pub struct Fetched {
+pub(crate) struct Fetched {
     /// The body.
-    pub body: Bytes,
+    pub(crate) body: Bytes,
     /// The `max-age` of `Cache-Control` (`None` without one; zero for `no-store`/`no-cache`).
-    pub max_age: Option<Duration>,
+    pub(crate) max_age: Option<Duration>,
 }
 
 /// A small client for the authorization server.
 #[derive(Clone)]
-pub struct Fetcher {
+pub(crate) struct Fetcher {
     client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
 }
@@ -72,7 +72,7 @@ pub struct Fetcher {
 impl Fetcher {
     /// A client whose every request (connect to last byte) takes at most `timeout`,
     /// trusting the public roots, or only the PEM bundle `ca` when given.
-    pub fn new(timeout: Duration, ca: Option<&Path>) -> Result<Fetcher, FetchError> {
+    pub(crate) fn new(timeout: Duration, ca: Option<&Path>) -> Result<Fetcher, FetchError> {
         let tls = crate::tls::ClientTls { ca, identity: None }
             .config()
             .map_err(|e| FetchError::Url(format!("TLS setup: {e}")))?;
@@ -86,7 +86,7 @@ impl Fetcher {
     }
 
     /// GETs a JSON document.
-    pub async fn get(&self, url: &str) -> Result<Fetched, FetchError> {
+    pub(crate) async fn get(&self, url: &str) -> Result<Fetched, FetchError> {
         let request = http::Request::builder()
             .method(Method::GET)
             .uri(url)
@@ -98,7 +98,7 @@ impl Fetcher {
 
     /// POSTs a form (`application/x-www-form-urlencoded`), with HTTP Basic
     /// credentials when `basic` is given; the JSON answer.
-    pub async fn post_form(&self, url: &str, form: &str, basic: Option<&str>) -> Result<Fetched, FetchError> {
+    pub(crate) async fn post_form(&self, url: &str, form: &str, basic: Option<&str>) -> Result<Fetched, FetchError> {
         let authorization = basic.map(|credentials| format!("Basic {credentials}"));
         let body = Bytes::from(form.to_owned());
         self.post(url, "application/x-www-form-urlencoded", body, authorization)
@@ -107,7 +107,12 @@ impl Fetcher {
 
     /// POSTs a JSON document (RFC 7591 registration), with a bearer token when `bearer`
     /// is given (an initial access token); the JSON answer (200 or 201).
-    pub async fn post_json(&self, url: &str, body: Vec<u8>, bearer: Option<&str>) -> Result<Fetched, FetchError> {
+    pub(crate) async fn post_json(
+        &self,
+        url: &str,
+        body: Vec<u8>,
+        bearer: Option<&str>,
+    ) -> Result<Fetched, FetchError> {
         let authorization = bearer.map(|token| format!("Bearer {token}"));
         self.post(url, "application/json", Bytes::from(body), authorization)
             .await

@@ -14,7 +14,7 @@ use super::Principal;
 use super::jwt::KeySet;
 
 /// The default bound.
-pub const DEFAULT_CAPACITY: usize = 10_000;
+pub(crate) const DEFAULT_CAPACITY: usize = 10_000;
 
 /// One verified token.
 #[derive(Clone)]
@@ -71,12 +71,12 @@ impl Grants {
     }
 
     /// How many tokens are remembered.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Whether none is.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 }

@@ -19,7 +19,7 @@ const INACTIVE_FOR: u64 = 60;
 
 /// What introspection said, once checked for this resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Introspected {
+pub(crate) enum Introspected {
     /// An active token for this resource.
     Active {
         /// `sub`, else `client_id`.
@@ -32,7 +32,7 @@ pub enum Introspected {
 }
 
 /// The introspection client and its cache.
-pub struct Introspector {
+pub(crate) struct Introspector {
     fetcher: Fetcher,
     /// `Basic` credentials (RFC 6749 §2.3.1: each part form-encoded).
     credentials: String,
@@ -71,7 +71,7 @@ enum Audiences {
 impl Introspector {
     /// A client authenticating as `client_id` with `secret`, asking `endpoint` (else
     /// the one in the issuer's metadata), caching at most `capacity` answers.
-    pub fn new(
+    pub(crate) fn new(
         fetcher: Fetcher,
         client_id: &str,
         secret: &str,
@@ -92,13 +92,13 @@ impl Introspector {
     }
 
     /// The configured endpoint, else `discovered`.
-    pub fn endpoint<'a>(&'a self, discovered: Option<&'a str>) -> Option<&'a str> {
+    pub(crate) fn endpoint<'a>(&'a self, discovered: Option<&'a str>) -> Option<&'a str> {
         self.endpoint.as_deref().or(discovered)
     }
 
     /// What the authorization server at `endpoint` says of `token` (digest `digest`)
     /// for the resource `resource` (index `index`) of `issuer`, at `now`.
-    pub async fn introspect(
+    pub(crate) async fn introspect(
         &self,
         endpoint: &str,
         token: &str,

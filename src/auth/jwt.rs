@@ -94,12 +94,12 @@ impl KeySet {
     }
 
     /// Whether the set holds no usable key.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Whether a key for this header is present.
-    pub fn knows(&self, header: &TokenHeader) -> bool {
+    pub(crate) fn knows(&self, header: &TokenHeader) -> bool {
         self.find(header).is_some()
     }
 
@@ -145,11 +145,11 @@ fn key_algorithm(jwk: &jsonwebtoken::jwk::Jwk) -> Option<Algorithm> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenHeader {
     /// The signature algorithm, already checked against the allowlist.
-    pub alg: Algorithm,
+    pub(crate) alg: Algorithm,
     /// The key id.
-    pub kid: Option<String>,
+    pub(crate) kid: Option<String>,
     /// Whether `typ` says the token is an access token (`at+jwt`, RFC 9068 §2.1).
-    pub access_token_typ: bool,
+    pub(crate) access_token_typ: bool,
 }
 
 /// Reads the header of `token`, refusing algorithms outside `allowed` before any key is looked at.
@@ -207,7 +207,7 @@ impl Audience {
 
     /// The same, accepting JWTs whose `typ` is not `at+jwt` (an issuer that
     /// types its access tokens `JWT`).
-    pub fn accepting_any_typ(self) -> Audience {
+    pub(crate) fn accepting_any_typ(self) -> Audience {
         Audience {
             require_at_jwt: false,
             ..self
@@ -219,13 +219,13 @@ impl Audience {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verified {
     /// `iss`.
-    pub issuer: String,
+    pub(crate) issuer: String,
     /// `sub`.
     pub subject: String,
     /// The granted scopes (`scope`, space-separated, or `scp`).
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
     /// `exp`, in seconds since the epoch.
-    pub expires: u64,
+    pub(crate) expires: u64,
 }
 
 #[derive(Deserialize)]
@@ -305,7 +305,7 @@ fn classify(error: &jsonwebtoken::errors::Error) -> JwtError {
 }
 
 /// Parses the configured algorithm names (already checked by `check-config`).
-pub fn algorithms(names: &[String]) -> Vec<Algorithm> {
+pub(crate) fn algorithms(names: &[String]) -> Vec<Algorithm> {
     names
         .iter()
         .filter_map(|name| match name.as_str() {

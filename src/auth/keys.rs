@@ -27,7 +27,7 @@ const MAX_FRESHNESS: Duration = Duration::from_secs(24 * 3600);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// The keys (and metadata) of one issuer.
-pub struct KeyStore {
+pub(crate) struct KeyStore {
     fetcher: Fetcher,
     issuer: String,
     allowed: Vec<Algorithm>,
@@ -42,11 +42,11 @@ pub struct KeyStore {
 }
 
 /// One successful load.
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// The issuer's metadata.
-    pub metadata: IssuerMetadata,
+    pub(crate) metadata: IssuerMetadata,
     /// Its signing keys.
-    pub keys: Arc<KeySet>,
+    pub(crate) keys: Arc<KeySet>,
     fresh_until: Instant,
 }
 
@@ -71,7 +71,7 @@ pub enum LoadError {
 
 impl KeyStore {
     /// A store for `issuer`'s keys usable with `allowed`; nothing is fetched yet.
-    pub fn new(fetcher: Fetcher, issuer: &str, allowed: Vec<Algorithm>, min_refetch: Duration) -> KeyStore {
+    pub(crate) fn new(fetcher: Fetcher, issuer: &str, allowed: Vec<Algorithm>, min_refetch: Duration) -> KeyStore {
         KeyStore {
             fetcher,
             issuer: issuer.to_owned(),
@@ -84,7 +84,7 @@ impl KeyStore {
     }
 
     /// A store for the keys of eragate's own authorization server, published by it.
-    pub fn local(fetcher: Fetcher, issuer: &str, allowed: Vec<Algorithm>) -> KeyStore {
+    pub(crate) fn local(fetcher: Fetcher, issuer: &str, allowed: Vec<Algorithm>) -> KeyStore {
         KeyStore {
             local: true,
             ..KeyStore::new(fetcher, issuer, allowed, Duration::ZERO)
@@ -92,7 +92,7 @@ impl KeyStore {
     }
 
     /// Publishes the local issuer's metadata and keys (after each rotation).
-    pub fn publish(&self, document: Bytes, jwks_uri: &str, jwks: &[u8]) -> Result<(), String> {
+    pub(crate) fn publish(&self, document: Bytes, jwks_uri: &str, jwks: &[u8]) -> Result<(), String> {
         let keys = KeySet::parse(jwks, &self.allowed)?;
         self.store(Loaded {
             metadata: IssuerMetadata {
@@ -108,7 +108,7 @@ impl KeyStore {
 
     /// Loads in the background until it succeeds, warning after each failure,
     /// with backoff from 1 s to 30 s. Also keeps the keys fresh afterwards.
-    pub fn spawn_loader(self: &Arc<Self>) {
+    pub(crate) fn spawn_loader(self: &Arc<Self>) {
         if self.local {
             return;
         }
@@ -137,7 +137,7 @@ impl KeyStore {
 
     /// The current load, fetching it first if there is none yet (rate-limited;
     /// `None` while the issuer cannot be reached).
-    pub async fn current(&self) -> Option<Arc<Loaded>> {
+    pub(crate) async fn current(&self) -> Option<Arc<Loaded>> {
         if let Some(loaded) = self.snapshot() {
             return Some(loaded);
         }
@@ -150,7 +150,7 @@ impl KeyStore {
 
     /// A JWKS refetch because a token names a key not in `seen`: done unless
     /// one ran within `jwks_min_refetch`. The keys afterwards.
-    pub async fn refetch(&self, seen: &Arc<KeySet>) -> Option<Arc<KeySet>> {
+    pub(crate) async fn refetch(&self, seen: &Arc<KeySet>) -> Option<Arc<KeySet>> {
         let mut gate = self.gate.lock().await;
         // Someone else may have refetched while this request waited.
         if let Some(loaded) = self.snapshot()
@@ -186,12 +186,12 @@ impl KeyStore {
     }
 
     /// The authorization server's metadata document as fetched, if loaded.
-    pub fn metadata_document(&self) -> Option<Bytes> {
+    pub(crate) fn metadata_document(&self) -> Option<Bytes> {
         self.snapshot().map(|l| l.metadata.document.clone())
     }
 
     /// Discovery and JWKS, now, whatever the rate limit says (start-up and `check-config`).
-    pub async fn load_now(&self) -> Result<Arc<Loaded>, LoadError> {
+    pub(crate) async fn load_now(&self) -> Result<Arc<Loaded>, LoadError> {
         if self.local
             && let Some(loaded) = self.snapshot()
         {

@@ -1,8 +1,8 @@
 //! Who a client is. Every request runs as a [`Principal`]: the anonymous one when
 //! authentication is off, otherwise the owner of the bearer token the client
 //! presented in its `Authorization` header: a static `[[auth.tokens]]` entry
-//! ([`tokens`]), or an OAuth access token from the configured authorization
-//! server, validated by eragate as a protected resource ([`resource`]), whose
+//! (`tokens`), or an OAuth access token from the configured authorization
+//! server, validated by eragate as a protected resource (`resource`), whose
 //! principal is its `iss` and `sub`. A client's token is never passed on to an
 //! upstream (upstream links build their own headers), and a token in the query
 //! string is refused.
@@ -15,15 +15,15 @@
 //! exchange) are the upstream's own: `crate::upstream::credentials`. An OAuth
 //! principal carries its access token only so that it can be exchanged there.
 
-pub mod discovery;
-pub mod fetch;
+pub(crate) mod discovery;
+pub(crate) mod fetch;
 pub mod grants;
-pub mod introspect;
+pub(crate) mod introspect;
 pub mod jwt;
-pub mod keys;
-pub mod resource;
-pub mod scopes;
-pub mod tokens;
+pub(crate) mod keys;
+pub(crate) mod resource;
+pub(crate) mod scopes;
+pub(crate) mod tokens;
 
 use std::fmt;
 use std::sync::Arc;
@@ -31,8 +31,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
-pub use resource::{AS_METADATA_PATH, PRM_PREFIX, ResourceServer, TokenRefusal};
-pub use scopes::ToolView;
+pub(crate) use resource::{AS_METADATA_PATH, PRM_PREFIX, ResourceServer, TokenRefusal};
+pub(crate) use scopes::ToolView;
 pub use tokens::digest_of;
 
 use crate::config::{Config, OAuthConfig};
@@ -41,7 +41,7 @@ use tokens::StaticTokens;
 
 /// Who a request runs as. Cheap to clone; the anonymous one allocates nothing.
 /// Equality, hashing and the sealed name are the name alone; an OAuth principal
-/// also carries the access token it presented ([`Principal::access_token`]),
+/// also carries the access token it presented (`Principal::access_token`),
 /// kept only to be exchanged for an upstream's (RFC 8693), never sent on.
 #[derive(Clone)]
 pub struct Principal(Option<Arc<str>>, Option<AccessToken>);
@@ -62,11 +62,11 @@ impl std::hash::Hash for Principal {
 
 /// A client's OAuth access token, validated by eragate. Its `Debug` shows nothing of it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct AccessToken(Arc<str>);
+pub(crate) struct AccessToken(Arc<str>);
 
 impl AccessToken {
     /// The token itself.
-    pub fn secret(&self) -> &str {
+    pub(crate) fn secret(&self) -> &str {
         &self.0
     }
 }
@@ -80,12 +80,12 @@ impl fmt::Debug for AccessToken {
 impl Principal {
     /// The principal of every request when authentication is off (and of stdio
     /// clients, whose credentials are their environment).
-    pub const fn anonymous() -> Principal {
+    pub(crate) const fn anonymous() -> Principal {
         Principal(None, None)
     }
 
     /// A named principal.
-    pub fn named(name: &str) -> Principal {
+    pub(crate) fn named(name: &str) -> Principal {
         Principal(Some(Arc::from(name)), None)
     }
 
@@ -96,17 +96,17 @@ impl Principal {
     }
 
     /// Whether this is the one principal of a gateway without authentication.
-    pub fn is_anonymous(&self) -> bool {
+    pub(crate) fn is_anonymous(&self) -> bool {
         self.0.is_none()
     }
 
     /// The name sealed into session ids and `requestState` (empty when anonymous).
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         self.0.as_deref().unwrap_or_default()
     }
 
     /// The OAuth access token this request presented (none for a static token or an open gateway).
-    pub fn access_token(&self) -> Option<&AccessToken> {
+    pub(crate) fn access_token(&self) -> Option<&AccessToken> {
         self.1.as_ref()
     }
 
@@ -127,7 +127,7 @@ impl fmt::Debug for Principal {
 
 /// Why a request was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Denied {
+pub(crate) enum Denied {
     /// No `Authorization: Bearer` credential (401, a challenge without `error`).
     Missing,
     /// A credential that is not an acceptable bearer token (401 `invalid_token`).
@@ -142,7 +142,7 @@ pub enum Denied {
 
 impl Denied {
     /// What the client is told.
-    pub fn message(self) -> &'static str {
+    pub(crate) fn message(self) -> &'static str {
         match self {
             Denied::Missing => "Unauthorized: a bearer token is required",
             Denied::Invalid(_) => "Unauthorized: invalid bearer token",
@@ -168,17 +168,17 @@ impl Denied {
 
 /// Who was admitted, and what their token grants.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Admitted {
+pub(crate) struct Admitted {
     /// Who the request runs as.
-    pub principal: Principal,
+    pub(crate) principal: Principal,
     /// The OAuth token's scopes; `None` for a static token or an open gateway, to which
     /// no scope rule applies.
-    pub scopes: Option<Arc<[String]>>,
+    pub(crate) scopes: Option<Arc<[String]>>,
 }
 
 impl Admitted {
     /// The caller of an open gateway, and of stdio (whose credentials are its environment).
-    pub const fn anonymous() -> Admitted {
+    pub(crate) const fn anonymous() -> Admitted {
         Admitted::without_scopes(Principal::anonymous())
     }
 
@@ -192,18 +192,18 @@ impl Admitted {
 
 /// What a request presented.
 #[derive(Clone, Copy, Debug)]
-pub struct Presented<'a> {
+pub(crate) struct Presented<'a> {
     /// The MCP path of the backend it is for (the protected resource).
-    pub resource_path: &'a str,
+    pub(crate) resource_path: &'a str,
     /// The `Authorization` header's value, if any.
-    pub authorization: Option<&'a [u8]>,
+    pub(crate) authorization: Option<&'a [u8]>,
     /// The URL's query, if any.
-    pub query: Option<&'a str>,
+    pub(crate) query: Option<&'a str>,
 }
 
 /// A well-known document eragate serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WellKnown {
+pub(crate) enum WellKnown {
     /// The JSON document.
     Document(Bytes),
     /// One that exists but cannot be served yet (the issuer was not reached): 503.
@@ -211,7 +211,7 @@ pub enum WellKnown {
 }
 
 /// Every way in: static tokens and, when configured, OAuth. `[auth.oauth]` is swapped
-/// by a reload ([`Authenticator::reload_oauth`]): a request checks its token against the
+/// by a reload (`Authenticator::reload_oauth`): a request checks its token against the
 /// resource server current when it arrived, which it holds until it is answered.
 pub struct Authenticator {
     tokens: StaticTokens,
@@ -230,7 +230,7 @@ impl Authenticator {
     }
 
     /// An authenticator that lets everyone in as the anonymous principal.
-    pub fn open() -> Authenticator {
+    pub(crate) fn open() -> Authenticator {
         Authenticator {
             tokens: StaticTokens::none(),
             oauth: ArcSwapOption::empty(),
@@ -238,7 +238,7 @@ impl Authenticator {
     }
 
     /// Whether requests must carry a token.
-    pub fn is_required(&self) -> bool {
+    pub(crate) fn is_required(&self) -> bool {
         !self.tokens.is_empty() || self.oauth.load().is_some()
     }
 
@@ -248,7 +248,7 @@ impl Authenticator {
     }
 
     /// Starts what runs in the background (loading the issuer's keys).
-    pub fn start(&self) {
+    pub(crate) fn start(&self) {
         if let Some(oauth) = &*self.oauth.load() {
             oauth.spawn_loader();
         }
@@ -259,7 +259,7 @@ impl Authenticator {
     /// already admitted keep what they were granted; the old server's key loader ends when
     /// the last request holding it is answered. Not for `[auth.server]`, whose keys are
     /// eragate's own and read at start.
-    pub fn reload_oauth(&self, config: &Config) -> Result<(), String> {
+    pub(crate) fn reload_oauth(&self, config: &Config) -> Result<(), String> {
         let oauth = resource_server(config)?.map(Arc::new);
         if let Some(oauth) = &oauth {
             oauth.spawn_loader();
@@ -269,7 +269,7 @@ impl Authenticator {
     }
 
     /// Who a request that presented `presented` runs as.
-    pub async fn authenticate(&self, presented: Presented<'_>) -> Result<Admitted, Denied> {
+    pub(crate) async fn authenticate(&self, presented: Presented<'_>) -> Result<Admitted, Denied> {
         if !self.is_required() {
             return Ok(Admitted::without_scopes(Principal::anonymous()));
         }
@@ -302,7 +302,7 @@ impl Authenticator {
 
     /// The scopes `admitted` lacks for `method` on `params` under `[auth.oauth.scopes_for]`
     /// (empty: allowed).
-    pub fn missing_scopes(&self, admitted: &Admitted, method: &str, params: Option<&LazyJson>) -> Vec<String> {
+    pub(crate) fn missing_scopes(&self, admitted: &Admitted, method: &str, params: Option<&LazyJson>) -> Vec<String> {
         match (&*self.oauth.load(), &admitted.scopes) {
             // The params stay text unless a rule needs the name they carry.
             (Some(oauth), Some(granted)) => {
@@ -315,7 +315,7 @@ impl Authenticator {
 
     /// Which tools `admitted` may see in `tools/list`: `None` when every caller sees the
     /// same list (no OAuth token, or no rule names a single tool).
-    pub fn tool_view(&self, admitted: &Admitted) -> Option<ToolView> {
+    pub(crate) fn tool_view(&self, admitted: &Admitted) -> Option<ToolView> {
         let oauth = self.oauth.load_full()?;
         let granted = admitted.scopes.as_ref()?;
         let policy = oauth.scope_policy();
@@ -326,7 +326,7 @@ impl Authenticator {
 
     /// Whether some caller may see less of `tools/list` than another (a rule
     /// names a tool): then no list is the same for everyone.
-    pub fn filters_lists(&self) -> bool {
+    pub(crate) fn filters_lists(&self) -> bool {
         self.oauth
             .load()
             .as_ref()
@@ -334,7 +334,7 @@ impl Authenticator {
     }
 
     /// The challenge of a 403 for `missing` scopes (step-up): `scope` names them.
-    pub fn step_up_challenge(&self, resource_path: &str, missing: &[String]) -> String {
+    pub(crate) fn step_up_challenge(&self, resource_path: &str, missing: &[String]) -> String {
         match &*self.oauth.load() {
             Some(oauth) => {
                 oauth.challenge_with_scope(resource_path, Denied::InsufficientScope.error(), &missing.join(" "))
@@ -344,7 +344,7 @@ impl Authenticator {
     }
 
     /// The `WWW-Authenticate` challenge of a refusal on the MCP path `resource_path` (RFC 6750 §3).
-    pub fn challenge(&self, denied: Denied, resource_path: &str) -> String {
+    pub(crate) fn challenge(&self, denied: Denied, resource_path: &str) -> String {
         match &*self.oauth.load() {
             Some(oauth) => oauth.challenge(resource_path, denied.error()),
             None => match denied.error() {
@@ -355,7 +355,7 @@ impl Authenticator {
     }
 
     /// The document served at the well-known `path`, if any.
-    pub fn well_known(&self, path: &str) -> Option<WellKnown> {
+    pub(crate) fn well_known(&self, path: &str) -> Option<WellKnown> {
         let oauth = self.oauth.load_full()?;
         if path == AS_METADATA_PATH {
             return Some(

@@ -20,9 +20,9 @@ use super::scopes::ScopePolicy;
 use crate::config::{Config, OAuthConfig};
 
 /// The well-known prefix of protected resource metadata (RFC 9728 §3).
-pub const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
+pub(crate) const PRM_PREFIX: &str = "/.well-known/oauth-protected-resource";
 /// Where a 2025-03-26 client looks for authorization server metadata (RFC 8414), at the MCP origin.
-pub const AS_METADATA_PATH: &str = "/.well-known/oauth-authorization-server";
+pub(crate) const AS_METADATA_PATH: &str = "/.well-known/oauth-authorization-server";
 
 /// The protected resource in front of every MCP path.
 pub struct ResourceServer {
@@ -54,7 +54,7 @@ struct Protected {
 
 /// Why an OAuth token was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TokenRefusal {
+pub(crate) enum TokenRefusal {
     /// Not acceptable: 401 `invalid_token`.
     Invalid(JwtError),
     /// Acceptable, but without every required scope: 403 `insufficient_scope`.
@@ -66,13 +66,13 @@ pub enum TokenRefusal {
 impl ResourceServer {
     /// The resource server of `config`, whose `listen.public_url` (or listener address)
     /// names the resources. Nothing is fetched yet.
-    pub fn new(oauth: &OAuthConfig, config: &Config) -> Result<ResourceServer, String> {
+    pub(crate) fn new(oauth: &OAuthConfig, config: &Config) -> Result<ResourceServer, String> {
         ResourceServer::build(oauth, config, false)
     }
 
     /// The resource server of tokens minted by eragate's own authorization server
     /// (`[auth.server]`), which publishes its keys into [`ResourceServer::keys`].
-    pub fn local(oauth: &OAuthConfig, config: &Config) -> Result<ResourceServer, String> {
+    pub(crate) fn local(oauth: &OAuthConfig, config: &Config) -> Result<ResourceServer, String> {
         ResourceServer::build(oauth, config, true)
     }
 
@@ -166,7 +166,7 @@ impl ResourceServer {
     }
 
     /// Starts loading the issuer's metadata and keys in the background.
-    pub fn spawn_loader(&self) {
+    pub(crate) fn spawn_loader(&self) {
         self.keys.spawn_loader();
     }
 
@@ -181,23 +181,23 @@ impl ResourceServer {
     }
 
     /// The issuer's keys (published there by eragate's own authorization server).
-    pub fn keys(&self) -> &Arc<KeyStore> {
+    pub(crate) fn keys(&self) -> &Arc<KeyStore> {
         &self.keys
     }
 
     /// The canonical URI of each protected MCP path, in configuration order.
-    pub fn resources(&self) -> Vec<String> {
+    pub(crate) fn resources(&self) -> Vec<String> {
         self.resources.iter().map(|p| p.resource.clone()).collect()
     }
 
     /// The scope rules per method and tool.
-    pub fn scope_policy(&self) -> &Arc<ScopePolicy> {
+    pub(crate) fn scope_policy(&self) -> &Arc<ScopePolicy> {
         &self.policy
     }
 
     /// Checks a bearer `token` for the MCP path `path`: its principal and scopes.
     /// `digest` is the token's SHA-256 ([`super::tokens::digest_of_bytes`]), computed once per request.
-    pub async fn check(
+    pub(crate) async fn check(
         &self,
         path: &str,
         token: &str,
@@ -300,7 +300,7 @@ impl ResourceServer {
     }
 
     /// The protected resource metadata served at `path`, if it is one of its URLs.
-    pub fn metadata_at(&self, path: &str) -> Option<Bytes> {
+    pub(crate) fn metadata_at(&self, path: &str) -> Option<Bytes> {
         let rest = path.strip_prefix(PRM_PREFIX)?;
         let protected = if rest.is_empty() || rest == "/" {
             self.resources.first()
@@ -311,18 +311,18 @@ impl ResourceServer {
     }
 
     /// The authorization server's own metadata, for 2025-03-26 clients (once loaded).
-    pub fn authorization_server_metadata(&self) -> Option<Bytes> {
+    pub(crate) fn authorization_server_metadata(&self) -> Option<Bytes> {
         self.keys.metadata_document()
     }
 
     /// The `WWW-Authenticate` value of a refusal on the MCP path `path`: `error` is
     /// `None` when no credentials were sent (RFC 6750 §3.1).
-    pub fn challenge(&self, path: &str, error: Option<(&str, &str)>) -> String {
+    pub(crate) fn challenge(&self, path: &str, error: Option<(&str, &str)>) -> String {
         self.challenge_with_scope(path, error, &self.challenge_scope)
     }
 
     /// [`ResourceServer::challenge`] naming `scope` instead of the required scopes.
-    pub fn challenge_with_scope(&self, path: &str, error: Option<(&str, &str)>, scope: &str) -> String {
+    pub(crate) fn challenge_with_scope(&self, path: &str, error: Option<(&str, &str)>, scope: &str) -> String {
         let metadata_url = self
             .protected(path)
             .or(self.resources.first())

@@ -14,7 +14,7 @@ use crate::protocol::method::named_param;
 
 /// The rules.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ScopePolicy {
+pub(crate) struct ScopePolicy {
     /// Rules by method, and by method and exact name (`"tools/call:wipe"`).
     exact: BTreeMap<String, Vec<String>>,
     /// Rules by method and a name prefix: (`"tools/call"`, `"delete_"`, scopes).
@@ -23,7 +23,7 @@ pub struct ScopePolicy {
 
 impl ScopePolicy {
     /// The policy of `[auth.oauth.scopes_for]`.
-    pub fn new(rules: &BTreeMap<String, Vec<String>>) -> ScopePolicy {
+    pub(crate) fn new(rules: &BTreeMap<String, Vec<String>>) -> ScopePolicy {
         let mut policy = ScopePolicy::default();
         for (key, scopes) in rules {
             match key.split_once(':') {
@@ -42,13 +42,13 @@ impl ScopePolicy {
     }
 
     /// Whether there is any rule.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.exact.is_empty() && self.prefixes.is_empty()
     }
 
     /// Whether some rule names a single tool, so that callers with different scopes
     /// may call different tools (and must see different `tools/list` results).
-    pub fn has_tool_rules(&self) -> bool {
+    pub(crate) fn has_tool_rules(&self) -> bool {
         self.names_for("tools/call")
     }
 
@@ -56,7 +56,7 @@ impl ScopePolicy {
     /// reads the member of the params that names what `method` acts on (`"name"`,
     /// `"uri"`); it is asked only when a rule for `method` names something, since reading
     /// it may build the params' tree.
-    pub fn missing<'p>(
+    pub(crate) fn missing<'p>(
         &self,
         granted: &[String],
         method: &str,
@@ -83,7 +83,7 @@ impl ScopePolicy {
 
     /// The scopes `method` acting on `name` (if it names anything) needs that
     /// `granted` lacks; empty when none.
-    pub fn missing_for(&self, granted: &[String], method: &str, name: Option<&str>) -> Vec<String> {
+    pub(crate) fn missing_for(&self, granted: &[String], method: &str, name: Option<&str>) -> Vec<String> {
         let by_name = name.and_then(|name| self.exact.get(&format!("{method}:{name}")));
         let by_prefix = self
             .prefixes
@@ -107,7 +107,7 @@ impl ScopePolicy {
     }
 
     /// Every scope the rules name, for the metadata's `scopes_supported`.
-    pub fn scopes(&self) -> impl Iterator<Item = &String> {
+    pub(crate) fn scopes(&self) -> impl Iterator<Item = &String> {
         self.exact
             .values()
             .flatten()
@@ -117,19 +117,19 @@ impl ScopePolicy {
 
 /// Which tools one token may call, and so may see in `tools/list`.
 #[derive(Clone, Debug)]
-pub struct ToolView {
+pub(crate) struct ToolView {
     policy: Arc<ScopePolicy>,
     granted: Arc<[String]>,
 }
 
 impl ToolView {
     /// The view of a token granted `granted` under `policy`.
-    pub fn new(policy: Arc<ScopePolicy>, granted: Arc<[String]>) -> ToolView {
+    pub(crate) fn new(policy: Arc<ScopePolicy>, granted: Arc<[String]>) -> ToolView {
         ToolView { policy, granted }
     }
 
     /// Whether the token may call the tool `name`.
-    pub fn may_call(&self, name: &str) -> bool {
+    pub(crate) fn may_call(&self, name: &str) -> bool {
         self.policy
             .missing_for(&self.granted, "tools/call", Some(name))
             .is_empty()

@@ -8,13 +8,13 @@ use super::Principal;
 use crate::config::{AuthConfig, TokenSource};
 
 /// The configured tokens, by digest.
-pub struct StaticTokens {
+pub(crate) struct StaticTokens {
     tokens: Vec<([u8; 32], Principal)>,
 }
 
 impl StaticTokens {
     /// Reads `[[auth.tokens]]`; `Err` names a token whose environment variable is unset.
-    pub fn from_config(config: &AuthConfig) -> Result<StaticTokens, String> {
+    pub(crate) fn from_config(config: &AuthConfig) -> Result<StaticTokens, String> {
         let mut tokens = Vec::with_capacity(config.tokens.len());
         for (i, token) in config.tokens.iter().enumerate() {
             let digest = match &token.source {
@@ -30,17 +30,17 @@ impl StaticTokens {
     }
 
     /// No tokens at all.
-    pub fn none() -> StaticTokens {
+    pub(crate) fn none() -> StaticTokens {
         StaticTokens { tokens: Vec::new() }
     }
 
     /// Whether any token is configured.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.tokens.is_empty()
     }
 
     /// The principal of the token whose digest is `presented`, if it is one of them.
-    pub fn find(&self, presented: &[u8; 32]) -> Option<Principal> {
+    pub(crate) fn find(&self, presented: &[u8; 32]) -> Option<Principal> {
         // Every entry is compared, so the time taken says nothing about which one matched.
         let mut found = None;
         for (digest, principal) in &self.tokens {
@@ -59,6 +59,6 @@ pub fn digest_of(token: &str) -> [u8; 32] {
 
 /// The SHA-256 digest of a token's bytes: computed once per request, it serves the
 /// static tokens and the cache of verified OAuth tokens alike.
-pub fn digest_of_bytes(token: &[u8]) -> [u8; 32] {
+pub(crate) fn digest_of_bytes(token: &[u8]) -> [u8; 32] {
     Sha256::digest(token).into()
 }

@@ -30,7 +30,7 @@ use crate::store::resp::Value;
 const MAX_TRACKED: usize = 100_000;
 
 /// How long a name must wait, from one address, after each failure past the limit.
-pub const LOCKOUT: Duration = Duration::from_secs(60);
+pub(crate) const LOCKOUT: Duration = Duration::from_secs(60);
 
 /// A user name tried from one network: the SHA-256 of both (a name may be long).
 type Pair = [u8; 32];
@@ -44,7 +44,7 @@ struct Window {
 }
 
 /// Failed sign-ins per user name and client address.
-pub struct LoginAttempts {
+pub(crate) struct LoginAttempts {
     limit: u32,
     window: Duration,
     counts: Mutex<HashMap<Pair, Window>>,
@@ -86,7 +86,7 @@ fn pair(user: &str, ip: Option<IpAddr>) -> Pair {
 }
 
 /// An IPv6 address stands for its /64 (one host usually holds a whole one).
-pub fn network(ip: IpAddr) -> IpAddr {
+pub(crate) fn network(ip: IpAddr) -> IpAddr {
     match ip.to_canonical() {
         IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => {
@@ -111,7 +111,7 @@ fn hex(bytes: &[u8]) -> String {
 
 impl LoginAttempts {
     /// `limit` failures per pair and `window` (0: no limit), counted in this process.
-    pub fn new(limit: u32, window: Duration) -> LoginAttempts {
+    pub(crate) fn new(limit: u32, window: Duration) -> LoginAttempts {
         LoginAttempts {
             limit,
             window,
@@ -121,7 +121,7 @@ impl LoginAttempts {
     }
 
     /// The same, counted in Redis through `pool` under keys starting with `prefix`.
-    pub fn shared(limit: u32, window: Duration, pool: Pool, prefix: String) -> LoginAttempts {
+    pub(crate) fn shared(limit: u32, window: Duration, pool: Pool, prefix: String) -> LoginAttempts {
         LoginAttempts {
             shared: Some(Shared { pool, prefix }),
             ..LoginAttempts::new(limit, window)
@@ -130,7 +130,7 @@ impl LoginAttempts {
 
     /// Begins a sign-in of `user` from `ip` at `now`: how long it must still wait,
     /// or `None` once it is counted (as a failure until [`LoginAttempts::succeeded`]).
-    pub async fn begin(&self, user: &str, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
+    pub(crate) async fn begin(&self, user: &str, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
         if self.limit == 0 {
             return None;
         }
@@ -165,7 +165,7 @@ impl LoginAttempts {
     }
 
     /// `user` signed in from `ip`: its count there starts again.
-    pub async fn succeeded(&self, user: &str, ip: Option<IpAddr>) {
+    pub(crate) async fn succeeded(&self, user: &str, ip: Option<IpAddr>) {
         if self.limit == 0 {
             return;
         }
@@ -182,7 +182,7 @@ impl LoginAttempts {
     }
 
     /// [`LoginAttempts::begin`], counted in this process.
-    pub fn begin_here(&self, user: &str, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
+    pub(crate) fn begin_here(&self, user: &str, ip: Option<IpAddr>, now: Instant) -> Option<Duration> {
         if self.limit == 0 {
             return None;
         }

@@ -30,7 +30,7 @@ const COOKIE_NAME: &str = "eragate_txn";
 
 /// An authorization request that passed every check.
 #[derive(Clone, Debug)]
-pub struct Request {
+pub(crate) struct Request {
     client_id: String,
     client_name: String,
     /// Whether the operator named the client (a configured one).
@@ -96,7 +96,7 @@ struct Transaction {
 
 /// The transactions waiting for a login or a consent (bounded, expiring).
 #[derive(Default)]
-pub struct Pending(Mutex<HashMap<String, Transaction>>);
+pub(crate) struct Pending(Mutex<HashMap<String, Transaction>>);
 
 impl Pending {
     fn insert(&self, request: Request) -> (String, String) {

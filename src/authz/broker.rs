@@ -31,17 +31,17 @@ const LEEWAY: u64 = 60;
 
 /// What one brokered sign-in keeps between the redirect and the callback.
 #[derive(Clone, Debug)]
-pub struct Upstream {
+pub(crate) struct Upstream {
     /// The `state` sent to the provider.
-    pub state: String,
+    pub(crate) state: String,
     /// The `nonce` the ID token must carry.
-    pub nonce: String,
+    pub(crate) nonce: String,
     /// eragate's own PKCE verifier toward the provider.
-    pub verifier: String,
+    pub(crate) verifier: String,
 }
 
 /// The provider and eragate's client there.
-pub struct Broker {
+pub(crate) struct Broker {
     issuer: String,
     client_id: String,
     secret: String,
@@ -57,7 +57,7 @@ pub struct Broker {
 
 /// Why a brokered sign-in failed.
 #[derive(Debug, thiserror::Error)]
-pub enum BrokerError {
+pub(crate) enum BrokerError {
     /// The provider cannot be reached, or answered nonsense.
     #[error("the identity provider is unavailable: {0}")]
     Unavailable(String),
@@ -76,7 +76,7 @@ struct Endpoints {
 
 impl Broker {
     /// The broker of `[auth.server.oidc]`, for an authorization server at `origin`.
-    pub fn new(config: &OidcLogin, origin: &str) -> Result<Broker, String> {
+    pub(crate) fn new(config: &OidcLogin, origin: &str) -> Result<Broker, String> {
         let secret = config
             .secret()
             .ok_or("[auth.server.oidc] has no client secret (client_secret, or client_secret_env set)")?;
@@ -102,7 +102,7 @@ impl Broker {
     }
 
     /// Loads the provider's metadata and keys in the background, and keeps them fresh.
-    pub fn start(&self) {
+    pub(crate) fn start(&self) {
         self.keys.spawn_loader();
     }
 
@@ -128,7 +128,7 @@ impl Broker {
     }
 
     /// Where to send the browser, and what to keep for the callback.
-    pub async fn redirect(&self) -> Result<(String, Upstream), BrokerError> {
+    pub(crate) async fn redirect(&self) -> Result<(String, Upstream), BrokerError> {
         let endpoints = self.endpoints().await?;
         let upstream = Upstream {
             state: super::signing::random_token(),
@@ -154,7 +154,12 @@ impl Broker {
 
     /// The principal of a callback whose `state` already matched `upstream`:
     /// redeems `code` and validates the ID token.
-    pub async fn principal(&self, code: &str, iss: Option<&str>, upstream: &Upstream) -> Result<String, BrokerError> {
+    pub(crate) async fn principal(
+        &self,
+        code: &str,
+        iss: Option<&str>,
+        upstream: &Upstream,
+    ) -> Result<String, BrokerError> {
         let endpoints = self.endpoints().await?;
         match iss {
             Some(iss) if iss != self.issuer => {

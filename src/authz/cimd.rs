@@ -30,7 +30,7 @@ const MAX_FRESH: Duration = Duration::from_secs(24 * 3600);
 const MAX_CACHED: usize = 1000;
 
 /// Fetches and caches client metadata documents.
-pub struct Documents {
+pub(crate) struct Documents {
     tls: Arc<rustls::ClientConfig>,
     private_hosts: Vec<String>,
     cache: Mutex<HashMap<String, (Client, Instant)>>,
@@ -39,7 +39,7 @@ pub struct Documents {
 impl Documents {
     /// A fetcher trusting `ca` (else the public roots), letting `private_hosts` resolve
     /// to private or loopback addresses.
-    pub fn new(ca: Option<&std::path::Path>, private_hosts: Vec<String>) -> Result<Documents, String> {
+    pub(crate) fn new(ca: Option<&std::path::Path>, private_hosts: Vec<String>) -> Result<Documents, String> {
         let tls = crate::tls::ClientTls { ca, identity: None }
             .config()
             .map_err(|e| e.to_string())?;
@@ -51,7 +51,7 @@ impl Documents {
     }
 
     /// The client `url` names (cached while fresh); `Err` says why it is refused.
-    pub async fn client(&self, url: &str, now: u64) -> Result<Client, String> {
+    pub(crate) async fn client(&self, url: &str, now: u64) -> Result<Client, String> {
         if let Some((client, until)) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(url)
             && *until > Instant::now()
         {
@@ -155,7 +155,7 @@ fn host_header(url: &url::Url) -> String {
 }
 
 /// Whether `ip` is a public unicast address.
-pub fn is_public(ip: IpAddr) -> bool {
+pub(crate) fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
             let [a, b, ..] = v4.octets();

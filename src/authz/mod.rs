@@ -4,21 +4,21 @@
 //! `/oauth/token`, `/oauth/revoke` and `/oauth/register` (RFC 7591), and
 //! `/oauth/callback` when sign-in is brokered to an OpenID provider. It mints
 //! RFC 9068 access tokens for eragate's own protected resources and publishes its
-//! keys straight into their [`crate::auth::ResourceServer`], so nothing is fetched.
+//! keys straight into their `crate::auth::ResourceServer`, so nothing is fetched.
 //!
 //! It depends on `auth` (JWT checks, the key store it publishes into) and the
-//! configuration; nothing in `auth` depends on it. Its state is behind [`store::Store`].
+//! configuration; nothing in `auth` depends on it. Its state is behind `store::Store`.
 
 mod attempts;
 mod authorize;
 mod broker;
-pub mod cimd;
+pub(crate) mod cimd;
 mod pages;
 mod passwords;
 mod register;
-pub mod rules;
-pub mod signing;
-pub mod store;
+pub(crate) mod rules;
+pub(crate) mod signing;
+pub(crate) mod store;
 mod token;
 
 use std::collections::HashMap;
@@ -39,28 +39,28 @@ use store::{Client, ClientOrigin, Store, StoredKey};
 /// client's own address is read from it and, when the peer is one of
 /// `listen.trusted_proxies`, its forwarding header (`AuthServer::client_address`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ClientIp(pub std::net::IpAddr);
+pub(crate) struct ClientIp(pub(crate) std::net::IpAddr);
 
 /// The listener's browser checks of a request, put in its extensions by the edge:
 /// whether its `Origin` is absent or one the listener allows, and whether its
 /// `Host` names the listener (always true when an `Origin` is present: that is
 /// judged instead). Which endpoints ask which is [`AuthServer::handle`]'s.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BrowserChecks {
+pub(crate) struct BrowserChecks {
     /// `Origin` absent, the listener's own or in `listen.allowed_origins`.
-    pub origin_allowed: bool,
+    pub(crate) origin_allowed: bool,
     /// `Host` names this listener (see `src/edge/http/hosts.rs`).
-    pub host_allowed: bool,
+    pub(crate) host_allowed: bool,
 }
 
 /// A response of the authorization server.
-pub type Response = http::Response<Bytes>;
+pub(crate) type Response = http::Response<Bytes>;
 
 /// How often the keys are checked for rotation and unused registrations expired.
 const HOUSEKEEPING: Duration = Duration::from_secs(60);
 
 /// The built-in authorization server.
-pub struct AuthServer {
+pub(crate) struct AuthServer {
     issuer: String,
     /// Scheme, host and port: where the endpoints are.
     origin: String,
@@ -93,7 +93,10 @@ pub struct AuthServer {
 impl AuthServer {
     /// The authorization server of `config`, publishing into `resource`'s key store;
     /// `None` when `[auth.server]` is off; `Err` when the CA of metadata documents is unusable.
-    pub fn from_config(config: &Config, resource: Option<&ResourceServer>) -> Result<Option<Arc<AuthServer>>, String> {
+    pub(crate) fn from_config(
+        config: &Config,
+        resource: Option<&ResourceServer>,
+    ) -> Result<Option<Arc<AuthServer>>, String> {
         let (Some(server), Some(resource)) = (config.auth.server.as_ref(), resource) else {
             return Ok(None);
         };
@@ -150,13 +153,13 @@ impl AuthServer {
     }
 
     /// The issuer.
-    pub fn issuer(&self) -> &str {
+    pub(crate) fn issuer(&self) -> &str {
         &self.issuer
     }
 
     /// Registers the static clients, makes (or loads) the signing keys and publishes
     /// them, then keeps rotating them and expiring unused registrations.
-    pub async fn start(self: &Arc<Self>) -> Result<(), String> {
+    pub(crate) async fn start(self: &Arc<Self>) -> Result<(), String> {
         let now = unix_now();
         let configured: Vec<String> = self.config.clients.iter().map(|c| c.client_id.clone()).collect();
         let forgotten = self
@@ -298,7 +301,7 @@ impl AuthServer {
     }
 
     /// Whether `path` is the authorization server's.
-    pub fn owns(&self, path: &str) -> bool {
+    pub(crate) fn owns(&self, path: &str) -> bool {
         path.starts_with(AUTH_SERVER_PREFIX) || self.metadata_paths().iter().any(|p| p == path)
     }
 
@@ -315,7 +318,7 @@ impl AuthServer {
     /// `/oauth/revoke` and `/oauth/register` answer no browser of another origin
     /// (no CORS headers; a JSON registration's preflight is refused), so a
     /// foreign `Origin` there can only be a blind cross-site request: 403.
-    pub async fn handle(&self, request: http::Request<Bytes>) -> Response {
+    pub(crate) async fn handle(&self, request: http::Request<Bytes>) -> Response {
         let path = request.uri().path().to_owned();
         let method = request.method().clone();
         let name = path.strip_prefix(AUTH_SERVER_PREFIX).unwrap_or_default();

@@ -26,16 +26,16 @@ border-radius:6px;padding:0 .35rem;white-space:nowrap}\
 footer{margin-top:1.5rem;font-size:.8rem;color:#6b7280}";
 
 /// What the pages say about the client asking.
-pub struct Shown<'a> {
+pub(crate) struct Shown<'a> {
     /// Its name, or its id when it gave none.
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// Whether the operator named it (a configured client); any other name is the
     /// client's own claim, marked as such.
-    pub verified: bool,
+    pub(crate) verified: bool,
     /// Where the code is sent: the redirect URI's host (and port), or its scheme.
-    pub destination: &'a str,
+    pub(crate) destination: &'a str,
     /// The URL of its metadata document (a CIMD client).
-    pub document: Option<&'a str>,
+    pub(crate) document: Option<&'a str>,
 }
 
 impl Shown<'_> {
@@ -51,7 +51,7 @@ impl Shown<'_> {
 }
 
 /// Escapes text for HTML content and attribute values.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -85,7 +85,7 @@ fn hidden(txn: &str, csrf: &str) -> String {
 }
 
 /// The login page of a pending authorization.
-pub fn login(action: &str, txn: &str, csrf: &str, client: &Shown<'_>, error: Option<&str>) -> String {
+pub(crate) fn login(action: &str, txn: &str, csrf: &str, client: &Shown<'_>, error: Option<&str>) -> String {
     let error = error
         .map(|e| format!("<p class=\"error\" role=\"alert\">{}</p>", escape(e)))
         .unwrap_or_default();
@@ -106,7 +106,7 @@ pub fn login(action: &str, txn: &str, csrf: &str, client: &Shown<'_>, error: Opt
 
 /// The consent page: `client` asks to act as `user` on `resource` with `scopes`;
 /// it says where the code goes and, for a metadata document, who describes the client.
-pub fn consent(
+pub(crate) fn consent(
     action: &str,
     txn: &str,
     csrf: &str,
@@ -145,7 +145,7 @@ pub fn consent(
 }
 
 /// An error the user sees (no redirect is safe: unknown client or redirect URI).
-pub fn error(message: &str) -> String {
+pub(crate) fn error(message: &str) -> String {
     let body = format!(
         "<h1>This sign-in cannot continue</h1><p class=\"error\" role=\"alert\">{}</p>\
 <p>Return to the application and try again.</p>",

@@ -15,14 +15,14 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 
 /// Most verifications of one client network waiting or running at once.
-pub const PER_NETWORK: u32 = 2;
+pub(crate) const PER_NETWORK: u32 = 2;
 
 /// An Argon2id hash (of a random password) checked for unknown users, so that
 /// they cost the same as a wrong password.
 const DUMMY: &str = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$n3pyVvYqK9F4D3Hb4n8v3QhS0kF6rvU3Vgq5l3b8r1Y";
 
 /// Local users and the verifications under way.
-pub struct Passwords {
+pub(crate) struct Passwords {
     /// Name → Argon2id PHC string.
     users: HashMap<String, String>,
     permits: Arc<Semaphore>,
@@ -31,7 +31,7 @@ pub struct Passwords {
 
 /// A client network's turn to have one password checked; its place is given
 /// back when dropped.
-pub struct Turn<'a> {
+pub(crate) struct Turn<'a> {
     passwords: &'a Passwords,
     network: Option<IpAddr>,
 }
@@ -52,7 +52,7 @@ impl Drop for Turn<'_> {
 impl Turn<'_> {
     /// Whether `password` is `username`'s (an unknown user costs what a wrong
     /// password costs; the empty password is wrong unchecked).
-    pub async fn check(self, username: &str, password: &str) -> bool {
+    pub(crate) async fn check(self, username: &str, password: &str) -> bool {
         if password.is_empty() {
             return false;
         }
@@ -73,7 +73,7 @@ impl Turn<'_> {
 
 impl Passwords {
     /// The users `users` names (name, hash), checked at most one per CPU at once.
-    pub fn new(users: impl IntoIterator<Item = (String, String)>) -> Passwords {
+    pub(crate) fn new(users: impl IntoIterator<Item = (String, String)>) -> Passwords {
         let cpus = std::thread::available_parallelism().map_or(1, usize::from);
         Passwords {
             users: users.into_iter().collect(),
@@ -84,7 +84,7 @@ impl Passwords {
 
     /// A turn for a client of `network` (`None`: unknown, never held back), unless
     /// [`PER_NETWORK`] of its checks are under way.
-    pub fn turn(&self, network: Option<IpAddr>) -> Option<Turn<'_>> {
+    pub(crate) fn turn(&self, network: Option<IpAddr>) -> Option<Turn<'_>> {
         if let Some(network) = network {
             let mut map = self.per_network.lock().unwrap_or_else(|e| e.into_inner());
             let count = map.entry(network).or_insert(0);
@@ -101,7 +101,7 @@ impl Passwords {
 }
 
 /// Whether `password` matches the Argon2 PHC string `hash` (never the empty password).
-pub fn verify_argon2(hash: &str, password: &str) -> bool {
+pub(crate) fn verify_argon2(hash: &str, password: &str) -> bool {
     use argon2::PasswordVerifier;
     if password.is_empty() {
         return false;

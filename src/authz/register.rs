@@ -24,7 +24,7 @@ const MAX_REDIRECTS: usize = 20;
 /// IPv6 client by its /64). Only accepted ones are kept, so the map holds at
 /// most `registrations_per_minute` entries.
 #[derive(Default)]
-pub struct Registrations {
+pub(crate) struct Registrations {
     minute: u64,
     total: u32,
     per_network: HashMap<IpAddr, u32>,

@@ -9,7 +9,7 @@ use subtle::ConstantTimeEq;
 
 /// Whether `verifier` is a PKCE verifier (RFC 7636 §4.1: 43–128 unreserved characters)
 /// whose S256 challenge is `challenge`.
-pub fn pkce_matches(verifier: &str, challenge: &str) -> bool {
+pub(crate) fn pkce_matches(verifier: &str, challenge: &str) -> bool {
     let well_formed = (43..=128).contains(&verifier.len())
         && verifier
             .bytes()
@@ -19,7 +19,7 @@ pub fn pkce_matches(verifier: &str, challenge: &str) -> bool {
 }
 
 /// Whether `challenge` is an S256 challenge (43 base64url characters).
-pub fn is_challenge(challenge: &str) -> bool {
+pub(crate) fn is_challenge(challenge: &str) -> bool {
     challenge.len() == 43
         && challenge
             .bytes()
@@ -28,7 +28,7 @@ pub fn is_challenge(challenge: &str) -> bool {
 
 /// Whether `asked` is one of `registered`: byte for byte, except that a registered
 /// `http` loopback IP literal matches any port (RFC 8252 §7.3).
-pub fn redirect_matches(registered: &[String], asked: &str) -> bool {
+pub(crate) fn redirect_matches(registered: &[String], asked: &str) -> bool {
     registered.iter().any(|r| r == asked || loopback_equal(r, asked))
 }
 
@@ -56,7 +56,7 @@ fn loopback_equal(registered: &str, asked: &str) -> bool {
 /// A client's kind (RFC 7591 `application_type`, from OpenID DCR): `web` (the default)
 /// or `native`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApplicationType {
+pub(crate) enum ApplicationType {
     /// A browser or server application: `https` redirects to non-local hosts.
     Web,
     /// An application on the user's device: loopback `http` or a private-use scheme.
@@ -65,7 +65,7 @@ pub enum ApplicationType {
 
 impl ApplicationType {
     /// Parses `application_type` (absent: `web`).
-    pub fn parse(value: Option<&str>) -> Result<ApplicationType, String> {
+    pub(crate) fn parse(value: Option<&str>) -> Result<ApplicationType, String> {
         match value {
             None | Some("web") => Ok(ApplicationType::Web),
             Some("native") => Ok(ApplicationType::Native),
@@ -74,7 +74,7 @@ impl ApplicationType {
     }
 
     /// Its name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ApplicationType::Web => "web",
             ApplicationType::Native => "native",
@@ -82,7 +82,7 @@ impl ApplicationType {
     }
 
     /// Why `uri` may not be a redirect URI of this kind of client, if it may not.
-    pub fn refuses(self, uri: &str) -> Option<String> {
+    pub(crate) fn refuses(self, uri: &str) -> Option<String> {
         let Ok(url) = url::Url::parse(uri) else {
             return Some(format!("{uri:?} is not an absolute URI"));
         };

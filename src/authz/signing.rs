@@ -20,11 +20,11 @@ const PKCS8_ED25519_PREFIX: [u8; 16] = [
 
 /// How long a new key is published before it signs (replicas reload the keys
 /// every minute); until then the previous one signs.
-pub const PUBLISHED_AHEAD: u64 = 120;
+pub(crate) const PUBLISHED_AHEAD: u64 = 120;
 
 /// The key to sign with at `now`: the newest one published for [`PUBLISHED_AHEAD`],
 /// else (a first start) the newest one.
-pub fn current(keys: &[StoredKey], now: u64) -> Option<&StoredKey> {
+pub(crate) fn current(keys: &[StoredKey], now: u64) -> Option<&StoredKey> {
     keys.iter()
         .filter(|k| k.created_at.saturating_add(PUBLISHED_AHEAD) <= now)
         .max_by_key(|k| k.created_at)
@@ -32,7 +32,7 @@ pub fn current(keys: &[StoredKey], now: u64) -> Option<&StoredKey> {
 }
 
 /// A new key made now.
-pub fn generate(now: u64) -> StoredKey {
+pub(crate) fn generate(now: u64) -> StoredKey {
     let mut seed = [0u8; 32];
     rand::rng().fill_bytes(&mut seed);
     let mut id = [0u8; 12];
@@ -48,7 +48,7 @@ pub fn generate(now: u64) -> StoredKey {
 /// than `rotation` (or there is none); keys whose tokens have all expired are
 /// dropped (a key retired at `t`, when its successor was made, signed its last
 /// token at `t + PUBLISHED_AHEAD`). `None`: unchanged.
-pub fn rotated(keys: &[StoredKey], now: u64, rotation: u64, token_lifetime: u64) -> Option<Vec<StoredKey>> {
+pub(crate) fn rotated(keys: &[StoredKey], now: u64, rotation: u64, token_lifetime: u64) -> Option<Vec<StoredKey>> {
     let newest = keys.iter().map(|k| k.created_at).max();
     let mut next: Vec<StoredKey> = keys.to_vec();
     let mut changed = false;
@@ -75,7 +75,7 @@ fn public_x(key: &StoredKey) -> String {
 }
 
 /// The JWKS document of `keys`.
-pub fn jwks(keys: &[StoredKey]) -> Vec<u8> {
+pub(crate) fn jwks(keys: &[StoredKey]) -> Vec<u8> {
     let keys: Vec<_> = keys
         .iter()
         .map(|key| json!({"kty": "OKP", "crv": "Ed25519", "x": public_x(key), "kid": key.kid, "use": "sig", "alg": "EdDSA"}))
@@ -85,35 +85,35 @@ pub fn jwks(keys: &[StoredKey]) -> Vec<u8> {
 
 /// The claims of an access token (RFC 9068 §2.2).
 #[derive(Serialize)]
-pub struct AccessClaims<'a> {
+pub(crate) struct AccessClaims<'a> {
     /// The issuer.
-    pub iss: &'a str,
+    pub(crate) iss: &'a str,
     /// The user.
-    pub sub: &'a str,
+    pub(crate) sub: &'a str,
     /// The resource (RFC 8707).
-    pub aud: &'a str,
+    pub(crate) aud: &'a str,
     /// The client.
-    pub client_id: &'a str,
+    pub(crate) client_id: &'a str,
     /// Issued at.
-    pub iat: u64,
+    pub(crate) iat: u64,
     /// Expires.
-    pub exp: u64,
+    pub(crate) exp: u64,
     /// A unique id.
-    pub jti: String,
+    pub(crate) jti: String,
     /// The granted scopes, space-separated (omitted when none).
     #[serde(skip_serializing_if = "str::is_empty")]
-    pub scope: &'a str,
+    pub(crate) scope: &'a str,
 }
 
 /// The private half of `key`, for jsonwebtoken.
-pub fn encoding_key(key: &StoredKey) -> EncodingKey {
+pub(crate) fn encoding_key(key: &StoredKey) -> EncodingKey {
     let mut der = PKCS8_ED25519_PREFIX.to_vec();
     der.extend_from_slice(&key.seed);
     EncodingKey::from_ed_der(&der)
 }
 
 /// Signs `claims` with `key` as an `at+jwt`.
-pub fn sign(key: &StoredKey, claims: &AccessClaims<'_>) -> Result<String, String> {
+pub(crate) fn sign(key: &StoredKey, claims: &AccessClaims<'_>) -> Result<String, String> {
     let mut header = Header::new(Algorithm::EdDSA);
     header.kid = Some(key.kid.clone());
     header.typ = Some("at+jwt".into());
@@ -121,7 +121,7 @@ pub fn sign(key: &StoredKey, claims: &AccessClaims<'_>) -> Result<String, String
 }
 
 /// A random token (codes, refresh tokens, CSRF tokens): 32 bytes, base64url.
-pub fn random_token() -> String {
+pub(crate) fn random_token() -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     URL_SAFE_NO_PAD.encode(bytes)

@@ -28,7 +28,7 @@ use crate::gateway::Gateway;
 
 /// What one step says of a message.
 #[must_use]
-pub enum Verdict<N> {
+pub(crate) enum Verdict<N> {
     /// The message passes this step unchanged.
     Admit,
     /// The message passes; its answer is shaped by `N`.
@@ -38,7 +38,7 @@ pub enum Verdict<N> {
 }
 
 /// Why a message was not admitted, as the client will be told.
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// Refused as a whole, with the refusal's HTTP status (and challenge).
     Rejected(Rejection),
     /// Answered in band: the JSON-RPC error a policy gives a name the caller may not use.
@@ -46,18 +46,18 @@ pub enum Refusal {
 }
 
 /// One message's admission: who sends it, to which backend.
-pub struct Admission<'a> {
+pub(crate) struct Admission<'a> {
     /// The gateway whose rules apply.
-    pub gateway: &'a Gateway,
+    pub(crate) gateway: &'a Gateway,
     /// The backend the path routes to.
-    pub backend: &'a Backend,
+    pub(crate) backend: &'a Backend,
     /// The principal the edge authenticated, with its token's scopes.
-    pub caller: &'a Admitted,
+    pub(crate) caller: &'a Admitted,
 }
 
 /// An admitted message: what its answer carries and how it is shaped.
 #[must_use]
-pub struct Pass {
+pub(crate) struct Pass {
     /// `tools/list` without the tools the token's scopes may not call.
     tool_view: Option<ToolView>,
     /// The caller's `[[policies]]`: the answer narrowed, the names renamed back.
@@ -71,7 +71,7 @@ pub struct Pass {
 impl Admission<'_> {
     /// Runs every step in order over `message` (a policy may rename what it
     /// names): the [`Pass`] its answer goes through, or why it is refused.
-    pub async fn admit(&self, message: &mut Message) -> Result<Pass, Refusal> {
+    pub(crate) async fn admit(&self, message: &mut Message) -> Result<Pass, Refusal> {
         let tool_view = self.scopes(message).into_result()?;
         let narrowed = self.policy(message).into_result()?;
         let follows_reloads = self.follows_reloads(narrowed.is_some(), message);
@@ -89,7 +89,7 @@ impl Admission<'_> {
     /// method (or the tool it names) is refused with 403 `insufficient_scope`
     /// and a step-up challenge; a `tools/list` is narrowed to the tools the
     /// token may call.
-    pub fn scopes(&self, message: &Message) -> Verdict<ToolView> {
+    pub(crate) fn scopes(&self, message: &Message) -> Verdict<ToolView> {
         // Without granted scopes nothing is missing: params stay unbuilt.
         if self.caller.scopes.is_none() {
             return Verdict::Admit;
@@ -179,7 +179,7 @@ impl Admission<'_> {
 impl Pass {
     /// `reply`, answered to a client of `era`, as the steps that admitted its
     /// request shape it.
-    pub fn answer(self, reply: Reply, era: Era, admission: &Admission<'_>) -> Reply {
+    pub(crate) fn answer(self, reply: Reply, era: Era, admission: &Admission<'_>) -> Reply {
         if let Reply::Initialized(_, session) = &reply {
             session.narrow(LiveNarrowing::of(
                 admission.gateway.applied(),
@@ -205,7 +205,7 @@ impl Pass {
 
 impl Refusal {
     /// The answer to `message`.
-    pub fn into_reply(self, message: &Message) -> Reply {
+    pub(crate) fn into_reply(self, message: &Message) -> Reply {
         match self {
             Refusal::Rejected(rejection) => {
                 let id = match message {
@@ -221,7 +221,7 @@ impl Refusal {
 
 impl<N> Verdict<N> {
     /// The verdict as `?` reads it: what the step narrows, or its refusal.
-    pub fn into_result(self) -> Result<Option<N>, Refusal> {
+    pub(crate) fn into_result(self) -> Result<Option<N>, Refusal> {
         match self {
             Verdict::Admit => Ok(None),
             Verdict::Narrow(narrowing) => Ok(Some(narrowing)),

@@ -20,7 +20,7 @@ use crate::translate::cache::{Audience, Watch};
 use crate::translate::{ModernRequest, down, up};
 
 /// Answers the list request `request` (its method is of `kind`).
-pub async fn serve(
+pub(crate) async fn serve(
     gateway: &Gateway,
     pool: &Pool,
     request: Request,

@@ -14,14 +14,14 @@ use crate::protocol::{Message, Request, Response};
 use crate::router::Pool;
 
 /// A read eragate has no current result for: sent upstream, its answer to keep.
-pub struct ReadMiss {
+pub(crate) struct ReadMiss {
     uri: String,
 }
 
 /// The kept answer to `request` for `principal`, or (`Err`) what to keep its
 /// answer under. A read that resumes a multi round-trip exchange, or names no
 /// URI, is neither served from nor kept (`Err(None)`).
-pub fn lookup(pool: &Pool, request: &Request, principal: &Principal) -> Result<Reply, Option<ReadMiss>> {
+pub(crate) fn lookup(pool: &Pool, request: &Request, principal: &Principal) -> Result<Reply, Option<ReadMiss>> {
     let params = request.params.as_ref();
     let resuming = params.is_some_and(|p| p.get("requestState").is_some() || p.get("inputResponses").is_some());
     let uri = match params.and_then(|p| p.get("uri")).and_then(Value::as_str) {
@@ -42,7 +42,7 @@ pub fn lookup(pool: &Pool, request: &Request, principal: &Principal) -> Result<R
 
 /// `reply` (the upstream's answer to the read `miss`) as it is, kept on the
 /// way when the upstream's hints allow.
-pub fn keep(pool: &Pool, miss: ReadMiss, principal: &Principal, reply: Reply) -> Reply {
+pub(crate) fn keep(pool: &Pool, miss: ReadMiss, principal: &Principal, reply: Reply) -> Reply {
     let pool = pool.clone();
     let principal = principal.as_str().to_owned();
     let keep_result = move |message: &Message| {

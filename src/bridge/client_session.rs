@@ -21,20 +21,20 @@ use crate::translate::multiplex::refuse_server_request;
 
 /// Why a GET stream could not be attached.
 #[derive(Debug, PartialEq, Eq)]
-pub enum AttachError {
+pub(crate) enum AttachError {
     /// The session already has one; the spec allows no duplicate delivery.
     AlreadyOpen,
 }
 
 /// One legacy client's session.
-pub struct ClientSession {
+pub(crate) struct ClientSession {
     /// The `Mcp-Session-Id` given to the client (shared with the store's key: a
     /// sealed id is a few hundred bytes).
-    pub id: Arc<str>,
+    pub(crate) id: Arc<str>,
     /// The revision negotiated with the client.
-    pub revision: Revision,
+    pub(crate) revision: Revision,
     /// The upstream this session is bound to.
-    pub backend: Backend,
+    pub(crate) backend: Backend,
     /// A legacy upstream: the session serving only this client. A modern
     /// upstream: the stateless session every client shares. A federation:
     /// none (its members serve each request on sessions of their own).
@@ -86,19 +86,19 @@ pub struct ClientSession {
 type Relayed = (Id, Option<Arc<UpstreamSession>>);
 
 /// Bound of the messages queued toward one GET stream.
-pub const STREAM_QUEUE: usize = 64;
+pub(crate) const STREAM_QUEUE: usize = 64;
 
 /// Most resources one legacy session may be subscribed to at once
 /// (`resources/subscribe` past it is refused).
-pub const MAX_SUBSCRIPTIONS: usize = 256;
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 256;
 
 /// A `resources/subscribe` past [`MAX_SUBSCRIPTIONS`].
 #[derive(Debug, PartialEq, Eq)]
-pub struct TooManySubscriptions;
+pub(crate) struct TooManySubscriptions;
 
 impl TooManySubscriptions {
     /// The JSON-RPC error the client gets.
-    pub fn error(&self) -> crate::protocol::ErrorObject {
+    pub(crate) fn error(&self) -> crate::protocol::ErrorObject {
         let message = format!(
             "Too many subscriptions: a session may be subscribed to at most {MAX_SUBSCRIPTIONS} resources; \
              unsubscribe from one first"
@@ -153,7 +153,7 @@ impl Carriers {
 impl ClientSession {
     /// A session for a freshly initialized upstream session; its unsolicited
     /// traffic flows to the client once it opens its stream ([`ClientSession::attach_stream`]).
-    pub fn open(
+    pub(crate) fn open(
         id: String,
         revision: Revision,
         backend: Backend,
@@ -164,7 +164,7 @@ impl ClientSession {
 
     /// A session on a pooled upstream session it shares with other legacy
     /// clients (`pool.legacy_sessions = "shared"`); ending it leaves that session open.
-    pub fn open_shared(
+    pub(crate) fn open_shared(
         id: String,
         revision: Revision,
         backend: Backend,
@@ -188,7 +188,7 @@ impl ClientSession {
 
     /// A session in front of a modern upstream: no upstream session of its own,
     /// its state is the envelope its requests carry.
-    pub fn open_stateless(
+    pub(crate) fn open_stateless(
         id: String,
         revision: Revision,
         backend: Backend,
@@ -200,17 +200,22 @@ impl ClientSession {
 
     /// A session on a federated path: no upstream session; its GET stream
     /// carries the federation's list changes.
-    pub fn open_federated(id: String, revision: Revision, backend: Backend, envelope: Envelope) -> Arc<ClientSession> {
+    pub(crate) fn open_federated(
+        id: String,
+        revision: Revision,
+        backend: Backend,
+        envelope: Envelope,
+    ) -> Arc<ClientSession> {
         ClientSession::build(id, revision, backend, None, Some(Mutex::new(envelope)), false)
     }
 
     /// The upstream session it relays to (none on a federated path).
-    pub fn upstream(&self) -> Option<&Arc<UpstreamSession>> {
+    pub(crate) fn upstream(&self) -> Option<&Arc<UpstreamSession>> {
         self.upstream_session.as_ref()
     }
 
     /// Whether its upstream session ended (a federated session has none to end).
-    pub fn upstream_closed(&self) -> bool {
+    pub(crate) fn upstream_closed(&self) -> bool {
         self.upstream_session.as_ref().is_some_and(|u| u.is_closed())
     }
 
@@ -247,7 +252,7 @@ impl ClientSession {
 
     /// The era of the backend this session relays to: modern when eragate
     /// keeps the envelope its requests carry.
-    pub fn backend_era(&self) -> Era {
+    pub(crate) fn backend_era(&self) -> Era {
         match self.envelope {
             Some(_) => Era::Modern,
             None => Era::Legacy,
@@ -255,13 +260,13 @@ impl ClientSession {
     }
 
     /// The envelope for this client's next request, when its upstream is modern.
-    pub fn envelope(&self) -> Option<Envelope> {
+    pub(crate) fn envelope(&self) -> Option<Envelope> {
         self.envelope.as_ref().map(|e| lock(e).clone())
     }
 
     /// Records `logging/setLevel` for a modern upstream; `false` when the
     /// upstream is legacy (the level then belongs to the upstream session).
-    pub fn set_log_level(&self, level: LogLevel) -> bool {
+    pub(crate) fn set_log_level(&self, level: LogLevel) -> bool {
         match &self.envelope {
             Some(envelope) => {
                 lock(envelope).log_level = Some(level);
@@ -273,7 +278,11 @@ impl ClientSession {
 
     /// Adds or removes a subscribed URI; returns the new set, or
     /// `TooManySubscriptions` (the set unchanged) past `MAX_SUBSCRIPTIONS`.
-    pub fn change_subscriptions(&self, uri: &str, subscribe: bool) -> Result<BTreeSet<String>, TooManySubscriptions> {
+    pub(crate) fn change_subscriptions(
+        &self,
+        uri: &str,
+        subscribe: bool,
+    ) -> Result<BTreeSet<String>, TooManySubscriptions> {
         let mut listen = lock(&self.listen);
         if subscribe {
             if listen.0.len() >= MAX_SUBSCRIPTIONS && !listen.0.contains(uri) {
@@ -287,7 +296,7 @@ impl ClientSession {
     }
 
     /// Installs the task running this session's listen, stopping the previous one.
-    pub fn replace_listen(&self, task: Option<AbortHandle>) {
+    pub(crate) fn replace_listen(&self, task: Option<AbortHandle>) {
         if let Some(previous) = std::mem::replace(&mut lock(&self.listen).1, task) {
             previous.abort();
         }
@@ -296,7 +305,7 @@ impl ClientSession {
     /// Installs the task running this session's listen for `uris`, stopping
     /// the previous one, if `uris` is still the session's set; else (a later
     /// change opens its own) stops `task` and returns `false`.
-    pub fn replace_listen_for(&self, uris: &BTreeSet<String>, task: Option<AbortHandle>) -> bool {
+    pub(crate) fn replace_listen_for(&self, uris: &BTreeSet<String>, task: Option<AbortHandle>) -> bool {
         let mut listen = lock(&self.listen);
         if listen.0 != *uris {
             drop(listen);
@@ -313,25 +322,25 @@ impl ClientSession {
 
     /// Narrows what reaches its GET stream to what `narrowing` shows (set once,
     /// when the session is initialized).
-    pub fn narrow(&self, narrowing: LiveNarrowing) {
+    pub(crate) fn narrow(&self, narrowing: LiveNarrowing) {
         let _ = self.narrowing.set(narrowing);
     }
 
     /// The partition of the member sessions a federated session's calls are
     /// relayed on, and whether members may ask it for input: `build` the first time.
-    pub fn member_partition(&self, build: impl FnOnce() -> (PartitionKey, bool)) -> &(PartitionKey, bool) {
+    pub(crate) fn member_partition(&self, build: impl FnOnce() -> (PartitionKey, bool)) -> &(PartitionKey, bool) {
         self.member_partition.get_or_init(build)
     }
 
     /// The shared member session of `member` its last relayed call ran on, while it is open.
-    pub fn member_session(&self, member: usize) -> Option<Arc<UpstreamSession>> {
+    pub(crate) fn member_session(&self, member: usize) -> Option<Arc<UpstreamSession>> {
         let sessions = lock(&self.member_sessions);
         let (_, session) = sessions.iter().find(|(m, _)| *m == member)?;
         session.upgrade().filter(|s| !s.is_closed())
     }
 
     /// Remembers the shared member session of `member` a call was relayed on.
-    pub fn remember_member_session(&self, member: usize, session: &Arc<UpstreamSession>) {
+    pub(crate) fn remember_member_session(&self, member: usize, session: &Arc<UpstreamSession>) {
         let mut sessions = lock(&self.member_sessions);
         sessions.retain(|(m, _)| *m != member);
         sessions.push((member, Arc::downgrade(session)));
@@ -344,14 +353,14 @@ impl ClientSession {
 
     /// Delivers a message on the client's GET stream (dropped when none is open,
     /// or when the client's policies hide what it names).
-    pub fn push(&self, message: Message) {
+    pub(crate) fn push(&self, message: Message) {
         if let Some(stream) = self.stream().filter(|_| self.shows(&message)) {
             let _ = stream.try_send(message);
         }
     }
 
     /// Ends the session and its upstream session.
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         self.replace_listen(None);
         if let Some(handle) = lock(&self.forwarder).take() {
             handle.abort();
@@ -366,14 +375,14 @@ impl ClientSession {
     }
 
     /// Relays a server→client request to this client under a fresh id.
-    pub fn relay_request(&self, request: Request) -> Message {
+    pub(crate) fn relay_request(&self, request: Request) -> Message {
         self.relay_request_for(request, None)
     }
 
     /// Relays a server→client request of `member` (the session's own upstream
     /// session when `None`) to this client under a fresh id: ids of different
     /// members never collide, and the client's response finds its way back.
-    pub fn relay_request_for(&self, mut request: Request, member: Option<Arc<UpstreamSession>>) -> Message {
+    pub(crate) fn relay_request_for(&self, mut request: Request, member: Option<Arc<UpstreamSession>>) -> Message {
         let relayed = Id::from_value(&serde_json::Value::from(format!(
             "eragate-{}",
             self.next_outbound.fetch_add(1, Ordering::Relaxed)
@@ -386,7 +395,7 @@ impl ClientSession {
 
     /// Asks the client `method` with `params` under a fresh id; the receiver
     /// gets the client's response.
-    pub fn ask(&self, method: &str, params: Value) -> (Message, oneshot::Receiver<Response>) {
+    pub(crate) fn ask(&self, method: &str, params: Value) -> (Message, oneshot::Receiver<Response>) {
         let id = Id::from_value(&Value::from(format!(
             "eragate-{}",
             self.next_outbound.fetch_add(1, Ordering::Relaxed)
@@ -403,7 +412,7 @@ impl ClientSession {
     }
 
     /// Delivers a client's response to a request eragate asked; gives it back when none waits.
-    pub fn answer(&self, response: Response) -> Result<(), Response> {
+    pub(crate) fn answer(&self, response: Response) -> Result<(), Response> {
         let waiting = response.id.as_ref().and_then(|id| lock(&self.asked).remove(id));
         match waiting {
             Some(tx) => {
@@ -415,18 +424,18 @@ impl ClientSession {
     }
 
     /// The client's declared capabilities in 2026-07-28 form (a modern upstream's session only).
-    pub fn modern_capabilities(&self) -> Option<Value> {
+    pub(crate) fn modern_capabilities(&self) -> Option<Value> {
         self.envelope().map(|e| e.client_capabilities)
     }
 
     /// Takes the upstream's id for a client's response to a relayed request, and
     /// the member session that asked (`None`: the session's own).
-    pub fn take_relayed(&self, relayed: &Id) -> Option<Relayed> {
+    pub(crate) fn take_relayed(&self, relayed: &Id) -> Option<Relayed> {
         lock(&self.outbound).remove(relayed)
     }
 
     /// Remembers a client request in flight, carried upstream as `upstream_id`.
-    pub fn track(&self, client_id: Id, upstream_id: u64) {
+    pub(crate) fn track(&self, client_id: Id, upstream_id: u64) {
         match lock(&self.in_flight).entry(client_id) {
             Entry::Occupied(mut carriers) => carriers.get_mut().push(upstream_id),
             Entry::Vacant(vacant) => {
@@ -437,7 +446,7 @@ impl ClientSession {
 
     /// Forgets one finished request (one lookup when it was the id's only carrier);
     /// false when it was no longer in flight (the client cancelled it).
-    pub fn untrack(&self, client_id: &Id, upstream_id: u64) -> bool {
+    pub(crate) fn untrack(&self, client_id: &Id, upstream_id: u64) -> bool {
         let mut in_flight = lock(&self.in_flight);
         let Some((client_id, carriers)) = in_flight.remove_entry(client_id) else {
             return false;
@@ -451,7 +460,7 @@ impl ClientSession {
 
     /// Forgets every request in flight under `client_id` (the client cancelled
     /// that id); the upstream ids that carried them.
-    pub fn untrack_all(&self, client_id: &Id) -> Vec<u64> {
+    pub(crate) fn untrack_all(&self, client_id: &Id) -> Vec<u64> {
         lock(&self.in_flight)
             .remove(client_id)
             .map_or_else(Vec::new, Carriers::into_vec)
@@ -464,7 +473,7 @@ impl ClientSession {
     /// Nothing is lost by starting late: without a stream, notifications had
     /// nowhere to go and server→client requests are refused, which is what the
     /// upstream session does itself while nobody subscribes.
-    pub fn attach_stream(self: &Arc<Self>) -> Result<mpsc::Receiver<Message>, AttachError> {
+    pub(crate) fn attach_stream(self: &Arc<Self>) -> Result<mpsc::Receiver<Message>, AttachError> {
         let rx = {
             let mut slot = lock(&self.stream);
             if slot.as_ref().is_some_and(|s| !s.is_closed()) {
@@ -559,7 +568,7 @@ async fn forward_list_changes(session: Weak<ClientSession>, mut changes: broadca
 }
 
 /// The envelope a legacy client's requests carry toward a modern upstream.
-pub fn stateless_envelope(capabilities: &Value, client_info: &Value) -> Envelope {
+pub(crate) fn stateless_envelope(capabilities: &Value, client_info: &Value) -> Envelope {
     Envelope {
         protocol_version: Revision::LATEST.as_str().to_owned(),
         client_capabilities: crate::protocol::capabilities::client_legacy_to_modern(capabilities),

@@ -19,20 +19,20 @@ use crate::telemetry::{Exchange, MethodLabel, trace};
 use crate::translate::{Classification, RoutingHeaders, classify};
 
 /// One message from a client, with what its transport says about it.
-pub struct Inbound<'a> {
+pub(crate) struct Inbound<'a> {
     /// The message.
-    pub message: Message,
+    pub(crate) message: Message,
     /// The 2026-07-28 routing headers (`Mcp-Method`, `Mcp-Name`...); none on stdio.
-    pub routing: RoutingHeaders<'a>,
+    pub(crate) routing: RoutingHeaders<'a>,
     /// Transport headers a modern upstream must see as they came (`Mcp-Param-*`).
-    pub forwarded: &'a [(String, String)],
+    pub(crate) forwarded: &'a [(String, String)],
     /// The legacy client session the message names, if any.
-    pub session: SessionLookup,
+    pub(crate) session: SessionLookup,
 }
 
 impl Inbound<'_> {
     /// A message from a transport without headers (stdio, an HTTP+SSE post, a batch item).
-    pub fn bare(message: Message, session: SessionLookup) -> Inbound<'static> {
+    pub(crate) fn bare(message: Message, session: SessionLookup) -> Inbound<'static> {
         Inbound {
             message,
             routing: RoutingHeaders::None,
@@ -45,7 +45,7 @@ impl Inbound<'_> {
 /// Serves one message from a client. The request runs as `caller.principal`,
 /// and sees what `caller`'s token may see. Its telemetry record is opened here
 /// and closed with its answer.
-pub async fn dispatch(gateway: &Gateway, backend: &Backend, inbound: Inbound<'_>, caller: &Admitted) -> Reply {
+pub(crate) async fn dispatch(gateway: &Gateway, backend: &Backend, inbound: Inbound<'_>, caller: &Admitted) -> Reply {
     let message = &inbound.message;
     let method = match &message {
         Message::Request(r) => MethodLabel::of(&r.method),

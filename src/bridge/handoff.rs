@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use crate::protocol::Message;
 
 /// A queue of at most `bound` messages (at least one).
-pub fn queue(bound: usize) -> (Sender, Receiver) {
+pub(crate) fn queue(bound: usize) -> (Sender, Receiver) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             first: None,
@@ -97,7 +97,7 @@ enum FirstDue {
 }
 
 /// What a receiver waiting for its first message gets.
-pub enum First {
+pub(crate) enum First {
     /// A message, or `None` at the end (every sender gone, the queue empty).
     Message(Option<Message>),
     /// Nothing came by the time the receiver asked about.
@@ -155,14 +155,14 @@ impl Wakers {
 }
 
 /// The sending side (cloned for a stage that sends on the pump's behalf).
-pub struct Sender {
+pub(crate) struct Sender {
     shared: Arc<Shared>,
 }
 
 impl Sender {
     /// Queues `message`, waiting while the queue is full; `Err` with the message
     /// when the receiver has left.
-    pub async fn send(&self, message: Message) -> Result<(), Message> {
+    pub(crate) async fn send(&self, message: Message) -> Result<(), Message> {
         let mut message = Some(message);
         poll_fn(|cx| {
             let mut state = self.shared.lock();
@@ -188,7 +188,7 @@ impl Sender {
 
     /// When the receiver wants to hear that no message came ([`Receiver::ask_first_by`]),
     /// if it asked; read once, at the pump's start: a question asked later is refused.
-    pub fn first_due(&self) -> Option<Instant> {
+    pub(crate) fn first_due(&self) -> Option<Instant> {
         let mut state = self.shared.lock();
         let due = match state.first_due {
             FirstDue::Asked(at) => Some(at),
@@ -204,7 +204,7 @@ impl Sender {
 
     /// Tells the receiver that its first message is late (it then answers with a
     /// stream). Nothing when it did not ask.
-    pub fn first_is_late(&self) {
+    pub(crate) fn first_is_late(&self) {
         let mut state = self.shared.lock();
         if state.first_due == FirstDue::Watched {
             state.first_due = FirstDue::Late;
@@ -215,7 +215,7 @@ impl Sender {
     }
 
     /// Resolves once the receiver has left.
-    pub async fn closed(&self) {
+    pub(crate) async fn closed(&self) {
         poll_fn(|cx| {
             let mut state = self.shared.lock();
             if state.receiver_alive {
@@ -256,13 +256,13 @@ impl Drop for Sender {
 }
 
 /// The receiving side.
-pub struct Receiver {
+pub(crate) struct Receiver {
     shared: Arc<Shared>,
 }
 
 impl Receiver {
     /// The next message, `None` once every sender has gone and the queue is empty.
-    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
+    pub(crate) fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Message>> {
         self.poll_inner(cx, false).map(|received| match received {
             First::Message(message) => message,
             // Never: lateness is told only to `poll_received`.
@@ -273,7 +273,7 @@ impl Receiver {
     /// Asks the sender to report when no message came by `at` ([`First::Late`]
     /// from [`Receiver::poll_received`]). False when the sender has started already
     /// and will not: the receiver keeps a timer of its own then.
-    pub fn ask_first_by(&mut self, at: Instant) -> bool {
+    pub(crate) fn ask_first_by(&mut self, at: Instant) -> bool {
         let mut state = self.shared.lock();
         if state.first_due == FirstDue::Unasked {
             state.first_due = FirstDue::Asked(at);
@@ -285,7 +285,7 @@ impl Receiver {
 
     /// The next message, the end, or (once, when no message is queued) that the
     /// first message is late.
-    pub fn poll_received(&mut self, cx: &mut Context<'_>) -> Poll<First> {
+    pub(crate) fn poll_received(&mut self, cx: &mut Context<'_>) -> Poll<First> {
         self.poll_inner(cx, true)
     }
 
@@ -314,12 +314,12 @@ impl Receiver {
     /// the sender itself (a call's pump): what the pump sends is then found by
     /// the wait that follows, where a kept waker would wake the task it runs in
     /// to poll it once more for nothing.
-    pub fn forget_waker(&mut self) {
+    pub(crate) fn forget_waker(&mut self) {
         self.shared.lock().receiver_waker = None;
     }
 
     /// A message already queued, without waiting.
-    pub fn try_recv(&mut self) -> Result<Message, TryRecvError> {
+    pub(crate) fn try_recv(&mut self) -> Result<Message, TryRecvError> {
         let mut state = self.shared.lock();
         match state.pop() {
             Some(message) => {

@@ -31,7 +31,7 @@ const NO_BATCHES_HERE: Rejection = Rejection::BatchNotAllowed {
 
 /// Whether a transport carries JSON-RPC batches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Batches {
+pub(crate) enum Batches {
     /// When the client's session negotiated 2025-03-26 (Streamable HTTP, stdio).
     OfTheSession,
     /// Never (the 2024-11-05 HTTP+SSE transport).
@@ -39,25 +39,25 @@ pub enum Batches {
 }
 
 /// What a transport knows of one body it read.
-pub struct Intake<'a> {
+pub(crate) struct Intake<'a> {
     /// The backend its path routes to.
-    pub backend: &'a Backend,
+    pub(crate) backend: &'a Backend,
     /// Who sent it.
-    pub caller: &'a Admitted,
+    pub(crate) caller: &'a Admitted,
     /// The legacy client session it belongs to, if any.
-    pub session: SessionLookup,
+    pub(crate) session: SessionLookup,
     /// The 2026-07-28 routing headers (`Mcp-Method`, `Mcp-Name`...); none off HTTP.
-    pub routing: RoutingHeaders<'a>,
+    pub(crate) routing: RoutingHeaders<'a>,
     /// Transport headers a modern upstream must see as they came (`Mcp-Param-*`).
-    pub forwarded: &'a [(String, String)],
+    pub(crate) forwarded: &'a [(String, String)],
     /// The client's `traceparent` header, if it sent one.
-    pub traceparent: Option<&'a str>,
+    pub(crate) traceparent: Option<&'a str>,
     /// Whether a batch may come this way.
-    pub batches: Batches,
+    pub(crate) batches: Batches,
 }
 
 /// What became of one body.
-pub enum Taken {
+pub(crate) enum Taken {
     /// One message, and its answer (the request's id, for a transport that tracks it).
     One(Option<Id>, Reply),
     /// A 2025-03-26 batch: each member's answer, in order.
@@ -68,7 +68,7 @@ pub enum Taken {
 
 /// Takes one body from a client: checks it within the configured bounds,
 /// parses it, and serves each message it holds.
-pub async fn take(gateway: &Gateway, bytes: &[u8], intake: Intake<'_>) -> Taken {
+pub(crate) async fn take(gateway: &Gateway, bytes: &[u8], intake: Intake<'_>) -> Taken {
     let bounds = bounds(gateway);
     let batches_allowed = match intake.batches {
         Batches::OfTheSession => batches_allowed(&intake.session),

@@ -24,7 +24,7 @@ use crate::translate::{down, up};
 
 /// The client's session as its transport found it.
 #[derive(Clone)]
-pub enum SessionLookup {
+pub(crate) enum SessionLookup {
     /// The client named no session.
     Absent,
     /// The client named a session eragate does not know (or that ended).
@@ -34,7 +34,7 @@ pub enum SessionLookup {
 }
 
 /// Serves one legacy message.
-pub async fn serve(
+pub(crate) async fn serve(
     gateway: &Gateway,
     pool: &Pool,
     message: Message,

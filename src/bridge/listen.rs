@@ -23,16 +23,16 @@ const LISTEN_QUEUE: usize = 64;
 
 /// Open listens of 2026-07-28 clients, per principal
 /// (`limits.max_listens_per_principal`) and in all (`limits.max_listens`).
-pub type ListenQuota = super::quota::HeldQuota;
+pub(crate) type ListenQuota = super::quota::HeldQuota;
 
 /// One open listen's place in the quota, given back when dropped.
-pub type ListenHold = super::quota::Hold;
+pub(crate) type ListenHold = super::quota::Hold;
 
 /// A modern client's listen on a legacy upstream session: acknowledge what the
 /// upstream can honour, subscribe to the requested resources (shared with other
 /// listens on the session), relay matching notifications tagged with the
 /// listen's id, and unsubscribe when the listen ends.
-pub async fn on_legacy_upstream(
+pub(crate) async fn on_legacy_upstream(
     gateway: &Gateway,
     session: Arc<UpstreamSession>,
     request: Request,
@@ -115,7 +115,10 @@ async fn subscribe(session: &Arc<UpstreamSession>, method: &str, uri: &str) -> b
 /// A legacy client's `resources/subscribe` or `resources/unsubscribe` toward a
 /// modern upstream: the session's set changes and its one listen is reopened
 /// with the new set (a listen's filter is fixed); refused past the session's bound.
-pub async fn legacy_subscription_change(session: &Arc<ClientSession>, request: &Request) -> Result<Value, ErrorObject> {
+pub(crate) async fn legacy_subscription_change(
+    session: &Arc<ClientSession>,
+    request: &Request,
+) -> Result<Value, ErrorObject> {
     let Some(uri) = request.param_str("uri") else {
         return Ok(json!({}));
     };
@@ -132,7 +135,7 @@ pub async fn legacy_subscription_change(session: &Arc<ClientSession>, request: &
 /// up to a minute while the upstream cannot be reached, 1 s again once it delivers.
 /// One policy for every such listen (a legacy session's here, a federated
 /// listen's member share, the federation's own watch).
-pub struct ReopenPause(Duration);
+pub(crate) struct ReopenPause(Duration);
 
 impl Default for ReopenPause {
     fn default() -> ReopenPause {
@@ -145,12 +148,12 @@ impl ReopenPause {
     const LONGEST: Duration = Duration::from_secs(60);
 
     /// The listen delivered: the next pause is the first again.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.0 = ReopenPause::FIRST;
     }
 
     /// The pause to wait now; the one after it is twice as long.
-    pub fn take(&mut self) -> Duration {
+    pub(crate) fn take(&mut self) -> Duration {
         let now = self.0;
         self.0 = (now * 2).min(ReopenPause::LONGEST);
         now

@@ -12,13 +12,13 @@ use crate::protocol::{Message, Response};
 use crate::router::Pool;
 
 /// The `_meta` key of the summary.
-pub const SUMMARY_KEY: &str = "io.eragate/upstream";
+pub(crate) const SUMMARY_KEY: &str = "io.eragate/upstream";
 
 /// Bound of messages queued between the call's pump and the client.
 const RELAY_QUEUE: usize = 32;
 
 /// `reply` to a `server/discover`, its result's `_meta` carrying `pool`'s live summary.
-pub fn with_summary(reply: Reply, pool: &Pool) -> Reply {
+pub(crate) fn with_summary(reply: Reply, pool: &Pool) -> Reply {
     let summary = summary(&pool.snapshot());
     match reply {
         Reply::Message(status, message) => Reply::Message(status, summarized(message, &summary)),
@@ -38,7 +38,7 @@ pub fn with_summary(reply: Reply, pool: &Pool) -> Reply {
 }
 
 /// The summary of an upstream from its admin view.
-pub fn summary(snapshot: &Value) -> Value {
+pub(crate) fn summary(snapshot: &Value) -> Value {
     let members = snapshot["members"].as_array().map(Vec::as_slice).unwrap_or_default();
     let healthy = members.iter().filter(|m| m["healthy"] == true).count();
     json!({

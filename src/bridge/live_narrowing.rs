@@ -17,7 +17,7 @@ use crate::router::Backend;
 /// The `[[policies]]` one caller is served under on one path as a reload
 /// leaves them: what a long-lived stream (a listen, a legacy session's GET
 /// stream) checks each notification the server sends on its own against.
-pub struct LiveNarrowing {
+pub(crate) struct LiveNarrowing {
     applied: Arc<ArcSwap<Config>>,
     path: Box<str>,
     subject: Box<str>,
@@ -26,7 +26,7 @@ pub struct LiveNarrowing {
 
 impl LiveNarrowing {
     /// `caller` on `backend`'s path, under whatever policies apply when asked.
-    pub fn of(applied: &Arc<ArcSwap<Config>>, backend: &Backend, caller: &Admitted) -> LiveNarrowing {
+    pub(crate) fn of(applied: &Arc<ArcSwap<Config>>, backend: &Backend, caller: &Admitted) -> LiveNarrowing {
         LiveNarrowing {
             applied: Arc::clone(applied),
             path: backend.config().path.as_str().into(),
@@ -37,7 +37,7 @@ impl LiveNarrowing {
 
     /// Whether `message`, sent by the server on its own, may reach the caller
     /// now (a `notifications/resources/updated` only for a resource it may see).
-    pub fn shows(&self, message: &Message) -> bool {
+    pub(crate) fn shows(&self, message: &Message) -> bool {
         let Message::Notification(notification) = message else {
             return true;
         };

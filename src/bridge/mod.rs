@@ -1,19 +1,19 @@
 //! The era conversations: what eragate says to a client of one era while the
 //! backend behind the route speaks another. Every client body enters through
-//! one intake ([`take`]); every message is classified, admitted by one ordered
-//! stage (`admission`) and served by [`dispatch`]. Modern requests (`modern`),
+//! one intake (`take`); every message is classified, admitted by one ordered
+//! stage (`admission`) and served by `dispatch`. Modern requests (`modern`),
 //! legacy client sessions with sealed ids (`legacy`, [`sessions`]), multi
-//! round-trip suspensions ([`mrtr`]), listens ([`listen`]), what principals
-//! hold open ([`quota`]), `Mcp-Param-*` mirrored and checked (`param_headers`) and
+//! round-trip suspensions (`mrtr`), listens (`listen`), what principals
+//! hold open (`quota`), `Mcp-Param-*` mirrored and checked (`param_headers`) and
 //! batches meet here, with the lists kept of a legacy upstream (`cached_lists`); `pump` turns a call in
 //! flight into what the client sees, handing its messages over through `handoff`.
 //! A federated path is served by `federated`, which asks each member as a
-//! 2026-07-28 client would; [`dispatch`] decides, once per request, whether
+//! 2026-07-28 client would; `dispatch` decides, once per request, whether
 //! one upstream or a federation serves it.
 //!
 //! The rules live in [`crate::translate`]; servers are reached only through
-//! [`crate::router`]. Nothing here knows a client's transport: the edge hands
-//! in a message and renders the [`Reply`] that comes back.
+//! `crate::router`. Nothing here knows a client's transport: the edge hands
+//! in a message and renders the `Reply` that comes back.
 
 mod admission;
 mod cached_lists;
@@ -24,24 +24,24 @@ mod federated;
 pub(crate) mod handoff;
 mod intake;
 mod legacy;
-pub mod listen;
-pub mod live_discover;
+pub(crate) mod listen;
+pub(crate) mod live_discover;
 mod live_narrowing;
 mod modern;
 mod modern_client;
-pub mod mrtr;
+pub(crate) mod mrtr;
 pub(crate) mod param_headers;
 mod pooled_session;
 mod pump;
-pub mod quota;
-pub mod rate;
-pub mod reply;
+pub(crate) mod quota;
+pub(crate) mod rate;
+pub(crate) mod reply;
 mod restrict;
 pub mod sessions;
 
-pub use dispatch::{Inbound, dispatch};
-pub use federated::{never_collisions, spawn_watcher, spawn_watchers};
-pub use intake::{Batches, Intake, Taken, take};
-pub use legacy::SessionLookup;
-pub use reply::{Reply, Status};
-pub use sessions::{AttachError, ClientSession};
+pub(crate) use dispatch::{Inbound, dispatch};
+pub(crate) use federated::{never_collisions, spawn_watcher, spawn_watchers};
+pub(crate) use intake::{Batches, Intake, Taken, take};
+pub(crate) use legacy::SessionLookup;
+pub(crate) use reply::{Reply, Status};
+pub(crate) use sessions::{AttachError, ClientSession};

@@ -27,7 +27,7 @@ const LISTEN_SUPPORT: ListenSupport = ListenSupport::Bridged;
 /// Whether a `subscriptions/listen` served here takes a place in its
 /// principal's listen quota.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListenCounting {
+pub(crate) enum ListenCounting {
     /// A client's own listen: it does.
     Counted,
     /// One member's share of a listen counted once where it was joined (a
@@ -38,7 +38,7 @@ pub enum ListenCounting {
 /// Answers one validated modern request; `sent` are the client's
 /// `Mcp-Param-*` headers: passed on to a modern upstream as they came, checked
 /// against the body for a legacy one (which never sees them).
-pub async fn serve(
+pub(crate) async fn serve(
     gateway: &Gateway,
     pool: &Pool,
     request: Request,
@@ -193,7 +193,7 @@ async fn passthrough(
 
 /// `server/discover`, also answered for a legacy-shaped probe without `_meta`;
 /// with `[telemetry] live_discover`, carrying the upstream's live summary.
-pub async fn discover(gateway: &Gateway, pool: &Pool, id: Id, principal: &Principal) -> Reply {
+pub(crate) async fn discover(gateway: &Gateway, pool: &Pool, id: Id, principal: &Principal) -> Reply {
     let reply = discover_result(pool, id, principal).await;
     if gateway.telemetry().live_discover() {
         super::live_discover::with_summary(reply, pool)

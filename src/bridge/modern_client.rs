@@ -17,27 +17,27 @@ use crate::translate::up::ServerInfo;
 use crate::translate::{CachePolicy, up};
 
 /// What a modern answer needs to know.
-pub struct ModernSide {
+pub(crate) struct ModernSide {
     /// The method asked.
-    pub method: ModernMethod,
+    pub(crate) method: ModernMethod,
     /// The level this request opted into for `notifications/message`.
-    pub log_level: Option<LogLevel>,
+    pub(crate) log_level: Option<LogLevel>,
     /// The upstream's identity for `_meta` (the session's).
-    pub server_info: Arc<ServerInfo>,
+    pub(crate) server_info: Arc<ServerInfo>,
     /// Cache hints.
-    pub cache: CachePolicy,
+    pub(crate) cache: CachePolicy,
 }
 
 impl ModernSide {
     /// A result decorated for this request's method, under default cache hints
     /// (an `input_required` is never cached).
-    pub fn decorate(&self, result: Value) -> Value {
+    pub(crate) fn decorate(&self, result: Value) -> Value {
         up::result_for_modern(result, self.method, &self.server_info.tree, CachePolicy::default())
     }
 
     /// What the client sees of a notification: progress, and log messages at
     /// the level the request opted into.
-    pub fn show_notification(&self, n: Notification) -> Option<Message> {
+    pub(crate) fn show_notification(&self, n: Notification) -> Option<Message> {
         match n.method.as_str() {
             "notifications/progress" => Some(Message::Notification(n)),
             "notifications/message" => {
@@ -57,7 +57,7 @@ impl ModernSide {
     }
 
     /// The final response (or the call's failure) in 2026-07-28 terms.
-    pub fn translate_done(&self, client_id: &Id, result: Result<Response, UpstreamError>) -> Response {
+    pub(crate) fn translate_done(&self, client_id: &Id, result: Result<Response, UpstreamError>) -> Response {
         match result {
             Ok(response) => self.translate_response(response),
             Err(error) => Response::error(Some(client_id.clone()), error.to_error_object()),
@@ -65,7 +65,7 @@ impl ModernSide {
     }
 
     /// An upstream response in 2026-07-28 terms.
-    pub fn translate_response(&self, response: Response) -> Response {
+    pub(crate) fn translate_response(&self, response: Response) -> Response {
         let outcome = match response.outcome {
             Outcome::Result(result) => Outcome::Result(up::text_result_for_modern(
                 result,
@@ -83,7 +83,7 @@ impl ModernSide {
 }
 
 /// Answers the client `error` and cancels the upstream call, which cannot complete.
-pub async fn fail_call(call: Call, client_id: &Id, error: ErrorObject, tx: &handoff::Sender) {
+pub(crate) async fn fail_call(call: Call, client_id: &Id, error: ErrorObject, tx: &handoff::Sender) {
     call.cancel(&error.message);
     let _ = tx
         .send(Response::error(Some(client_id.clone()), error).into_message())
@@ -92,7 +92,7 @@ pub async fn fail_call(call: Call, client_id: &Id, error: ErrorObject, tx: &hand
 
 /// Refuses a server→client request this client cannot be asked, without
 /// holding up the pump.
-pub fn refuse_later(backend: &Arc<UpstreamSession>, request: Request) {
+pub(crate) fn refuse_later(backend: &Arc<UpstreamSession>, request: Request) {
     let backend = backend.clone();
     tokio::spawn(async move {
         let _ = backend.respond(refuse_server_request(&request)).await;
@@ -100,7 +100,7 @@ pub fn refuse_later(backend: &Arc<UpstreamSession>, request: Request) {
 }
 
 /// Answers an upstream's server→client requests with what the client sent for them.
-pub async fn answer_upstream(session: &Arc<UpstreamSession>, answers: Vec<Response>) {
+pub(crate) async fn answer_upstream(session: &Arc<UpstreamSession>, answers: Vec<Response>) {
     for answer in answers {
         if let Err(error) = session.respond(answer).await {
             tracing::debug!(error = %error, "could not answer the upstream's input request");

@@ -38,7 +38,7 @@ use crate::translate::mrtr::conversation::{
 use crate::translate::multiplex::refuse_server_request;
 
 /// Suspended upstream calls awaiting their client's input.
-pub struct SuspendedCalls {
+pub(crate) struct SuspendedCalls {
     calls: DashMap<String, Suspended>,
     sealer: Sealer,
     expiry: Duration,
@@ -48,7 +48,7 @@ pub struct SuspendedCalls {
 }
 
 /// One suspended call.
-pub struct Suspended {
+pub(crate) struct Suspended {
     /// Where the conversation is (and the upstream call, when it still runs).
     awaiting: AwaitingRetry<Call>,
     /// How to answer the client when it completes.
@@ -60,7 +60,7 @@ pub struct Suspended {
 }
 
 /// What a retry carrying `requestState` comes to.
-pub enum Retried {
+pub(crate) enum Retried {
     /// The `requestState` names no call this retry may resume.
     Invalid(ErrorObject),
     /// Some input is still missing: answer the client this `input_required`.
@@ -81,7 +81,7 @@ pub enum Retried {
 impl SuspendedCalls {
     /// A store whose calls expire `input_expiry` after each suspension and
     /// `input_lifetime` after the first, within the configured counts.
-    pub fn new(config: &SessionsConfig) -> SuspendedCalls {
+    pub(crate) fn new(config: &SessionsConfig) -> SuspendedCalls {
         SuspendedCalls {
             calls: DashMap::new(),
             sealer: Sealer::new(&SealKey::random(), None),
@@ -159,7 +159,7 @@ impl SuspendedCalls {
     }
 
     /// Cancels every suspended call past its expiry.
-    pub fn expire(&self) {
+    pub(crate) fn expire(&self) {
         let now = Instant::now();
         let expired: Vec<String> = self
             .calls
@@ -179,17 +179,17 @@ impl SuspendedCalls {
     }
 
     /// Suspended calls (for the admin view and tests of leaks).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.calls.len()
     }
 
     /// Whether none are suspended.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.calls.is_empty()
     }
 
     /// Runs [`SuspendedCalls::expire`] every second while the store lives.
-    pub fn spawn_expiry(self: &Arc<Self>) {
+    pub(crate) fn spawn_expiry(self: &Arc<Self>) {
         let store = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(Duration::from_secs(1));
@@ -205,7 +205,7 @@ impl SuspendedCalls {
 /// A retry carrying `requestState`: answer the upstream's questions with the
 /// client's `inputResponses`, then resume the suspended call or ask again for
 /// what is still missing.
-pub async fn retry(store: &SuspendedCalls, request: &Request, state: &str, principal: &str) -> Retried {
+pub(crate) async fn retry(store: &SuspendedCalls, request: &Request, state: &str, principal: &str) -> Retried {
     let binding = Binding::of(&request.method, request.params.as_deref(), principal);
     let suspended = match store.take(state, &binding) {
         Ok(suspended) => suspended,
@@ -235,7 +235,7 @@ pub async fn retry(store: &SuspendedCalls, request: &Request, state: &str, princ
 /// Gathers the upstream's other input requests arriving together, then lets
 /// the conversation decide: fail the request, or park the call and answer the
 /// client `input_required`.
-pub async fn gather(
+pub(crate) async fn gather(
     mut call: Call,
     side: ModernSide,
     store: &SuspendedCalls,
@@ -299,7 +299,7 @@ pub async fn gather(
 /// A 2025-11-25 `-32042` for a client that takes URL elicitation: park a
 /// re-issue and return the `input_required` with the URL requests (or the
 /// error when the suspended-call quota is reached).
-pub fn park_url_elicitation(
+pub(crate) fn park_url_elicitation(
     store: &SuspendedCalls,
     side: ModernSide,
     expect: ExpectInputRequest,

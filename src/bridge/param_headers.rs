@@ -41,7 +41,7 @@ const MAX_PAGES: usize = 50;
 
 /// Each modern HTTP upstream's tool annotations, by upstream name.
 #[derive(Default)]
-pub struct ToolHeaderCache {
+pub(crate) struct ToolHeaderCache {
     /// A std mutex: held only to find or add an upstream's entry, never across `.await`.
     upstreams: Mutex<HashMap<String, Arc<UpstreamTools>>>,
 }
@@ -69,7 +69,7 @@ struct Listing {
 /// What a 2026-07-28 client sent of `Mcp-Param-*`, threaded from the edge to
 /// where the upstream (and so its era) is known.
 #[derive(Clone, Copy, Debug)]
-pub enum SentParams<'a> {
+pub(crate) enum SentParams<'a> {
     /// Over Streamable HTTP: these headers (lowercase names), perhaps none.
     Http(&'a [(String, String)]),
     /// Over a transport without headers (stdio, an HTTP+SSE post): the spec
@@ -92,7 +92,7 @@ enum Lookup<R> {
 impl<'a> SentParams<'a> {
     /// What the transport carrying a message sent: its `Mcp-Param-*` headers
     /// (`forwarded`) when it has routing headers at all.
-    pub fn of(routing: RoutingHeaders<'_>, forwarded: &'a [(String, String)]) -> SentParams<'a> {
+    pub(crate) fn of(routing: RoutingHeaders<'_>, forwarded: &'a [(String, String)]) -> SentParams<'a> {
         match routing {
             RoutingHeaders::Http { .. } => SentParams::Http(forwarded),
             RoutingHeaders::None => SentParams::NoHeaders,
@@ -101,7 +101,7 @@ impl<'a> SentParams<'a> {
 
     /// The headers a modern upstream gets as they came, undeclared ones too
     /// (the spec asks intermediaries to forward them).
-    pub fn forwarded(self) -> &'a [(String, String)] {
+    pub(crate) fn forwarded(self) -> &'a [(String, String)] {
         match self {
             SentParams::Http(headers) => headers,
             SentParams::NoHeaders => &[],
@@ -117,7 +117,7 @@ impl ToolHeaderCache {
     /// pooled session of the request's partition; when they cannot be, or the
     /// tool is not among them, there is nothing to check against (the
     /// upstream answers an unknown tool itself).
-    pub async fn check_call(
+    pub(crate) async fn check_call(
         &self,
         pool: &Pool,
         params: Option<&LazyJson>,
@@ -156,7 +156,7 @@ impl ToolHeaderCache {
     /// An expired listing is relisted; a tool the fresh listing lacks causes a
     /// relist at most every [`crate::router::relist::MIN_RELIST_INTERVAL`];
     /// concurrent relists are one.
-    pub async fn headers_for_call(
+    pub(crate) async fn headers_for_call(
         &self,
         session: &ClientSession,
         envelope: &Envelope,

@@ -11,21 +11,21 @@ use crate::translate::{ModernRequest, down};
 
 /// The partition of a modern request's pooled session: its principal and
 /// capability profile.
-pub fn partition_key(modern: &ModernRequest, principal: &Principal) -> PartitionKey {
+pub(crate) fn partition_key(modern: &ModernRequest, principal: &Principal) -> PartitionKey {
     PartitionKey::of(principal, &capability_profile(&modern.envelope.client_capabilities))
 }
 
 /// The capability profile of a pooled session for a client declaring
 /// `client_capabilities` (2026-07-28 names): what the session's handshake
 /// declares at [`Revision::LATEST_LEGACY`], reduced to what partitions sessions.
-pub fn capability_profile(client_capabilities: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn capability_profile(client_capabilities: &serde_json::Value) -> serde_json::Value {
     let revision = Revision::LATEST_LEGACY;
     let declared = capabilities::client_modern_to_legacy(client_capabilities, revision);
     capabilities::partition_profile(&declared, revision)
 }
 
 /// A warm pooled session for the request's principal and capability profile.
-pub async fn pooled_session(
+pub(crate) async fn pooled_session(
     pool: &Pool,
     modern: &ModernRequest,
     principal: &Principal,

@@ -32,7 +32,7 @@ const STREAM_QUEUE: usize = 32;
 const CLIENT_LEFT: &str = "the client disconnected";
 
 /// Who the answer is for: it decides what of the upstream's traffic the client sees.
-pub enum ClientSide {
+pub(crate) enum ClientSide {
     /// A 2026-07-28 client.
     Modern {
         /// How its answer is translated.
@@ -89,7 +89,7 @@ enum EventAction {
 /// `held` (the upstream's in-flight slot, or a listen's place in its
 /// principal's quota) is held until the call ends.
 /// `timeout` of `None` streams until either side closes (a `subscriptions/listen`).
-pub fn stream_call(
+pub(crate) fn stream_call(
     call: Call,
     side: ClientSide,
     client_id: Id,

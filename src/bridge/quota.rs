@@ -19,7 +19,7 @@ use crate::protocol::errors::Rejection;
 /// atomic for the total; nothing sums over principals. A principal's entry goes
 /// when its last place is given back, so the map holds only principals with
 /// something open.
-pub struct HeldQuota {
+pub(crate) struct HeldQuota {
     /// What is held, for the refusal: `listens`, `requests in flight`.
     what: &'static str,
     /// Held by principal; never zero (an entry is removed when it reaches zero).
@@ -34,7 +34,7 @@ pub struct HeldQuota {
 }
 
 /// One place in a [`HeldQuota`], given back when dropped.
-pub struct Hold {
+pub(crate) struct Hold {
     quota: Arc<HeldQuota>,
     /// Whose place it is; `None` for a place counted in all only.
     principal: Option<Arc<str>>,
@@ -42,7 +42,7 @@ pub struct Hold {
 
 impl HeldQuota {
     /// A quota of `per_principal` each, `max` in all, of `what`.
-    pub fn new(what: &'static str, per_principal: usize, max: usize) -> Arc<HeldQuota> {
+    pub(crate) fn new(what: &'static str, per_principal: usize, max: usize) -> Arc<HeldQuota> {
         Arc::new(HeldQuota {
             what,
             open: DashMap::new(),
@@ -54,24 +54,24 @@ impl HeldQuota {
     }
 
     /// Whether `principal` is counted: everyone, unless the anonymous one is spared.
-    pub fn binds(&self, principal: &crate::auth::Principal) -> bool {
+    pub(crate) fn binds(&self, principal: &crate::auth::Principal) -> bool {
         !principal.is_anonymous() || self.binds_anonymous.load(Ordering::Relaxed)
     }
 
     /// Whether the anonymous principal is counted (set at start and by a reload).
-    pub fn set_binds_anonymous(&self, binds: bool) {
+    pub(crate) fn set_binds_anonymous(&self, binds: bool) {
         self.binds_anonymous.store(binds, Ordering::Relaxed);
     }
 
     /// New bounds (a reload): they apply to the next place asked for.
-    pub fn set_bounds(&self, per_principal: usize, max: usize) {
+    pub(crate) fn set_bounds(&self, per_principal: usize, max: usize) {
         self.per_principal.store(per_principal, Ordering::Relaxed);
         self.max.store(max, Ordering::Relaxed);
     }
 
     /// A place for one more of `principal`'s, counted in all only when this
     /// quota does not bind `principal` (see [`HeldQuota::binds`]).
-    pub fn hold_for(self: &Arc<Self>, principal: &crate::auth::Principal) -> Result<Hold, Rejection> {
+    pub(crate) fn hold_for(self: &Arc<Self>, principal: &crate::auth::Principal) -> Result<Hold, Rejection> {
         if self.binds(principal) {
             return self.hold(principal.as_str());
         }
@@ -86,7 +86,7 @@ impl HeldQuota {
     }
 
     /// A place for one more of `principal`'s, or the refusal.
-    pub fn hold(self: &Arc<Self>, principal: &str) -> Result<Hold, Rejection> {
+    pub(crate) fn hold(self: &Arc<Self>, principal: &str) -> Result<Hold, Rejection> {
         let per_principal = self.per_principal.load(Ordering::Relaxed);
         let max = self.max.load(Ordering::Relaxed);
         // The total first: taken optimistically, given back on any refusal.
@@ -123,17 +123,17 @@ impl HeldQuota {
     }
 
     /// Held in all.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.total.load(Ordering::Acquire)
     }
 
     /// Whether nothing is held.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// How many principals hold something.
-    pub fn principals(&self) -> usize {
+    pub(crate) fn principals(&self) -> usize {
         self.open.len()
     }
 }

@@ -16,7 +16,7 @@ use crate::store::redis::Counters;
 const FORGET_EVERY: Duration = Duration::from_secs(60);
 
 /// The configured limits and where shared ones are counted.
-pub struct RateGate {
+pub(crate) struct RateGate {
     limits: RateLimits,
     counters: Option<Counters>,
     on_error: OnRedisError,
@@ -24,7 +24,7 @@ pub struct RateGate {
 
 impl RateGate {
     /// The gate of `config`.
-    pub fn new(config: &RateLimitsConfig) -> RateGate {
+    pub(crate) fn new(config: &RateLimitsConfig) -> RateGate {
         RateGate {
             limits: RateLimits::new(config),
             counters: config.redis.as_ref().map(Counters::new),
@@ -33,13 +33,13 @@ impl RateGate {
     }
 
     /// Whether no `[[rate_limits]]` apply: every request passes without a look.
-    pub fn unlimited(&self) -> bool {
+    pub(crate) fn unlimited(&self) -> bool {
         self.limits.is_empty()
     }
 
     /// Whether `message` from `principal` to `upstream` may pass now. Only
     /// requests are counted: notifications and responses answer nothing.
-    pub async fn admit(&self, principal: &str, upstream: &str, message: &Message) -> Result<(), Rejection> {
+    pub(crate) async fn admit(&self, principal: &str, upstream: &str, message: &Message) -> Result<(), Rejection> {
         if self.limits.is_empty() {
             return Ok(());
         }
@@ -88,7 +88,7 @@ impl RateGate {
     }
 
     /// Drops idle principals' state every minute for as long as the gate lives.
-    pub fn spawn_forgetting(self: &Arc<Self>) {
+    pub(crate) fn spawn_forgetting(self: &Arc<Self>) {
         if self.limits.is_empty() {
             return;
         }

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::handoff;
 /// How the wait for a stream's first message ends ([`Responses::recv_first`]).
-pub use super::handoff::First;
+pub(crate) use super::handoff::First;
 use super::quota::Hold;
 use super::sessions::ClientSession;
 use crate::protocol::errors::{Rejection, handler_error_status};
@@ -25,7 +25,7 @@ use crate::router::UpstreamError;
 use crate::telemetry::{Exchange, Outcome};
 
 /// The answer to one client message.
-pub enum Reply {
+pub(crate) enum Reply {
     /// A notification or response was taken: HTTP 202, nothing on stdio.
     Accepted,
     /// One message, now.
@@ -47,7 +47,7 @@ pub enum Reply {
 /// The messages of a streamed answer. When the request's telemetry record
 /// rides along, the final response (or the stream's end without one) closes it:
 /// no task and no extra channel hop per request.
-pub struct Responses {
+pub(crate) struct Responses {
     messages: Source,
     exchange: Option<(Exchange, Era)>,
     /// The request's place in its principal's in-flight quota, given back with the response.
@@ -67,17 +67,17 @@ pub struct Responses {
 }
 
 /// The future that sends a stream's messages, driven by its receiver.
-pub type Producer = Pin<Box<dyn Future<Output = ()> + Send>>;
+pub(crate) type Producer = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// A change made to each message of a stream as it is received.
-pub type Reshape = Box<dyn FnMut(Message) -> Message + Send + Sync>;
+pub(crate) type Reshape = Box<dyn FnMut(Message) -> Message + Send + Sync>;
 
 /// Whether a message of a stream reaches the client.
-pub type Keep = Box<dyn Fn(&Message) -> bool + Send + Sync>;
+pub(crate) type Keep = Box<dyn Fn(&Message) -> bool + Send + Sync>;
 
 impl Responses {
     /// The next message; `None` once the producer is done.
-    pub async fn recv(&mut self) -> Option<Message> {
+    pub(crate) async fn recv(&mut self) -> Option<Message> {
         loop {
             if let First::Message(message) = self.next(false).await {
                 return message;
@@ -88,7 +88,7 @@ impl Responses {
     /// The first message (or the end), or [`First::Late`] when none came `within`.
     /// A call's pump tells lateness on the timer it keeps for the call's deadline;
     /// any other stream is timed here.
-    pub async fn recv_first(&mut self, within: Duration) -> First {
+    pub(crate) async fn recv_first(&mut self, within: Duration) -> First {
         let pump_tells = match (&mut self.messages, &self.producer) {
             (Source::Handoff(messages), Some(_)) => messages.ask_first_by(Instant::now() + within),
             _ => false,
@@ -135,7 +135,7 @@ impl Responses {
     }
 
     /// These messages without those `keep` refuses (judged after every reshaping).
-    pub fn filtered_by(mut self, keep: impl Fn(&Message) -> bool + Send + Sync + 'static) -> Responses {
+    pub(crate) fn filtered_by(mut self, keep: impl Fn(&Message) -> bool + Send + Sync + 'static) -> Responses {
         self.keep = Some(Box::new(keep));
         self
     }
@@ -149,7 +149,10 @@ impl Responses {
 
     /// These messages, each changed by `reshape` as it is received (after any
     /// change already asked for).
-    pub fn reshaped_by(mut self, mut reshape: impl FnMut(Message) -> Message + Send + Sync + 'static) -> Responses {
+    pub(crate) fn reshaped_by(
+        mut self,
+        mut reshape: impl FnMut(Message) -> Message + Send + Sync + 'static,
+    ) -> Responses {
         self.reshape = Some(match self.reshape.take() {
             None => Box::new(reshape),
             Some(mut first) => Box::new(move |message| reshape(first(message))),
@@ -158,7 +161,7 @@ impl Responses {
     }
 
     /// These messages until `token` is cancelled; `guard` is dropped with them.
-    pub fn cancelled_by(mut self, token: CancellationToken, guard: impl Send + Sync + 'static) -> Responses {
+    pub(crate) fn cancelled_by(mut self, token: CancellationToken, guard: impl Send + Sync + 'static) -> Responses {
         self.cancel = Some(Box::new((token, Box::new(guard))));
         self
     }
@@ -167,7 +170,7 @@ impl Responses {
     /// done, or as soon as `client`'s receiver is gone (not at the next
     /// message, which a hanging call never sends): the relay then drops
     /// `self`, which cancels the call behind it.
-    pub async fn recv_for(&mut self, client: &mpsc::Sender<Message>) -> Option<Message> {
+    pub(crate) async fn recv_for(&mut self, client: &mpsc::Sender<Message>) -> Option<Message> {
         tokio::select! {
             message = self.recv() => message,
             () = client.closed() => None,
@@ -175,7 +178,7 @@ impl Responses {
     }
 
     /// A message already queued, without waiting.
-    pub fn try_recv(&mut self) -> Result<Message, mpsc::error::TryRecvError> {
+    pub(crate) fn try_recv(&mut self) -> Result<Message, mpsc::error::TryRecvError> {
         let message = loop {
             let message = self.messages.try_recv().map(|message| match &mut self.reshape {
                 Some(reshape) => reshape(message),
@@ -202,7 +205,7 @@ impl Responses {
     }
 
     /// These messages, holding the request's in-flight place until its response.
-    pub fn holding(mut self, hold: Hold) -> Responses {
+    pub(crate) fn holding(mut self, hold: Hold) -> Responses {
         self.in_flight = Some(hold);
         self
     }
@@ -261,7 +264,7 @@ impl From<Source> for Responses {
 impl Responses {
     /// The messages `producer` sends on the channel `messages` receives from,
     /// `producer` driven as they are received.
-    pub fn produced_by(messages: handoff::Receiver, producer: Producer) -> Responses {
+    pub(crate) fn produced_by(messages: handoff::Receiver, producer: Producer) -> Responses {
         let mut responses = Responses::from(Source::Handoff(messages));
         responses.producer = Some(Mutex::new(producer));
         responses
@@ -321,7 +324,7 @@ async fn next_message(messages: &mut Source, producer: &mut Option<Mutex<Produce
 }
 
 /// `reply`, with `exchange` closed now (one message) or when its stream ends.
-pub fn observed(reply: Reply, mut exchange: Exchange) -> Reply {
+pub(crate) fn observed(reply: Reply, mut exchange: Exchange) -> Reply {
     match reply {
         Reply::Accepted | Reply::Cancelled(_) => exchange.finish(Outcome::Accepted, 202, None),
         Reply::Message(Status::Overloaded, Message::Response(ref response)) => {
@@ -365,7 +368,7 @@ fn error_code(response: &Response) -> Option<i64> {
 
 /// How a one-message reply maps onto HTTP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
+pub(crate) enum Status {
     /// 200: a result, or an error produced by a handler.
     Ok,
     /// 503 with `Retry-After`: the upstream is at capacity.
@@ -374,17 +377,17 @@ pub enum Status {
 
 impl Reply {
     /// A result.
-    pub fn result(id: Id, result: Value) -> Reply {
+    pub(crate) fn result(id: Id, result: Value) -> Reply {
         Reply::Message(Status::Ok, Response::result(id, result).into_message())
     }
 
     /// A refusal before dispatch, answering the request `id` (if it was one).
-    pub fn rejected(id: Option<Id>, rejection: Rejection) -> Reply {
+    pub(crate) fn rejected(id: Option<Id>, rejection: Rejection) -> Reply {
         Reply::Rejected(id, rejection)
     }
 
     /// An upstream failure as the client's JSON-RPC error.
-    pub fn upstream_failure(id: Option<Id>, error: &UpstreamError) -> Reply {
+    pub(crate) fn upstream_failure(id: Option<Id>, error: &UpstreamError) -> Reply {
         if let UpstreamError::ShareExhausted { limit, .. } = error {
             let what = "upstream sessions (pool.max_children_per_principal)";
             return Reply::Rejected(id, Rejection::QuotaExceeded { what, limit: *limit });
@@ -401,7 +404,7 @@ impl Reply {
 /// Writes a reply onto a message channel (stdio, or an HTTP+SSE stream), in the
 /// background. Returns the task streaming a call, so that the caller can stop it
 /// (which cancels a modern call).
-pub fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::task::JoinHandle<()>> {
+pub(crate) fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::task::JoinHandle<()>> {
     match reply {
         Reply::Accepted | Reply::Cancelled(_) => None,
         Reply::Message(_, message) | Reply::Initialized(message, _) => {
@@ -429,7 +432,7 @@ pub fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tokio::tas
 
 /// The responses of a batch's replies, in order, for one JSON array answer.
 /// Notifications streamed along the way have no place in a batch answer and are dropped.
-pub async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
+pub(crate) async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
     // Received together: each streamed reply drives its own call meanwhile.
     let answers = futures_util::future::join_all(replies.into_iter().map(|reply| async move {
         match reply {
@@ -452,7 +455,7 @@ pub async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
 }
 
 /// Relays what a session's upstream sends outside any request onto `out`.
-pub fn forward_unsolicited(session: &Arc<ClientSession>, out: mpsc::Sender<Message>) {
+pub(crate) fn forward_unsolicited(session: &Arc<ClientSession>, out: mpsc::Sender<Message>) {
     if let Ok(mut unsolicited) = session.attach_stream() {
         tokio::spawn(async move {
             while let Some(message) = unsolicited.recv().await {
@@ -465,7 +468,7 @@ pub fn forward_unsolicited(session: &Arc<ClientSession>, out: mpsc::Sender<Messa
 }
 
 /// A refusal as the JSON-RPC error a message channel carries.
-pub fn rejection_message(id: Option<Id>, rejection: &Rejection) -> Message {
+pub(crate) fn rejection_message(id: Option<Id>, rejection: &Rejection) -> Message {
     Response::error(id, rejection.in_band()).into_message()
 }
 

@@ -25,7 +25,7 @@ use crate::router::Backend;
 /// The `[[policies]]` one caller is served under on one path: the
 /// configuration applied when its request came (a reload serves the next one
 /// under the new) and the entry that names the caller, if any.
-pub struct Narrowing {
+pub(crate) struct Narrowing {
     config: Arc<Config>,
     entry: Option<usize>,
     /// The same caller under the policies a reload leaves, for its answer's stream.
@@ -34,7 +34,7 @@ pub struct Narrowing {
 
 impl Narrowing {
     /// The narrowing of `caller` on `backend`'s path; `None` when the path has no policies.
-    pub fn of(gateway: &Gateway, backend: &Backend, caller: &Admitted) -> Option<Narrowing> {
+    pub(crate) fn of(gateway: &Gateway, backend: &Backend, caller: &Admitted) -> Option<Narrowing> {
         let config = gateway.limits();
         if config.policies.is_empty() {
             return None;
@@ -61,7 +61,7 @@ impl Narrowing {
     /// back. `Err` is the answer (a reply to send as it is) to a name the
     /// caller may not use; `Ok(Some)` for a request, whose answer must then be
     /// narrowed.
-    pub fn admit(self, message: &mut Message) -> Result<Option<NarrowedAnswer>, Box<Reply>> {
+    pub(crate) fn admit(self, message: &mut Message) -> Result<Option<NarrowedAnswer>, Box<Reply>> {
         let Message::Request(request) = message else {
             return Ok(None);
         };
@@ -80,7 +80,7 @@ impl Narrowing {
 }
 
 /// A request admitted under `[[policies]]`: its answer is yet to be narrowed.
-pub struct NarrowedAnswer {
+pub(crate) struct NarrowedAnswer {
     narrowing: Arc<Narrowing>,
     /// The request is a list of this shape.
     list: Option<ListShape>,
@@ -90,7 +90,7 @@ impl NarrowedAnswer {
     /// The answer `reply`, for a client of `era`, as the caller may see it: a
     /// list narrowed, and a stream (a listen's, a call's) without the
     /// notifications the caller's policy hides (as a reload leaves it).
-    pub fn reply(self, reply: Reply, era: Era) -> Reply {
+    pub(crate) fn reply(self, reply: Reply, era: Era) -> Reply {
         let NarrowedAnswer { narrowing, list } = self;
         let reply = match list {
             Some(shape) => {
@@ -116,7 +116,7 @@ impl NarrowedAnswer {
 /// A listen's `reply` opened while no `[[policies]]` entry narrowed its caller:
 /// it lives across reloads, so each notification is checked against the
 /// policies a reload leaves (`live`), as a narrowed one's is.
-pub fn follows_reloads(reply: Reply, live: LiveNarrowing) -> Reply {
+pub(crate) fn follows_reloads(reply: Reply, live: LiveNarrowing) -> Reply {
     match reply {
         Reply::Stream(responses, era) => Reply::Stream(responses.filtered_by(move |message| live.shows(message)), era),
         other => other,
@@ -147,7 +147,7 @@ fn rewrite_results(reply: Reply, rewrite: impl Fn(&mut Value) + Send + Sync + 's
 }
 
 /// `reply` to a `tools/list` from a client of `era`, as `view` may see it.
-pub fn tools_list(reply: Reply, era: Era, view: ToolView) -> Reply {
+pub(crate) fn tools_list(reply: Reply, era: Era, view: ToolView) -> Reply {
     rewrite_results(reply, move |result| {
         let hidden = restrict_tools_list(result, era, |name| view.may_call(name));
         if hidden > 0 {

@@ -29,7 +29,7 @@ use crate::router::{Backend, SessionNeed};
 use crate::seal::{Purpose, SealKey, Sealer, digest, fingerprint, unix_now};
 
 use super::client_session::lock;
-pub use super::client_session::{AttachError, ClientSession, stateless_envelope};
+pub(crate) use super::client_session::{AttachError, ClientSession, stateless_envelope};
 
 /// Every live legacy client session on this replica.
 pub struct SessionStore {
@@ -76,7 +76,7 @@ pub struct SessionClaims {
 
 impl SessionStore {
     /// The sealer of this gateway's keys (also for federated list cursors).
-    pub fn sealer(&self) -> &Sealer {
+    pub(crate) fn sealer(&self) -> &Sealer {
         &self.sealer
     }
 
@@ -128,7 +128,7 @@ impl SessionStore {
 
     /// Makes `session` reachable by its id (HTTP clients), ending the least
     /// recently used session when the store is full.
-    pub fn insert(&self, session: Arc<ClientSession>) {
+    pub(crate) fn insert(&self, session: Arc<ClientSession>) {
         // Opened once here, so that every later request compares a number instead.
         let (expires, principal) = self
             .open(&session.id)
@@ -148,7 +148,7 @@ impl SessionStore {
     /// elsewhere whose upstream session can be resumed here. A dead upstream
     /// session ends it (the client re-initializes). Another principal's session
     /// is not found, exactly like an unknown one.
-    pub async fn find(&self, id: &str, backend: &Backend, principal: &Principal) -> Option<Arc<ClientSession>> {
+    pub(crate) async fn find(&self, id: &str, backend: &Backend, principal: &Principal) -> Option<Arc<ClientSession>> {
         let Some(session) = self.sessions.get(id).map(|s| s.clone()) else {
             // Boxed: resuming opens upstream sessions, a future far larger than a lookup's.
             return Box::pin(self.resume(id, backend, principal)).await;
@@ -212,7 +212,7 @@ impl SessionStore {
     }
 
     /// Ends a session; `false` when it did not exist.
-    pub fn remove(&self, id: &str) -> bool {
+    pub(crate) fn remove(&self, id: &str) -> bool {
         match self.sessions.remove(id) {
             Some((_, session)) => {
                 self.counts.sub(&session);
@@ -237,18 +237,18 @@ impl SessionStore {
     }
 
     /// Ids remembered as ended.
-    pub fn ended_len(&self) -> usize {
+    pub(crate) fn ended_len(&self) -> usize {
         self.ended().len()
     }
 
     /// What the set of ended ids holds and what keeping it within its bound cost
     /// (for the admin view).
-    pub fn ended_stats(&self) -> EndedStats {
+    pub(crate) fn ended_stats(&self) -> EndedStats {
         self.ended().stats()
     }
 
     /// Ends every session idle past the timeout.
-    pub fn expire_idle(&self) {
+    pub(crate) fn expire_idle(&self) {
         self.ended().forget_expired(unix_now());
         let timeout = self.config.idle_timeout.0;
         let expired: Vec<Arc<str>> = self
@@ -263,7 +263,7 @@ impl SessionStore {
     }
 
     /// Ends every session (shutdown).
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         let ids: Vec<Arc<str>> = self.sessions.iter().map(|s| s.id.clone()).collect();
         for id in ids {
             self.remove(&id);
@@ -271,12 +271,12 @@ impl SessionStore {
     }
 
     /// Live sessions.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.sessions.len()
     }
 
     /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.sessions.is_empty()
     }
 
@@ -287,7 +287,7 @@ impl SessionStore {
     /// recently used past `dedicated.per_principal` on that upstream. Called before an `initialize` opens its upstream session
     /// (a stdio child), and again when the session is stored. Returns whether
     /// any session was ended.
-    pub fn make_room(&self, principal: &str, dedicated: Option<DedicatedQuota<'_>>) -> bool {
+    pub(crate) fn make_room(&self, principal: &str, dedicated: Option<DedicatedQuota<'_>>) -> bool {
         let (per_principal, max) = (self.config.max_sessions_per_principal, self.config.max_sessions);
         let mut ended = false;
         // Only a bound reached needs the walk that picks whom to end.
@@ -306,7 +306,7 @@ impl SessionStore {
     /// `principal` holds its whole share of `upstream`'s sessions: its own least
     /// recently used session there with an upstream session of its own ends.
     /// Returns whether one was ended.
-    pub fn give_way_within(&self, principal: &str, upstream: &str) -> bool {
+    pub(crate) fn give_way_within(&self, principal: &str, upstream: &str) -> bool {
         let held = self.counts.dedicated_of(principal, upstream);
         let on_upstream = |s: &ClientSession| s.owns_upstream && s.backend.name() == upstream;
         held > 0 && self.make_room_among(principal, held, usize::MAX, on_upstream)
@@ -315,7 +315,7 @@ impl SessionStore {
     /// `upstream` has no room for another session of its own (its children are
     /// all taken): the principal holding the most such sessions there ends its
     /// least recently used one. Returns whether one was ended.
-    pub fn give_way(&self, principal: &str, upstream: &str) -> bool {
+    pub(crate) fn give_way(&self, principal: &str, upstream: &str) -> bool {
         let sessions: Vec<Arc<ClientSession>> = self
             .sessions
             .iter()
@@ -373,15 +373,15 @@ struct EndedIds {
 
 /// What [`SessionStore::ended_stats`] reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct EndedStats {
+pub(crate) struct EndedStats {
     /// Ended ids remembered now.
-    pub remembered: usize,
+    pub(crate) remembered: usize,
     /// The most remembered (`limits.max_ended_sessions`).
-    pub bound: usize,
+    pub(crate) bound: usize,
     /// Unexpired ids forgotten because the set was full, since start.
-    pub evicted: u64,
+    pub(crate) evicted: u64,
     /// Entries visited to keep the set within its bound and free of expired ids, since start.
-    pub visited: u64,
+    pub(crate) visited: u64,
 }
 
 impl EndedIds {
@@ -511,11 +511,11 @@ fn session_principal(session: &ClientSession) -> &str {
 
 /// The bound on legacy sessions holding an upstream session of their own on one upstream.
 #[derive(Clone, Copy, Debug)]
-pub struct DedicatedQuota<'a> {
+pub(crate) struct DedicatedQuota<'a> {
     /// The upstream's name.
-    pub upstream: &'a str,
+    pub(crate) upstream: &'a str,
     /// Most of one principal (`pool.max_children_per_principal`).
-    pub per_principal: usize,
+    pub(crate) per_principal: usize,
 }
 
 /// `sessions` as the quota sees them: every one may be ended, the least recently seen first.

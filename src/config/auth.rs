@@ -15,7 +15,7 @@ use super::duration::Humantime;
 pub struct AuthConfig {
     /// `[[auth.tokens]]`: each token and the principal it names. Several tokens
     /// may name one principal (rotation).
-    pub tokens: Vec<TokenConfig>,
+    pub(crate) tokens: Vec<TokenConfig>,
     /// `[auth.oauth]`: eragate as an OAuth 2.1 protected resource of an
     /// existing authorization server. Default: off.
     pub oauth: Option<OAuthConfig>,
@@ -28,7 +28,7 @@ impl AuthConfig {
     /// The environment variables eragate reads secrets from (tokens' `env`,
     /// introspection's and `[auth.server.oidc]`'s `client_secret_env`): stdio children never inherit them
     /// through a pattern.
-    pub fn secret_env_names(&self) -> Vec<String> {
+    pub(crate) fn secret_env_names(&self) -> Vec<String> {
         let tokens = self.tokens.iter().filter_map(|token| match &token.source {
             TokenSource::Env(name) => Some(name.clone()),
             TokenSource::Sha256(_) => None,
@@ -59,7 +59,7 @@ pub struct OAuthConfig {
     /// The canonical URI of the first (or only) MCP path, which tokens' `aud`
     /// must contain. Default: `listen.public_url` (else the listener's URL) + the path.
     #[serde(default)]
-    pub resource: Option<String>,
+    pub(crate) resource: Option<String>,
     /// Scopes advertised in the protected resource metadata. Default: `required_scopes`.
     #[serde(default)]
     pub scopes_supported: Vec<String>,
@@ -70,68 +70,68 @@ pub struct OAuthConfig {
     /// Signature algorithms accepted, from `RS256`, `ES256`, `EdDSA`, `PS256`,
     /// `ES384`, `RS384`, `RS512`. Default `["RS256", "ES256", "EdDSA"]`.
     #[serde(default = "default_algorithms")]
-    pub algorithms: Vec<String>,
+    pub(crate) algorithms: Vec<String>,
     /// Clock skew tolerated on `exp` and `nbf`. Default 30 s.
     #[serde(default = "default_leeway")]
-    pub leeway: Humantime,
+    pub(crate) leeway: Humantime,
     /// Whether a JWT must say it is an access token with the header `typ: at+jwt`
     /// (RFC 9068 §4; `application/at+jwt` too). Turn off only for an issuer whose
     /// access tokens carry `typ: JWT`; their `aud` is still checked. Default true.
     #[serde(default = "default_true")]
-    pub require_at_jwt: bool,
+    pub(crate) require_at_jwt: bool,
     /// Shortest interval between two JWKS fetches caused by an unknown `kid`
     /// (so forged key ids cannot hammer the issuer). Default 30 s.
     #[serde(default = "default_jwks_min_refetch")]
-    pub jwks_min_refetch: Humantime,
+    pub(crate) jwks_min_refetch: Humantime,
     /// PEM bundle of the CA certificates trusted for the authorization server
     /// (discovery, JWKS, introspection) instead of the public roots compiled into
     /// eragate; for a private CA. Default: the public roots.
     #[serde(default)]
-    pub ca: Option<std::path::PathBuf>,
+    pub(crate) ca: Option<std::path::PathBuf>,
     /// How long one request to the authorization server may take. Default 5 s.
     #[serde(default = "default_oauth_timeout")]
-    pub timeout: Humantime,
+    pub(crate) timeout: Humantime,
     /// `resource_name` in the protected resource metadata. Default none.
     #[serde(default)]
-    pub resource_name: Option<String>,
+    pub(crate) resource_name: Option<String>,
     /// `resource_documentation` (a URL) in the protected resource metadata. Default none.
     #[serde(default)]
-    pub resource_documentation: Option<String>,
+    pub(crate) resource_documentation: Option<String>,
     /// `[auth.oauth.introspection]`: opaque tokens checked by RFC 7662. Default: off
     /// (only JWT access tokens are accepted).
     #[serde(default)]
-    pub introspection: Option<IntrospectionConfig>,
+    pub(crate) introspection: Option<IntrospectionConfig>,
     /// `[auth.oauth.scopes_for]`: scopes a method (`"tools/call"`) or one tool, prompt
     /// or resource (`"tools/call:NAME"`, `"prompts/get:NAME"`, `"resources/read:URI"`;
     /// a name ending in `*` is a prefix) needs on top of `required_scopes`. With a rule
     /// naming a tool, `tools/list` shows each token only the tools it may call. Default none.
     #[serde(default)]
-    pub scopes_for: BTreeMap<String, Vec<String>>,
+    pub(crate) scopes_for: BTreeMap<String, Vec<String>>,
 }
 
 /// `[auth.oauth.introspection]`: eragate's own client at the authorization server,
 /// for asking about opaque tokens.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct IntrospectionConfig {
+pub(crate) struct IntrospectionConfig {
     /// eragate's client id at the authorization server. Required.
-    pub client_id: String,
+    pub(crate) client_id: String,
     /// The client secret, in the file. Give this or `client_secret_env`.
     #[serde(default)]
-    pub client_secret: Option<String>,
+    pub(crate) client_secret: Option<String>,
     /// An environment variable holding the client secret, read at start.
     #[serde(default)]
-    pub client_secret_env: Option<String>,
+    pub(crate) client_secret_env: Option<String>,
     /// The introspection endpoint. Default: the issuer metadata's `introspection_endpoint`.
     #[serde(default)]
-    pub endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// Longest time an active answer is reused (it is never reused past the token's
     /// `exp`). Default 5 min.
     #[serde(default = "default_introspection_cache")]
-    pub cache_max: Humantime,
+    pub(crate) cache_max: Humantime,
     /// Most answers cached. Default 10 000.
     #[serde(default = "default_introspection_entries")]
-    pub max_entries: usize,
+    pub(crate) max_entries: usize,
 }
 
 fn default_introspection_cache() -> Humantime {
@@ -143,7 +143,7 @@ fn default_introspection_entries() -> usize {
 
 impl IntrospectionConfig {
     /// The client secret: the file's, else the environment variable's (`None` if unset).
-    pub fn secret(&self) -> Option<String> {
+    pub(crate) fn secret(&self) -> Option<String> {
         match (&self.client_secret, &self.client_secret_env) {
             (Some(secret), _) => Some(secret.clone()),
             (None, Some(name)) => std::env::var(name).ok().filter(|v| !v.is_empty()),
@@ -192,7 +192,7 @@ impl OAuthConfig {
 
     /// The scopes the metadata advertises: `scopes_supported`, else `required_scopes`
     /// and those of `scopes_for`.
-    pub fn advertised_scopes(&self) -> Vec<String> {
+    pub(crate) fn advertised_scopes(&self) -> Vec<String> {
         if !self.scopes_supported.is_empty() {
             return self.scopes_supported.clone();
         }
@@ -210,17 +210,17 @@ impl OAuthConfig {
 /// of the token, so the file holds no secret) or `env` (a variable holding the token).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "RawToken")]
-pub struct TokenConfig {
+pub(crate) struct TokenConfig {
     /// Who the token's bearer is: the partition of their upstream sessions, the
     /// owner of their legacy sessions and `requestState`.
-    pub principal: String,
+    pub(crate) principal: String,
     /// Where the token comes from.
-    pub source: TokenSource,
+    pub(crate) source: TokenSource,
 }
 
 /// Where a configured token comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TokenSource {
+pub(crate) enum TokenSource {
     /// Its SHA-256 digest.
     Sha256([u8; 32]),
     /// The environment variable holding it, read at start.

@@ -17,97 +17,97 @@ pub struct AuthServerConfig {
     /// The issuer identifier, byte-identical in metadata and tokens. Default:
     /// `listen.public_url` (else the listener's URL).
     #[serde(default)]
-    pub issuer: Option<String>,
+    pub(crate) issuer: Option<String>,
     /// Who logs in: `local` (the `users` list) or `oidc` (brokered to the OpenID
     /// provider of `[auth.server.oidc]`). Default `local`.
     #[serde(default)]
     pub login: LoginSource,
     /// `[auth.server.oidc]`: the upstream OpenID provider of `login = "oidc"`.
     #[serde(default)]
-    pub oidc: Option<OidcLogin>,
+    pub(crate) oidc: Option<OidcLogin>,
     /// `[[auth.server.users]]`: local users and their Argon2id password hashes.
     #[serde(default)]
     pub users: Vec<LocalUser>,
     /// `[[auth.server.clients]]`: pre-registered clients.
     #[serde(default)]
-    pub clients: Vec<StaticClient>,
+    pub(crate) clients: Vec<StaticClient>,
     /// Scopes clients may ask for (advertised in the metadata). Default none: any
     /// scope the resource advertises.
     #[serde(default)]
-    pub scopes_supported: Vec<String>,
+    pub(crate) scopes_supported: Vec<String>,
     /// Whether `offline_access` may be asked for (and refresh tokens issued for it
     /// to confidential clients). Default false; public clients always get refresh tokens
     /// rotated on every use.
     #[serde(default)]
-    pub offline_access: bool,
+    pub(crate) offline_access: bool,
     /// Lifetime of an access token. Default 10 min.
     #[serde(default = "default_access_lifetime")]
-    pub access_token_lifetime: Humantime,
+    pub(crate) access_token_lifetime: Humantime,
     /// Lifetime of a refresh token (each rotation starts it again). Default 30 days.
     #[serde(default = "default_refresh_lifetime")]
-    pub refresh_token_lifetime: Humantime,
+    pub(crate) refresh_token_lifetime: Humantime,
     /// Lifetime of an authorization code. Default 60 s.
     #[serde(default = "default_code_lifetime")]
-    pub code_lifetime: Humantime,
+    pub(crate) code_lifetime: Humantime,
     /// How often a new signing key is made; the old one stays in the JWKS until
     /// the last token it signed has expired. Default 24 h.
     #[serde(default = "default_key_rotation")]
-    pub key_rotation: Humantime,
+    pub(crate) key_rotation: Humantime,
     /// Dynamic Client Registration (RFC 7591) at `/oauth/register`. Default on.
     #[serde(default = "default_true")]
-    pub dynamic_registration: bool,
+    pub(crate) dynamic_registration: bool,
     /// Registrations accepted per minute (all clients together). Default 20.
     #[serde(default = "default_registrations_per_minute")]
-    pub registrations_per_minute: u32,
+    pub(crate) registrations_per_minute: u32,
     /// Registrations accepted per minute from one client address (an IPv6 client
     /// by its /64; behind `listen.trusted_proxies`, the real client's). Default 5.
     #[serde(default = "default_registrations_per_minute_per_ip")]
-    pub registrations_per_minute_per_ip: u32,
+    pub(crate) registrations_per_minute_per_ip: u32,
     /// A dynamically registered client never used for this long is forgotten. Default 7 days.
     #[serde(default = "default_registration_expiry")]
-    pub registration_expiry: Humantime,
+    pub(crate) registration_expiry: Humantime,
     /// Client ID Metadata Documents (https `client_id` URLs). Default on.
     #[serde(default = "default_true")]
-    pub client_metadata_documents: bool,
+    pub(crate) client_metadata_documents: bool,
     /// A PEM bundle trusted instead of the public roots when fetching client
     /// metadata documents (a private PKI, or a test CA). Default: the public roots.
     #[serde(default)]
-    pub client_metadata_ca: Option<std::path::PathBuf>,
+    pub(crate) client_metadata_ca: Option<std::path::PathBuf>,
     /// Hosts whose metadata documents may be fetched although they resolve to
     /// loopback or private addresses (tests only; the SSRF guard refuses them
     /// otherwise). Default none.
     #[serde(default)]
-    pub client_metadata_private_hosts: Vec<String>,
+    pub(crate) client_metadata_private_hosts: Vec<String>,
     /// Where clients, codes, refresh-token families, consents and signing keys are
     /// kept: `memory` (this process; forgotten on restart: tests and development),
     /// `sqlite` (the file `sqlite_path`: a single instance that survives restarts)
     /// or `redis` (`redis_url`: several replicas sharing every grant). Default `memory`.
     #[serde(default)]
-    pub storage: StorageKind,
+    pub(crate) storage: StorageKind,
     /// The SQLite file of `storage = "sqlite"`, created (mode 0600: it holds the
     /// signing keys) if absent. Required with it.
     #[serde(default)]
-    pub sqlite_path: Option<std::path::PathBuf>,
+    pub(crate) sqlite_path: Option<std::path::PathBuf>,
     /// The Redis server of `storage = "redis"`: `redis://[:PASSWORD@]HOST:PORT[/DB]`
     /// (plain TCP). Required with it.
     #[serde(default)]
-    pub redis_url: Option<String>,
+    pub(crate) redis_url: Option<String>,
     /// Prefix of every key the authorization server writes in Redis. Default `eragate:as:`.
     #[serde(default = "default_redis_prefix")]
-    pub redis_key_prefix: String,
+    pub(crate) redis_key_prefix: String,
     /// How long one Redis command may take before the store is taken as down (the
     /// request then fails with `temporarily_unavailable`). Default 2 s.
     #[serde(default = "default_redis_timeout")]
-    pub redis_timeout: Humantime,
+    pub(crate) redis_timeout: Humantime,
     /// Failed sign-ins allowed per user name, and per client IP, within
     /// `login_attempts_window`; past it the login page answers 429 "too many
     /// attempts" until the window ends. Counted in Redis with `storage = "redis"`
     /// (across replicas), else in this process. 0: no limit. Default 5.
     #[serde(default = "default_login_attempts")]
-    pub login_attempts: u32,
+    pub(crate) login_attempts: u32,
     /// The window of `login_attempts` (a fixed window per user and per IP). Default 15 min.
     #[serde(default = "default_login_attempts_window")]
-    pub login_attempts_window: Humantime,
+    pub(crate) login_attempts_window: Humantime,
 }
 
 impl Default for AuthServerConfig {
@@ -184,32 +184,32 @@ pub enum StorageKind {
 pub struct OidcLogin {
     /// The provider's issuer (https, or http on loopback); its OpenID discovery
     /// document is read from `ISSUER/.well-known/openid-configuration`. Required.
-    pub issuer: String,
+    pub(crate) issuer: String,
     /// eragate's client id at the provider. Required.
-    pub client_id: String,
+    pub(crate) client_id: String,
     /// eragate's client secret, in the file. Give this or `client_secret_env`.
     #[serde(default)]
-    pub client_secret: Option<String>,
+    pub(crate) client_secret: Option<String>,
     /// An environment variable holding the client secret, read at start.
     #[serde(default)]
-    pub client_secret_env: Option<String>,
+    pub(crate) client_secret_env: Option<String>,
     /// Scopes asked of the provider besides `openid`. Default none.
     #[serde(default)]
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
     /// The ID token claim that becomes the principal. Default `sub`.
     #[serde(default = "default_subject_claim")]
-    pub subject_claim: String,
+    pub(crate) subject_claim: String,
     /// ID token signature algorithms accepted. Default RS256, ES256, EdDSA.
     #[serde(default = "default_oidc_algorithms")]
-    pub algorithms: Vec<String>,
+    pub(crate) algorithms: Vec<String>,
     /// A PEM bundle trusted instead of the public roots toward the provider. Default: the public roots.
     #[serde(default)]
-    pub ca: Option<std::path::PathBuf>,
+    pub(crate) ca: Option<std::path::PathBuf>,
 }
 
 impl OidcLogin {
     /// The client secret: the file's, else the environment variable's (`None` if unset).
-    pub fn secret(&self) -> Option<String> {
+    pub(crate) fn secret(&self) -> Option<String> {
         match (&self.client_secret, &self.client_secret_env) {
             (Some(secret), _) => Some(secret.clone()),
             (None, Some(name)) => std::env::var(name).ok().filter(|v| !v.is_empty()),
@@ -252,16 +252,16 @@ pub struct LocalUser {
 #[serde(deny_unknown_fields)]
 pub struct StaticClient {
     /// The client id.
-    pub client_id: String,
+    pub(crate) client_id: String,
     /// Its exact redirect URIs (a loopback `http://127.0.0.1` or `http://[::1]` one
     /// matches any port, RFC 8252).
-    pub redirect_uris: Vec<String>,
+    pub(crate) redirect_uris: Vec<String>,
     /// Hex SHA-256 of the client secret: a confidential client. Absent: a public one.
     #[serde(default)]
-    pub secret_sha256: Option<String>,
+    pub(crate) secret_sha256: Option<String>,
     /// The name shown on the consent page. Default: the client id.
     #[serde(default)]
-    pub client_name: Option<String>,
+    pub(crate) client_name: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -368,7 +368,11 @@ fn password_issue(hash: &str, exposed: Option<&str>) -> Option<String> {
 }
 
 /// The problems of `[auth.server]`.
-pub fn server_issues(server: &AuthServerConfig, listen: &ListenConfig, oauth_issuer: Option<&str>) -> Vec<ConfigIssue> {
+pub(crate) fn server_issues(
+    server: &AuthServerConfig,
+    listen: &ListenConfig,
+    oauth_issuer: Option<&str>,
+) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     let mut push = |path: String, message: String| issues.push(ConfigIssue { path, message });
     let issuer = server.issuer(listen);

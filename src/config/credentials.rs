@@ -14,7 +14,7 @@ use super::oauth::check_issuer;
 /// `"client_credentials"` or `"token_exchange"`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum CredentialsConfig {
+pub(crate) enum CredentialsConfig {
     /// Requests carry no credential of eragate's.
     #[default]
     None,
@@ -30,7 +30,7 @@ pub enum CredentialsConfig {
 
 impl CredentialsConfig {
     /// The environment variable holding this credential's secret, if it names one.
-    pub fn secret_env_name(&self) -> Option<&str> {
+    pub(crate) fn secret_env_name(&self) -> Option<&str> {
         match self {
             CredentialsConfig::None => None,
             CredentialsConfig::Header(header) => header.value_env.as_deref(),
@@ -44,67 +44,67 @@ impl CredentialsConfig {
 /// `kind = "header"`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HeaderCredential {
+pub(crate) struct HeaderCredential {
     /// The header's name. Default `Authorization`.
     #[serde(default = "default_header")]
-    pub header: String,
+    pub(crate) header: String,
     /// The environment variable holding the value.
     #[serde(default)]
-    pub value_env: Option<String>,
+    pub(crate) value_env: Option<String>,
     /// The file holding the value (surrounding whitespace trimmed).
     #[serde(default)]
-    pub value_file: Option<PathBuf>,
+    pub(crate) value_file: Option<PathBuf>,
     /// Text put before the value, e.g. `"Bearer "`. Default none.
     #[serde(default)]
-    pub prefix: String,
+    pub(crate) prefix: String,
 }
 
 /// `kind = "client_credentials"` and `kind = "token_exchange"`: eragate as an OAuth
 /// client of the upstream's authorization server.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct OAuthClientCredential {
+pub(crate) struct OAuthClientCredential {
     /// The authorization server's issuer identifier; its metadata (RFC 8414, then
     /// OpenID discovery) must name exactly this `issuer`. Required.
-    pub issuer: String,
+    pub(crate) issuer: String,
     /// eragate's client id there. Default: registered dynamically (RFC 7591) once
     /// per issuer per process, when the server has a `registration_endpoint`.
     #[serde(default)]
-    pub client_id: Option<String>,
+    pub(crate) client_id: Option<String>,
     /// The environment variable holding the client secret.
     #[serde(default)]
-    pub client_secret_env: Option<String>,
+    pub(crate) client_secret_env: Option<String>,
     /// The file holding the client secret (surrounding whitespace trimmed).
     #[serde(default)]
-    pub client_secret_file: Option<PathBuf>,
+    pub(crate) client_secret_file: Option<PathBuf>,
     /// The `scope` asked for. Default none.
     #[serde(default)]
-    pub scope: Option<String>,
+    pub(crate) scope: Option<String>,
     /// The RFC 8707 `resource` asked for. Default: the upstream's URL (its first member).
     #[serde(default)]
-    pub resource: Option<String>,
+    pub(crate) resource: Option<String>,
     /// RFC 8693 `audience` (token exchange only). Default none.
     #[serde(default)]
-    pub audience: Option<String>,
+    pub(crate) audience: Option<String>,
     /// How long one request to the authorization server may take. Default 10 s.
     #[serde(default = "default_timeout")]
-    pub timeout: Humantime,
+    pub(crate) timeout: Humantime,
     /// PEM bundle of the CA certificates trusted for the authorization server
     /// instead of the public roots compiled into eragate. Default: the public roots.
     #[serde(default)]
-    pub ca: Option<PathBuf>,
+    pub(crate) ca: Option<PathBuf>,
 }
 
 impl OAuthClientCredential {
     /// The client secret, from the environment or the file; `Err` says why it cannot be read.
-    pub fn secret(&self) -> Result<Option<String>, String> {
+    pub(crate) fn secret(&self) -> Result<Option<String>, String> {
         read_value(self.client_secret_env.as_deref(), self.client_secret_file.as_ref())
     }
 }
 
 impl HeaderCredential {
     /// The header's value (prefix included); `Err` says why it cannot be read.
-    pub fn value(&self) -> Result<String, String> {
+    pub(crate) fn value(&self) -> Result<String, String> {
         match read_value(self.value_env.as_deref(), self.value_file.as_ref())? {
             Some(value) => Ok(format!("{}{value}", self.prefix)),
             None => Err("give one of `value_env` or `value_file`".into()),
@@ -139,7 +139,7 @@ fn default_timeout() -> Humantime {
 
 /// The problems of `credentials` on an upstream whose keys start with `at`
 /// (`upstreams[0].credentials`); `stdio` says whether it is a stdio upstream.
-pub fn credentials_issues(credentials: &CredentialsConfig, at: &str, stdio: bool) -> Vec<ConfigIssue> {
+pub(crate) fn credentials_issues(credentials: &CredentialsConfig, at: &str, stdio: bool) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     let mut push = |key: &str, message: String| {
         issues.push(ConfigIssue {

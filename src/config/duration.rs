@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 /// A duration written as text: `"250ms"`, `"30s"`, `"10m"`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Humantime(pub Duration);
+pub struct Humantime(pub(crate) Duration);
 
 impl<'de> Deserialize<'de> for Humantime {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

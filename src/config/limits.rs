@@ -14,66 +14,66 @@ use super::duration::Humantime;
 /// `[limits]`
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct LimitsConfig {
+pub(crate) struct LimitsConfig {
     /// How long a client may take to send a request's headers; an HTTP/1.1
     /// connection idle between requests is closed after it too. Default 10 s.
-    pub header_read_timeout: Humantime,
+    pub(crate) header_read_timeout: Humantime,
     /// How long a client may take to send a request's body (408 past it). Default 30 s.
-    pub body_read_timeout: Humantime,
+    pub(crate) body_read_timeout: Humantime,
     /// A connection with no request in flight this long is closed (open streams
     /// count as in flight). Default 60 s.
-    pub idle_timeout: Humantime,
+    pub(crate) idle_timeout: Humantime,
     /// Interval of HTTP/2 keep-alive pings. Default 30 s.
-    pub h2_keep_alive_interval: Humantime,
+    pub(crate) h2_keep_alive_interval: Humantime,
     /// An HTTP/2 connection whose ping is unanswered this long is closed. Default 20 s.
-    pub h2_keep_alive_timeout: Humantime,
+    pub(crate) h2_keep_alive_timeout: Humantime,
     /// Most concurrent connections from one IP address. Default 1000.
-    pub max_connections_per_ip: usize,
+    pub(crate) max_connections_per_ip: usize,
     /// Most messages in one JSON-RPC batch (2025-03-26 sessions; others may not
     /// batch at all). Default 100.
-    pub max_batch_items: usize,
+    pub(crate) max_batch_items: usize,
     /// Most JSON values (containers and scalars) in one client message or
     /// batch, counted before it is parsed (413 past it). Default 100 000.
-    pub max_request_values: usize,
+    pub(crate) max_request_values: usize,
     /// Most JSON values in one upstream message (a stdio line, an HTTP body,
     /// an SSE event), counted before it is parsed. Default 1 000 000.
-    pub max_upstream_values: usize,
+    pub(crate) max_upstream_values: usize,
     /// Most bytes held at once for upstream messages being read (stdio lines,
     /// HTTP bodies, SSE events), across every session; the first 64 KiB of each
     /// message are not counted. A message that would pass it is refused and the
     /// request it answers fails at once. Default 128 MiB (two messages of the
     /// 64 MiB a message may hold).
-    pub max_upstream_buffered_bytes: usize,
+    pub(crate) max_upstream_buffered_bytes: usize,
     /// Most bytes of `capabilities` plus `clientInfo` a legacy client's
     /// `initialize` may carry (sealed into its session id); past it -32602. Default 8 KiB.
-    pub max_client_claims_bytes: usize,
+    pub(crate) max_client_claims_bytes: usize,
     /// Most ended session ids remembered (as fixed-size digests) until their
     /// expiry; past it the one expiring soonest is forgotten. Default 100 000.
-    pub max_ended_sessions: usize,
+    pub(crate) max_ended_sessions: usize,
     /// After a 413, at most this many bytes of the rest of the body are read
     /// and discarded so an HTTP/1.1 client still reads the answer. Default 64 MiB.
-    pub linger_bytes: u64,
+    pub(crate) linger_bytes: u64,
     /// ... for at most this long. Default 5 s.
-    pub linger_timeout: Humantime,
+    pub(crate) linger_timeout: Humantime,
     /// Most open `subscriptions/listen` streams of one principal (429 past it). Default 16.
-    pub max_listens_per_principal: usize,
+    pub(crate) max_listens_per_principal: usize,
     /// Most open `subscriptions/listen` streams in all. Default 1000.
-    pub max_listens: usize,
+    pub(crate) max_listens: usize,
     /// Most requests of one principal in flight at once, across upstreams
     /// (429 / -32029 past it; listens are counted by their own quota). Default 256
     /// for each authenticated principal, and none for the anonymous principal of a
     /// gateway without authentication (nobody else to protect it from: the
     /// gateway's own bounds apply) unless set here, when it binds that one too.
-    pub max_in_flight_per_principal: Option<usize>,
+    pub(crate) max_in_flight_per_principal: Option<usize>,
     /// Most open 2024-11-05 HTTP+SSE streams of one principal (429 past it);
     /// every stream also counts against `listen.max_connections`. Default 16
     /// for each authenticated principal, and none for the anonymous principal of
     /// a gateway without authentication unless set here.
-    pub max_sse_streams_per_principal: Option<usize>,
+    pub(crate) max_sse_streams_per_principal: Option<usize>,
     /// An HTTP+SSE stream on which no message is posted within this long of
     /// opening is closed; once one is, the stream is closed when none has been
     /// posted for `sessions.idle_timeout`. Default 30 s.
-    pub sse_first_post_timeout: Humantime,
+    pub(crate) sse_first_post_timeout: Humantime,
 }
 
 impl Default for LimitsConfig {
@@ -104,22 +104,22 @@ impl Default for LimitsConfig {
 
 impl LimitsConfig {
     /// Requests in flight allowed to one principal (`max_in_flight_per_principal`, default 256).
-    pub fn in_flight_per_principal(&self) -> usize {
+    pub(crate) fn in_flight_per_principal(&self) -> usize {
         self.max_in_flight_per_principal.unwrap_or(256)
     }
 
     /// Whether the in-flight quota binds the anonymous principal too (only when set).
-    pub fn in_flight_binds_anonymous(&self) -> bool {
+    pub(crate) fn in_flight_binds_anonymous(&self) -> bool {
         self.max_in_flight_per_principal.is_some()
     }
 
     /// HTTP+SSE streams allowed to one principal (`max_sse_streams_per_principal`, default 16).
-    pub fn sse_streams_per_principal(&self) -> usize {
+    pub(crate) fn sse_streams_per_principal(&self) -> usize {
         self.max_sse_streams_per_principal.unwrap_or(16)
     }
 
     /// Whether the HTTP+SSE stream quota binds the anonymous principal too (only when set).
-    pub fn sse_streams_bind_anonymous(&self) -> bool {
+    pub(crate) fn sse_streams_bind_anonymous(&self) -> bool {
         self.max_sse_streams_per_principal.is_some()
     }
 

@@ -19,20 +19,20 @@ mod tls;
 
 pub use auth::*;
 pub use auth_server::{AuthServerConfig, LocalUser, LoginSource, OidcLogin, StaticClient, StorageKind};
-pub use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
-pub use limits::LimitsConfig;
+pub(crate) use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
+pub(crate) use limits::LimitsConfig;
 pub use model::*;
-pub use oauth::{KNOWN_ALGORITHMS, check_issuer};
-pub use policies::{GroupsConfig, KindPolicyConfig, PolicyConfig};
-pub use proxies::{ClientIpHeader, Network, TrustedProxies};
+pub(crate) use oauth::{KNOWN_ALGORITHMS, check_issuer};
+pub(crate) use policies::{GroupsConfig, KindPolicyConfig, PolicyConfig};
+pub(crate) use proxies::{ClientIpHeader, Network, TrustedProxies};
 pub use rate_limits::{OnRedisError, RateLimit, RateLimitsConfig, RedisConfig};
-pub use redis_url::RedisEndpoint;
+pub(crate) use redis_url::RedisEndpoint;
 pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
 
 use std::fmt;
 
 /// Where the built-in authorization server's endpoints live (`/oauth/authorize`, …).
-pub const AUTH_SERVER_PREFIX: &str = "/oauth/";
+pub(crate) const AUTH_SERVER_PREFIX: &str = "/oauth/";
 
 /// Most `[runtime] workers`: far past any machine's useful count, short of a typo's.
 const MAX_WORKERS: usize = 1024;
@@ -199,7 +199,7 @@ impl Config {
     /// Every environment variable the configuration names as holding a secret (static
     /// tokens, the introspection secret, upstream credentials): no child inherits one
     /// through an `inherit_env` pattern.
-    pub fn secret_env_names(&self) -> Vec<String> {
+    pub(crate) fn secret_env_names(&self) -> Vec<String> {
         let mut names = self.auth.secret_env_names();
         names.extend(self.admin.token_env.clone());
         names.extend(

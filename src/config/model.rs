@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::auth::AuthConfig;
 use super::credentials::CredentialsConfig;
-pub use super::duration::Humantime;
+pub(crate) use super::duration::Humantime;
 use super::limits::LimitsConfig;
 use super::proxies::{ClientIpHeader, TrustedProxies};
 use super::rate_limits::RateLimitsConfig;
@@ -33,16 +33,16 @@ pub struct Config {
     pub upstreams: Vec<UpstreamConfig>,
     /// The operators' listener.
     #[serde(default)]
-    pub admin: AdminConfig,
+    pub(crate) admin: AdminConfig,
     /// Who may use the MCP endpoints.
     #[serde(default)]
     pub auth: AuthConfig,
     /// Timeouts and bounds protecting clients from each other.
     #[serde(default)]
-    pub limits: LimitsConfig,
+    pub(crate) limits: LimitsConfig,
     /// Requests per period, per principal, tool and upstream.
     #[serde(default)]
-    pub rate_limits: RateLimitsConfig,
+    pub(crate) rate_limits: RateLimitsConfig,
     /// How eragate logs.
     #[serde(default)]
     pub log: LogConfig,
@@ -51,10 +51,10 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     /// `[[policies]]`: what each principal may see and call on a path.
     #[serde(default)]
-    pub policies: Vec<super::PolicyConfig>,
+    pub(crate) policies: Vec<super::PolicyConfig>,
     /// `[groups]`: named groups of principals, for `[[policies]] groups`.
     #[serde(default)]
-    pub groups: super::GroupsConfig,
+    pub(crate) groups: super::GroupsConfig,
     /// The threads that serve: how many, or one for everything.
     #[serde(default)]
     pub runtime: RuntimeConfig,
@@ -82,11 +82,11 @@ pub struct LogConfig {
     pub format: LogFormat,
     /// One access-log line per client request (target `eragate::access`).
     /// Default: on with `format = "json"`, off with `text`.
-    pub access: Option<bool>,
+    pub(crate) access: Option<bool>,
     /// Which lines are logged: `tracing` filter directives (`warn`,
     /// `info,eragate::upstream=debug`). The `ERAGATE_LOG` environment variable,
     /// when set, overrides it. Reloaded live. Default `info`.
-    pub level: Option<String>,
+    pub(crate) level: Option<String>,
 }
 
 impl LogConfig {
@@ -122,10 +122,10 @@ pub struct TelemetryConfig {
     /// always followed. Default 1.0.
     pub sample_ratio: f64,
     /// The `service.name` of exported spans. Default `eragate`.
-    pub service_name: String,
+    pub(crate) service_name: String,
     /// Answer `server/discover` with a live summary of the upstream in
     /// `_meta` (era learned, members healthy, last successful call). Default off.
-    pub live_discover: bool,
+    pub(crate) live_discover: bool,
 }
 
 impl Default for TelemetryConfig {
@@ -144,20 +144,20 @@ impl Default for TelemetryConfig {
 /// Origin checks, with connection caps of its own.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct AdminConfig {
+pub(crate) struct AdminConfig {
     /// Where to serve `/healthz`, `/readyz`, `/pools` (JSON), `/metrics` and the
     /// status page `/`. Default: off.
-    pub address: Option<SocketAddr>,
+    pub(crate) address: Option<SocketAddr>,
     /// An environment variable holding a token the admin endpoints require
     /// (`Authorization: Bearer …`, or `?token=` for the status page);
     /// `/healthz` and `/readyz` stay open for probes. Default: none.
-    pub token_env: Option<String>,
+    pub(crate) token_env: Option<String>,
     /// Most concurrent connections to the admin listener; past it a client
     /// waits in the kernel's backlog, holding none of eragate's descriptors. Default 64.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// Most concurrent admin connections from one IP address (one past it is
     /// answered 503 and closed). Default 16.
-    pub max_connections_per_ip: usize,
+    pub(crate) max_connections_per_ip: usize,
 }
 
 impl Default for AdminConfig {
@@ -178,25 +178,25 @@ pub struct ListenConfig {
     /// Socket address to bind. Default `127.0.0.1:8080`: loopback unless told otherwise.
     pub address: SocketAddr,
     /// Largest accepted request body in bytes; larger gets 413. Default 4 MiB.
-    pub max_body_bytes: usize,
+    pub(crate) max_body_bytes: usize,
     /// Origins allowed besides the listener's own (`http://host:port` as sent
     /// in `Origin`). A request with any other `Origin` gets 403. Default none.
-    pub allowed_origins: Vec<String>,
+    pub(crate) allowed_origins: Vec<String>,
     /// Host names (`host` or `host:port`, as sent in `Host`) served besides the
     /// listener's address, `public_url`'s host and, on a loopback or wildcard
     /// bind, `localhost`. A request without `Origin` naming any other `Host`
     /// gets 421 (DNS rebinding defence); `"*"` allows every host. Default none.
-    pub allowed_hosts: Vec<String>,
+    pub(crate) allowed_hosts: Vec<String>,
     /// Interval of SSE keep-alive comments. Default 15 s. Read when a stream opens
     /// (a reload applies it to the next one).
-    pub sse_keep_alive: Humantime,
+    pub(crate) sse_keep_alive: Humantime,
     /// How long a request may stay silent before its answer switches from
     /// `application/json` to an SSE stream (so keep-alives flow and a client
     /// disconnect is noticed). Default 2 s. Read for each answer (a reload applies it
     /// to the next one).
-    pub stream_after: Humantime,
+    pub(crate) stream_after: Humantime,
     /// Most concurrent client connections. Default 10 000.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// The URL clients reach this listener at (`https://mcp.example.com`, no
     /// path), used to name the protected resource. Default `http://` + the bound address.
     pub public_url: Option<String>,
@@ -207,9 +207,9 @@ pub struct ListenConfig {
     /// `limits.max_connections_per_ip`) counts that client, not the proxy; a
     /// connection from one is not capped per address. Default none: every peer is
     /// its own client. Read at start.
-    pub trusted_proxies: TrustedProxies,
+    pub(crate) trusted_proxies: TrustedProxies,
     /// The header a trusted proxy writes: `x-forwarded-for` (default) or `forwarded` (RFC 7239).
-    pub client_ip_header: ClientIpHeader,
+    pub(crate) client_ip_header: ClientIpHeader,
 }
 
 impl Default for ListenConfig {
@@ -309,7 +309,7 @@ pub struct UpstreamConfig {
     /// the upstream's `name`; a URI scheme's letters (a letter, then letters,
     /// digits, `-` or `.`).
     #[serde(default)]
-    pub tool_prefix: Option<String>,
+    pub(crate) tool_prefix: Option<String>,
     /// In a federation: when members' names get their prefix, `"always"`,
     /// `"on_collision"` or `"never"` (a name two members share is then an error).
     /// Every member of a path that sets it sets the same; default `"always"`.
@@ -323,47 +323,47 @@ pub struct UpstreamConfig {
     pub sse: Option<SseConfig>,
     /// How long a request may wait for the upstream's answer. Default 60 s.
     #[serde(default = "default_request_timeout")]
-    pub request_timeout: Humantime,
+    pub(crate) request_timeout: Humantime,
     /// How long opening an upstream session (start + `initialize`) may take. Default 30 s.
     #[serde(default = "default_handshake_timeout")]
-    pub handshake_timeout: Humantime,
+    pub(crate) handshake_timeout: Humantime,
     /// Most requests in flight to this upstream; past it requests wait in the
     /// queue (`pool.queue`), and past that clients get 503 with `Retry-After`. Default 512.
     #[serde(default = "default_max_in_flight")]
-    pub max_in_flight: usize,
+    pub(crate) max_in_flight: usize,
     /// Per-method request timeouts overriding `request_timeout`, e.g. `{ "tools/call" = "5m" }`.
     #[serde(default)]
-    pub timeouts: BTreeMap<String, Humantime>,
+    pub(crate) timeouts: BTreeMap<String, Humantime>,
     /// How sessions are pooled and spread over members.
     #[serde(default)]
-    pub pool: PoolConfig,
+    pub(crate) pool: PoolConfig,
     /// Active and passive health checking of members.
     #[serde(default)]
-    pub health: HealthConfig,
+    pub(crate) health: HealthConfig,
     /// Restarting stdio children.
     #[serde(default)]
-    pub restart: RestartConfig,
+    pub(crate) restart: RestartConfig,
     /// Cache hints for the six cacheable results.
     #[serde(default)]
-    pub cache: CacheConfig,
+    pub(crate) cache: CacheConfig,
     /// The upstream's era: `"auto"` (learned with `server/discover`, then
     /// `initialize`), `"legacy"` or `"modern"`. Default `"auto"`.
     #[serde(default)]
-    pub era: EraSetting,
+    pub(crate) era: EraSetting,
     /// What eragate presents to this upstream (HTTP and HTTP+SSE only; never the
     /// client's own token). Default `kind = "none"`.
     #[serde(default)]
-    pub credentials: CredentialsConfig,
+    pub(crate) credentials: CredentialsConfig,
     /// How an `https://` upstream is checked (`ca`) and what eragate presents
     /// (`cert`, `key`). Default: the public roots, no client certificate.
     #[serde(default)]
-    pub tls: UpstreamTlsConfig,
+    pub(crate) tls: UpstreamTlsConfig,
 }
 
 /// `upstreams.era`
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum EraSetting {
+pub(crate) enum EraSetting {
     /// Probe: `server/discover` first, `initialize` on any other answer.
     #[default]
     Auto,
@@ -378,10 +378,10 @@ pub enum EraSetting {
 #[serde(deny_unknown_fields)]
 pub struct StdioConfig {
     /// Program and arguments, e.g. `["npx", "-y", "@modelcontextprotocol/server-everything", "stdio"]`.
-    pub command: Vec<String>,
+    pub(crate) command: Vec<String>,
     /// Extra environment variables for the child, set after the inherited ones.
     #[serde(default)]
-    pub env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, String>,
     /// Which of eragate's environment variables the child inherits: names, or
     /// `PREFIX_*` patterns. A pattern never matches `ERAGATE_*` or a variable
     /// holding a configured token or client secret; an exact name does.
@@ -389,18 +389,18 @@ pub struct StdioConfig {
     /// (`PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `LC_*`,
     /// `TERM`, `TZ`, `TMPDIR`, `XDG_*`, proxy and CA-bundle variables).
     #[serde(default)]
-    pub inherit_env: Option<Vec<String>>,
+    pub(crate) inherit_env: Option<Vec<String>>,
     /// Working directory of the child. Default: eragate's.
-    pub cwd: Option<PathBuf>,
+    pub(crate) cwd: Option<PathBuf>,
     /// Started but unclaimed children kept ready, so a new session costs no start-up wait. Default 1.
     #[serde(default = "default_spares")]
-    pub spares: usize,
+    pub(crate) spares: usize,
     /// Most children alive at once (pooled plus one per legacy client session). Default 64.
     #[serde(default = "default_max_children")]
-    pub max_children: usize,
+    pub(crate) max_children: usize,
     /// Grace period between closing a child's stdin and killing its process group. Default 2 s.
     #[serde(default = "default_kill_grace")]
-    pub kill_grace: Humantime,
+    pub(crate) kill_grace: Humantime,
 }
 
 /// `[upstreams.http]`
@@ -409,17 +409,17 @@ pub struct StdioConfig {
 pub struct HttpConfig {
     /// The upstream's MCP endpoint, e.g. `http://127.0.0.1:3001/mcp`.
     #[serde(default, deserialize_with = "deserialize_optional_uri")]
-    pub url: Option<http::Uri>,
+    pub(crate) url: Option<http::Uri>,
     /// Several endpoints of one service, balanced by least outstanding requests.
     #[serde(default, deserialize_with = "deserialize_uris")]
-    pub urls: Vec<http::Uri>,
+    pub(crate) urls: Vec<http::Uri>,
     /// Idle keep-alive connections kept open to each endpoint for the next
     /// requests; past it a connection is closed once its request ends (a burst
     /// of concurrent requests leaves no more than this behind). Default: the
     /// upstream's `max_in_flight`, so that steady traffic up to that
     /// concurrency never closes and reopens connections.
     #[serde(default)]
-    pub max_idle_connections: Option<usize>,
+    pub(crate) max_idle_connections: Option<usize>,
 }
 
 impl HttpConfig {
@@ -433,7 +433,7 @@ impl HttpConfig {
     }
 
     /// Every member endpoint: `url` first, then `urls`.
-    pub fn members(&self) -> Vec<http::Uri> {
+    pub(crate) fn members(&self) -> Vec<http::Uri> {
         self.url.iter().chain(self.urls.iter()).cloned().collect()
     }
 }
@@ -441,7 +441,7 @@ impl HttpConfig {
 /// How legacy client sessions map onto upstream sessions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum LegacySessions {
+pub(crate) enum LegacySessions {
     /// A dedicated upstream session (a stdio child) per legacy client session:
     /// `logging/setLevel`, subscriptions and server→client requests stay the client's own.
     #[default]
@@ -454,25 +454,25 @@ pub enum LegacySessions {
 /// `[upstreams.pool]`
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct PoolConfig {
+pub(crate) struct PoolConfig {
     /// Upstream sessions (stdio children) per partition for pooled traffic. Default 1.
-    pub size: usize,
+    pub(crate) size: usize,
     /// In-flight requests on one pooled session before another one is opened
     /// (up to `size`). Default 32.
-    pub max_in_flight_per_session: usize,
+    pub(crate) max_in_flight_per_session: usize,
     /// Requests that may wait for capacity past `max_in_flight`; past it, 503. Default 256.
-    pub queue: usize,
+    pub(crate) queue: usize,
     /// How long a request may wait in that queue. Default 5 s.
-    pub queue_timeout: Humantime,
+    pub(crate) queue_timeout: Humantime,
     /// `"dedicated"` (default) or `"shared"`.
-    pub legacy_sessions: LegacySessions,
+    pub(crate) legacy_sessions: LegacySessions,
     /// Most pooled partitions (principal × capability profile) in all; past
     /// it the principal holding the most gives up its least recently used
     /// idle one. Default 32.
-    pub max_partitions: usize,
+    pub(crate) max_partitions: usize,
     /// Most pooled partitions of one principal; past it that principal's
     /// least recently used idle one is closed. Default 8.
-    pub max_partitions_per_principal: usize,
+    pub(crate) max_partitions_per_principal: usize,
     /// Most upstream sessions (stdio children) one principal holds here, of
     /// every kind: its pooled partitions' sessions, its legacy clients' own,
     /// sessions opened for calls that must be alone (and calls suspended on
@@ -482,7 +482,7 @@ pub struct PoolConfig {
     /// the most legacy sessions gives way. Replaces `max_dedicated_per_principal`
     /// (still read). Default 16.
     #[serde(alias = "max_dedicated_per_principal")]
-    pub max_children_per_principal: usize,
+    pub(crate) max_children_per_principal: usize,
 }
 
 impl Default for PoolConfig {
@@ -503,16 +503,16 @@ impl Default for PoolConfig {
 /// `[upstreams.health]`
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct HealthConfig {
+pub(crate) struct HealthConfig {
     /// Interval of active probes (`ping` on a legacy member, `server/discover` on a
     /// modern one); `"0s"` turns them off. Default 10 s.
-    pub interval: Humantime,
+    pub(crate) interval: Humantime,
     /// How long a probe may take. Default 5 s.
-    pub timeout: Humantime,
+    pub(crate) timeout: Humantime,
     /// Consecutive failures (requests or probes) that take a member out of rotation. Default 3.
-    pub unhealthy_after: u32,
+    pub(crate) unhealthy_after: u32,
     /// Consecutive successful probes that take it back. Default 1.
-    pub healthy_after: u32,
+    pub(crate) healthy_after: u32,
 }
 
 impl Default for HealthConfig {
@@ -529,19 +529,19 @@ impl Default for HealthConfig {
 /// `[upstreams.restart]`
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct RestartConfig {
+pub(crate) struct RestartConfig {
     /// First wait before starting a child after one crashed. Default 250 ms.
-    pub backoff_initial: Humantime,
+    pub(crate) backoff_initial: Humantime,
     /// Longest wait between restarts (exponential, with jitter). Default 30 s.
-    pub backoff_max: Humantime,
+    pub(crate) backoff_max: Humantime,
     /// A child that exits within this time of starting counts as a crash. Default 10 s.
-    pub crash_window: Humantime,
+    pub(crate) crash_window: Humantime,
     /// Consecutive crashes after which the upstream is reported as crash-looping. Default 5.
-    pub crash_loop_after: u32,
+    pub(crate) crash_loop_after: u32,
     /// Requests after which a pooled child is replaced (drained, then stopped); 0 = never. Default 0.
-    pub max_requests: u64,
+    pub(crate) max_requests: u64,
     /// Age after which a pooled child is replaced; `"0s"` = never. Default never.
-    pub max_lifetime: Humantime,
+    pub(crate) max_lifetime: Humantime,
 }
 
 impl Default for RestartConfig {
@@ -570,26 +570,26 @@ pub struct SseConfig {
 /// the lists it keeps (the rule is [`CachePolicy::hints`]).
 #[derive(Clone, Copy, Debug, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CacheConfig {
+pub(crate) struct CacheConfig {
     /// The longest `ttlMs` stated. Default: 60000.
-    pub ttl_ms: Option<u64>,
+    pub(crate) ttl_ms: Option<u64>,
     /// `"private"` makes every result private; `"public"` vouches that the
     /// upstream answers everyone alike (never overriding a per-caller result).
     /// Default: public only when proven.
-    pub scope: Option<CacheScope>,
+    pub(crate) scope: Option<CacheScope>,
     /// For lists the upstream cannot announce changes of: how old eragate's
     /// copy may grow before it lists again. Default: such lists are not kept.
-    pub relist_interval: Option<Humantime>,
+    pub(crate) relist_interval: Option<Humantime>,
     /// Most list pages kept for the upstream (all partitions). Default: 1000.
-    pub max_entries: Option<usize>,
+    pub(crate) max_entries: Option<usize>,
 }
 
 impl CacheConfig {
     /// The default of `max_entries`.
-    pub const DEFAULT_MAX_ENTRIES: usize = 1000;
+    pub(crate) const DEFAULT_MAX_ENTRIES: usize = 1000;
 
     /// The hint bounds these settings describe (no facts yet: 0, private).
-    pub fn policy(&self) -> CachePolicy {
+    pub(crate) fn policy(&self) -> CachePolicy {
         let defaults = CachePolicy::default();
         CachePolicy {
             max_ttl_ms: self.ttl_ms.unwrap_or(defaults.max_ttl_ms),
@@ -599,12 +599,12 @@ impl CacheConfig {
     }
 
     /// The re-list interval, if lists that cannot be announced are kept at all.
-    pub fn relist_interval(&self) -> Option<Duration> {
+    pub(crate) fn relist_interval(&self) -> Option<Duration> {
         self.relist_interval.map(|h| h.0).filter(|d| !d.is_zero())
     }
 
     /// Most list pages kept.
-    pub fn max_entries(&self) -> usize {
+    pub(crate) fn max_entries(&self) -> usize {
         self.max_entries.unwrap_or(Self::DEFAULT_MAX_ENTRIES)
     }
 }
@@ -654,12 +654,12 @@ fn default_kill_grace() -> Humantime {
 
 impl UpstreamConfig {
     /// The prefix of this upstream's names in a federation: `tool_prefix`, else its name.
-    pub fn member_prefix(&self) -> &str {
+    pub(crate) fn member_prefix(&self) -> &str {
         self.tool_prefix.as_deref().unwrap_or(&self.name)
     }
 
     /// The timeout for one request of `method`.
-    pub fn timeout_for(&self, method: &str) -> Duration {
+    pub(crate) fn timeout_for(&self, method: &str) -> Duration {
         self.timeouts.get(method).map_or(self.request_timeout.0, |t| t.0)
     }
 

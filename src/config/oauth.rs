@@ -6,11 +6,11 @@ use super::{ConfigIssue, ListenConfig, OAuthConfig};
 
 /// The algorithms eragate can verify; `none` and the HMAC family are never among them
 /// (an HMAC "key" would be the issuer's public key).
-pub const KNOWN_ALGORITHMS: &[&str] = &["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"];
+pub(crate) const KNOWN_ALGORITHMS: &[&str] = &["RS256", "RS384", "RS512", "PS256", "ES256", "ES384", "EdDSA"];
 
 /// The problems of `[auth.oauth]` (and of the `listen.public_url` it names resources with).
 // A flat list of independent checks, one per key (118 lines): split, they would only scatter.
-pub fn oauth_issues(oauth: &OAuthConfig, listen: &ListenConfig) -> Vec<ConfigIssue> {
+pub(crate) fn oauth_issues(oauth: &OAuthConfig, listen: &ListenConfig) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     let mut push = |path: String, message: String| issues.push(ConfigIssue { path, message });
     if let Err(why) = check_issuer(&oauth.issuer) {
@@ -134,7 +134,7 @@ pub fn oauth_issues(oauth: &OAuthConfig, listen: &ListenConfig) -> Vec<ConfigIss
 
 /// An issuer identifier (RFC 8414 §2): an absolute `https` URL without query or
 /// fragment; `http` only on a loopback host.
-pub fn check_issuer(issuer: &str) -> Result<url::Url, String> {
+pub(crate) fn check_issuer(issuer: &str) -> Result<url::Url, String> {
     let url = url::Url::parse(issuer).map_err(|e| format!("{issuer:?} is not a URL ({e})"))?;
     check_web_url(&url)?;
     if url.query().is_some() || url.fragment().is_some() {

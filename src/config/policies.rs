@@ -12,33 +12,33 @@ use super::ConfigIssue;
 /// `[[policies]]`: one rule set for the callers it names on one path.
 #[derive(Clone, Debug, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PolicyConfig {
+pub(crate) struct PolicyConfig {
     /// The MCP path (an `[[upstreams]]` `path`, federated or not) it applies on.
-    pub path: String,
+    pub(crate) path: String,
     /// The principals it applies to (a static token's `principal`, an OAuth token's `sub`).
     #[serde(default)]
-    pub subjects: Vec<String>,
+    pub(crate) subjects: Vec<String>,
     /// The `[groups]` whose members it applies to.
     #[serde(default)]
-    pub groups: Vec<String>,
+    pub(crate) groups: Vec<String>,
     /// It applies to an OAuth token granted every one of these scopes.
     #[serde(default)]
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
     /// `[policies.tools]`: which tools, under which names and descriptions.
     #[serde(default)]
-    pub tools: KindPolicyConfig,
+    pub(crate) tools: KindPolicyConfig,
     /// `[policies.prompts]`: which prompts, under which names and descriptions.
     #[serde(default)]
-    pub prompts: KindPolicyConfig,
+    pub(crate) prompts: KindPolicyConfig,
     /// `[policies.resources]`: which resources and templates (by URI or URI
     /// template), under which descriptions. Resources are not renamed.
     #[serde(default)]
-    pub resources: KindPolicyConfig,
+    pub(crate) resources: KindPolicyConfig,
 }
 
 impl PolicyConfig {
     /// Whether the entry names no caller: it applies to every caller on its path.
-    pub fn applies_to_everyone(&self) -> bool {
+    pub(crate) fn applies_to_everyone(&self) -> bool {
         self.subjects.is_empty() && self.groups.is_empty() && self.scopes.is_empty()
     }
 }
@@ -47,31 +47,31 @@ impl PolicyConfig {
 /// the path exposes without a policy (a federated member's prefix included).
 #[derive(Clone, Debug, PartialEq, Eq, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct KindPolicyConfig {
+pub(crate) struct KindPolicyConfig {
     /// Globs (`*` any run of characters, `?` one): when any is given, only names
     /// matching one are offered.
-    pub allow: Vec<String>,
+    pub(crate) allow: Vec<String>,
     /// Globs: names matching one are never offered (deny wins over allow).
-    pub deny: Vec<String>,
+    pub(crate) deny: Vec<String>,
     /// Names shown under another name: the caller lists and calls the new one,
     /// and the old one is unknown to it.
-    pub rename: BTreeMap<String, String>,
+    pub(crate) rename: BTreeMap<String, String>,
     /// Descriptions shown instead of the server's own.
-    pub descriptions: BTreeMap<String, String>,
+    pub(crate) descriptions: BTreeMap<String, String>,
 }
 
 impl KindPolicyConfig {
     /// Whether the rules change nothing.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.allow.is_empty() && self.deny.is_empty() && self.rename.is_empty() && self.descriptions.is_empty()
     }
 }
 
 /// `[groups]`: named groups of principals, which `[[policies]] groups` name.
-pub type GroupsConfig = BTreeMap<String, Vec<String>>;
+pub(crate) type GroupsConfig = BTreeMap<String, Vec<String>>;
 
 /// What types alone cannot check in `[[policies]]` and `[groups]`.
-pub fn policy_issues<'a>(
+pub(crate) fn policy_issues<'a>(
     policies: &[PolicyConfig],
     groups: &GroupsConfig,
     paths: impl Iterator<Item = &'a str>,

@@ -18,7 +18,7 @@ use serde::Deserialize;
 
 /// An address range: an address and how many leading bits of it count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Network {
+pub(crate) struct Network {
     address: IpAddr,
     prefix: u8,
 }
@@ -26,7 +26,7 @@ pub struct Network {
 impl Network {
     /// `ADDRESS` or `ADDRESS/PREFIX` (IPv4 or IPv6); the address's bits past the
     /// prefix must be zero, so that a range is written one way only.
-    pub fn parse(text: &str) -> Result<Network, String> {
+    pub(crate) fn parse(text: &str) -> Result<Network, String> {
         let (address, prefix) = match text.split_once('/') {
             Some((address, prefix)) => (address, Some(prefix)),
             None => (text, None),
@@ -64,7 +64,7 @@ impl Network {
     }
 
     /// Whether `ip` is in this range (an IPv4-mapped IPv6 address as its IPv4 one).
-    pub fn contains(&self, ip: IpAddr) -> bool {
+    pub(crate) fn contains(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
         match (self.address, ip) {
             (IpAddr::V4(_), IpAddr::V4(_)) | (IpAddr::V6(_), IpAddr::V6(_)) => self.masked(ip) == self.address,
@@ -95,7 +95,7 @@ impl fmt::Display for Network {
 
 /// The forwarding header a trusted proxy writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-pub enum ClientIpHeader {
+pub(crate) enum ClientIpHeader {
     /// `X-Forwarded-For: client, proxy1, proxy2` (nginx, most ingresses).
     #[default]
     #[serde(rename = "x-forwarded-for")]
@@ -107,7 +107,7 @@ pub enum ClientIpHeader {
 
 /// `[listen] trusted_proxies`: the peers whose forwarding header is believed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TrustedProxies(Vec<Network>);
+pub(crate) struct TrustedProxies(Vec<Network>);
 
 impl<'de> Deserialize<'de> for TrustedProxies {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -123,7 +123,7 @@ impl<'de> Deserialize<'de> for TrustedProxies {
 
 impl TrustedProxies {
     /// The ranges `entries` name (`ADDRESS` or `ADDRESS/BITS` each).
-    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<TrustedProxies, String> {
+    pub(crate) fn parse<S: AsRef<str>>(entries: &[S]) -> Result<TrustedProxies, String> {
         entries
             .iter()
             .map(|e| Network::parse(e.as_ref()))
@@ -132,17 +132,17 @@ impl TrustedProxies {
     }
 
     /// Whether no proxy is trusted (the default).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Whether `ip` is a trusted proxy.
-    pub fn trusts(&self, ip: IpAddr) -> bool {
+    pub(crate) fn trusts(&self, ip: IpAddr) -> bool {
         self.0.iter().any(|network| network.contains(ip))
     }
 
     /// The client a request from `peer` with `headers` stands for (see the module's doc).
-    pub fn client(&self, peer: IpAddr, headers: &HeaderMap, header: ClientIpHeader) -> IpAddr {
+    pub(crate) fn client(&self, peer: IpAddr, headers: &HeaderMap, header: ClientIpHeader) -> IpAddr {
         let mut client = peer.to_canonical();
         if !self.trusts(client) {
             return client;

@@ -16,13 +16,13 @@ use super::duration::Humantime;
 #[serde(deny_unknown_fields, default)]
 pub struct RateLimitsConfig {
     /// Requests each principal may send, all methods and upstreams together.
-    pub per_principal: Option<RateLimit>,
+    pub(crate) per_principal: Option<RateLimit>,
     /// `tools/call`s of the named tool (as the client names it) each principal may send.
-    pub tools: BTreeMap<String, RateLimit>,
+    pub(crate) tools: BTreeMap<String, RateLimit>,
     /// Requests the named upstream may receive from every principal together.
-    pub upstreams: BTreeMap<String, RateLimit>,
+    pub(crate) upstreams: BTreeMap<String, RateLimit>,
     /// Where limits marked `shared` are counted. Required when one is.
-    pub redis: Option<RedisConfig>,
+    pub(crate) redis: Option<RedisConfig>,
 }
 
 /// One limit: `requests` per `per`, with bursts of up to `burst`.
@@ -30,17 +30,17 @@ pub struct RateLimitsConfig {
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
     /// How many requests a period allows.
-    pub requests: u32,
+    pub(crate) requests: u32,
     /// The period. Default 1 s.
     #[serde(default = "one_second")]
-    pub per: Humantime,
+    pub(crate) per: Humantime,
     /// How many may come at once after a quiet spell (a local limit only).
     /// Default `requests`.
-    pub burst: Option<u32>,
+    pub(crate) burst: Option<u32>,
     /// Counted in Redis, across every replica, as a fixed window of `per`
     /// holding `requests`, instead of in this process. Default false.
     #[serde(default)]
-    pub shared: bool,
+    pub(crate) shared: bool,
 }
 
 fn one_second() -> Humantime {
@@ -52,17 +52,17 @@ fn one_second() -> Humantime {
 #[serde(deny_unknown_fields)]
 pub struct RedisConfig {
     /// `host:port` of the server (plain TCP, no TLS, no AUTH). Example `127.0.0.1:6379`.
-    pub address: String,
+    pub(crate) address: String,
     /// Prefix of every key eragate writes. Default `eragate:rl:`.
     #[serde(default = "default_prefix")]
-    pub key_prefix: String,
+    pub(crate) key_prefix: String,
     /// How long one count may take before Redis is taken as down. Default 250 ms.
     #[serde(default = "default_timeout")]
-    pub timeout: Humantime,
+    pub(crate) timeout: Humantime,
     /// What a shared limit does while Redis is down: `open` lets the request
     /// through, `closed` refuses it with 429. Either way it is logged. Default `open`.
     #[serde(default)]
-    pub on_error: OnRedisError,
+    pub(crate) on_error: OnRedisError,
 }
 
 fn default_prefix() -> String {

@@ -4,18 +4,18 @@
 
 /// Where a Redis server is, and how to log in to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RedisEndpoint {
+pub(crate) struct RedisEndpoint {
     /// `host:port`.
-    pub address: String,
+    pub(crate) address: String,
     /// The password of `AUTH`, if any.
-    pub password: Option<String>,
+    pub(crate) password: Option<String>,
     /// The database of `SELECT`, if not 0.
-    pub database: Option<u32>,
+    pub(crate) database: Option<u32>,
 }
 
 impl RedisEndpoint {
     /// `redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]` (port 6379 by default).
-    pub fn parse(text: &str) -> Result<RedisEndpoint, String> {
+    pub(crate) fn parse(text: &str) -> Result<RedisEndpoint, String> {
         let url = url::Url::parse(text).map_err(|e| format!("{text:?} is not a URL ({e})"))?;
         if url.scheme() != "redis" {
             return Err("must be a redis:// URL (plain TCP; rediss:// is not supported)".into());

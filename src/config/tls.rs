@@ -16,9 +16,9 @@ use crate::tls::{self, ClientTls};
 #[serde(deny_unknown_fields)]
 pub struct ListenTlsConfig {
     /// PEM file with the certificate chain, leaf first.
-    pub cert: PathBuf,
+    pub(crate) cert: PathBuf,
     /// PEM file with the certificate's private key (PKCS#8, PKCS#1 or SEC1).
-    pub key: PathBuf,
+    pub(crate) key: PathBuf,
     /// How often the two files are checked for a change (modification time,
     /// size); a changed pair is loaded for new connections. `"0s"` = never.
     /// Default 5 s.
@@ -47,16 +47,16 @@ fn default_reload_interval() -> Humantime {
 pub struct UpstreamTlsConfig {
     /// PEM bundle of the CA certificates trusted for this upstream, instead of
     /// the public roots compiled into eragate. Default: the public roots.
-    pub ca: Option<PathBuf>,
+    pub(crate) ca: Option<PathBuf>,
     /// PEM client certificate chain for mutual TLS (with `key`).
-    pub cert: Option<PathBuf>,
+    pub(crate) cert: Option<PathBuf>,
     /// PEM private key of `cert`.
-    pub key: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
 }
 
 impl UpstreamTlsConfig {
     /// The client settings these keys describe.
-    pub fn client(&self) -> ClientTls<'_> {
+    pub(crate) fn client(&self) -> ClientTls<'_> {
         ClientTls {
             ca: self.ca.as_deref(),
             identity: self.cert.as_deref().zip(self.key.as_deref()),

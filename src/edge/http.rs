@@ -30,7 +30,7 @@ use crate::router::{Backend, Endpoint};
 use crate::translate::RoutingHeaders;
 
 /// The HTTP front end bound to one listener.
-pub struct HttpFrontend {
+pub(crate) struct HttpFrontend {
     gateway: Arc<Gateway>,
     /// The origins and hosts this listener serves.
     served: hosts::Served,
@@ -43,7 +43,11 @@ pub struct HttpFrontend {
 impl HttpFrontend {
     /// A front end for `gateway`, listening at `local` (its real, bound
     /// address), over TLS when `tls` is given.
-    pub fn new(gateway: Arc<Gateway>, local: SocketAddr, tls: Option<tokio_rustls::TlsAcceptor>) -> Arc<HttpFrontend> {
+    pub(crate) fn new(
+        gateway: Arc<Gateway>,
+        local: SocketAddr,
+        tls: Option<tokio_rustls::TlsAcceptor>,
+    ) -> Arc<HttpFrontend> {
         let served = hosts::Served::new(local, &gateway.config().listen);
         Arc::new(HttpFrontend {
             gateway,
@@ -55,13 +59,18 @@ impl HttpFrontend {
 
     /// Accepts connections until `shutdown` resolves, then lets in-flight
     /// requests finish for up to `drain` before returning.
-    pub async fn serve(self: Arc<Self>, listener: TcpListener, shutdown: impl Future<Output = ()>, drain: Duration) {
+    pub(crate) async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()>,
+        drain: Duration,
+    ) {
         listener::serve(self, listener, shutdown, drain).await;
     }
 
     /// Answers one HTTP request from `peer` (the connection's TCP peer: given, not
     /// put in the request's extensions, which would allocate them on every request).
-    pub async fn handle(&self, request: http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
+    pub(crate) async fn handle(&self, request: http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
         let path = request.uri().path();
         match path {
             "/healthz" => return respond::plain(StatusCode::OK, "ok"),

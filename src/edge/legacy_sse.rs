@@ -29,7 +29,7 @@ use crate::router::Backend;
 const OUT_QUEUE: usize = 256;
 
 /// Open HTTP+SSE connections by the id in their endpoint URL.
-pub struct SseConnections {
+pub(crate) struct SseConnections {
     connections: DashMap<String, Arc<SseConnection>>,
     /// Open streams per principal and in all: each holds a connection, a task
     /// and, once initialized, a client session.
@@ -37,7 +37,7 @@ pub struct SseConnections {
 }
 
 /// One client's stream.
-pub struct SseConnection {
+pub(crate) struct SseConnection {
     backend: Backend,
     /// Who opened the stream: only they may post to it.
     principal: Principal,
@@ -51,19 +51,19 @@ pub struct SseConnection {
 
 /// How one stream is kept alive and bounded, as configured when it opens.
 #[derive(Clone, Copy, Debug)]
-pub struct StreamBounds {
+pub(crate) struct StreamBounds {
     /// Interval of keep-alive comments (`listen.sse_keep_alive`).
-    pub keep_alive: Duration,
+    pub(crate) keep_alive: Duration,
     /// Closed when nothing is posted within this long of opening (`limits.sse_first_post_timeout`).
-    pub first_post: Duration,
+    pub(crate) first_post: Duration,
     /// Then closed when nothing has been posted for this long (`sessions.idle_timeout`).
-    pub idle: Duration,
+    pub(crate) idle: Duration,
     /// Streams one principal may hold (`limits.max_sse_streams_per_principal`).
-    pub per_principal: usize,
+    pub(crate) per_principal: usize,
     /// Whether the anonymous principal is bound by `per_principal`.
-    pub binds_anonymous: bool,
+    pub(crate) binds_anonymous: bool,
     /// Streams in all (`listen.max_connections`).
-    pub max: usize,
+    pub(crate) max: usize,
 }
 
 impl Default for SseConnections {
@@ -79,7 +79,7 @@ impl SseConnections {
     /// Opens a stream for `backend`; its endpoint event points at
     /// `messages_path`. Refused past the principal's share of streams, or past
     /// the bound in all.
-    pub fn open(
+    pub(crate) fn open(
         self: &Arc<Self>,
         backend: Backend,
         principal: Principal,
@@ -137,7 +137,7 @@ impl SseConnections {
 
     /// The open connection `id`, when it is `principal`'s: only who opened a
     /// stream may post to it.
-    pub fn find(&self, id: &str, principal: &Principal) -> Option<Arc<SseConnection>> {
+    pub(crate) fn find(&self, id: &str, principal: &Principal) -> Option<Arc<SseConnection>> {
         self.connections
             .get(id)
             .map(|c| c.clone())
@@ -153,7 +153,7 @@ impl SseConnections {
     }
 
     /// Ends every connection's session (shutdown).
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         let ids: Vec<String> = self.connections.iter().map(|c| c.key().clone()).collect();
         for id in ids {
             self.close(&id);
@@ -163,12 +163,12 @@ impl SseConnections {
 
 impl SseConnection {
     /// The backend the stream was opened for.
-    pub fn backend(&self) -> &Backend {
+    pub(crate) fn backend(&self) -> &Backend {
         &self.backend
     }
 
     /// The client session `initialize` opened on this stream, if any.
-    pub fn lookup(&self) -> SessionLookup {
+    pub(crate) fn lookup(&self) -> SessionLookup {
         match self.session() {
             Some(session) => SessionLookup::Found(session),
             None => SessionLookup::Absent,
@@ -177,7 +177,7 @@ impl SseConnection {
 
     /// Sends `reply` to a message posted now down the stream; a fresh session
     /// becomes the stream's.
-    pub fn deliver(&self, reply: Reply) {
+    pub(crate) fn deliver(&self, reply: Reply) {
         *self.last_post.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         if let Reply::Initialized(_, session) = &reply {
             self.adopt(session.clone());

@@ -6,8 +6,8 @@
 //! Nothing here knows an era's rules or a server: it imports nothing from
 //! `upstream`, and reaches the bridge and the router only by their APIs.
 
-pub mod http;
-pub mod legacy_sse;
-pub mod respond;
-pub mod stdio;
-pub mod tls;
+pub(crate) mod http;
+pub(crate) mod legacy_sse;
+pub(crate) mod respond;
+pub(crate) mod stdio;
+pub(crate) mod tls;

@@ -26,7 +26,7 @@ use crate::protocol::sse::{self, KEEP_ALIVE};
 use crate::protocol::{Id, Message, Response};
 
 /// The body type of every response eragate sends.
-pub type Body = UnsyncBoxBody<Bytes, Infallible>;
+pub(crate) type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 /// Bound of frames queued toward one SSE body.
 const SSE_QUEUE: usize = 32;
@@ -35,15 +35,15 @@ const SSE_BATCH: usize = 32;
 
 /// Timing of streamed answers.
 #[derive(Clone, Copy, Debug)]
-pub struct StreamTiming {
+pub(crate) struct StreamTiming {
     /// Silence allowed before a JSON answer becomes an SSE stream.
-    pub stream_after: Duration,
+    pub(crate) stream_after: Duration,
     /// Interval of keep-alive comments.
-    pub keep_alive: Duration,
+    pub(crate) keep_alive: Duration,
 }
 
 /// Renders a reply.
-pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> {
+pub(crate) async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> {
     match reply {
         Reply::Accepted | Reply::Cancelled(_) => empty(StatusCode::ACCEPTED),
         Reply::Message(status, message) => message_response(status, &message),
@@ -71,7 +71,7 @@ pub async fn render(reply: Reply, timing: StreamTiming) -> http::Response<Body> 
 }
 
 /// Renders several replies as one batch answer (JSON array of their final messages).
-pub async fn render_batch(replies: Vec<Reply>) -> http::Response<Body> {
+pub(crate) async fn render_batch(replies: Vec<Reply>) -> http::Response<Body> {
     let messages = crate::bridge::reply::batch_responses(replies).await;
     if messages.is_empty() {
         return empty(StatusCode::ACCEPTED);
@@ -102,7 +102,7 @@ fn message_response(status: Status, message: &Message) -> http::Response<Body> {
 /// Messages that are ready together go out as one frame (one write): a call
 /// answered with a progress notification and its result, both already here,
 /// is a complete body with no task and no channel at all.
-pub fn stream(
+pub(crate) fn stream(
     first: Option<Message>,
     mut messages: Responses,
     keep_alive: Duration,
@@ -158,17 +158,17 @@ fn drain_ready(messages: &mut Responses, out: &mut Vec<u8>) -> bool {
 }
 
 /// A body from bytes.
-pub fn full(bytes: impl Into<Bytes>) -> Body {
+pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed_unsync()
 }
 
 /// An empty response.
-pub fn empty(status: StatusCode) -> http::Response<Body> {
+pub(crate) fn empty(status: StatusCode) -> http::Response<Body> {
     with_status(status, full(Bytes::new()))
 }
 
 /// A plain-text response (for failures before any JSON-RPC is read).
-pub fn plain(status: StatusCode, text: &str) -> http::Response<Body> {
+pub(crate) fn plain(status: StatusCode, text: &str) -> http::Response<Body> {
     let mut response = with_status(status, full(text.to_owned()));
     response
         .headers_mut()
@@ -177,7 +177,7 @@ pub fn plain(status: StatusCode, text: &str) -> http::Response<Body> {
 }
 
 /// One JSON-RPC message as `application/json`.
-pub fn json(status: StatusCode, message: &Message) -> http::Response<Body> {
+pub(crate) fn json(status: StatusCode, message: &Message) -> http::Response<Body> {
     let mut response = with_status(status, full(message.to_bytes()));
     response
         .headers_mut()
@@ -187,7 +187,7 @@ pub fn json(status: StatusCode, message: &Message) -> http::Response<Body> {
 
 /// A refusal before dispatch: its status, and its JSON-RPC error (answering
 /// the request `id`) or its plain text.
-pub fn rejected(rejection: &Rejection, id: Option<Id>) -> http::Response<Body> {
+pub(crate) fn rejected(rejection: &Rejection, id: Option<Id>) -> http::Response<Body> {
     let status = rejection.status();
     let mut response = match rejection.error() {
         Some(error) => json(status, &Response::error(id, error).into_message()),
@@ -210,7 +210,7 @@ pub fn rejected(rejection: &Rejection, id: Option<Id>) -> http::Response<Body> {
 }
 
 /// An SSE response whose frames are fed through the returned sender.
-pub fn sse() -> (mpsc::Sender<Bytes>, http::Response<Body>) {
+pub(crate) fn sse() -> (mpsc::Sender<Bytes>, http::Response<Body>) {
     let (tx, rx) = mpsc::channel::<Bytes>(SSE_QUEUE);
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv()
@@ -230,7 +230,7 @@ fn sse_response(body: Body) -> http::Response<Body> {
 }
 
 /// Frames a message for an SSE stream.
-pub fn sse_frame(message: &Message) -> Bytes {
+pub(crate) fn sse_frame(message: &Message) -> Bytes {
     Bytes::from(sse::message_frame(&message.to_bytes()))
 }
 

@@ -26,7 +26,7 @@ use crate::translate::RoutingHeaders;
 const OUT_QUEUE: usize = 256;
 
 /// Serves one client on `input`/`output` until `input` ends.
-pub async fn serve<R, W>(gateway: Arc<Gateway>, backend: Backend, input: R, output: W)
+pub(crate) async fn serve<R, W>(gateway: Arc<Gateway>, backend: Backend, input: R, output: W)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,

@@ -31,7 +31,7 @@ const ALPN: [&[u8]; 2] = [b"h2", b"http/1.1"];
 
 /// What a poll found.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Reload {
+pub(crate) enum Reload {
     /// The files did not change since the last look.
     Unchanged,
     /// A new certificate is served to new connections.
@@ -41,7 +41,7 @@ pub enum Reload {
 }
 
 /// The certificate new handshakes get, and the files it came from.
-pub struct Certificates {
+pub(crate) struct Certificates {
     current: ArcSwap<CertifiedKey>,
     cert: PathBuf,
     key: PathBuf,
@@ -59,7 +59,7 @@ struct Stamp {
 
 impl Certificates {
     /// Loads the pair named by `config`.
-    pub fn load(config: &ListenTlsConfig) -> Result<Arc<Certificates>, TlsError> {
+    pub(crate) fn load(config: &ListenTlsConfig) -> Result<Arc<Certificates>, TlsError> {
         let seen = Stamp::of(&config.cert, &config.key);
         let current = tls::certified_key(&config.cert, &config.key)?;
         Ok(Arc::new(Certificates {
@@ -71,12 +71,12 @@ impl Certificates {
     }
 
     /// The leaf certificate new handshakes present.
-    pub fn leaf(&self) -> Option<CertificateDer<'static>> {
+    pub(crate) fn leaf(&self) -> Option<CertificateDer<'static>> {
         self.current.load().cert.first().cloned()
     }
 
     /// Loads the files again when they changed since the last look (`force`: even if not).
-    pub fn reload(&self, force: bool) -> Reload {
+    pub(crate) fn reload(&self, force: bool) -> Reload {
         let stamp = Stamp::of(&self.cert, &self.key);
         {
             let mut seen = self.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -95,7 +95,7 @@ impl Certificates {
     }
 
     /// Polls the files every `every` until `stop`, logging what changed.
-    pub fn spawn_watch(self: &Arc<Self>, every: Duration, stop: CancellationToken) {
+    pub(crate) fn spawn_watch(self: &Arc<Self>, every: Duration, stop: CancellationToken) {
         if every.is_zero() {
             return;
         }
@@ -117,7 +117,7 @@ impl Certificates {
     }
 
     /// [`Certificates::reload`], logged.
-    pub fn reload_logged(&self, force: bool) -> Reload {
+    pub(crate) fn reload_logged(&self, force: bool) -> Reload {
         let outcome = self.reload(force);
         match &outcome {
             Reload::Unchanged => {}
@@ -160,7 +160,7 @@ impl fmt::Debug for Certificates {
 }
 
 /// The acceptor for `certificates`: TLS 1.2 and 1.3, ALPN h2 then http/1.1.
-pub fn acceptor(certificates: Arc<Certificates>) -> Result<TlsAcceptor, TlsError> {
+pub(crate) fn acceptor(certificates: Arc<Certificates>) -> Result<TlsAcceptor, TlsError> {
     let mut config = ServerConfig::builder_with_provider(tls::provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Unusable { reason: e.to_string() })?

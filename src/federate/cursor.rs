@@ -13,7 +13,7 @@ use crate::seal::{Purpose, Sealer};
 
 /// Where one member's listing stands.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Position {
+pub(crate) enum Position {
     /// Not listed yet: its first page is next.
     Start,
     /// Its page at this (the member's own) cursor is next.
@@ -24,11 +24,11 @@ pub enum Position {
 
 /// Every member's position in one federated listing.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Positions(Vec<Position>);
+pub(crate) struct Positions(Vec<Position>);
 
 /// What the client's cursor said.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Opened {
+pub(crate) enum Opened {
     /// No cursor: the first page.
     First(Positions),
     /// A cursor eragate sealed for this many members.
@@ -39,12 +39,12 @@ pub enum Opened {
 
 impl Positions {
     /// The start of a listing of `members` members.
-    pub fn first(members: usize) -> Positions {
+    pub(crate) fn first(members: usize) -> Positions {
         Positions(vec![Position::Start; members])
     }
 
     /// The client's `cursor` (if any) for a listing of `members` members.
-    pub fn open(sealer: &Sealer, cursor: Option<&str>, members: usize, now: Instant) -> Opened {
+    pub(crate) fn open(sealer: &Sealer, cursor: Option<&str>, members: usize, now: Instant) -> Opened {
         let Some(cursor) = cursor else {
             return Opened::First(Positions::first(members));
         };
@@ -58,7 +58,7 @@ impl Positions {
     }
 
     /// The members to ask for this page, each with its own cursor (`None`: its first page).
-    pub fn to_fetch(&self) -> Vec<(usize, Option<&str>)> {
+    pub(crate) fn to_fetch(&self) -> Vec<(usize, Option<&str>)> {
         self.0
             .iter()
             .enumerate()
@@ -71,19 +71,19 @@ impl Positions {
     }
 
     /// Member `member` answered with `next` as its `nextCursor`.
-    pub fn answered(&mut self, member: usize, next: Option<String>) {
+    pub(crate) fn answered(&mut self, member: usize, next: Option<String>) {
         if let Some(position) = self.0.get_mut(member) {
             *position = next.map_or(Position::Done, Position::At);
         }
     }
 
     /// Member `member` failed: it is left out of the rest of the listing.
-    pub fn failed(&mut self, member: usize) {
+    pub(crate) fn failed(&mut self, member: usize) {
         self.answered(member, None);
     }
 
     /// The sealed `nextCursor` of this page; `None` when every member is done.
-    pub fn next_cursor(&self, sealer: &Sealer) -> Option<String> {
+    pub(crate) fn next_cursor(&self, sealer: &Sealer) -> Option<String> {
         if self.0.iter().all(|p| *p == Position::Done) {
             return None;
         }

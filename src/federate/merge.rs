@@ -9,20 +9,20 @@ use serde_json::{Map, Value, json};
 use crate::protocol::envelope::SERVER_INFO;
 
 /// The `_meta` key listing the members: `[{name, serverInfo}]`, and those left out.
-pub const MEMBERS_META: &str = "dev.eragate/members";
+pub(crate) const MEMBERS_META: &str = "dev.eragate/members";
 
 /// One member's handshake result, by the member's name; `None` when it could
 /// not be reached (it is listed as left out).
-pub struct MemberResult<'a> {
+pub(crate) struct MemberResult<'a> {
     /// The member (upstream) name.
-    pub name: &'a str,
+    pub(crate) name: &'a str,
     /// Its `initialize` or `server/discover` result.
-    pub result: Option<&'a Value>,
+    pub(crate) result: Option<&'a Value>,
 }
 
 /// Members' capabilities merged: the union of their members, flags OR-ed,
 /// objects merged member by member, any other value the first member's.
-pub fn capabilities(all: &[&Value]) -> Value {
+pub(crate) fn capabilities(all: &[&Value]) -> Value {
     let mut merged = Value::Object(Map::new());
     for capabilities in all {
         union(&mut merged, capabilities);
@@ -51,7 +51,7 @@ fn union(into: &mut Value, from: &Value) {
 /// `server_info`, the members in `_meta`, instructions under headings.
 /// Every other member of the first reachable member's result passes (e.g.
 /// `protocolVersion`, which the caller sets for the client's era).
-pub fn handshake(members: &[MemberResult<'_>], server_info: &Value) -> Value {
+pub(crate) fn handshake(members: &[MemberResult<'_>], server_info: &Value) -> Value {
     let reached: Vec<(&str, &Value)> = members.iter().filter_map(|m| Some((m.name, m.result?))).collect();
     let mut result = reached
         .first()
@@ -81,7 +81,7 @@ pub fn handshake(members: &[MemberResult<'_>], server_info: &Value) -> Value {
 /// The federation's 2026-07-28 `server/discover` result from members'
 /// (modern-shaped) ones: as [`handshake`], with each member's identity read
 /// from, and eragate's written to, `_meta["io.modelcontextprotocol/serverInfo"]`.
-pub fn discover(members: &[MemberResult<'_>], server_info: &Value) -> Value {
+pub(crate) fn discover(members: &[MemberResult<'_>], server_info: &Value) -> Value {
     let lifted: Vec<Option<Value>> = members
         .iter()
         .map(|m| {

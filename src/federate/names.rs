@@ -19,30 +19,30 @@ pub enum PrefixMode {
 }
 
 /// The separator between a prefix and a name.
-pub const SEPARATOR: char = '_';
+pub(crate) const SEPARATOR: char = '_';
 
 /// Two members offer one exposed name.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("members {first} and {second} both offer {name:?}")]
-pub struct Collision {
+pub(crate) struct Collision {
     /// The exposed name.
-    pub name: String,
+    pub(crate) name: String,
     /// One member (its index).
-    pub first: usize,
+    pub(crate) first: usize,
     /// The other.
-    pub second: usize,
+    pub(crate) second: usize,
 }
 
 /// The exposed names of one list (tools, or prompts) across the members.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Names {
+pub(crate) struct Names {
     owners: HashMap<String, (usize, String)>,
     exposed: HashMap<(usize, String), String>,
 }
 
 impl Names {
     /// Exposes `lists[i]` (member `i`'s names) under `prefixes[i]` as `mode` says.
-    pub fn expose(mode: PrefixMode, prefixes: &[&str], lists: &[Vec<String>]) -> Result<Names, Collision> {
+    pub(crate) fn expose(mode: PrefixMode, prefixes: &[&str], lists: &[Vec<String>]) -> Result<Names, Collision> {
         let mut prefixed_members = vec![mode == PrefixMode::Always; lists.len()];
         let shared = shared_names(lists);
         loop {
@@ -87,12 +87,12 @@ impl Names {
     }
 
     /// The member owning `exposed`, and its own name for it.
-    pub fn owner(&self, exposed: &str) -> Option<(usize, &str)> {
+    pub(crate) fn owner(&self, exposed: &str) -> Option<(usize, &str)> {
         self.owners.get(exposed).map(|(member, name)| (*member, name.as_str()))
     }
 
     /// How member `member`'s `name` is exposed.
-    pub fn exposed(&self, member: usize, name: &str) -> Option<&str> {
+    pub(crate) fn exposed(&self, member: usize, name: &str) -> Option<&str> {
         self.exposed.get(&(member, name.to_owned())).map(String::as_str)
     }
 }
@@ -119,12 +119,12 @@ fn shared_names(lists: &[Vec<String>]) -> HashMap<String, usize> {
 
 /// Member `prefix`'s resource URI (or URI template) as clients see it:
 /// `<prefix>+<uri>`, itself a URI (or template) whose scheme names the member.
-pub fn rewrite_uri(prefix: &str, uri: &str) -> String {
+pub(crate) fn rewrite_uri(prefix: &str, uri: &str) -> String {
     format!("{prefix}+{uri}")
 }
 
 /// The member (by prefix, among `prefixes`) and its own URI behind an exposed one.
-pub fn restore_uri<'a>(prefixes: &[&str], exposed: &'a str) -> Option<(usize, &'a str)> {
+pub(crate) fn restore_uri<'a>(prefixes: &[&str], exposed: &'a str) -> Option<(usize, &'a str)> {
     let (prefix, uri) = exposed.split_once('+')?;
     let member = prefixes.iter().position(|p| *p == prefix)?;
     Some((member, uri))
@@ -132,7 +132,7 @@ pub fn restore_uri<'a>(prefixes: &[&str], exposed: &'a str) -> Option<(usize, &'
 
 /// Whether `prefix` can name a member in a URI scheme (RFC 3986: a letter,
 /// then letters, digits, `-` or `.`; no `+`, which ends it).
-pub fn is_uri_prefix(prefix: &str) -> bool {
+pub(crate) fn is_uri_prefix(prefix: &str) -> bool {
     let mut chars = prefix.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphabetic())
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')

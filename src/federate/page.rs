@@ -10,11 +10,11 @@ use super::route::ListShape;
 use crate::protocol::ErrorObject;
 
 /// `_meta` key of a federated list result: the members left out of it, each `{name, error}`.
-pub const LEFT_OUT_META: &str = "dev.eragate/leftOut";
+pub(crate) const LEFT_OUT_META: &str = "dev.eragate/leftOut";
 
 /// The items of one federated page, with what members said about caching.
 #[derive(Debug, Default)]
-pub struct MergedPage {
+pub(crate) struct MergedPage {
     items: Vec<Value>,
     /// The shortest `ttlMs` any member gave.
     ttl_ms: Option<u64>,
@@ -28,7 +28,7 @@ pub struct MergedPage {
 
 impl MergedPage {
     /// A member's `page`, whose items are `items` as exposed.
-    pub fn add(&mut self, page: &Value, items: Vec<Value>) {
+    pub(crate) fn add(&mut self, page: &Value, items: Vec<Value>) {
         self.items.extend(items);
         self.answered += 1;
         let ttl = page.get("ttlMs").and_then(Value::as_u64).unwrap_or(0);
@@ -37,13 +37,13 @@ impl MergedPage {
     }
 
     /// Member `member` is left out of the page for `error`.
-    pub fn leave_out(&mut self, member: &str, error: ErrorObject) {
+    pub(crate) fn leave_out(&mut self, member: &str, error: ErrorObject) {
         self.left_out.push(json!({"name": member, "error": error.message}));
         self.first_error.get_or_insert(error);
     }
 
     /// The page of `shape`; an error when members were asked and none answered.
-    pub fn into_result(self, shape: ListShape, next_cursor: Option<String>) -> Result<Value, ErrorObject> {
+    pub(crate) fn into_result(self, shape: ListShape, next_cursor: Option<String>) -> Result<Value, ErrorObject> {
         if self.answered == 0
             && let Some(error) = self.first_error
         {

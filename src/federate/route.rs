@@ -11,7 +11,7 @@ use crate::protocol::ModernMethod;
 
 /// The lists whose names carry a member's prefix.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum NameKind {
+pub(crate) enum NameKind {
     /// `tools/list`, `tools/call`.
     Tools,
     /// `prompts/list`, `prompts/get`, `ref/prompt` completions.
@@ -20,7 +20,7 @@ pub enum NameKind {
 
 impl NameKind {
     /// The list a `…/list_changed` notification is about, when it names one.
-    pub fn of_notification(method: &str) -> Option<NameKind> {
+    pub(crate) fn of_notification(method: &str) -> Option<NameKind> {
         match method {
             "notifications/tools/list_changed" => Some(NameKind::Tools),
             "notifications/prompts/list_changed" => Some(NameKind::Prompts),
@@ -29,7 +29,7 @@ impl NameKind {
     }
 
     /// The list method of this kind.
-    pub fn list_method(self) -> ModernMethod {
+    pub(crate) fn list_method(self) -> ModernMethod {
         match self {
             NameKind::Tools => ModernMethod::ToolsList,
             NameKind::Prompts => ModernMethod::PromptsList,
@@ -39,7 +39,7 @@ impl NameKind {
 
 /// A federated list: where its items are and which member of an item is exposed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListShape {
+pub(crate) enum ListShape {
     /// `tools` or `prompts`, by `name`.
     Named(NameKind),
     /// `resources`, by `uri`.
@@ -50,7 +50,7 @@ pub enum ListShape {
 
 impl ListShape {
     /// The shape of a list method's result; `None` for any other method.
-    pub fn of(method: ModernMethod) -> Option<ListShape> {
+    pub(crate) fn of(method: ModernMethod) -> Option<ListShape> {
         match method {
             ModernMethod::ToolsList => Some(ListShape::Named(NameKind::Tools)),
             ModernMethod::PromptsList => Some(ListShape::Named(NameKind::Prompts)),
@@ -61,7 +61,7 @@ impl ListShape {
     }
 
     /// The result member holding the items.
-    pub fn items_key(self) -> &'static str {
+    pub(crate) fn items_key(self) -> &'static str {
         match self {
             ListShape::Named(NameKind::Tools) => "tools",
             ListShape::Named(NameKind::Prompts) => "prompts",
@@ -82,18 +82,18 @@ impl ListShape {
 
 /// How exposed names are traced back: the mode, the members' prefixes and,
 /// under `on_collision` and `never`, the names built from complete listings.
-pub struct Naming<'a> {
+pub(crate) struct Naming<'a> {
     /// When names are prefixed.
-    pub mode: PrefixMode,
+    pub(crate) mode: PrefixMode,
     /// Each member's prefix, by index.
-    pub prefixes: &'a [&'a str],
+    pub(crate) prefixes: &'a [&'a str],
     /// The exposed names (needed unless the mode is `always`).
-    pub names: Option<&'a Names>,
+    pub(crate) names: Option<&'a Names>,
 }
 
 /// Whose a request is.
 #[derive(Debug, PartialEq)]
-pub enum Owner {
+pub(crate) enum Owner {
     /// Member `member`'s, with these params (its own name or URI restored).
     Member(usize, Value),
     /// The name or URI is no member's (as far as the names known say).
@@ -101,11 +101,11 @@ pub enum Owner {
 }
 
 /// A request no member owns: the name or URI it used, and its params untouched.
-pub type Unrouted = (String, Value);
+pub(crate) type Unrouted = (String, Value);
 
 impl Naming<'_> {
     /// The member owning exposed `name` of `kind`, and its own name for it.
-    pub fn owner(&self, exposed: &str) -> Option<(usize, String)> {
+    pub(crate) fn owner(&self, exposed: &str) -> Option<(usize, String)> {
         match (self.mode, self.names) {
             // Prefixes hold no separator (they are URI-scheme letters): the first one ends it.
             (PrefixMode::Always, _) => {
@@ -119,7 +119,7 @@ impl Naming<'_> {
     }
 
     /// How member `member`'s `name` is exposed.
-    pub fn expose(&self, member: usize, name: &str) -> Option<String> {
+    pub(crate) fn expose(&self, member: usize, name: &str) -> Option<String> {
         match (self.mode, self.names) {
             (PrefixMode::Always, _) => Some(format!("{}{SEPARATOR}{name}", self.prefixes.get(member)?)),
             (_, Some(names)) => names.exposed(member, name).map(str::to_owned),
@@ -128,7 +128,7 @@ impl Naming<'_> {
     }
 
     /// Whose request of `method` with `params` is: by its name, URI or reference.
-    pub fn route(&self, method: ModernMethod, params: Option<&Value>) -> Owner {
+    pub(crate) fn route(&self, method: ModernMethod, params: Option<&Value>) -> Owner {
         match self.route_owned(method, params.cloned()) {
             Ok((member, params)) => Owner::Member(member, params),
             Err((exposed, _)) => Owner::Unknown(exposed),
@@ -138,7 +138,7 @@ impl Naming<'_> {
     /// [`Naming::route`] of the request's own params (no copy of them, which
     /// a call's arguments can make large): the owner and its params, or the
     /// unknown name and the params as they came.
-    pub fn route_owned(&self, method: ModernMethod, params: Option<Value>) -> Result<(usize, Value), Unrouted> {
+    pub(crate) fn route_owned(&self, method: ModernMethod, params: Option<Value>) -> Result<(usize, Value), Unrouted> {
         let mut params = params.unwrap_or_else(|| Value::Object(Map::new()));
         let (slot, by_uri): (Option<&mut Value>, bool) = match method {
             ModernMethod::ToolsCall | ModernMethod::PromptsGet => (params.get_mut("name"), false),
@@ -171,7 +171,12 @@ impl Naming<'_> {
 
     /// Member `member`'s list `result` with its items exposed; items the
     /// names do not know are left out (the names are stale: the caller rebuilds them).
-    pub fn expose_items(&self, shape: ListShape, member: usize, result: &Value) -> Result<Vec<Value>, StaleNames> {
+    pub(crate) fn expose_items(
+        &self,
+        shape: ListShape,
+        member: usize,
+        result: &Value,
+    ) -> Result<Vec<Value>, StaleNames> {
         let prefix = self.prefixes.get(member).copied().unwrap_or_default();
         let items = result.get(shape.items_key()).and_then(Value::as_array);
         let mut exposed = Vec::with_capacity(items.map_or(0, Vec::len));
@@ -195,10 +200,10 @@ impl Naming<'_> {
 
 /// A member listed a name the exposed names do not hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StaleNames;
+pub(crate) struct StaleNames;
 
 /// Member `prefix`'s `resources/read` result with its contents' URIs exposed.
-pub fn expose_read(prefix: &str, mut result: Value) -> Value {
+pub(crate) fn expose_read(prefix: &str, mut result: Value) -> Value {
     if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
         for content in contents {
             expose_uri_member(prefix, content, "uri");
@@ -209,7 +214,7 @@ pub fn expose_read(prefix: &str, mut result: Value) -> Value {
 
 /// A member's notification as the federation's clients see it: a resource's
 /// URI exposed (`notifications/resources/updated`); everything else as it came.
-pub fn expose_notification(prefix: &str, method: &str, params: &mut Option<Value>) {
+pub(crate) fn expose_notification(prefix: &str, method: &str, params: &mut Option<Value>) {
     if method == "notifications/resources/updated"
         && let Some(params) = params
     {
@@ -227,7 +232,7 @@ fn expose_uri_member(prefix: &str, object: &mut Value, key: &str) {
 
 /// Every member's names of one kind, from complete listings, exposed as `mode`
 /// says; a collision names both members.
-pub fn build_names(mode: PrefixMode, prefixes: &[&str], lists: &[Vec<String>]) -> Result<Names, String> {
+pub(crate) fn build_names(mode: PrefixMode, prefixes: &[&str], lists: &[Vec<String>]) -> Result<Names, String> {
     Names::expose(mode, prefixes, lists).map_err(|collision| {
         let member = |i: usize| prefixes.get(i).copied().unwrap_or_default().to_owned();
         format!(
@@ -240,7 +245,7 @@ pub fn build_names(mode: PrefixMode, prefixes: &[&str], lists: &[Vec<String>]) -
 }
 
 /// The names in a member's list result of `shape`.
-pub fn item_names(shape: ListShape, result: &Value) -> Vec<String> {
+pub(crate) fn item_names(shape: ListShape, result: &Value) -> Vec<String> {
     result
         .get(shape.items_key())
         .and_then(Value::as_array)

@@ -12,16 +12,16 @@ use crate::protocol::{Era, ErrorCode, ErrorObject};
 
 /// Who is asking, as `[[policies]]` entries name callers.
 #[derive(Clone, Copy, Debug)]
-pub struct Caller<'a> {
+pub(crate) struct Caller<'a> {
     /// The principal (empty for an open gateway).
-    pub subject: &'a str,
+    pub(crate) subject: &'a str,
     /// An OAuth token's scopes (`None` for a static token or an open gateway).
-    pub scopes: Option<&'a [String]>,
+    pub(crate) scopes: Option<&'a [String]>,
 }
 
 /// Which rules apply to a caller on a path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Selection {
+pub(crate) enum Selection {
     /// The path has no `[[policies]]`: every caller sees the same.
     Unrestricted,
     /// The path has some: the first entry naming the caller applies (by its
@@ -33,7 +33,7 @@ pub enum Selection {
 /// The `[[policies]]` entry that applies to `caller` on `path`: the first, in
 /// file order, whose `subjects`, `groups` or `scopes` name it (an entry naming
 /// nobody applies to everyone).
-pub fn select(policies: &[PolicyConfig], groups: &GroupsConfig, path: &str, caller: Caller<'_>) -> Selection {
+pub(crate) fn select(policies: &[PolicyConfig], groups: &GroupsConfig, path: &str, caller: Caller<'_>) -> Selection {
     let mut on_path = policies
         .iter()
         .enumerate()
@@ -74,7 +74,7 @@ fn names(policy: &PolicyConfig, groups: &GroupsConfig, caller: Caller<'_>) -> bo
 
 /// The kinds of things a policy rules on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Tools, by name.
     Tools,
     /// Prompts, by name.
@@ -95,7 +95,7 @@ impl Kind {
 
 /// A list method's items: their kind, the member holding them, the key naming each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ListShape {
+pub(crate) struct ListShape {
     kind: Kind,
     items: &'static str,
     key: &'static str,
@@ -103,7 +103,7 @@ pub struct ListShape {
 
 impl ListShape {
     /// The shape of `method`'s result, when it is one of the four lists.
-    pub fn of(method: &str) -> Option<ListShape> {
+    pub(crate) fn of(method: &str) -> Option<ListShape> {
         let (kind, items, key) = match method {
             "tools/list" => (Kind::Tools, "tools", "name"),
             "prompts/list" => (Kind::Prompts, "prompts", "name"),
@@ -118,7 +118,7 @@ impl ListShape {
 /// The rules one caller is served under on a narrowed path (none: it sees all,
 /// but its lists are still private, since another caller's may differ).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Catalog<'a> {
+pub(crate) struct Catalog<'a> {
     rules: Option<&'a PolicyConfig>,
 }
 
@@ -132,7 +132,7 @@ static NO_RULES: KindPolicyConfig = KindPolicyConfig {
 
 impl<'a> Catalog<'a> {
     /// The catalog of a caller `rules` apply to (`None`: no entry names it).
-    pub fn new(rules: Option<&'a PolicyConfig>) -> Catalog<'a> {
+    pub(crate) fn new(rules: Option<&'a PolicyConfig>) -> Catalog<'a> {
         Catalog { rules }
     }
 
@@ -147,7 +147,7 @@ impl<'a> Catalog<'a> {
 
     /// The name the caller sees for the path's `name`, or `None` when hidden:
     /// not allowed, denied, or shadowed by another name renamed to it.
-    pub fn expose<'n>(&self, kind: Kind, name: &'n str) -> Option<&'n str>
+    pub(crate) fn expose<'n>(&self, kind: Kind, name: &'n str) -> Option<&'n str>
     where
         'a: 'n,
     {
@@ -164,7 +164,7 @@ impl<'a> Catalog<'a> {
 
     /// The path's own name behind the caller's `name`, or `None` when the
     /// caller may not use it (hidden, or renamed away).
-    pub fn restore<'n>(&self, kind: Kind, name: &'n str) -> Option<&'n str>
+    pub(crate) fn restore<'n>(&self, kind: Kind, name: &'n str) -> Option<&'n str>
     where
         'a: 'n,
     {
@@ -180,7 +180,7 @@ impl<'a> Catalog<'a> {
     /// A list result of `shape` as the caller sees it: hidden items removed,
     /// renamed and described items rewritten, and (modern) private. Returns
     /// how many items were removed.
-    pub fn restrict(&self, shape: ListShape, result: &mut Value, era: Era) -> usize {
+    pub(crate) fn restrict(&self, shape: ListShape, result: &mut Value, era: Era) -> usize {
         let rules = self.rules(shape.kind);
         restrict_list(result, shape.items, shape.key, era, |name, item| {
             let Some(exposed) = self.expose(shape.kind, name) else {
@@ -202,7 +202,7 @@ impl<'a> Catalog<'a> {
     /// fails as an unknown one would. A `subscriptions/listen` loses the
     /// resource subscriptions the caller may not see, so its acknowledgement
     /// names only what it may (as it names only what the server honours).
-    pub fn admit(&self, method: &str, params: Option<&mut Value>) -> Result<(), ErrorObject> {
+    pub(crate) fn admit(&self, method: &str, params: Option<&mut Value>) -> Result<(), ErrorObject> {
         if method == "subscriptions/listen" {
             self.narrow_listen(params);
             return Ok(());
@@ -264,7 +264,7 @@ impl Catalog<'_> {
     /// only for a resource the caller may see. Nothing else a server sends
     /// unasked names a tool, prompt or resource (progress and task status name
     /// a token and a task id), so the rest passes.
-    pub fn shows(&self, method: &str, params: Option<&Value>) -> bool {
+    pub(crate) fn shows(&self, method: &str, params: Option<&Value>) -> bool {
         if method != "notifications/resources/updated" {
             return true;
         }
@@ -300,7 +300,7 @@ fn unknown(kind: Kind, name: &str) -> ErrorObject {
 
 /// Whether `text` matches `glob`: `*` any run of characters (none too), `?`
 /// exactly one, anything else itself. Linear backtracking over the last `*`.
-pub fn glob_matches(glob: &str, text: &str) -> bool {
+pub(crate) fn glob_matches(glob: &str, text: &str) -> bool {
     let glob: Vec<char> = glob.chars().collect();
     let text: Vec<char> = text.chars().collect();
     let (mut g, mut t) = (0, 0);

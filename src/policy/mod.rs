@@ -1,10 +1,10 @@
 //! Per-caller policy: whether a caller may send a request now ([`rate`]: the
 //! rate limits of `[rate_limits]`), and what one caller may see of an answer
-//! ([`tools`] hides from `tools/list` the tools a caller's token may not call;
-//! [`catalog`] applies `[[policies]]`: allow, deny, rename, describe per principal).
-//! No I/O: shared counts are named here and kept by [`crate::store`].
+//! (`tools` hides from `tools/list` the tools a caller's token may not call;
+//! `catalog` applies `[[policies]]`: allow, deny, rename, describe per principal).
+//! No I/O: shared counts are named here and kept by `crate::store`.
 
-pub mod catalog;
-pub mod quota;
+pub(crate) mod catalog;
+pub(crate) mod quota;
 pub mod rate;
-pub mod tools;
+pub(crate) mod tools;

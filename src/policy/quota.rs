@@ -6,18 +6,18 @@
 
 /// One thing held, as the quota sees it.
 #[derive(Clone, Copy, Debug)]
-pub struct Held<'a> {
+pub(crate) struct Held<'a> {
     /// Whose it is.
-    pub principal: &'a str,
+    pub(crate) principal: &'a str,
     /// Whether it may be closed now (nothing in flight on it).
-    pub idle: bool,
+    pub(crate) idle: bool,
     /// When it was last used (any monotonic unit); the least recent goes first.
-    pub last_used: u64,
+    pub(crate) last_used: u64,
 }
 
 /// What to do before `asking` may hold one more.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Room {
+pub(crate) enum Room {
     /// There is room.
     Free,
     /// Close the thing at this index, then ask again.
@@ -33,7 +33,7 @@ pub enum Room {
 /// another principal's). When the table is full, the least recently used idle
 /// thing of the principal holding the most goes (the asker's own when it
 /// holds the most), so one principal filling the table gives way first.
-pub fn make_room(held: &[Held<'_>], asking: &str, per_principal: usize, total: usize) -> Room {
+pub(crate) fn make_room(held: &[Held<'_>], asking: &str, per_principal: usize, total: usize) -> Room {
     let own = held.iter().filter(|h| h.principal == asking).count();
     if own >= per_principal {
         return least_recent_idle(held, |h| h.principal == asking).map_or(Room::Full, Room::Evict);

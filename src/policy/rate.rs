@@ -1,7 +1,7 @@
 //! Rate limits (`[rate_limits]`): which counters a request spends, and the
 //! local GCRA limiters (governor) that keep them. No I/O: a limit shared by
 //! replicas is only named here ([`SharedCount`]) and judged from Redis's
-//! answer ([`shared_verdict`]); counting it is the caller's job.
+//! answer (`shared_verdict`); counting it is the caller's job.
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -16,7 +16,7 @@ use crate::config::{RateLimit, RateLimitsConfig};
 
 /// Which limit refused a request: the client is told, so it knows what to slow down.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// `per_principal`: all of this principal's requests.
     Principal,
     /// `tools.NAME`: this principal's calls of one tool.
@@ -27,7 +27,7 @@ pub enum Scope {
 
 impl Scope {
     /// The name used in errors, logs and Redis keys.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Scope::Principal => "principal",
             Scope::Tool => "tool",
@@ -51,14 +51,14 @@ pub struct Request<'a> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Refused {
     /// Which limit.
-    pub scope: Scope,
+    pub(crate) scope: Scope,
     /// How long until it would pass.
-    pub retry_after: Duration,
+    pub(crate) retry_after: Duration,
 }
 
 impl Refused {
     /// `Retry-After` in whole seconds, rounded up, at least 1.
-    pub fn retry_after_secs(&self) -> u64 {
+    pub(crate) fn retry_after_secs(&self) -> u64 {
         let secs = self.retry_after.as_secs() + u64::from(self.retry_after.subsec_nanos() > 0);
         secs.max(1)
     }
@@ -69,18 +69,18 @@ impl Refused {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SharedCount {
     /// Which limit.
-    pub scope: Scope,
+    pub(crate) scope: Scope,
     /// The counter's name: scope, limit name and key.
-    pub key: String,
+    pub(crate) key: String,
     /// How many the window holds.
-    pub requests: u32,
+    pub(crate) requests: u32,
     /// The window.
-    pub window: Duration,
+    pub(crate) window: Duration,
 }
 
 /// Judges a shared count from the store's answer: `count` after this request
 /// and the window's remaining `ttl`. `None` lets it through.
-pub fn shared_verdict(count: &SharedCount, after: u64, ttl: Duration) -> Option<Refused> {
+pub(crate) fn shared_verdict(count: &SharedCount, after: u64, ttl: Duration) -> Option<Refused> {
     (after > u64::from(count.requests)).then_some(Refused {
         scope: count.scope,
         retry_after: if ttl.is_zero() { count.window } else { ttl },
@@ -156,7 +156,7 @@ impl RateLimits<DefaultClock> {
 
 impl<C: Clock + Clone> RateLimits<C> {
     /// The limits of `config`, on `clock`.
-    pub fn with_clock(config: &RateLimitsConfig, clock: &C) -> RateLimits<C> {
+    pub(crate) fn with_clock(config: &RateLimitsConfig, clock: &C) -> RateLimits<C> {
         let build = |map: &std::collections::BTreeMap<String, RateLimit>| {
             map.iter()
                 .map(|(name, limit)| (name.clone(), Limiter::new(limit, clock)))
@@ -170,7 +170,7 @@ impl<C: Clock + Clone> RateLimits<C> {
     }
 
     /// Whether any limit is configured (the check is skipped otherwise).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.per_principal.is_none() && self.tools.is_empty() && self.upstreams.is_empty()
     }
 
@@ -196,7 +196,7 @@ impl<C: Clock + Clone> RateLimits<C> {
 
     /// Drops the state of keys back at a full bucket, so that principals seen
     /// once do not stay in memory.
-    pub fn forget_idle(&self) {
+    pub(crate) fn forget_idle(&self) {
         let all = self
             .per_principal
             .iter()

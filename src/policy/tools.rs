@@ -14,7 +14,7 @@ use crate::translate::cache::narrowed_for_caller;
 ///
 /// For a modern client the page is marked `cacheScope: "private"` whether or not a
 /// tool was removed: another caller's page may differ, so no shared cache may keep it.
-pub fn restrict_tools_list(result: &mut Value, era: Era, may_call: impl Fn(&str) -> bool) -> usize {
+pub(crate) fn restrict_tools_list(result: &mut Value, era: Era, may_call: impl Fn(&str) -> bool) -> usize {
     restrict_list(result, "tools", "name", era, |name, _| may_call(name))
 }
 
@@ -23,7 +23,7 @@ pub fn restrict_tools_list(result: &mut Value, era: Era, may_call: impl Fn(&str)
 /// which `keep` may change (rename, describe). An item without a string `key` is
 /// dropped: nobody could call it. Returns how many were removed; a modern page is
 /// made private ([`narrowed_for_caller`]) whatever was removed.
-pub fn restrict_list(
+pub(crate) fn restrict_list(
     result: &mut Value,
     items: &str,
     key: &str,

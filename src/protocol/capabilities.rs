@@ -10,7 +10,7 @@ use super::revision::Revision;
 
 /// What eragate itself can deliver on the modern side for a legacy upstream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListenSupport {
+pub(crate) enum ListenSupport {
     /// `subscriptions/listen` is fully bridged: `listChanged` and `subscribe` stay as the upstream says.
     Bridged,
     /// List changes are bridged, per-resource subscriptions are not: `subscribe` is cleared.
@@ -22,7 +22,7 @@ pub enum ListenSupport {
 /// A legacy `InitializeResult.capabilities` as 2026-07-28 `ServerCapabilities`.
 ///
 /// `tasks` has no core meaning in 2026-07-28 and is dropped.
-pub fn server_legacy_to_modern(capabilities: &Value, listen: ListenSupport) -> Value {
+pub(crate) fn server_legacy_to_modern(capabilities: &Value, listen: ListenSupport) -> Value {
     let mut out = capabilities.as_object().cloned().unwrap_or_default();
     out.remove("tasks");
     let cleared: &[(&str, &[&str])] = match listen {
@@ -46,7 +46,7 @@ pub fn server_legacy_to_modern(capabilities: &Value, listen: ListenSupport) -> V
 
 /// A 2026-07-28 `clientCapabilities` as the capabilities a legacy `initialize`
 /// of `revision` may declare.
-pub fn client_modern_to_legacy(capabilities: &Value, revision: Revision) -> Value {
+pub(crate) fn client_modern_to_legacy(capabilities: &Value, revision: Revision) -> Value {
     let source = capabilities.as_object().cloned().unwrap_or_default();
     let mut out = Map::new();
     for (key, value) in source {
@@ -79,7 +79,7 @@ pub fn client_modern_to_legacy(capabilities: &Value, revision: Revision) -> Valu
 }
 
 /// A legacy client's `initialize` capabilities as a 2026-07-28 `clientCapabilities`.
-pub fn client_legacy_to_modern(capabilities: &Value) -> Value {
+pub(crate) fn client_legacy_to_modern(capabilities: &Value) -> Value {
     let source = capabilities.as_object().cloned().unwrap_or_default();
     let mut out = Map::new();
     for (key, value) in source {
@@ -104,7 +104,7 @@ pub fn client_legacy_to_modern(capabilities: &Value) -> Value {
 /// A 2026-07-28 server's capabilities as a legacy client of `revision` may see
 /// them in `InitializeResult`. Resource subscriptions are relayed (through a
 /// listen); list changes outside them are not, so `listChanged` is not claimed.
-pub fn server_modern_to_legacy(capabilities: &Value, revision: Revision) -> Value {
+pub(crate) fn server_modern_to_legacy(capabilities: &Value, revision: Revision) -> Value {
     let mut out = capabilities.as_object().cloned().unwrap_or_default();
     out.remove("extensions");
     if revision < Revision::V2025_03_26 {
@@ -125,7 +125,7 @@ pub fn server_modern_to_legacy(capabilities: &Value, revision: Revision) -> Valu
 /// `extensions`, whose contents are free-form, count by their presence only.
 /// So unknown or vendor keys cannot make new partitions (and sessions); the
 /// capabilities themselves still pass through where they are forwarded.
-pub fn partition_profile(capabilities: &Value, revision: Revision) -> Value {
+pub(crate) fn partition_profile(capabilities: &Value, revision: Revision) -> Value {
     let known = client_capability_members(revision);
     let mut out = Map::new();
     for (key, flags) in known {
@@ -177,7 +177,7 @@ fn client_capability_members(revision: Revision) -> &'static [(&'static str, &'s
 }
 
 /// Trims a modern `clientInfo` to the members `revision` defines.
-pub fn client_info_for(info: &Value, revision: Revision) -> Value {
+pub(crate) fn client_info_for(info: &Value, revision: Revision) -> Value {
     let Some(object) = info.as_object() else {
         return info.clone();
     };

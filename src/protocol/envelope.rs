@@ -6,17 +6,17 @@ use serde_json::{Map, Value};
 use super::lazy_json::{MetaMember, ParamsView};
 
 /// `_meta` key: the protocol version of this request.
-pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` key: the client's capabilities for this request.
-pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key: the client's self-reported identity.
-pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub(crate) const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// `_meta` key: opt-in log level for this request.
-pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+pub(crate) const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 /// Result `_meta` key: the server's identity.
-pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub(crate) const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// Notification `_meta` key: the listen request a notification belongs to.
-pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+pub(crate) const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 /// The reserved prefix that never reaches a legacy upstream.
 pub const RESERVED_PREFIX: &str = "io.modelcontextprotocol/";
 
@@ -26,11 +26,11 @@ pub struct Envelope {
     /// As sent; support is checked separately so the error can name it.
     pub protocol_version: String,
     /// The client's capabilities for this request (`{}` means none).
-    pub client_capabilities: Value,
+    pub(crate) client_capabilities: Value,
     /// Self-reported; never used for security decisions.
-    pub client_info: Option<ClientInfo>,
+    pub(crate) client_info: Option<ClientInfo>,
     /// The level at which this request opted into `notifications/message`.
-    pub log_level: Option<LogLevel>,
+    pub(crate) log_level: Option<LogLevel>,
 }
 
 /// A client's self-reported identity as it was sent (JSON text), built into a
@@ -40,7 +40,7 @@ pub struct Envelope {
 /// (whitespace, member order): the text kept is the client's, or serde_json's
 /// writing of a tree.
 #[derive(Clone, Debug)]
-pub struct ClientInfo(Box<str>);
+pub(crate) struct ClientInfo(Box<str>);
 
 impl PartialEq for ClientInfo {
     fn eq(&self, other: &ClientInfo) -> bool {
@@ -50,7 +50,7 @@ impl PartialEq for ClientInfo {
 
 impl ClientInfo {
     /// The identity in `value`.
-    pub fn of(value: &Value) -> ClientInfo {
+    pub(crate) fn of(value: &Value) -> ClientInfo {
         ClientInfo(value.to_string().into_boxed_str())
     }
 
@@ -63,7 +63,7 @@ impl ClientInfo {
     }
 
     /// The identity, built.
-    pub fn value(&self) -> Value {
+    pub(crate) fn value(&self) -> Value {
         serde_json::from_str(&self.0).unwrap_or_default()
     }
 }
@@ -159,7 +159,7 @@ pub fn strip_reserved(params: &mut Value) {
 
 /// The syslog severities MCP logging uses, least severe first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum LogLevel {
+pub(crate) enum LogLevel {
     /// debug
     Debug,
     /// info
@@ -191,12 +191,12 @@ impl LogLevel {
     ];
 
     /// Parses a level name.
-    pub fn parse(name: &str) -> Option<LogLevel> {
+    pub(crate) fn parse(name: &str) -> Option<LogLevel> {
         LogLevel::NAMES.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
     }
 
     /// The wire name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         LogLevel::NAMES
             .iter()
             .find(|(_, l)| *l == self)

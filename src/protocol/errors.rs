@@ -14,29 +14,29 @@ pub struct ErrorCode(pub i64);
 
 impl ErrorCode {
     /// Not JSON.
-    pub const PARSE_ERROR: ErrorCode = ErrorCode(-32700);
+    pub(crate) const PARSE_ERROR: ErrorCode = ErrorCode(-32700);
     /// Not a valid JSON-RPC object (or a batch where none is allowed).
-    pub const INVALID_REQUEST: ErrorCode = ErrorCode(-32600);
+    pub(crate) const INVALID_REQUEST: ErrorCode = ErrorCode(-32600);
     /// Unknown, removed or unadvertised method.
-    pub const METHOD_NOT_FOUND: ErrorCode = ErrorCode(-32601);
+    pub(crate) const METHOD_NOT_FOUND: ErrorCode = ErrorCode(-32601);
     /// Invalid params; in 2026-07-28 also a missing envelope and resource-not-found.
-    pub const INVALID_PARAMS: ErrorCode = ErrorCode(-32602);
+    pub(crate) const INVALID_PARAMS: ErrorCode = ErrorCode(-32602);
     /// Internal error.
-    pub const INTERNAL_ERROR: ErrorCode = ErrorCode(-32603);
+    pub(crate) const INTERNAL_ERROR: ErrorCode = ErrorCode(-32603);
     /// Legacy resource-not-found (retired in 2026-07-28).
-    pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(-32002);
+    pub(crate) const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(-32002);
     /// 2025-11-25 URL elicitation required (retired in 2026-07-28).
-    pub const URL_ELICITATION_REQUIRED: ErrorCode = ErrorCode(-32042);
+    pub(crate) const URL_ELICITATION_REQUIRED: ErrorCode = ErrorCode(-32042);
     /// 2026-07-28: a routing header does not match the body.
-    pub const HEADER_MISMATCH: ErrorCode = ErrorCode(-32020);
+    pub(crate) const HEADER_MISMATCH: ErrorCode = ErrorCode(-32020);
     /// 2026-07-28: the request lacks a client capability the server needs.
-    pub const MISSING_REQUIRED_CLIENT_CAPABILITY: ErrorCode = ErrorCode(-32021);
+    pub(crate) const MISSING_REQUIRED_CLIENT_CAPABILITY: ErrorCode = ErrorCode(-32021);
     /// 2026-07-28: the envelope names a version the server does not speak.
-    pub const UNSUPPORTED_PROTOCOL_VERSION: ErrorCode = ErrorCode(-32022);
+    pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: ErrorCode = ErrorCode(-32022);
     /// eragate's own (implementation-defined server error range): a
     /// `[rate_limits]` limit or a quota refused the request; `data` says which
     /// (and, for a rate, when to retry).
-    pub const RATE_LIMITED: ErrorCode = ErrorCode(-32029);
+    pub(crate) const RATE_LIMITED: ErrorCode = ErrorCode(-32029);
 }
 
 /// The `error` member of a JSON-RPC response.
@@ -45,14 +45,14 @@ pub struct ErrorObject {
     /// The code.
     pub code: ErrorCode,
     /// Human-readable text; not a contract.
-    pub message: String,
+    pub(crate) message: String,
     /// Structured detail, passed through untouched.
-    pub data: Option<Value>,
+    pub(crate) data: Option<Value>,
 }
 
 impl ErrorObject {
     /// An error without data.
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
+    pub(crate) fn new(code: ErrorCode, message: impl Into<String>) -> ErrorObject {
         ErrorObject {
             code,
             message: message.into(),
@@ -61,13 +61,13 @@ impl ErrorObject {
     }
 
     /// Adds `data`.
-    pub fn with_data(mut self, data: Value) -> ErrorObject {
+    pub(crate) fn with_data(mut self, data: Value) -> ErrorObject {
         self.data = Some(data);
         self
     }
 
     /// Reads an error object; `None` when `code` or `message` is missing or mistyped.
-    pub fn from_value(value: Value) -> Option<ErrorObject> {
+    pub(crate) fn from_value(value: Value) -> Option<ErrorObject> {
         let Value::Object(mut object) = value else {
             return None;
         };
@@ -84,7 +84,7 @@ impl ErrorObject {
     }
 
     /// The JSON form.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut object = Map::with_capacity(3);
         object.insert("code".into(), Value::from(self.code.0));
         object.insert("message".into(), Value::from(self.message.as_str()));
@@ -219,7 +219,7 @@ pub enum Rejection {
 
 impl Rejection {
     /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             Rejection::NoEndpoint
             | Rejection::SessionNotFound
@@ -252,7 +252,7 @@ impl Rejection {
 
     /// The JSON-RPC error answering the refusal; `None` for refusals answered
     /// in plain text (they happen before, or outside, any JSON-RPC exchange).
-    pub fn error(&self) -> Option<ErrorObject> {
+    pub(crate) fn error(&self) -> Option<ErrorObject> {
         let invalid = |message: String| Some(ErrorObject::new(ErrorCode::INVALID_REQUEST, message));
         match self {
             Rejection::OriginNotAllowed => invalid("Forbidden: Origin not allowed".into()),
@@ -329,13 +329,13 @@ impl Rejection {
 
     /// The refusal as a JSON-RPC error on a channel that has no HTTP status
     /// (stdio, an HTTP+SSE stream): its error, or its text as an invalid request.
-    pub fn in_band(&self) -> ErrorObject {
+    pub(crate) fn in_band(&self) -> ErrorObject {
         self.error()
             .unwrap_or_else(|| ErrorObject::new(ErrorCode::INVALID_REQUEST, self.text()))
     }
 
     /// The `WWW-Authenticate` challenge a refusal carries, if any.
-    pub fn challenge(&self) -> Option<&str> {
+    pub(crate) fn challenge(&self) -> Option<&str> {
         match self {
             Rejection::InsufficientScope { challenge, .. } => challenge.as_deref(),
             _ => None,
@@ -343,7 +343,7 @@ impl Rejection {
     }
 
     /// The `Retry-After` value, in seconds, for a refusal that has one.
-    pub fn retry_after_secs(&self) -> Option<u64> {
+    pub(crate) fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Rejection::RateLimited { retry_after_secs, .. } => Some(*retry_after_secs),
             Rejection::TooManyConnections { .. } => Some(CONNECTION_RETRY_SECS),
@@ -352,7 +352,7 @@ impl Rejection {
     }
 
     /// The text of a plain-text refusal (see [`Rejection::error`]).
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             Rejection::NoEndpoint => "no MCP endpoint at this path".into(),
             Rejection::MethodNotAllowed => "Method Not Allowed".into(),
@@ -395,7 +395,7 @@ fn rejection_status(code: ErrorCode) -> StatusCode {
 /// mirror the body (a modern upstream's `Mcp-Param-*` check, relayed), to 400
 /// whoever detects it (the TypeScript SDK's server does the same for `-32021`);
 /// a handshake-era client expects every error in band.
-pub fn handler_error_status(code: ErrorCode, era: crate::protocol::Era) -> StatusCode {
+pub(crate) fn handler_error_status(code: ErrorCode, era: crate::protocol::Era) -> StatusCode {
     match (era, code) {
         (crate::protocol::Era::Modern, ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY | ErrorCode::HEADER_MISMATCH) => {
             StatusCode::BAD_REQUEST
@@ -406,18 +406,18 @@ pub fn handler_error_status(code: ErrorCode, era: crate::protocol::Era) -> Statu
 
 impl ErrorObject {
     /// `-32602`: the request's params are wrong (a handler's judgement, in band).
-    pub fn invalid_params(message: impl Into<String>) -> ErrorObject {
+    pub(crate) fn invalid_params(message: impl Into<String>) -> ErrorObject {
         ErrorObject::new(ErrorCode::INVALID_PARAMS, message)
     }
 
     /// `-32603`: eragate could not complete the request.
-    pub fn internal(message: impl Into<String>) -> ErrorObject {
+    pub(crate) fn internal(message: impl Into<String>) -> ErrorObject {
         ErrorObject::new(ErrorCode::INTERNAL_ERROR, message)
     }
 
     /// `-32021`: the request needs `required` (a `ClientCapabilities` object, e.g.
     /// `{"sampling": {}}`), which the client did not declare.
-    pub fn missing_client_capability(required: Value, message: impl Into<String>) -> ErrorObject {
+    pub(crate) fn missing_client_capability(required: Value, message: impl Into<String>) -> ErrorObject {
         ErrorObject::new(ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY, message)
             .with_data(serde_json::json!({ "requiredCapabilities": required }))
     }

@@ -7,13 +7,13 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
 /// Protocol version header (also sent by legacy clients after `initialize`).
-pub const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub(crate) const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 /// The JSON-RPC method, mirrored.
-pub const MCP_METHOD: &str = "mcp-method";
+pub(crate) const MCP_METHOD: &str = "mcp-method";
 /// The tool or prompt name or the resource URI, mirrored.
-pub const MCP_NAME: &str = "mcp-name";
+pub(crate) const MCP_NAME: &str = "mcp-name";
 /// Legacy session id.
-pub const MCP_SESSION_ID: &str = "mcp-session-id";
+pub(crate) const MCP_SESSION_ID: &str = "mcp-session-id";
 /// Prefix of tool-parameter headers.
 pub const MCP_PARAM_PREFIX: &str = "mcp-param-";
 

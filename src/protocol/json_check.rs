@@ -20,7 +20,7 @@ const MAX_NUMBER_LEN: usize = 300;
 pub(crate) struct Checked {
     /// Whether whitespace between tokens holds `\n` or `\r` (inside a string
     /// they can only appear escaped).
-    pub line_breaks: bool,
+    pub(crate) line_breaks: bool,
 }
 
 /// Checks that `text` is one JSON object, and calls `member(name, value)` for

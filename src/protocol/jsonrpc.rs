@@ -25,12 +25,12 @@ enum IdRepr {
 
 impl Id {
     /// A numeric id, as eragate mints toward upstreams.
-    pub fn number(n: u64) -> Id {
+    pub(crate) fn number(n: u64) -> Id {
         Id(IdRepr::Number(n.into()))
     }
 
     /// Reads an id from JSON; `null`, objects, arrays and booleans are not ids.
-    pub fn from_value(value: &Value) -> Option<Id> {
+    pub(crate) fn from_value(value: &Value) -> Option<Id> {
         match value {
             Value::Number(n) => Some(Id(IdRepr::Number(n.clone()))),
             Value::String(s) => Some(Id(IdRepr::String(s.clone()))),
@@ -39,7 +39,7 @@ impl Id {
     }
 
     /// The JSON form.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         match &self.0 {
             IdRepr::Number(n) => Value::Number(n.clone()),
             IdRepr::String(s) => Value::String(s.clone()),
@@ -47,7 +47,7 @@ impl Id {
     }
 
     /// The id as a `u64` when it is one (eragate's own upstream ids always are).
-    pub fn as_u64(&self) -> Option<u64> {
+    pub(crate) fn as_u64(&self) -> Option<u64> {
         match &self.0 {
             IdRepr::Number(n) => n.as_u64(),
             IdRepr::String(_) => None,
@@ -59,7 +59,7 @@ impl Id {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request {
     /// The caller's id.
-    pub id: Id,
+    pub(crate) id: Id,
     /// The method name.
     pub method: String,
     /// Raw params; MCP always uses an object, JSON-RPC also allows an array.
@@ -79,7 +79,7 @@ pub struct Notification {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Response {
     /// The id of the request answered; `None` only for errors about unreadable requests.
-    pub id: Option<Id>,
+    pub(crate) id: Option<Id>,
     /// What the request produced.
     pub outcome: Outcome,
 }
@@ -146,7 +146,7 @@ impl FrameError {
     }
 
     /// The id of the message, when it was readable.
-    pub fn id(&self) -> Option<Id> {
+    pub(crate) fn id(&self) -> Option<Id> {
         match self {
             FrameError::Parse(_) | FrameError::Oversized(_) => None,
             FrameError::Invalid { id, .. } => id.clone(),
@@ -161,7 +161,7 @@ impl FrameError {
 
 impl Frame {
     /// Parses one frame from bytes, unbounded (trusted or already bounded input).
-    pub fn parse(bytes: &[u8]) -> Result<Frame, FrameError> {
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Frame, FrameError> {
         Frame::parse_within(bytes, Bounds::default())
     }
 
@@ -304,7 +304,7 @@ impl Message {
     /// Writes the message as [`Serialize`](serde::Serialize) does (same members,
     /// same order, same bytes), by hand, so that a kept text is copied without
     /// being read again.
-    pub fn write_to(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_to(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(br#"{"jsonrpc":"2.0","#);
         match self {
             Message::Request(r) => {
@@ -362,7 +362,7 @@ impl Message {
     }
 
     /// The method, for requests and notifications.
-    pub fn method(&self) -> Option<&str> {
+    pub(crate) fn method(&self) -> Option<&str> {
         match self {
             Message::Request(r) => Some(&r.method),
             Message::Notification(n) => Some(&n.method),
@@ -439,24 +439,24 @@ impl serde::Serialize for Id {
 
 impl Request {
     /// `params` as an object, when it is one.
-    pub fn params_object(&self) -> Option<&Map<String, Value>> {
+    pub(crate) fn params_object(&self) -> Option<&Map<String, Value>> {
         self.params.as_deref().and_then(Value::as_object)
     }
 
     /// `params._meta` as an object, when present (read without building the rest of `params`).
-    pub fn meta(&self) -> Option<&Map<String, Value>> {
+    pub(crate) fn meta(&self) -> Option<&Map<String, Value>> {
         self.params.as_ref()?.meta()?.as_object()
     }
 
     /// A string member of `params`.
-    pub fn param_str(&self, key: &str) -> Option<&str> {
+    pub(crate) fn param_str(&self, key: &str) -> Option<&str> {
         self.params_object()?.get(key)?.as_str()
     }
 }
 
 impl Response {
     /// A successful response.
-    pub fn result(id: Id, result: impl Into<LazyJson>) -> Response {
+    pub(crate) fn result(id: Id, result: impl Into<LazyJson>) -> Response {
         Response {
             id: Some(id),
             outcome: Outcome::Result(result.into()),
@@ -464,7 +464,7 @@ impl Response {
     }
 
     /// A successful response for an id that may be absent (kept as it came).
-    pub fn result_for(id: Option<Id>, result: impl Into<LazyJson>) -> Response {
+    pub(crate) fn result_for(id: Option<Id>, result: impl Into<LazyJson>) -> Response {
         Response {
             id,
             outcome: Outcome::Result(result.into()),
@@ -472,7 +472,7 @@ impl Response {
     }
 
     /// An error response.
-    pub fn error(id: Option<Id>, error: ErrorObject) -> Response {
+    pub(crate) fn error(id: Option<Id>, error: ErrorObject) -> Response {
         Response {
             id,
             outcome: Outcome::Error(error),

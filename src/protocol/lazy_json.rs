@@ -41,7 +41,7 @@ impl LazyJson {
     /// Keeps a JSON text that serde_json has checked (`Message::parse` does).
     /// Whitespace line breaks become spaces, so a message still writes as one
     /// line (stdio framing): inside a JSON string they can only appear escaped.
-    pub fn from_checked_text(text: &RawValue) -> LazyJson {
+    pub(crate) fn from_checked_text(text: &RawValue) -> LazyJson {
         let text = text.get();
         LazyJson::from_text(text, text.bytes().any(|b| matches!(b, b'\n' | b'\r')))
     }
@@ -63,7 +63,7 @@ impl LazyJson {
     }
 
     /// The text this value will be written as, when it is still the peer's.
-    pub fn text(&self) -> Option<&str> {
+    pub(crate) fn text(&self) -> Option<&str> {
         self.text.as_deref()
     }
 
@@ -74,7 +74,7 @@ impl LazyJson {
     }
 
     /// Writes the value as JSON: the text as it came, or the tree serialised.
-    pub fn write_to(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_to(&self, out: &mut Vec<u8>) {
         match self.text.as_deref() {
             Some(text) => out.extend_from_slice(text.as_bytes()),
             // A tree with string keys written to memory: cannot fail.
@@ -166,7 +166,7 @@ impl LazyJson {
     /// `edit` is asked about each member, with whether it is the last of that
     /// name (the one a tree keeps). `None` when the spans are not known: the
     /// caller takes [`LazyJson::text_members`].
-    pub fn edit_members<'v>(&self, edit: impl Fn(&str, bool) -> MemberEdit<'v>) -> Option<Edited> {
+    pub(crate) fn edit_members<'v>(&self, edit: impl Fn(&str, bool) -> MemberEdit<'v>) -> Option<Edited> {
         let (text, members) = self.spans()?;
         // (the member's name and value as written, or its name and a new value) per member kept
         let mut kept: Vec<(&str, Option<String>)> = Vec::with_capacity(members.len());
@@ -286,7 +286,7 @@ impl LazyJson {
 }
 
 /// What [`LazyJson::edit_members`] does with one member.
-pub enum MemberEdit<'v> {
+pub(crate) enum MemberEdit<'v> {
     /// Written as it was.
     Keep,
     /// Left out.
@@ -296,7 +296,7 @@ pub enum MemberEdit<'v> {
 }
 
 /// What [`LazyJson::edit_members`] made.
-pub enum Edited {
+pub(crate) enum Edited {
     /// Every member was kept: the value as it was will do.
     Unchanged,
     /// The object written again.
@@ -382,7 +382,7 @@ impl<'a> MetaMember<'a> {
     }
 
     /// Whether the value is an object.
-    pub fn is_object(self) -> bool {
+    pub(crate) fn is_object(self) -> bool {
         match self {
             MetaMember::Text(text) => text.starts_with('{'),
             MetaMember::Tree(value) => value.is_object(),
@@ -779,7 +779,7 @@ impl<'de> Visitor<'de> for StrMember<'_> {
 }
 
 /// A member's value as [`LazyJson::object_with`] writes it.
-pub enum MemberValue<'a> {
+pub(crate) enum MemberValue<'a> {
     /// The text as it was (checked JSON: a value of a [`LazyJson`]'s text).
     Text(&'a str),
     /// A tree, written as JSON.
@@ -789,7 +789,7 @@ pub enum MemberValue<'a> {
 impl LazyJson {
     /// The members of an object still held as text, in order, their values unbuilt
     /// (`None` for a tree, or a text that is not an object: the caller uses the tree).
-    pub fn text_members(&self) -> Option<Vec<(std::borrow::Cow<'_, str>, &str)>> {
+    pub(crate) fn text_members(&self) -> Option<Vec<(std::borrow::Cow<'_, str>, &str)>> {
         let text = self.text.as_deref()?;
         if !text.starts_with('{') {
             return None;
@@ -820,7 +820,7 @@ impl LazyJson {
     /// An object written from members: text values copied as they are, trees
     /// written as JSON. What a stage that adds or drops a few members of an
     /// object uses instead of building (and writing out) the whole tree.
-    pub fn object_with<'a>(members: impl IntoIterator<Item = (&'a str, MemberValue<'a>)>) -> LazyJson {
+    pub(crate) fn object_with<'a>(members: impl IntoIterator<Item = (&'a str, MemberValue<'a>)>) -> LazyJson {
         let members: Vec<(&str, MemberValue<'_>)> = members.into_iter().collect();
         // Sized for the pieces: exactly when every name is plain and every value is
         // text (the common case), so the text is boxed without a reallocation.

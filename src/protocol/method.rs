@@ -38,7 +38,7 @@ pub enum ModernMethod {
 
 /// How a method name looks to a 2026-07-28 endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MethodClass {
+pub(crate) enum MethodClass {
     /// Defined by 2026-07-28.
     Modern(ModernMethod),
     /// Existed in a handshake revision and was removed (`initialize`, `ping`, …).
@@ -49,7 +49,7 @@ pub enum MethodClass {
 
 impl ModernMethod {
     /// Every modern method.
-    pub const ALL: [ModernMethod; 10] = [
+    pub(crate) const ALL: [ModernMethod; 10] = [
         ModernMethod::Discover,
         ModernMethod::ToolsList,
         ModernMethod::ToolsCall,
@@ -63,7 +63,7 @@ impl ModernMethod {
     ];
 
     /// Classifies a method name.
-    pub fn classify(name: &str) -> MethodClass {
+    pub(crate) fn classify(name: &str) -> MethodClass {
         if let Some(method) = ModernMethod::ALL.iter().find(|m| m.as_str() == name) {
             return MethodClass::Modern(*method);
         }
@@ -101,7 +101,7 @@ impl ModernMethod {
     }
 
     /// The `params` member that `Mcp-Name` must mirror, for the three methods that have one.
-    pub fn name_param(self) -> Option<&'static str> {
+    pub(crate) fn name_param(self) -> Option<&'static str> {
         match self {
             ModernMethod::ToolsCall | ModernMethod::PromptsGet => Some("name"),
             ModernMethod::ResourcesRead => Some("uri"),
@@ -110,7 +110,7 @@ impl ModernMethod {
     }
 
     /// Whether a complete result must carry `ttlMs` and `cacheScope`.
-    pub fn is_cacheable(self) -> bool {
+    pub(crate) fn is_cacheable(self) -> bool {
         matches!(
             self,
             ModernMethod::Discover
@@ -123,7 +123,7 @@ impl ModernMethod {
     }
 
     /// Whether the method may answer `input_required` (multi round-trip requests).
-    pub fn allows_input_required(self) -> bool {
+    pub(crate) fn allows_input_required(self) -> bool {
         matches!(
             self,
             ModernMethod::ToolsCall | ModernMethod::PromptsGet | ModernMethod::ResourcesRead

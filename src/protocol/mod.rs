@@ -4,19 +4,19 @@
 //! Nothing here performs I/O or knows about tokio or hyper, so every rule can be
 //! tested from a table and fuzzed alone.
 
-pub mod capabilities;
+pub(crate) mod capabilities;
 pub mod envelope;
-pub mod errors;
+pub(crate) mod errors;
 pub mod headers;
 pub(crate) mod json_check;
 pub mod jsonrpc;
 pub mod lazy_json;
 pub mod method;
-pub mod revision;
+pub(crate) mod revision;
 pub mod scan;
 pub mod sse;
 
-pub use errors::{ErrorCode, ErrorObject};
+pub(crate) use errors::{ErrorCode, ErrorObject};
 pub use jsonrpc::{Id, Message, Notification, Request, Response};
 pub use lazy_json::LazyJson;
 pub use method::ModernMethod;

@@ -32,18 +32,18 @@ pub enum Era {
 
 impl Revision {
     /// The handshake revisions, oldest first.
-    pub const LEGACY: [Revision; 4] = [
+    pub(crate) const LEGACY: [Revision; 4] = [
         Revision::V2024_11_05,
         Revision::V2025_03_26,
         Revision::V2025_06_18,
         Revision::V2025_11_25,
     ];
     /// The stateless revisions eragate serves.
-    pub const MODERN: [Revision; 1] = [Revision::V2026_07_28];
+    pub(crate) const MODERN: [Revision; 1] = [Revision::V2026_07_28];
     /// The newest handshake revision, offered to legacy upstreams.
-    pub const LATEST_LEGACY: Revision = Revision::V2025_11_25;
+    pub(crate) const LATEST_LEGACY: Revision = Revision::V2025_11_25;
     /// The newest revision of all.
-    pub const LATEST: Revision = Revision::V2026_07_28;
+    pub(crate) const LATEST: Revision = Revision::V2026_07_28;
 
     /// Parses an exact revision string; anything else is `None`.
     pub fn parse(text: &str) -> Option<Revision> {
@@ -58,7 +58,7 @@ impl Revision {
     }
 
     /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Revision::V2024_11_05 => "2024-11-05",
             Revision::V2025_03_26 => "2025-03-26",
@@ -77,14 +77,14 @@ impl Revision {
     }
 
     /// The supported modern versions, as `-32022` data and `supportedVersions` list them.
-    pub fn modern_strings() -> Vec<&'static str> {
+    pub(crate) fn modern_strings() -> Vec<&'static str> {
         Revision::MODERN.iter().map(|r| r.as_str()).collect()
     }
 
     /// Answers a legacy `initialize`: the newest handshake revision at or below the
     /// one requested; 2024-11-05 for anything older; the newest handshake revision
     /// when none (or something that is not a date) is requested.
-    pub fn negotiate_legacy(requested: Option<&str>) -> Revision {
+    pub(crate) fn negotiate_legacy(requested: Option<&str>) -> Revision {
         let Some(requested) = requested else {
             return Revision::LATEST_LEGACY;
         };
@@ -107,7 +107,7 @@ impl Revision {
     }
 
     /// Whether this revision defines JSON-RPC batches (only 2025-03-26 does).
-    pub fn allows_batches(self) -> bool {
+    pub(crate) fn allows_batches(self) -> bool {
         self == Revision::V2025_03_26
     }
 }

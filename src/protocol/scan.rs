@@ -34,7 +34,7 @@ pub struct Shape {
     /// Items of the top-level array (0 for anything else).
     pub items: usize,
     /// The deepest nesting: 0 for a scalar, 1 for `[]` or `[1]`, 2 for `[[1]]`.
-    pub depth: usize,
+    pub(crate) depth: usize,
     /// Every value, containers and scalars alike (object keys are not values).
     pub values: usize,
 }
@@ -57,7 +57,7 @@ pub enum ScanError {
         /// Where the scan stopped.
         offset: usize,
     },
-    /// Nested deeper than [`MAX_DEPTH`].
+    /// Nested deeper than `MAX_DEPTH`.
     #[error("nested deeper than {MAX_DEPTH} levels")]
     TooDeep,
     /// More values than the bound.
@@ -75,7 +75,7 @@ pub enum ScanError {
 }
 
 /// The deepest nesting a scan follows (serde_json's default recursion limit).
-pub const MAX_DEPTH: usize = 128;
+pub(crate) const MAX_DEPTH: usize = 128;
 
 /// Scans `bytes` (one JSON text, surrounding whitespace allowed) within `bounds`.
 pub fn scan(bytes: &[u8], bounds: Bounds) -> Result<Shape, ScanError> {
@@ -105,7 +105,7 @@ pub fn scan(bytes: &[u8], bounds: Bounds) -> Result<Shape, ScanError> {
 /// four values in four bytes, `[}` two in two (the fuzzer's `jsonrpc` target
 /// found the second). Top-level items are values, and only a text opening an
 /// array has any.
-pub fn within_by_length(bytes: &[u8], bounds: Bounds) -> bool {
+pub(crate) fn within_by_length(bytes: &[u8], bounds: Bounds) -> bool {
     let most = bytes.len();
     let fits = |bound: Option<usize>| bound.is_none_or(|limit| most <= limit);
     fits(bounds.values) && (fits(bounds.items) || !opens_array(bytes))

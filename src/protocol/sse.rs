@@ -14,7 +14,7 @@ pub struct Event {
     /// `data:` lines joined with `\n`.
     pub data: String,
     /// `id:` field, when present.
-    pub id: Option<String>,
+    pub(crate) id: Option<String>,
 }
 
 /// Why the stream cannot be parsed further.
@@ -71,12 +71,12 @@ impl SseParser {
 
     /// The bytes it holds now: what was pushed and not yet read as events, and
     /// the data of the event being read.
-    pub fn held_bytes(&self) -> usize {
+    pub(crate) fn held_bytes(&self) -> usize {
         self.buffer.len() + self.pending.data.len()
     }
 
     /// The reconnection time the stream last asked for (`retry:`), in milliseconds.
-    pub fn retry(&self) -> Option<u64> {
+    pub(crate) fn retry(&self) -> Option<u64> {
         self.retry
     }
 
@@ -182,7 +182,7 @@ impl SseParser {
 }
 
 /// Frames one JSON message as an SSE `message` event.
-pub fn message_frame(json: &[u8]) -> Vec<u8> {
+pub(crate) fn message_frame(json: &[u8]) -> Vec<u8> {
     let mut frame = Vec::with_capacity(json.len() + 24);
     append_message_frame(&mut frame, json);
     frame

@@ -18,7 +18,7 @@ use crate::telemetry::UpstreamStats;
 
 /// The servers behind one MCP path.
 #[derive(Clone)]
-pub enum Backend {
+pub(crate) enum Backend {
     /// One upstream server.
     Pool(Pool),
     /// Several upstreams served as one on one path.
@@ -35,7 +35,7 @@ impl Backend {
     }
 
     /// The upstream, when this backend is a single one.
-    pub fn pool(&self) -> Option<&Pool> {
+    pub(crate) fn pool(&self) -> Option<&Pool> {
         match self {
             Backend::Pool(pool) => Some(pool),
             Backend::Federated(_) => None,
@@ -43,7 +43,7 @@ impl Backend {
     }
 
     /// The federation, when this backend is one.
-    pub fn federation(&self) -> Option<&Arc<Federation>> {
+    pub(crate) fn federation(&self) -> Option<&Arc<Federation>> {
         match self {
             Backend::Pool(_) => None,
             Backend::Federated(federation) => Some(federation),
@@ -51,27 +51,27 @@ impl Backend {
     }
 
     /// The configured name (for logs and errors).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.serves().name()
     }
 
     /// The counters operators see (admission refusals, handshakes saved, last success).
-    pub fn stats(&self) -> &Arc<UpstreamStats> {
+    pub(crate) fn stats(&self) -> &Arc<UpstreamStats> {
         self.serves().stats()
     }
 
     /// The backend's configuration (a federation's stands for its own requests).
-    pub fn config(&self) -> &UpstreamConfig {
+    pub(crate) fn config(&self) -> &UpstreamConfig {
         self.serves().config()
     }
 
     /// The configuration of every upstream behind it (a reload compares them).
-    pub fn configs(&self) -> Vec<&UpstreamConfig> {
+    pub(crate) fn configs(&self) -> Vec<&UpstreamConfig> {
         self.serves().configs()
     }
 
     /// Whether both name the same backend.
-    pub fn same(&self, other: &Backend) -> bool {
+    pub(crate) fn same(&self, other: &Backend) -> bool {
         match (self, other) {
             (Backend::Pool(a), Backend::Pool(b)) => a.same(b),
             (Backend::Federated(a), Backend::Federated(b)) => Arc::ptr_eq(a, b),
@@ -83,40 +83,40 @@ impl Backend {
     /// `routed`: the same backend, or the one that replaced it in a reload (a
     /// session keeps the backend it was opened on until it ends, while new
     /// sessions go to the new one).
-    pub fn same_route(&self, routed: &UpstreamConfig) -> bool {
+    pub(crate) fn same_route(&self, routed: &UpstreamConfig) -> bool {
         let mine = self.config();
         std::ptr::eq(mine, routed) || mine.path == routed.path
     }
 
     /// Whether nothing but the caller holds this backend: no session, request
     /// or stream uses it any more (a retired backend may then close).
-    pub fn is_unused(&self) -> bool {
+    pub(crate) fn is_unused(&self) -> bool {
         self.serves().is_unused()
     }
 
     /// Learns the era and opens the first session in the background, so the
     /// first client waits for nothing.
-    pub fn warm(&self) {
+    pub(crate) fn warm(&self) {
         self.serves().warm();
     }
 
     /// Starts the backend's active health checks.
-    pub fn spawn_health_checks(&self) {
+    pub(crate) fn spawn_health_checks(&self) {
         self.serves().spawn_health_checks();
     }
 
     /// Whether the backend can serve now (readiness).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.serves().is_ready()
     }
 
     /// The admin view of every upstream behind the backend.
-    pub fn snapshots(&self) -> Vec<Value> {
+    pub(crate) fn snapshots(&self) -> Vec<Value> {
         self.serves().snapshots()
     }
 
     /// Closes every session and stops spares (shutdown).
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         self.serves().close_all();
     }
 }

@@ -40,15 +40,15 @@ type CallKey = (usize, Id);
 
 /// One member of a federation: its upstream and the prefix of its names.
 #[derive(Clone)]
-pub struct Member {
+pub(crate) struct Member {
     /// The member's own upstream.
-    pub pool: Pool,
+    pub(crate) pool: Pool,
     /// `tool_prefix`, else the upstream's name.
-    pub prefix: String,
+    pub(crate) prefix: String,
 }
 
 /// The servers behind one federated path.
-pub struct Federation {
+pub(crate) struct Federation {
     /// The path: the federation's name in logs, metrics and sealed sessions.
     name: Arc<str>,
     /// The first member's configuration under the federation's name: its path
@@ -81,7 +81,7 @@ pub struct Federation {
 impl Federation {
     /// A federation of `configs` (two or more upstreams on one path), each
     /// member built by `member`.
-    pub fn new(configs: &[UpstreamConfig], member: impl Fn(&UpstreamConfig) -> Pool) -> Federation {
+    pub(crate) fn new(configs: &[UpstreamConfig], member: impl Fn(&UpstreamConfig) -> Pool) -> Federation {
         let path = configs.first().map_or_else(|| "/mcp".to_owned(), |c| c.path.clone());
         let mut config = configs.first().cloned().unwrap_or_else(|| {
             // Unreachable: a federation is built for two configurations or more.
@@ -115,45 +115,45 @@ impl Federation {
     }
 
     /// The path it is served on, which names it.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// The configuration standing for the federation's own requests.
-    pub fn config(&self) -> &UpstreamConfig {
+    pub(crate) fn config(&self) -> &UpstreamConfig {
         &self.config
     }
 
     /// Its counters.
-    pub fn stats(&self) -> &Arc<UpstreamStats> {
+    pub(crate) fn stats(&self) -> &Arc<UpstreamStats> {
         &self.stats
     }
 
     /// The members, in configuration order (a member's index is its place here).
-    pub fn members(&self) -> &[Member] {
+    pub(crate) fn members(&self) -> &[Member] {
         &self.members
     }
 
     /// The members' prefixes, by index.
-    pub fn prefixes(&self) -> Vec<&str> {
+    pub(crate) fn prefixes(&self) -> Vec<&str> {
         self.members.iter().map(|m| m.prefix.as_str()).collect()
     }
 
     /// When names get their member's prefix.
-    pub fn mode(&self) -> PrefixMode {
+    pub(crate) fn mode(&self) -> PrefixMode {
         self.mode
     }
 
     /// The exposed names of `kind` last built (or why they could not be), if
     /// any were since the members' last change of that list.
-    pub fn names(&self, kind: NameKind) -> Option<Result<Arc<Names>, String>> {
+    pub(crate) fn names(&self, kind: NameKind) -> Option<Result<Arc<Names>, String>> {
         lock(&self.names).get(&kind).map(|known| known.names.clone())
     }
 
     /// Keeps `names` as the exposed names of `kind`, built without the members
     /// named in `unlisted` (they could not be listed); or why they could not be
     /// built, unless names built before are kept (they still serve).
-    pub fn keep_names(&self, kind: NameKind, names: Result<Arc<Names>, String>, unlisted: Vec<String>) {
+    pub(crate) fn keep_names(&self, kind: NameKind, names: Result<Arc<Names>, String>, unlisted: Vec<String>) {
         let mut kept = lock(&self.names);
         if names.is_ok() || kept.get(&kind).is_none_or(|known| known.names.is_err()) {
             kept.insert(kind, KnownNames { names, unlisted });
@@ -161,7 +161,7 @@ impl Federation {
     }
 
     /// The relisting of the members' lists of `kind`, by which its names are learned.
-    pub fn relists(&self, kind: NameKind) -> &RelistGate {
+    pub(crate) fn relists(&self, kind: NameKind) -> &RelistGate {
         match kind {
             NameKind::Tools => &self.relists[0],
             NameKind::Prompts => &self.relists[1],
@@ -169,7 +169,7 @@ impl Federation {
     }
 
     /// The members whose names of `kind` are missing from the names kept.
-    pub fn unlisted(&self, kind: NameKind) -> Vec<String> {
+    pub(crate) fn unlisted(&self, kind: NameKind) -> Vec<String> {
         lock(&self.names)
             .get(&kind)
             .map(|known| known.unlisted.clone())
@@ -177,14 +177,14 @@ impl Federation {
     }
 
     /// A member was left out of a list.
-    pub fn count_left_out(&self) {
+    pub(crate) fn count_left_out(&self) {
         self.left_out.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Tracks the call `id` of the legacy client session `session` until the
     /// returned guard is dropped; `None` when as many are tracked as may be, or
     /// the client already has a call of that id in flight (the spec forbids it).
-    pub fn track_call(self: &Arc<Self>, session: &Arc<str>, id: &Id) -> Option<TrackedCall> {
+    pub(crate) fn track_call(self: &Arc<Self>, session: &Arc<str>, id: &Id) -> Option<TrackedCall> {
         let key = (session_address(session), id.clone());
         let mut calls = lock(&self.calls);
         if calls.len() >= MAX_TRACKED_CALLS || calls.contains_key(&key) {
@@ -204,7 +204,7 @@ impl Federation {
 
     /// Cancels the call `request_id` (as the client's `notifications/cancelled`
     /// names it) of session `session`, if it is in flight. Returns whether it was.
-    pub fn cancel_call(&self, session: &Arc<str>, request_id: &Value) -> bool {
+    pub(crate) fn cancel_call(&self, session: &Arc<str>, request_id: &Value) -> bool {
         let Some(request_id) = Id::from_value(request_id) else {
             return false;
         };
@@ -227,13 +227,13 @@ impl Federation {
     }
 
     /// Members' list changes from now on (`notifications/tools/list_changed`…).
-    pub fn list_changes(&self) -> broadcast::Receiver<&'static str> {
+    pub(crate) fn list_changes(&self) -> broadcast::Receiver<&'static str> {
         self.changes.subscribe()
     }
 
     /// A member's list of `kind` changed: the names built from it are stale,
     /// and listening clients are told with `notification`.
-    pub fn list_changed(&self, notification: &'static str) {
+    pub(crate) fn list_changed(&self, notification: &'static str) {
         if let Some(kind) = NameKind::of_notification(notification) {
             lock(&self.names).remove(&kind);
         }
@@ -241,18 +241,18 @@ impl Federation {
     }
 
     /// The bounds of the hints of what the federation itself answers (merged lists).
-    pub fn cache_policy(&self) -> CachePolicy {
+    pub(crate) fn cache_policy(&self) -> CachePolicy {
         self.cache_policy
     }
 
     /// Whether any member is reached with each principal's own credential.
-    pub fn per_principal(&self) -> bool {
+    pub(crate) fn per_principal(&self) -> bool {
         self.members.iter().any(|m| m.pool.per_principal())
     }
 
     /// The admin view: each member's own, with the federation it serves in
     /// (`{path, prefix, prefix_mode, left_out}`: how often a member was left out of a list).
-    pub fn snapshots(&self) -> Vec<Value> {
+    pub(crate) fn snapshots(&self) -> Vec<Value> {
         let left_out = self.left_out.load(Ordering::Relaxed);
         let mode = match self.mode {
             PrefixMode::Always => "always",
@@ -355,14 +355,14 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// A legacy client's call in flight on a federated path: cancelled when the
 /// client's `notifications/cancelled` names it; forgotten when dropped.
-pub struct TrackedCall {
+pub(crate) struct TrackedCall {
     federation: Arc<Federation>,
     /// The session's id, kept so that its address (the key) is not reused meanwhile.
     _session: Arc<str>,
     key: CallKey,
     serial: u64,
     /// Cancelled by the client's `notifications/cancelled`.
-    pub token: CancellationToken,
+    pub(crate) token: CancellationToken,
 }
 
 impl Drop for TrackedCall {

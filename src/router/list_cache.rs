@@ -22,7 +22,7 @@ use crate::translate::cache::{Audience, Watch, list_digest};
 
 /// The four list methods, as the key of what a `list_changed` invalidates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ListKind {
+pub(crate) enum ListKind {
     /// `tools/list`.
     Tools,
     /// `prompts/list`.
@@ -33,7 +33,7 @@ pub enum ListKind {
 
 impl ListKind {
     /// The kind of a list method; `None` for any other method.
-    pub fn of(method: ModernMethod) -> Option<ListKind> {
+    pub(crate) fn of(method: ModernMethod) -> Option<ListKind> {
         match method {
             ModernMethod::ToolsList => Some(ListKind::Tools),
             ModernMethod::PromptsList => Some(ListKind::Prompts),
@@ -67,26 +67,26 @@ impl ListKind {
 
 /// One page of one list as one partition sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct PageKey {
+pub(crate) struct PageKey {
     /// Who asked.
-    pub principal: String,
+    pub(crate) principal: String,
     /// With which capabilities (canonical JSON).
-    pub profile: String,
+    pub(crate) profile: String,
     /// The list method.
-    pub method: ModernMethod,
+    pub(crate) method: ModernMethod,
     /// The cursor asked for (`None`: the first page).
-    pub cursor: Option<String>,
+    pub(crate) cursor: Option<String>,
 }
 
 /// A kept page.
 #[derive(Clone, Debug)]
-pub struct Page {
+pub(crate) struct Page {
     /// The upstream's result, untranslated.
-    pub result: Arc<Value>,
+    pub(crate) result: Arc<Value>,
     /// The upstream's identity (for a modern client's `_meta`).
-    pub server_info: Arc<Value>,
+    pub(crate) server_info: Arc<Value>,
     /// How eragate learns that it changed.
-    pub watch: Watch,
+    pub(crate) watch: Watch,
     fetched: Instant,
     digest: u64,
     /// The session it came from (its address), whose end ends the page.
@@ -96,7 +96,7 @@ pub struct Page {
 /// Taken before a page is fetched: a change announced while it was in flight
 /// keeps it from being stored.
 #[must_use]
-pub struct Ticket {
+pub(crate) struct Ticket {
     kind: ListKind,
     generation: u64,
 }
@@ -138,7 +138,7 @@ impl Inner {
 }
 
 /// The pages kept for one backend.
-pub struct ListCache {
+pub(crate) struct ListCache {
     relist: Option<Duration>,
     max_entries: usize,
     inner: Mutex<Inner>,
@@ -158,7 +158,7 @@ struct Inner {
 
 impl ListCache {
     /// An empty cache bounded as `config` says.
-    pub fn new(config: &CacheConfig) -> ListCache {
+    pub(crate) fn new(config: &CacheConfig) -> ListCache {
         ListCache {
             relist: config.relist_interval(),
             max_entries: config.max_entries(),
@@ -168,12 +168,12 @@ impl ListCache {
     }
 
     /// The `resources/read` results kept for the backend (bounded like the pages).
-    pub fn reads(&self) -> &super::read_cache::ReadCache {
+    pub(crate) fn reads(&self) -> &super::read_cache::ReadCache {
         &self.reads
     }
 
     /// The page `key`, if it is kept and still current at `now`.
-    pub fn lookup(&self, key: &PageKey, now: Instant) -> Option<Page> {
+    pub(crate) fn lookup(&self, key: &PageKey, now: Instant) -> Option<Page> {
         let inner = self.lock();
         let page = inner.pages.get(key)?;
         // A page past its time stays until it is re-listed: the new digest tells whether it changed.
@@ -190,7 +190,7 @@ impl ListCache {
     }
 
     /// Before fetching a page of `kind`.
-    pub fn ticket(&self, kind: ListKind) -> Ticket {
+    pub(crate) fn ticket(&self, kind: ListKind) -> Ticket {
         Ticket {
             kind,
             generation: self.lock().generations[kind.index()],
@@ -200,7 +200,7 @@ impl ListCache {
     /// How a page of `kind` fetched on `session` would be known to change:
     /// announced, if the upstream said it announces such changes and eragate
     /// listens on the session; else re-listed, if an interval is configured.
-    pub fn watch_for(&self, kind: ListKind, session: &Arc<UpstreamSession>) -> Watch {
+    pub(crate) fn watch_for(&self, kind: ListKind, session: &Arc<UpstreamSession>) -> Watch {
         let announces = session
             .initialize_result()
             .and_then(|r| {
@@ -220,7 +220,14 @@ impl ListCache {
 
     /// Keeps `page` as `key` (unless a change came since `ticket`, or it is
     /// not watched), and records its digest for comparison across principals.
-    pub fn store(&self, key: PageKey, ticket: Ticket, page: PageParts, session: &Arc<UpstreamSession>, now: Instant) {
+    pub(crate) fn store(
+        &self,
+        key: PageKey,
+        ticket: Ticket,
+        page: PageParts,
+        session: &Arc<UpstreamSession>,
+        now: Instant,
+    ) {
         self.store_from(key, ticket, page, address(session), now);
     }
 
@@ -263,7 +270,7 @@ impl ListCache {
     /// Who the page `key` may differ for, as far as eragate has seen:
     /// `per_principal` when the upstream is reached with each principal's own
     /// credential or the gateway filters lists per caller.
-    pub fn audience(&self, key: &PageKey, per_principal: bool) -> Audience {
+    pub(crate) fn audience(&self, key: &PageKey, per_principal: bool) -> Audience {
         if per_principal {
             return Audience::PerCaller;
         }
@@ -279,7 +286,7 @@ impl ListCache {
     /// Listens to `session`'s announcements from now on (once per session):
     /// a list change drops every kept page of its kind; the session's end
     /// drops the pages fetched on it (their changes could no longer be heard).
-    pub fn watch(self: &Arc<Self>, session: &Arc<UpstreamSession>) {
+    pub(crate) fn watch(self: &Arc<Self>, session: &Arc<UpstreamSession>) {
         let at = address(session);
         if !self.lock().watched.insert(at) {
             return;
@@ -309,12 +316,12 @@ impl ListCache {
     }
 
     /// How many pages are kept (for the admin view).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().pages.len()
     }
 
     /// Whether no page is kept.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
@@ -341,13 +348,13 @@ impl ListCache {
 }
 
 /// What is stored of a fetched page.
-pub struct PageParts {
+pub(crate) struct PageParts {
     /// The upstream's result.
-    pub result: Arc<Value>,
+    pub(crate) result: Arc<Value>,
     /// The upstream's identity.
-    pub server_info: Arc<Value>,
+    pub(crate) server_info: Arc<Value>,
     /// From [`ListCache::watch_for`].
-    pub watch: Watch,
+    pub(crate) watch: Watch,
 }
 
 fn address(session: &Arc<UpstreamSession>) -> usize {

@@ -5,11 +5,11 @@
 //! call types re-exported here are the vocabulary a pool's sessions speak.
 
 mod backend;
-pub mod federation;
-pub mod list_cache;
+pub(crate) mod federation;
+pub(crate) mod list_cache;
 mod pool;
-pub mod read_cache;
-pub mod relist;
+pub(crate) mod read_cache;
+pub(crate) mod relist;
 mod serves;
 
 use std::sync::Arc;
@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-pub use crate::upstream::pool::gateway_client_info;
-pub use crate::upstream::probe::discover_params;
-pub use crate::upstream::transport::{buffered_stats, set_max_buffered_bytes, set_max_message_values};
-pub use crate::upstream::{Call, CallEvent, CallStep, OnDrop, PartitionKey, UpstreamError, UpstreamSession};
-pub use backend::Backend;
-pub use pool::{Admission, Pool, SessionNeed};
+pub(crate) use crate::upstream::pool::gateway_client_info;
+pub(crate) use crate::upstream::probe::discover_params;
+pub(crate) use crate::upstream::transport::{buffered_stats, set_max_buffered_bytes, set_max_message_values};
+pub(crate) use crate::upstream::{Call, CallEvent, CallStep, OnDrop, PartitionKey, UpstreamError, UpstreamSession};
+pub(crate) use backend::Backend;
+pub(crate) use pool::{Admission, Pool, SessionNeed};
 
 use crate::config::UpstreamConfig;
 use crate::fast_hash::FastMap;
@@ -34,7 +34,7 @@ use list_cache::ListCache;
 
 /// The kinds of endpoint a request can address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Endpoint {
+pub(crate) enum Endpoint {
     /// The Streamable HTTP MCP endpoint.
     Mcp,
     /// `GET …/sse`: a 2024-11-05 HTTP+SSE stream.
@@ -46,7 +46,7 @@ pub enum Endpoint {
 /// Backends by the MCP path they are served on. The table is swapped whole on
 /// a configuration reload ([`Router::reload`]); a request holds the backend it
 /// was routed to (a cheap clone), so a swap never pulls one from under it.
-pub struct Router {
+pub(crate) struct Router {
     /// Keyed by the configured paths: [`FastMap`].
     routes: ArcSwap<FastMap<String, Backend>>,
     /// Every stdio child of every backend, for shutdown.
@@ -57,20 +57,20 @@ pub struct Router {
 
 /// What a reload changed: the backends that start now, and those that drain.
 #[derive(Default)]
-pub struct Reloaded {
+pub(crate) struct Reloaded {
     /// Backends new or changed: warm them and start their health checks.
-    pub started: Vec<Backend>,
+    pub(crate) started: Vec<Backend>,
     /// Backends replaced or removed: they finish what they serve, then close.
-    pub retired: Vec<Backend>,
+    pub(crate) retired: Vec<Backend>,
     /// Upstreams kept as they were, warm sessions and all.
-    pub kept: Vec<String>,
+    pub(crate) kept: Vec<String>,
 }
 
 impl Router {
     /// One backend per path: one upstream's pool, or a federation of the
     /// upstreams sharing the path. Nothing starts yet. Children never inherit
     /// `protected_env` (variables holding secrets) through a pattern.
-    pub fn new(upstreams: &[UpstreamConfig], protected_env: Vec<String>) -> Router {
+    pub(crate) fn new(upstreams: &[UpstreamConfig], protected_env: Vec<String>) -> Router {
         let router = Router {
             routes: ArcSwap::default(),
             supervisor: ChildSupervisor::new(protected_env),
@@ -105,7 +105,7 @@ impl Router {
     /// Serves `upstreams` from now on: an upstream whose configuration is
     /// unchanged (same name, path and keys) keeps its backend; every other gets
     /// a new one. Nothing is started or closed here: see [`Reloaded`].
-    pub fn reload(&self, upstreams: &[UpstreamConfig]) -> Reloaded {
+    pub(crate) fn reload(&self, upstreams: &[UpstreamConfig]) -> Reloaded {
         let old = self.routes.load_full();
         let mut reloaded = Reloaded::default();
         let mut routes = FastMap::with_capacity_and_hasher(upstreams.len(), Default::default());
@@ -133,7 +133,7 @@ impl Router {
     }
 
     /// The backend serving `path`, ignoring one trailing slash.
-    pub fn route(&self, path: &str) -> Option<Backend> {
+    pub(crate) fn route(&self, path: &str) -> Option<Backend> {
         let routes = self.routes.load();
         routes
             .get(path)
@@ -144,7 +144,7 @@ impl Router {
     /// Which endpoint `path` names, and for which backend: the MCP path itself,
     /// or the legacy HTTP+SSE pair `<path>/sse` and `<path>/messages` (also
     /// `/sse` and `/messages` for the backend served at `/mcp`).
-    pub fn endpoint(&self, path: &str) -> Option<(Endpoint, Backend)> {
+    pub(crate) fn endpoint(&self, path: &str) -> Option<(Endpoint, Backend)> {
         if let Some(backend) = self.route(path) {
             return Some((Endpoint::Mcp, backend));
         }
@@ -162,41 +162,41 @@ impl Router {
     }
 
     /// The backend named `name`.
-    pub fn by_name(&self, name: &str) -> Option<Backend> {
+    pub(crate) fn by_name(&self, name: &str) -> Option<Backend> {
         self.backends().find(|b| b.name() == name)
     }
 
     /// Every backend (as routed now).
-    pub fn backends(&self) -> impl Iterator<Item = Backend> + use<> {
+    pub(crate) fn backends(&self) -> impl Iterator<Item = Backend> + use<> {
         let routes = self.routes.load_full();
         let backends: Vec<Backend> = routes.values().cloned().collect();
         backends.into_iter()
     }
 
     /// Every path with its backend (as routed now).
-    pub fn routes(&self) -> impl Iterator<Item = (String, Backend)> + use<> {
+    pub(crate) fn routes(&self) -> impl Iterator<Item = (String, Backend)> + use<> {
         let routes = self.routes.load_full();
         let pairs: Vec<(String, Backend)> = routes.iter().map(|(p, b)| (p.clone(), b.clone())).collect();
         pairs.into_iter()
     }
 
     /// Warms every backend in the background.
-    pub fn warm(&self) {
+    pub(crate) fn warm(&self) {
         self.backends().for_each(|b| b.warm());
     }
 
     /// Starts every backend's health checks.
-    pub fn spawn_health_checks(&self) {
+    pub(crate) fn spawn_health_checks(&self) {
         self.backends().for_each(|b| b.spawn_health_checks());
     }
 
     /// Whether every backend has a live session (readiness).
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.backends().all(|b| b.is_ready())
     }
 
     /// Closes every backend's sessions now, then stops every child within `deadline`.
-    pub async fn shutdown(&self, deadline: Duration) {
+    pub(crate) async fn shutdown(&self, deadline: Duration) {
         self.backends().for_each(|b| b.close_all());
         // Requests failed by the closing get a moment to be written.
         tokio::time::sleep(Duration::from_millis(100)).await;

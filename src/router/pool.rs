@@ -23,13 +23,13 @@ use crate::upstream::Upstream;
 
 /// One upstream server and the lists eragate keeps of it (two cheap clones).
 #[derive(Clone)]
-pub struct Pool {
+pub(crate) struct Pool {
     upstream: Arc<Upstream>,
     lists: Arc<ListCache>,
 }
 
 /// The session a request needs.
-pub enum SessionNeed<F> {
+pub(crate) enum SessionNeed<F> {
     /// A 2026-07-28 backend's stateless session (any of its pool) for a
     /// request of `principal` (whose own token an exchanged credential needs).
     Stateless {
@@ -64,7 +64,7 @@ pub enum SessionNeed<F> {
 
 impl SessionNeed<fn() -> Value> {
     /// [`SessionNeed::Stateless`], which builds no handshake params.
-    pub fn stateless(principal: &Principal) -> SessionNeed<fn() -> Value> {
+    pub(crate) fn stateless(principal: &Principal) -> SessionNeed<fn() -> Value> {
         SessionNeed::Stateless {
             principal: principal.clone(),
         }
@@ -72,7 +72,7 @@ impl SessionNeed<fn() -> Value> {
 }
 
 /// A slot of the upstream's in-flight bound, held until the request ends.
-pub struct Admission {
+pub(crate) struct Admission {
     _slot: OwnedSemaphorePermit,
 }
 
@@ -86,45 +86,45 @@ impl Pool {
     }
 
     /// The configured name (for logs and errors).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.upstream.name()
     }
 
     /// The counters operators see (admission refusals, handshakes saved, last success).
-    pub fn stats(&self) -> &Arc<UpstreamStats> {
+    pub(crate) fn stats(&self) -> &Arc<UpstreamStats> {
         self.upstream.stats()
     }
 
     /// The upstream's configuration.
-    pub fn config(&self) -> &UpstreamConfig {
+    pub(crate) fn config(&self) -> &UpstreamConfig {
         self.upstream.config()
     }
 
     /// The time a request of `method` may take.
-    pub fn timeout_for(&self, method: &str) -> Duration {
+    pub(crate) fn timeout_for(&self, method: &str) -> Duration {
         self.config().timeout_for(method)
     }
 
     /// Whether legacy clients share pooled upstream sessions or get their own.
-    pub fn legacy_sessions(&self) -> LegacySessions {
+    pub(crate) fn legacy_sessions(&self) -> LegacySessions {
         self.config().pool.legacy_sessions
     }
 
     /// The lists kept of the upstream.
-    pub fn lists(&self) -> &Arc<ListCache> {
+    pub(crate) fn lists(&self) -> &Arc<ListCache> {
         &self.lists
     }
 
     /// Whether the upstream is reached with each principal's own credential:
     /// then what it answers may differ per principal.
-    pub fn per_principal(&self) -> bool {
+    pub(crate) fn per_principal(&self) -> bool {
         self.upstream.per_principal()
     }
 
     /// The bounds of the cache hints for the upstream's results, for a result
     /// eragate does not keep: per caller when the upstream is reached with each
     /// principal's own credential, unproven otherwise.
-    pub fn cache_policy(&self) -> CachePolicy {
+    pub(crate) fn cache_policy(&self) -> CachePolicy {
         let policy = self.upstream.cache_policy();
         if self.per_principal() {
             policy.per_caller()
@@ -135,29 +135,29 @@ impl Pool {
 
     /// The era the upstream speaks: configured, or learned once by probing (on
     /// behalf of `asking`).
-    pub async fn era(&self, asking: &Principal) -> Result<Era, UpstreamError> {
+    pub(crate) async fn era(&self, asking: &Principal) -> Result<Era, UpstreamError> {
         self.upstream.era(asking).await
     }
 
     /// The era, when already known (no probe).
-    pub fn era_if_known(&self) -> Option<Era> {
+    pub(crate) fn era_if_known(&self) -> Option<Era> {
         self.upstream.era_if_known()
     }
 
     /// A legacy upstream's `InitializeResult` (its capabilities and identity),
     /// from a warm session (opened on behalf of `asking` if need be).
-    pub async fn initialize_result(&self, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {
+    pub(crate) async fn initialize_result(&self, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {
         self.upstream.initialize_result(asking).await
     }
 
     /// A slot to send one request: waits in a bounded queue when the upstream is
     /// at capacity, and is refused past it.
-    pub async fn admit(&self) -> Result<Admission, UpstreamError> {
+    pub(crate) async fn admit(&self) -> Result<Admission, UpstreamError> {
         self.upstream.admit().await.map(|slot| Admission { _slot: slot })
     }
 
     /// A live session of the kind `need` names.
-    pub async fn session<F>(&self, need: SessionNeed<F>) -> Result<Arc<UpstreamSession>, UpstreamError>
+    pub(crate) async fn session<F>(&self, need: SessionNeed<F>) -> Result<Arc<UpstreamSession>, UpstreamError>
     where
         F: FnOnce() -> Value + Send,
     {
@@ -175,7 +175,7 @@ impl Pool {
 
     /// Takes over a dedicated HTTP upstream session another replica opened on
     /// the member `endpoint`; `None` where sessions cannot move between processes (stdio).
-    pub fn resume_dedicated(
+    pub(crate) fn resume_dedicated(
         &self,
         endpoint: Option<&str>,
         upstream_session_id: &str,
@@ -185,17 +185,17 @@ impl Pool {
     }
 
     /// Drops a pooled session that turned out dead, so the next request opens a new one.
-    pub fn discard(&self, session: &Arc<UpstreamSession>) {
+    pub(crate) fn discard(&self, session: &Arc<UpstreamSession>) {
         self.upstream.discard(session);
     }
 
     /// The admin view of the upstream.
-    pub fn snapshot(&self) -> Value {
+    pub(crate) fn snapshot(&self) -> Value {
         self.upstream.snapshot()
     }
 
     /// Whether both are the same upstream.
-    pub fn same(&self, other: &Pool) -> bool {
+    pub(crate) fn same(&self, other: &Pool) -> bool {
         Arc::ptr_eq(&self.upstream, &other.upstream)
     }
 }

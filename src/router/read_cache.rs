@@ -13,15 +13,15 @@ use serde_json::Value;
 use crate::translate::CacheScope;
 
 /// The largest result kept (its JSON text), in bytes: larger ones are served, not kept.
-pub const MAX_KEPT_READ_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_KEPT_READ_BYTES: usize = 256 * 1024;
 
 /// Whose read a kept result is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ReadKey {
+pub(crate) struct ReadKey {
     /// The URI read, as the upstream knows it.
-    pub uri: String,
+    pub(crate) uri: String,
     /// The principal it was read for; `None` for a `public` result.
-    pub principal: Option<String>,
+    pub(crate) principal: Option<String>,
 }
 
 struct Kept {
@@ -31,14 +31,14 @@ struct Kept {
 }
 
 /// The reads kept for one backend.
-pub struct ReadCache {
+pub(crate) struct ReadCache {
     max_entries: usize,
     kept: Mutex<HashMap<ReadKey, Kept>>,
 }
 
 impl ReadCache {
     /// An empty cache of at most `max_entries` results.
-    pub fn new(max_entries: usize) -> ReadCache {
+    pub(crate) fn new(max_entries: usize) -> ReadCache {
         ReadCache {
             max_entries,
             kept: Mutex::new(HashMap::new()),
@@ -51,7 +51,7 @@ impl ReadCache {
 
     /// The result of reading `uri` that `principal` may be served at `now`: a
     /// public one, else its own; with `ttlMs` set to what is left of its time.
-    pub fn lookup(&self, uri: &str, principal: &str, now: Instant) -> Option<Value> {
+    pub(crate) fn lookup(&self, uri: &str, principal: &str, now: Instant) -> Option<Value> {
         let mut kept = self.lock();
         let public = ReadKey {
             uri: uri.to_owned(),
@@ -86,7 +86,14 @@ impl ReadCache {
     /// Keeps `result` of reading `uri` for `ttl_ms`, for everyone (`public`) or
     /// for `principal` alone. A result too large is not kept; when full, the
     /// oldest result gives way.
-    pub fn store(&self, uri: &str, principal: &str, result: Value, (ttl_ms, scope): (u64, CacheScope), now: Instant) {
+    pub(crate) fn store(
+        &self,
+        uri: &str,
+        principal: &str,
+        result: Value,
+        (ttl_ms, scope): (u64, CacheScope),
+        now: Instant,
+    ) {
         if self.max_entries == 0 || !within_bytes(&result, MAX_KEPT_READ_BYTES) {
             return;
         }
@@ -117,12 +124,12 @@ impl ReadCache {
     }
 
     /// How many results are kept (expired ones included until next touched).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 
     /// Whether nothing is kept.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }

@@ -13,11 +13,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Least time between two relists an unknown name (or a failed listing) may cause.
-pub const MIN_RELIST_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const MIN_RELIST_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The relisting of one kept list.
 #[derive(Default)]
-pub struct RelistGate {
+pub(crate) struct RelistGate {
     /// Bumped whenever a relist ends, so a caller that waited on one knows it happened.
     generation: AtomicU64,
     /// Held by the relist in flight.
@@ -27,7 +27,7 @@ pub struct RelistGate {
 }
 
 /// A caller's turn at the gate.
-pub enum Turn<'a> {
+pub(crate) enum Turn<'a> {
     /// Another relist ended while this caller waited: what it listed is the answer.
     Relisted,
     /// This caller relists; the others wait until it is [`Relisting::finished`] (or dropped).
@@ -36,7 +36,7 @@ pub enum Turn<'a> {
 
 /// The relist in flight: callers arriving meanwhile wait for it.
 #[must_use]
-pub struct Relisting<'a> {
+pub(crate) struct Relisting<'a> {
     gate: &'a RelistGate,
     _in_flight: tokio::sync::MutexGuard<'a, ()>,
 }
@@ -45,14 +45,14 @@ impl RelistGate {
     /// Whether a relist started less than [`MIN_RELIST_INTERVAL`] ago: then a
     /// name the kept list lacks, or a failed listing, is answered from what is
     /// kept rather than relisted.
-    pub fn relisted_recently(&self) -> bool {
+    pub(crate) fn relisted_recently(&self) -> bool {
         let last = *self.last.lock().unwrap_or_else(|e| e.into_inner());
         last.is_some_and(|at| at.elapsed() < MIN_RELIST_INTERVAL)
     }
 
     /// Waits for the relist in flight, if any: [`Turn::Relisted`] when one
     /// ended meanwhile, else this caller's own [`Turn::Relist`].
-    pub async fn turn(&self) -> Turn<'_> {
+    pub(crate) async fn turn(&self) -> Turn<'_> {
         let seen = self.generation.load(Ordering::Acquire);
         let in_flight = self.in_flight.lock().await;
         if self.generation.load(Ordering::Acquire) != seen {
@@ -69,7 +69,7 @@ impl RelistGate {
 impl Relisting<'_> {
     /// The relist ended and what it listed is kept: the callers that waited read it.
     /// (A relist dropped unfinished, its caller gone, lets the next waiter relist.)
-    pub fn finished(self) {
+    pub(crate) fn finished(self) {
         self.gate.generation.fetch_add(1, Ordering::Release);
     }
 }

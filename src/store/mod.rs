@@ -3,5 +3,5 @@
 //! the authorization server's shared store (`crate::authz::store::redis`) uses it too.
 //! Nothing here decides anything: the rules are [`crate::policy`]'s.
 
-pub mod redis;
-pub mod resp;
+pub(crate) mod redis;
+pub(crate) mod resp;

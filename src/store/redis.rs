@@ -31,7 +31,7 @@ const MAX_CONNECTIONS: usize = 64;
 
 /// Why a count failed.
 #[derive(Debug, thiserror::Error)]
-pub enum RedisError {
+pub(crate) enum RedisError {
     /// Connecting, writing or reading failed.
     #[error("redis I/O: {0}")]
     Io(#[from] std::io::Error),
@@ -46,10 +46,10 @@ pub enum RedisError {
     Unexpected(String),
 }
 
-pub use crate::config::RedisEndpoint as Endpoint;
+pub(crate) use crate::config::RedisEndpoint as Endpoint;
 
 /// Kept connections to one server, one command at a time on each.
-pub struct Pool {
+pub(crate) struct Pool {
     endpoint: Endpoint,
     timeout: Duration,
     idle: Mutex<Vec<BufStream<TcpStream>>>,
@@ -60,7 +60,7 @@ pub struct Pool {
 impl Pool {
     /// A pool toward `endpoint` whose every command takes at most `timeout`;
     /// nothing is connected yet.
-    pub fn new(endpoint: Endpoint, timeout: Duration) -> Pool {
+    pub(crate) fn new(endpoint: Endpoint, timeout: Duration) -> Pool {
         Pool {
             endpoint,
             timeout,
@@ -70,7 +70,7 @@ impl Pool {
     }
 
     /// Sends the command `args` and reads its reply (a Redis error reply is `Ok(Value::Error)`).
-    pub async fn command(&self, args: &[&[u8]]) -> Result<Value, RedisError> {
+    pub(crate) async fn command(&self, args: &[&[u8]]) -> Result<Value, RedisError> {
         let command = resp::encode(args);
         let exchange = async {
             let _permit = self
@@ -128,14 +128,14 @@ impl Pool {
 }
 
 /// The shared counters.
-pub struct Counters {
+pub(crate) struct Counters {
     prefix: String,
     pool: Pool,
 }
 
 impl Counters {
     /// Counters on the server of `config`; nothing is connected yet.
-    pub fn new(config: &RedisConfig) -> Counters {
+    pub(crate) fn new(config: &RedisConfig) -> Counters {
         let endpoint = Endpoint {
             address: config.address.clone(),
             password: None,
@@ -149,7 +149,7 @@ impl Counters {
 
     /// Counts one request under `key` in a window of `window`: the count
     /// after it and the window's remaining time.
-    pub async fn count(&self, key: &str, window: Duration) -> Result<(u64, Duration), RedisError> {
+    pub(crate) async fn count(&self, key: &str, window: Duration) -> Result<(u64, Duration), RedisError> {
         let key = format!("{}{key}", self.prefix);
         let window_ms = window.as_millis().max(1).to_string();
         let reply = self

@@ -4,7 +4,7 @@
 
 /// A reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Value {
+pub(crate) enum Value {
     /// `+OK`
     Simple(String),
     /// `-ERR ...`
@@ -19,7 +19,7 @@ pub enum Value {
 
 /// Why a reply could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ProtocolError {
+pub(crate) enum ProtocolError {
     /// Not RESP.
     #[error("not a RESP reply: {0}")]
     Malformed(&'static str),
@@ -37,7 +37,7 @@ const MAX_ITEMS: usize = 1024;
 const MAX_DEPTH: usize = 4;
 
 /// `args` as a RESP command.
-pub fn encode(args: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn encode(args: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + args.iter().map(|a| a.len() + 16).sum::<usize>());
     out.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
     for arg in args {
@@ -50,7 +50,7 @@ pub fn encode(args: &[&[u8]]) -> Vec<u8> {
 
 /// One reply from the start of `buf`: the value and how many bytes it took,
 /// `Ok(None)` while it is incomplete.
-pub fn parse(buf: &[u8]) -> Result<Option<(Value, usize)>, ProtocolError> {
+pub(crate) fn parse(buf: &[u8]) -> Result<Option<(Value, usize)>, ProtocolError> {
     parse_at(buf, 0, 0)
 }
 

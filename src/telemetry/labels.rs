@@ -5,7 +5,7 @@
 use crate::protocol::{Era, Revision};
 
 /// The methods counted by name; anything else is counted as `other`.
-pub const METHODS: [&str; 26] = [
+pub(crate) const METHODS: [&str; 26] = [
     "initialize",
     "ping",
     "server/discover",
@@ -37,15 +37,15 @@ pub const METHODS: [&str; 26] = [
 ];
 
 /// How many method labels there are.
-pub const METHOD_COUNT: usize = METHODS.len();
+pub(crate) const METHOD_COUNT: usize = METHODS.len();
 
-/// A method's label: an index into [`METHODS`].
+/// A method's label: an index into `METHODS`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MethodLabel(pub(crate) u8);
 
 impl MethodLabel {
     /// The label of a client's answer to a server→client request.
-    pub const RESPONSE: MethodLabel = MethodLabel(23);
+    pub(crate) const RESPONSE: MethodLabel = MethodLabel(23);
     const OTHER: MethodLabel = MethodLabel(24);
 
     /// The label of `method`: its own name when it is listed, else `other`.
@@ -58,21 +58,21 @@ impl MethodLabel {
     }
 
     /// The label text.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         METHODS[self.0 as usize]
     }
 
     /// Its index.
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self.0 as usize
     }
 }
 
 /// The label values of the `era` label.
-pub const ERAS: [&str; 2] = ["legacy", "modern"];
+pub(crate) const ERAS: [&str; 2] = ["legacy", "modern"];
 
 /// The `era` label of `era`.
-pub fn era_index(era: Era) -> usize {
+pub(crate) fn era_index(era: Era) -> usize {
     match era {
         Era::Legacy => 0,
         Era::Modern => 1,
@@ -82,7 +82,7 @@ pub fn era_index(era: Era) -> usize {
 /// The label values of the `revision` label; the last is for a request whose
 /// revision is not known (a legacy request without a session, a modern
 /// request naming an unsupported revision).
-pub const REVISIONS: [&str; 6] = [
+pub(crate) const REVISIONS: [&str; 6] = [
     "2024-11-05",
     "2025-03-26",
     "2025-06-18",
@@ -92,7 +92,7 @@ pub const REVISIONS: [&str; 6] = [
 ];
 
 /// The `revision` label of `revision`.
-pub fn revision_index(revision: Option<Revision>) -> usize {
+pub(crate) fn revision_index(revision: Option<Revision>) -> usize {
     match revision {
         Some(Revision::V2024_11_05) => 0,
         Some(Revision::V2025_03_26) => 1,
@@ -122,7 +122,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in label order.
-    pub const ALL: [Outcome; 6] = [
+    pub(crate) const ALL: [Outcome; 6] = [
         Outcome::Ok,
         Outcome::Error,
         Outcome::Rejected,
@@ -132,7 +132,7 @@ impl Outcome {
     ];
 
     /// The label text.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Ok => "ok",
             Outcome::Error => "error",
@@ -144,7 +144,7 @@ impl Outcome {
     }
 
     /// Its index in [`Outcome::ALL`].
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }

@@ -20,19 +20,19 @@ const OUTCOMES: usize = Outcome::ALL.len();
 
 /// Where one finished request is counted.
 #[derive(Clone, Copy, Debug)]
-pub struct Cell {
+pub(crate) struct Cell {
     /// [`super::labels::era_index`].
-    pub era: usize,
+    pub(crate) era: usize,
     /// [`super::labels::revision_index`].
-    pub revision: usize,
+    pub(crate) revision: usize,
     /// [`super::labels::MethodLabel::index`].
-    pub method: usize,
+    pub(crate) method: usize,
     /// How it ended.
-    pub outcome: Outcome,
+    pub(crate) outcome: Outcome,
 }
 
 /// Every request counter and latency histogram of one gateway.
-pub struct Metrics {
+pub(crate) struct Metrics {
     /// `[era][revision][method][outcome]`, flattened.
     requests: Box<[AtomicU64]>,
     /// `[era][method]`, flattened.
@@ -60,7 +60,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts one finished request that took `took`.
-    pub fn record(&self, cell: Cell, took: Duration) {
+    pub(crate) fn record(&self, cell: Cell, took: Duration) {
         let index = ((cell.era * REVISIONS.len() + cell.revision) * METHOD_COUNT + cell.method) * OUTCOMES
             + cell.outcome.index();
         if let Some(counter) = self.requests.get(index) {
@@ -72,14 +72,14 @@ impl Metrics {
     }
 
     /// Counts a client revision: a legacy session negotiated, or a modern request declaring it.
-    pub fn record_revision(&self, era: usize, revision: usize) {
+    pub(crate) fn record_revision(&self, era: usize, revision: usize) {
         if let Some(counter) = self.revisions.get(era * REVISIONS.len() + revision) {
             counter.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// The client revisions counted so far, `{era: {revision: count}}` (the status page's view).
-    pub fn revisions_view(&self) -> serde_json::Value {
+    pub(crate) fn revisions_view(&self) -> serde_json::Value {
         let mut eras = serde_json::Map::new();
         for (era, era_name) in ERAS.iter().enumerate() {
             let mut revisions = serde_json::Map::new();
@@ -95,7 +95,7 @@ impl Metrics {
     }
 
     /// Appends the request metrics in Prometheus text format (series that never moved are left out).
-    pub fn render(&self, out: &mut String) {
+    pub(crate) fn render(&self, out: &mut String) {
         self.render_requests(out);
         self.render_revisions(out);
         self.render_latency(out);
@@ -207,13 +207,13 @@ impl Histogram {
 }
 
 /// `# HELP` and `# TYPE` of one metric.
-pub fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+pub(crate) fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
 /// A label value escaped for the text format (`\`, `"` and newlines).
-pub fn escape(value: &str) -> String {
+pub(crate) fn escape(value: &str) -> String {
     value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 

@@ -1,15 +1,15 @@
 //! Telemetry: what eragate tells operators about the requests it serves.
 //! A request's [`Exchange`] record is opened when the bridge dispatches it and
 //! closed when its response (or the client's departure) is known; closing it
-//! counts the request ([`metrics`]), writes its access-log line, and marks the
+//! counts the request (`metrics`), writes its access-log line, and marks the
 //! upstream's last success. Handlers never branch on telemetry; they carry the
 //! record. This room never changes what a client or an upstream sees.
 
-pub mod labels;
-pub mod metrics;
-pub mod otlp;
-pub mod trace;
-pub mod upstream;
+pub(crate) mod labels;
+pub(crate) mod metrics;
+pub(crate) mod otlp;
+pub(crate) mod trace;
+pub(crate) mod upstream;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +26,7 @@ use crate::config::{Config, LogFormat};
 use crate::protocol::{Era, Revision};
 
 /// The telemetry of one gateway: its metrics and what it logs. Everything but the
-/// metrics follows a reload ([`Telemetry::reload`]).
+/// metrics follows a reload (`Telemetry::reload`).
 pub struct Telemetry {
     metrics: Metrics,
     /// One `eragate::access` line per request (`[log] access`).
@@ -56,7 +56,7 @@ impl Telemetry {
     /// Requests already begun end their spans in the old pipeline, which is flushed
     /// and stopped once none holds it any more (or after `within`). Must run inside
     /// the tokio runtime.
-    pub fn reload(&self, running: &Config, new: &Config, within: std::time::Duration) -> Result<(), String> {
+    pub(crate) fn reload(&self, running: &Config, new: &Config, within: std::time::Duration) -> Result<(), String> {
         self.access_log.store(access_log(new), Ordering::Relaxed);
         self.live_discover.store(new.telemetry.live_discover, Ordering::Relaxed);
         let (mut old, mut fresh) = (running.telemetry.clone(), new.telemetry.clone());
@@ -73,7 +73,7 @@ impl Telemetry {
     }
 
     /// Flushes the spans still buffered (shutdown).
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         if let Some(tracing) = self.tracing.load_full() {
             tracing.shutdown(std::time::Duration::from_secs(5)).await;
         }
@@ -106,22 +106,22 @@ impl Telemetry {
     }
 
     /// Whether requests are traced (`[telemetry] otlp_endpoint`).
-    pub fn is_tracing(&self) -> bool {
+    pub(crate) fn is_tracing(&self) -> bool {
         self.tracing.load().is_some()
     }
 
     /// Whether `server/discover` answers carry the live summary.
-    pub fn live_discover(&self) -> bool {
+    pub(crate) fn live_discover(&self) -> bool {
         self.live_discover.load(Ordering::Relaxed)
     }
 
     /// The client revisions seen so far, by era (for the status page).
-    pub fn revisions(&self) -> Value {
+    pub(crate) fn revisions(&self) -> Value {
         self.metrics.revisions_view()
     }
 
     /// Every metric in Prometheus text format; `pools` is the admin view of the upstreams.
-    pub fn render(&self, pools: &Value) -> String {
+    pub(crate) fn render(&self, pools: &Value) -> String {
         let mut out = String::with_capacity(16 * 1024);
         self.metrics.render(&mut out);
         upstream::render_pools(pools, &mut out);
@@ -173,13 +173,13 @@ impl Exchange {
     }
 
     /// The legacy client session the request belongs to.
-    pub fn in_session(&mut self, id: &Arc<str>, revision: Revision) {
+    pub(crate) fn in_session(&mut self, id: &Arc<str>, revision: Revision) {
         self.session = Some(id.clone());
         self.revision = Some(revision);
     }
 
     /// A legacy client negotiated `revision` (its `initialize` was answered).
-    pub fn negotiated(&mut self, id: &Arc<str>, revision: Revision) {
+    pub(crate) fn negotiated(&mut self, id: &Arc<str>, revision: Revision) {
         self.in_session(id, revision);
         self.count_revision();
     }
@@ -193,12 +193,12 @@ impl Exchange {
     }
 
     /// The client's era as classified.
-    pub fn era(&self) -> Era {
+    pub(crate) fn era(&self) -> Era {
         self.era
     }
 
     /// The request's span, as the parent of the upstream calls made for it.
-    pub fn trace(&self) -> Option<trace::Traced> {
+    pub(crate) fn trace(&self) -> Option<trace::Traced> {
         self.trace.clone()
     }
 

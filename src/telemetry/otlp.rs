@@ -30,7 +30,7 @@ const SCOPE: &str = "eragate";
 /// Text in a span: most is static (method names, labels), some shared with the gateway
 /// (an upstream's name), some the span's own (a tool name): short, it is kept inline.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Text {
+pub(crate) enum Text {
     /// A label known at compile time.
     Static(&'static str),
     /// Shared with what the span describes.
@@ -43,7 +43,7 @@ pub enum Text {
 
 impl Text {
     /// The text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             Text::Static(text) => text,
             Text::Shared(text) => text,
@@ -55,24 +55,24 @@ impl Text {
     /// `text` as the span's own: inline when short. A queued span then holds no
     /// allocation of its own (the export task frees nothing the request's thread
     /// allocated: such cross-thread frees cost glibc's malloc its thread caches).
-    pub fn own(text: &str) -> Text {
+    pub(crate) fn own(text: &str) -> Text {
         InlineText::new(text).map_or_else(|| Text::Owned(text.to_owned()), Text::Inline)
     }
 }
 
 /// Most bytes of an [`InlineText`] (it makes [`Text`] no larger than a `String` does).
-pub const INLINE_TEXT: usize = 30;
+pub(crate) const INLINE_TEXT: usize = 30;
 
 /// A short text kept inline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InlineText {
+pub(crate) struct InlineText {
     len: u8,
     bytes: [u8; INLINE_TEXT],
 }
 
 impl InlineText {
     /// `text`, when it has at most [`INLINE_TEXT`] bytes.
-    pub fn new(text: &str) -> Option<InlineText> {
+    pub(crate) fn new(text: &str) -> Option<InlineText> {
         let mut bytes = [0u8; INLINE_TEXT];
         bytes.get_mut(..text.len())?.copy_from_slice(text.as_bytes());
         Some(InlineText {
@@ -82,7 +82,7 @@ impl InlineText {
     }
 
     /// The text.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         // Copied whole from a `str`: valid UTF-8.
         std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or_default()
     }
@@ -90,7 +90,7 @@ impl InlineText {
 
 /// An attribute's value.
 #[derive(Clone, Debug, PartialEq)]
-pub enum AttributeValue {
+pub(crate) enum AttributeValue {
     /// `string_value`.
     Text(Text),
     /// `int_value`.
@@ -104,19 +104,19 @@ impl Default for AttributeValue {
 }
 
 /// Most attributes a span holds.
-pub const MAX_ATTRIBUTES: usize = 8;
+pub(crate) const MAX_ATTRIBUTES: usize = 8;
 
 /// A span's attributes, kept inline (a span allocates nothing for them); past
 /// [`MAX_ATTRIBUTES`] one is dropped.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Attributes {
+pub(crate) struct Attributes {
     len: usize,
     items: [(&'static str, AttributeValue); MAX_ATTRIBUTES],
 }
 
 impl Attributes {
     /// Adds one attribute (`key`, `value`).
-    pub fn push(&mut self, attribute: (&'static str, AttributeValue)) {
+    pub(crate) fn push(&mut self, attribute: (&'static str, AttributeValue)) {
         if let Some(slot) = self.items.get_mut(self.len) {
             *slot = attribute;
             self.len += 1;
@@ -124,7 +124,7 @@ impl Attributes {
     }
 
     /// The attributes, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &(&'static str, AttributeValue)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(&'static str, AttributeValue)> {
         self.items.iter().take(self.len)
     }
 }
@@ -147,7 +147,7 @@ impl From<Vec<(&'static str, AttributeValue)>> for Attributes {
 
 /// `SpanKind` (trace.proto): eragate makes server spans (requests) and client spans (upstream calls).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A client's request.
     Server = 2,
     /// A call to an upstream.
@@ -156,7 +156,7 @@ pub enum Kind {
 
 /// `Status` (trace.proto).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SpanStatus {
+pub(crate) enum SpanStatus {
     /// Not set.
     Unset,
     /// Succeeded.
@@ -167,33 +167,33 @@ pub enum SpanStatus {
 
 /// One ended span, as it is queued for export.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SpanRecord {
+pub(crate) struct SpanRecord {
     /// The trace's id.
-    pub trace_id: [u8; 16],
+    pub(crate) trace_id: [u8; 16],
     /// This span's id.
-    pub span_id: [u8; 8],
+    pub(crate) span_id: [u8; 8],
     /// The parent span's id, and whether it is remote (the client's), if there is one.
-    pub parent: Option<([u8; 8], bool)>,
+    pub(crate) parent: Option<([u8; 8], bool)>,
     /// W3C trace flags (bit 0: sampled).
-    pub flags: u8,
+    pub(crate) flags: u8,
     /// Server or client.
-    pub kind: Kind,
+    pub(crate) kind: Kind,
     /// The name is `name_prefix` followed by `name` (`upstream ` + `tools/call`).
-    pub name_prefix: &'static str,
+    pub(crate) name_prefix: &'static str,
     /// See `name_prefix`.
-    pub name: Text,
+    pub(crate) name: Text,
     /// Start, in nanoseconds since the Unix epoch.
-    pub start_unix_nanos: u64,
+    pub(crate) start_unix_nanos: u64,
     /// End, in nanoseconds since the Unix epoch.
-    pub end_unix_nanos: u64,
+    pub(crate) end_unix_nanos: u64,
     /// How it ended.
-    pub status: SpanStatus,
+    pub(crate) status: SpanStatus,
     /// Its attributes, in order.
-    pub attributes: Attributes,
+    pub(crate) attributes: Attributes,
 }
 
 /// Nanoseconds since the Unix epoch, now.
-pub fn now_unix_nanos() -> u64 {
+pub(crate) fn now_unix_nanos() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| u64::try_from(since.as_nanos()).unwrap_or(u64::MAX))
@@ -432,7 +432,7 @@ fn encode_request(mut buf: BytesMut, resource: &[u8], spans: &[SpanRecord]) -> B
 
 /// Posts batches of spans to an OTLP/HTTP endpoint as `application/x-protobuf`.
 #[derive(Debug)]
-pub struct OtlpExporter<C> {
+pub(crate) struct OtlpExporter<C> {
     client: C,
     endpoint: http::Uri,
     resource: Vec<u8>,
@@ -445,7 +445,7 @@ pub struct OtlpExporter<C> {
 impl<C: HttpClient> OtlpExporter<C> {
     /// An exporter posting spans of `service_name` to `endpoint`
     /// (e.g. `http://127.0.0.1:4318/v1/traces`) through `client`.
-    pub fn new(client: C, endpoint: http::Uri, service_name: &str, timeout: Duration) -> Self {
+    pub(crate) fn new(client: C, endpoint: http::Uri, service_name: &str, timeout: Duration) -> Self {
         OtlpExporter {
             client,
             endpoint,
@@ -456,7 +456,7 @@ impl<C: HttpClient> OtlpExporter<C> {
     }
 
     /// Posts `batch`; `Err` says why the receiver did not take it.
-    pub async fn export(&mut self, batch: &[SpanRecord]) -> Result<(), String> {
+    pub(crate) async fn export(&mut self, batch: &[SpanRecord]) -> Result<(), String> {
         let mut body = encode_request(std::mem::take(&mut self.body), &self.resource, batch);
         let encoded = body.split().freeze();
         self.body = body;

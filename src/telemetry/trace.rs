@@ -27,11 +27,11 @@ use super::otlp::{AttributeValue, Attributes, Kind, OtlpExporter, SpanRecord, Sp
 use crate::config::TelemetryConfig;
 
 /// How often queued spans are exported.
-pub const EXPORT_EVERY: Duration = Duration::from_secs(2);
+pub(crate) const EXPORT_EVERY: Duration = Duration::from_secs(2);
 /// Queued spans that make the exporter send at once.
-pub const BATCH: usize = 512;
+pub(crate) const BATCH: usize = 512;
 /// Most spans queued; past it a span is dropped (and counted).
-pub const QUEUE_BOUND: usize = 8192;
+pub(crate) const QUEUE_BOUND: usize = 8192;
 
 tokio::task_local! {
     /// The request span of the request being dispatched on this task.
@@ -43,29 +43,29 @@ tokio::task_local! {
 /// Runs `future` (an HTTP request's dispatch) with the client's `traceparent` header;
 /// only a traced gateway calls it, because each wrapper copies the request's
 /// several-KiB future, and untraced requests are awaited as they are.
-pub fn with_header<F: Future>(traceparent: String, future: F) -> impl Future<Output = F::Output> {
+pub(crate) fn with_header<F: Future>(traceparent: String, future: F) -> impl Future<Output = F::Output> {
     HEADER.scope(traceparent, future)
 }
 
 /// The client's `traceparent` header, when the edge found one (see [`with_header`]).
-pub fn header() -> Option<String> {
+pub(crate) fn header() -> Option<String> {
     HEADER.try_with(String::clone).ok()
 }
 
 /// A W3C trace context: ids and flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TraceContext {
+pub(crate) struct TraceContext {
     /// The trace's id (never all zeros).
-    pub trace_id: [u8; 16],
+    pub(crate) trace_id: [u8; 16],
     /// The span's id (never all zeros).
-    pub span_id: [u8; 8],
+    pub(crate) span_id: [u8; 8],
     /// Trace flags (bit 0: sampled).
-    pub flags: u8,
+    pub(crate) flags: u8,
 }
 
 impl TraceContext {
     /// Whether the sampled flag is set.
-    pub fn is_sampled(&self) -> bool {
+    pub(crate) fn is_sampled(&self) -> bool {
         self.flags & 1 == 1
     }
 }
@@ -106,7 +106,7 @@ impl Queue {
 
 /// The trace pipeline of one gateway (a reload may make another): the sampler and the
 /// queue its exporter task drains.
-pub struct Tracing {
+pub(crate) struct Tracing {
     /// A new trace is sampled when the top 63 bits of its id's low half fall under this.
     sample_bound: u64,
     /// Every trace sampled (`sample_ratio = 1.0`).
@@ -122,7 +122,7 @@ pub struct Tracing {
 impl Tracing {
     /// The pipeline `config` asks for, or `None` without `otlp_endpoint`.
     /// Must run inside the tokio runtime (the exporter is a task of it).
-    pub fn from_config(config: &TelemetryConfig) -> Result<Option<Tracing>, String> {
+    pub(crate) fn from_config(config: &TelemetryConfig) -> Result<Option<Tracing>, String> {
         let Some(endpoint) = &config.otlp_endpoint else {
             return Ok(None);
         };
@@ -150,7 +150,7 @@ impl Tracing {
 
     /// Starts the span of a client request for `method`, child of `traceparent` when
     /// valid; `None` when the request is not sampled. `upstream` names the upstream.
-    pub fn request_span(
+    pub(crate) fn request_span(
         self: &Arc<Self>,
         method: &'static str,
         traceparent: Option<&str>,
@@ -194,7 +194,7 @@ impl Tracing {
 
     /// A pipeline a reload replaced: flushed and stopped once no request holds it
     /// (their spans end in it), or after `within`.
-    pub async fn retire(retired: Arc<Tracing>, within: Duration) {
+    pub(crate) async fn retire(retired: Arc<Tracing>, within: Duration) {
         let start = std::time::Instant::now();
         while Arc::strong_count(&retired) > 1 && start.elapsed() < within {
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -203,7 +203,7 @@ impl Tracing {
     }
 
     /// Sends what is queued and stops the exporter (shutdown), waiting at most `within`.
-    pub async fn shutdown(&self, within: Duration) {
+    pub(crate) async fn shutdown(&self, within: Duration) {
         if self.stopped.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -261,7 +261,7 @@ async fn export<C: opentelemetry_http::HttpClient + 'static>(
 /// spans go to (held until the request ends, so a reload's new pipeline takes none
 /// of them). Cheap to clone: upstream calls made for it share it.
 #[derive(Clone)]
-pub struct Traced(Arc<RequestSpan>);
+pub(crate) struct Traced(Arc<RequestSpan>);
 
 struct RequestSpan {
     context: TraceContext,
@@ -274,31 +274,31 @@ struct RequestSpan {
 }
 
 /// What a request span records when the request ends.
-pub struct RequestEnd {
+pub(crate) struct RequestEnd {
     /// The client's era label.
-    pub era: &'static str,
+    pub(crate) era: &'static str,
     /// The client's revision label.
-    pub revision: &'static str,
+    pub(crate) revision: &'static str,
     /// The outcome label.
-    pub outcome: &'static str,
+    pub(crate) outcome: &'static str,
     /// Whether it succeeded.
-    pub ok: bool,
+    pub(crate) ok: bool,
     /// The HTTP status the answer maps to.
-    pub status: u16,
+    pub(crate) status: u16,
     /// The JSON-RPC error code, if the answer was an error.
-    pub code: Option<i64>,
+    pub(crate) code: Option<i64>,
     /// The tool, prompt or resource asked for.
-    pub target: Option<String>,
+    pub(crate) target: Option<String>,
 }
 
 impl Traced {
     /// The request span's context.
-    pub fn context(&self) -> TraceContext {
+    pub(crate) fn context(&self) -> TraceContext {
         self.0.context
     }
 
     /// Ends the span with what `end` says and queues it for export.
-    pub fn end(self, end: RequestEnd) {
+    pub(crate) fn end(self, end: RequestEnd) {
         let span = &self.0;
         let mut attributes = Attributes::default();
         attributes.extend([
@@ -341,12 +341,12 @@ impl Traced {
 /// Runs `future` (a request's dispatch) with `request` as the parent of the upstream
 /// calls it makes; untraced requests are awaited as they are (see [`with_header`]).
 /// Give it the future pinned where it was built (`Pin<&mut F>`), so that it is not copied.
-pub fn in_request<F: Future>(request: Traced, future: F) -> impl Future<Output = F::Output> {
+pub(crate) fn in_request<F: Future>(request: Traced, future: F) -> impl Future<Output = F::Output> {
     REQUEST.scope(request, future)
 }
 
 /// The span of one upstream call, started inside a traced request's dispatch; ends when dropped.
-pub struct UpstreamSpan {
+pub(crate) struct UpstreamSpan {
     request: Traced,
     span_id: [u8; 8],
     /// The request's own method (static) when the call is for the same one, as it mostly is.
@@ -361,12 +361,12 @@ pub struct UpstreamSpan {
 
 impl UpstreamSpan {
     /// The call's trace context, for the upstream (W3C `traceparent`).
-    pub fn traceparent(&self) -> &str {
+    pub(crate) fn traceparent(&self) -> &str {
         std::str::from_utf8(&self.traceparent).unwrap_or_default()
     }
 
     /// The call ended: `ok` or not.
-    pub fn finish(&self, ok: bool) {
+    pub(crate) fn finish(&self, ok: bool) {
         self.outcome.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
     }
 }
@@ -417,15 +417,15 @@ impl Drop for UpstreamSpan {
 }
 
 /// Where an upstream call goes, for its span.
-pub struct CallTarget<'a> {
+pub(crate) struct CallTarget<'a> {
     /// The upstream's configured name.
-    pub upstream: &'a str,
+    pub(crate) upstream: &'a str,
     /// The member (its URL, or the transport's name), as the session keeps it.
-    pub member: Arc<str>,
+    pub(crate) member: Arc<str>,
     /// `pooled` or `dedicated`.
-    pub session: &'static str,
+    pub(crate) session: &'static str,
     /// The revision spoken with the upstream, if known.
-    pub revision: Option<&'static str>,
+    pub(crate) revision: Option<&'static str>,
 }
 
 /// [`CallTarget`] as a span keeps it.
@@ -438,7 +438,7 @@ struct OwnedTarget {
 
 /// Starts the span of an upstream call of `method` when the current request is
 /// traced (sampled); `target` is built only then.
-pub fn upstream_call<'a>(method: &str, target: impl FnOnce() -> CallTarget<'a>) -> Option<UpstreamSpan> {
+pub(crate) fn upstream_call<'a>(method: &str, target: impl FnOnce() -> CallTarget<'a>) -> Option<UpstreamSpan> {
     let request = REQUEST.try_with(Traced::clone).ok()?;
     let target = target();
     let span_id = new_span_id();
@@ -489,7 +489,7 @@ fn new_span_id() -> [u8; 8] {
 }
 
 /// A W3C `traceparent` (`00-<32 hex>-<16 hex>-<2 hex>`), if valid.
-pub fn parse_traceparent(text: &str) -> Option<TraceContext> {
+pub(crate) fn parse_traceparent(text: &str) -> Option<TraceContext> {
     let mut parts = text.trim().split('-');
     let (version, trace, span, flags) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
     if version.len() != 2 || version == "ff" || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
@@ -539,7 +539,7 @@ fn unhex(text: &str, out: &mut [u8]) -> Option<()> {
 const TRACEPARENT_LEN: usize = 55;
 
 /// The W3C `traceparent` of `context`.
-pub fn format_traceparent(context: &TraceContext) -> String {
+pub(crate) fn format_traceparent(context: &TraceContext) -> String {
     // Hex digits and dashes: always ASCII.
     String::from_utf8(traceparent_bytes(context).to_vec()).unwrap_or_default()
 }

@@ -39,47 +39,47 @@ impl UpstreamStats {
     }
 
     /// The upstream's configured name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// The upstream's name, shared (for the spans of its requests).
-    pub fn shared_name(&self) -> std::sync::Arc<str> {
+    pub(crate) fn shared_name(&self) -> std::sync::Arc<str> {
         self.name.clone()
     }
 
     /// A request was refused admission (in-flight bound and queue full, or queue timeout).
-    pub fn admission_rejected(&self) {
+    pub(crate) fn admission_rejected(&self) {
         self.admission_rejected.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A request was served on a warm pooled session: an `initialize` not sent.
-    pub fn initialize_saved(&self) {
+    pub(crate) fn initialize_saved(&self) {
         self.initialize_saved.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A list request was answered from the pages eragate keeps.
-    pub fn list_cache_hit(&self) {
+    pub(crate) fn list_cache_hit(&self) {
         self.list_cache_hits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A list request had to be sent to the upstream.
-    pub fn list_cache_miss(&self) {
+    pub(crate) fn list_cache_miss(&self) {
         self.list_cache_misses.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A `resources/read` was answered from the results eragate keeps.
-    pub fn read_cache_hit(&self) {
+    pub(crate) fn read_cache_hit(&self) {
         self.read_cache_hits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A `resources/read` eragate could have kept had to be sent to the upstream.
-    pub fn read_cache_miss(&self) {
+    pub(crate) fn read_cache_miss(&self) {
         self.read_cache_misses.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A call through this upstream succeeded now.
-    pub fn succeeded(&self) {
+    pub(crate) fn succeeded(&self) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
@@ -87,12 +87,12 @@ impl UpstreamStats {
     }
 
     /// When a call last succeeded (ms since the Unix epoch), if ever.
-    pub fn last_success_ms(&self) -> Option<u64> {
+    pub(crate) fn last_success_ms(&self) -> Option<u64> {
         Some(self.last_success_ms.load(Ordering::Relaxed)).filter(|ms| *ms > 0)
     }
 
     /// The counters as members of the admin view.
-    pub fn view(&self) -> Value {
+    pub(crate) fn view(&self) -> Value {
         json!({
             "admission_rejected": self.admission_rejected.load(Ordering::Relaxed),
             "initialize_saved": self.initialize_saved.load(Ordering::Relaxed),
@@ -106,7 +106,7 @@ impl UpstreamStats {
 }
 
 /// Gauges and counters of every upstream, from the admin view (`/pools`).
-pub fn render_pools(pools: &Value, out: &mut String) {
+pub(crate) fn render_pools(pools: &Value, out: &mut String) {
     let upstreams = pools["upstreams"].as_array().map(Vec::as_slice).unwrap_or_default();
     let per_upstream: [(&str, &str, &str, &str); 10] = [
         (

@@ -1,6 +1,6 @@
 //! `ttlMs` / `cacheScope` for the six cacheable 2026-07-28 results: the one
 //! place where eragate decides what it can promise about a result's freshness
-//! and audience ([`CachePolicy::hints`]), and the digest lists are compared by.
+//! and audience (`CachePolicy::hints`), and the digest lists are compared by.
 //! Pure: the facts (how a change would be noticed, who the result may differ
 //! for) are worked out by the caller and handed in.
 
@@ -20,7 +20,7 @@ pub enum CacheScope {
 
 impl CacheScope {
     /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             CacheScope::Public => "public",
             CacheScope::Private => "private",
@@ -37,11 +37,11 @@ impl CacheScope {
 }
 
 /// The longest `ttlMs` eragate states when no `[upstreams.cache] ttl_ms` caps it.
-pub const DEFAULT_MAX_TTL_MS: u64 = 60_000;
+pub(crate) const DEFAULT_MAX_TTL_MS: u64 = 60_000;
 
 /// How eragate would learn that a result changed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Watch {
+pub(crate) enum Watch {
     /// It would not: a read, a discover, or a list it does not keep.
     #[default]
     Blind,
@@ -55,7 +55,7 @@ pub enum Watch {
 
 /// Whether the result may differ with who asks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Audience {
+pub(crate) enum Audience {
     /// Nothing known either way: the upstream's own scope stands (else private).
     #[default]
     Unproven,
@@ -74,15 +74,15 @@ pub enum Audience {
 pub struct CachePolicy {
     /// The longest `ttlMs` to state (`[upstreams.cache] ttl_ms`, default
     /// [`DEFAULT_MAX_TTL_MS`]).
-    pub max_ttl_ms: u64,
+    pub(crate) max_ttl_ms: u64,
     /// `[upstreams.cache] scope`: `private` makes every result private;
     /// `public` vouches that the upstream answers everyone alike (an
     /// [`Audience::Unproven`] result becomes public, a per-caller one stays private).
-    pub scope: Option<CacheScope>,
+    pub(crate) scope: Option<CacheScope>,
     /// How a change would be noticed.
-    pub watch: Watch,
+    pub(crate) watch: Watch,
     /// Who the result may differ for.
-    pub audience: Audience,
+    pub(crate) audience: Audience,
 }
 
 impl Default for CachePolicy {
@@ -98,7 +98,7 @@ impl Default for CachePolicy {
 
 impl CachePolicy {
     /// The same bounds, for a result with these facts.
-    pub fn with_facts(self, watch: Watch, audience: Audience) -> CachePolicy {
+    pub(crate) fn with_facts(self, watch: Watch, audience: Audience) -> CachePolicy {
         CachePolicy {
             watch,
             audience,
@@ -107,7 +107,7 @@ impl CachePolicy {
     }
 
     /// The same policy for a result that depends on who asks.
-    pub fn per_caller(self) -> CachePolicy {
+    pub(crate) fn per_caller(self) -> CachePolicy {
         CachePolicy {
             audience: Audience::PerCaller,
             ..self
@@ -125,7 +125,7 @@ impl CachePolicy {
     ///   on who asks: never when configured `private`, when the upstream says
     ///   `private`, or when the audience is per caller; when unproven, the
     ///   upstream's own (or `public` if the operator vouched), else `private`.
-    pub fn hints(&self, upstream_ttl: Option<u64>, upstream_scope: Option<CacheScope>) -> (u64, CacheScope) {
+    pub(crate) fn hints(&self, upstream_ttl: Option<u64>, upstream_scope: Option<CacheScope>) -> (u64, CacheScope) {
         let cap = self.max_ttl_ms;
         let own = match self.watch {
             Watch::Blind => upstream_ttl.unwrap_or(0),
@@ -145,7 +145,7 @@ impl CachePolicy {
 
     /// Writes `ttlMs` and `cacheScope` into a complete cacheable result, by
     /// [`CachePolicy::hints`] over what the result already says.
-    pub fn apply(&self, result: &mut Map<String, Value>) {
+    pub(crate) fn apply(&self, result: &mut Map<String, Value>) {
         let upstream_ttl = result.get("ttlMs").and_then(Value::as_i64).map(|t| t.max(0) as u64);
         let upstream_scope = result
             .get("cacheScope")
@@ -163,7 +163,7 @@ impl CachePolicy {
     /// positive `ttlMs` (a read eragate cannot watch), bounded by
     /// [`CachePolicy::hints`] (the cap, a configured or per-caller `private`).
     /// `None`: not kept.
-    pub fn keep_read(&self, result: &Map<String, Value>) -> Option<(u64, CacheScope)> {
+    pub(crate) fn keep_read(&self, result: &Map<String, Value>) -> Option<(u64, CacheScope)> {
         let upstream_ttl = result.get("ttlMs").and_then(Value::as_u64)?;
         let upstream_scope = result
             .get("cacheScope")
@@ -180,7 +180,7 @@ impl CachePolicy {
 
 /// Restates the hints of a result eragate narrowed for its caller (a list
 /// filtered or renamed per principal): the freshness it had, and private.
-pub fn narrowed_for_caller(result: &mut Map<String, Value>) {
+pub(crate) fn narrowed_for_caller(result: &mut Map<String, Value>) {
     let policy = CachePolicy {
         max_ttl_ms: u64::MAX,
         audience: Audience::PerCaller,

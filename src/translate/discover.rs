@@ -8,7 +8,7 @@ use crate::protocol::capabilities::{self, ListenSupport};
 use crate::protocol::envelope::SERVER_INFO;
 
 /// Builds the `DiscoverResult` a 2026-07-28 client gets for a legacy upstream.
-pub fn discover_result(initialize: &Value, cache: CachePolicy, listen: ListenSupport) -> Value {
+pub(crate) fn discover_result(initialize: &Value, cache: CachePolicy, listen: ListenSupport) -> Value {
     let mut result = Map::new();
     result.insert("resultType".into(), Value::from("complete"));
     result.insert("supportedVersions".into(), Value::from(Revision::modern_strings()));

@@ -103,7 +103,7 @@ enum MetaFate {
 
 /// The `initialize` params eragate sends to open a pooled upstream session for
 /// modern clients with this envelope.
-pub fn initialize_for_envelope(envelope: &Envelope, revision: Revision, gateway_info: &Value) -> Value {
+pub(crate) fn initialize_for_envelope(envelope: &Envelope, revision: Revision, gateway_info: &Value) -> Value {
     let client_info = envelope.client_info.as_ref().map_or_else(
         || gateway_info.clone(),
         |info| capabilities::client_info_for(&info.value(), revision),
@@ -118,7 +118,7 @@ pub fn initialize_for_envelope(envelope: &Envelope, revision: Revision, gateway_
 /// Params of a legacy client's request as a modern upstream receives them: the
 /// session's envelope added to `_meta` (the client's own `progressToken` and
 /// other keys kept).
-pub fn legacy_params_for_modern(params: Option<Value>, envelope: &Envelope) -> Value {
+pub(crate) fn legacy_params_for_modern(params: Option<Value>, envelope: &Envelope) -> Value {
     let mut params = match params {
         Some(Value::Object(object)) => object,
         _ => Map::new(),
@@ -134,7 +134,7 @@ pub fn legacy_params_for_modern(params: Option<Value>, envelope: &Envelope) -> V
 }
 
 /// `initialize` params.
-pub fn initialize_params(revision: Revision, capabilities: Value, client_info: Value) -> Value {
+pub(crate) fn initialize_params(revision: Revision, capabilities: Value, client_info: Value) -> Value {
     let mut params = Map::new();
     params.insert("protocolVersion".into(), Value::from(revision.as_str()));
     params.insert("capabilities".into(), capabilities);
@@ -143,7 +143,7 @@ pub fn initialize_params(revision: Revision, capabilities: Value, client_info: V
 }
 
 /// A legacy client's own `initialize` params, with the version eragate negotiated.
-pub fn legacy_initialize_for_upstream(client_params: Option<&Value>, negotiated: Revision) -> Value {
+pub(crate) fn legacy_initialize_for_upstream(client_params: Option<&Value>, negotiated: Revision) -> Value {
     let mut params = client_params.and_then(Value::as_object).cloned().unwrap_or_default();
     params.insert("protocolVersion".into(), Value::from(negotiated.as_str()));
     params

@@ -9,22 +9,22 @@ use crate::protocol::{Id, Message, Notification, Response};
 
 /// The part of a listen filter eragate will honour.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// `toolsListChanged`
-    pub tools: bool,
+    pub(crate) tools: bool,
     /// `promptsListChanged`
-    pub prompts: bool,
+    pub(crate) prompts: bool,
     /// `resourcesListChanged`
-    pub resources: bool,
+    pub(crate) resources: bool,
     /// `resourceSubscriptions`
-    pub uris: Vec<String>,
+    pub(crate) uris: Vec<String>,
 }
 
 impl Filter {
     /// What of `wanted` (a listen's `notifications`) a legacy upstream with
     /// `capabilities` can notify: list changes it advertises, and resource
     /// subscriptions when it supports `resources/subscribe`.
-    pub fn honoured(wanted: &Value, capabilities: &Value) -> Filter {
+    pub(crate) fn honoured(wanted: &Value, capabilities: &Value) -> Filter {
         let asked = |flag: &str| wanted.get(flag).and_then(Value::as_bool) == Some(true);
         let offers = |kind: &str, flag: &str| {
             capabilities
@@ -51,7 +51,7 @@ impl Filter {
     }
 
     /// The filter as the acknowledgement's `notifications`.
-    pub fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         let mut object = Map::new();
         for (flag, on) in [
             ("toolsListChanged", self.tools),
@@ -69,7 +69,7 @@ impl Filter {
     }
 
     /// Whether a notification from the upstream belongs on this listen.
-    pub fn wants(&self, notification: &Notification) -> bool {
+    pub(crate) fn wants(&self, notification: &Notification) -> bool {
         match notification.method.as_str() {
             "notifications/tools/list_changed" => self.tools,
             "notifications/prompts/list_changed" => self.prompts,
@@ -88,7 +88,7 @@ impl Filter {
 }
 
 /// `notification` tagged with the listen's id (`_meta[subscriptionId]`).
-pub fn tagged(method: &str, params: Option<Value>, listen_id: &Value) -> Message {
+pub(crate) fn tagged(method: &str, params: Option<Value>, listen_id: &Value) -> Message {
     let mut params = params.unwrap_or_else(|| json!({}));
     if let Some(object) = params.as_object_mut() {
         let meta = object.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
@@ -103,7 +103,7 @@ pub fn tagged(method: &str, params: Option<Value>, listen_id: &Value) -> Message
 }
 
 /// A listen notification as a legacy client receives it: without the tag.
-pub fn untagged(mut notification: Notification) -> Notification {
+pub(crate) fn untagged(mut notification: Notification) -> Notification {
     if let Some(params) = notification.params.as_deref_mut().and_then(Value::as_object_mut) {
         let now_empty = match params.get_mut("_meta").and_then(Value::as_object_mut) {
             Some(meta) => {
@@ -120,7 +120,7 @@ pub fn untagged(mut notification: Notification) -> Notification {
 }
 
 /// The acknowledgement that opens a listen stream.
-pub fn acknowledgement(filter: &Filter, listen_id: &Value) -> Message {
+pub(crate) fn acknowledgement(filter: &Filter, listen_id: &Value) -> Message {
     tagged(
         "notifications/subscriptions/acknowledged",
         Some(json!({"notifications": filter.to_value()})),
@@ -129,7 +129,7 @@ pub fn acknowledgement(filter: &Filter, listen_id: &Value) -> Message {
 }
 
 /// The result that ends a listen gracefully.
-pub fn listen_result(id: &Id) -> Message {
+pub(crate) fn listen_result(id: &Id) -> Message {
     let mut meta = Map::new();
     meta.insert(SUBSCRIPTION_ID.into(), id.to_value());
     Response::result(id.clone(), json!({"resultType": "complete", "_meta": meta})).into_message()

@@ -4,11 +4,11 @@
 
 pub mod cache;
 pub mod classify;
-pub mod discover;
+pub(crate) mod discover;
 pub mod down;
-pub mod listen;
+pub(crate) mod listen;
 pub mod mrtr;
-pub mod multiplex;
+pub(crate) mod multiplex;
 pub mod param_headers;
 pub mod up;
 

@@ -13,7 +13,7 @@ pub mod conversation;
 
 /// A kind of input a legacy server asks its client for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum InputKind {
+pub(crate) enum InputKind {
     /// `sampling/createMessage`
     Sampling,
     /// `elicitation/create` in form mode.
@@ -26,7 +26,7 @@ pub enum InputKind {
 
 impl InputKind {
     /// The kind of a server→client request; `None` for anything else (e.g. `ping`).
-    pub fn of(request: &Request) -> Option<InputKind> {
+    pub(crate) fn of(request: &Request) -> Option<InputKind> {
         match request.method.as_str() {
             "sampling/createMessage" => Some(InputKind::Sampling),
             "roots/list" => Some(InputKind::Roots),
@@ -47,7 +47,7 @@ impl InputKind {
     }
 
     /// Whether a client that declared `capabilities` may be asked for this kind.
-    pub fn declared_by(self, capabilities: &Value) -> bool {
+    pub(crate) fn declared_by(self, capabilities: &Value) -> bool {
         let get = |key: &str| capabilities.get(key);
         match self {
             InputKind::Sampling => get("sampling").is_some(),
@@ -65,7 +65,7 @@ impl InputKind {
     /// Whether `answer` has the shape of this kind's result (`CreateMessageResult`,
     /// `ElicitResult`, `ListRootsResult`): what a client sends in `inputResponses`
     /// is checked before an upstream sees it; anything else is no answer.
-    pub fn accepts_answer(self, answer: &Value) -> bool {
+    pub(crate) fn accepts_answer(self, answer: &Value) -> bool {
         let Some(answer) = answer.as_object() else { return false };
         let text = |key: &str| answer.get(key).and_then(Value::as_str);
         match self {
@@ -83,7 +83,7 @@ impl InputKind {
 
     /// The `ClientCapabilities` a client must declare to be asked for this kind
     /// (`error.data.requiredCapabilities` of a `-32021`).
-    pub fn required_capability(self) -> Value {
+    pub(crate) fn required_capability(self) -> Value {
         match self {
             InputKind::Sampling => json!({"sampling": {}}),
             InputKind::Roots => json!({"roots": {}}),
@@ -94,7 +94,7 @@ impl InputKind {
 }
 
 /// The `ClientCapabilities` that would let a client be asked for every one of `kinds`.
-pub fn required_capabilities(kinds: impl IntoIterator<Item = InputKind>) -> Value {
+pub(crate) fn required_capabilities(kinds: impl IntoIterator<Item = InputKind>) -> Value {
     let mut required = Map::new();
     for kind in kinds {
         let Value::Object(capability) = kind.required_capability() else {
@@ -113,7 +113,7 @@ pub fn required_capabilities(kinds: impl IntoIterator<Item = InputKind>) -> Valu
 /// Whether a client declared any kind of input at all (such requests are best
 /// kept one per upstream session, so that on stdio a server→client request can
 /// only belong to them).
-pub fn declares_input(capabilities: &Value) -> bool {
+pub(crate) fn declares_input(capabilities: &Value) -> bool {
     ["sampling", "elicitation", "roots"]
         .iter()
         .any(|k| capabilities.get(*k).is_some())
@@ -122,7 +122,7 @@ pub fn declares_input(capabilities: &Value) -> bool {
 /// The `_meta` member a legacy server may set on a server→client request to
 /// name its `inputRequests` key (an eragate convention: a handshake-era request
 /// has no name of its own, and clients of that era ignore unknown `_meta`).
-pub const INPUT_KEY_META: &str = "dev.eragate/inputKey";
+pub(crate) const INPUT_KEY_META: &str = "dev.eragate/inputKey";
 
 /// The longest input key a server may choose.
 const MAX_NAMED_KEY: usize = 64;
@@ -130,7 +130,7 @@ const MAX_NAMED_KEY: usize = 64;
 /// The `inputRequests` keys of upstream requests asked together: the name a
 /// server gave in [`INPUT_KEY_META`] when it is usable (1–64 of `A–Z a–z 0–9 _ . -`)
 /// and not taken, else [`input_key`]. Keys are unique within one `input_required`.
-pub fn input_keys(requests: Vec<Request>) -> Vec<(String, Request)> {
+pub(crate) fn input_keys(requests: Vec<Request>) -> Vec<(String, Request)> {
     let mut taken = std::collections::HashSet::with_capacity(requests.len());
     requests
         .into_iter()
@@ -147,7 +147,7 @@ pub fn input_keys(requests: Vec<Request>) -> Vec<(String, Request)> {
 }
 
 /// The input key a server named in [`INPUT_KEY_META`], when it is usable.
-pub fn named_key(request: &Request) -> Option<&str> {
+pub(crate) fn named_key(request: &Request) -> Option<&str> {
     let key = request.params.as_ref()?.get("_meta")?.get(INPUT_KEY_META)?.as_str()?;
     let usable = !key.is_empty()
         && key.len() <= MAX_NAMED_KEY
@@ -156,7 +156,7 @@ pub fn named_key(request: &Request) -> Option<&str> {
 }
 
 /// The default `inputRequests` key for an upstream request: its method's noun and the upstream's id.
-pub fn input_key(request: &Request) -> String {
+pub(crate) fn input_key(request: &Request) -> String {
     let noun = request.method.split('/').next().unwrap_or("input");
     let id = request.id.to_value();
     match id {
@@ -167,7 +167,7 @@ pub fn input_key(request: &Request) -> String {
 
 /// The `inputRequests` entry for an upstream request: `{method, params}`, no
 /// JSON-RPC id, no `elicitationId` (the gateway keeps it) and no [`INPUT_KEY_META`].
-pub fn input_request(request: &Request) -> Value {
+pub(crate) fn input_request(request: &Request) -> Value {
     let mut params = request.params.clone().map_or_else(|| json!({}), LazyJson::into_value);
     if let Some(object) = params.as_object_mut() {
         object.remove("elicitationId");
@@ -183,7 +183,7 @@ pub fn input_request(request: &Request) -> Value {
 }
 
 /// An `InputRequiredResult`.
-pub fn input_required(requests: &[(String, Value)], request_state: &str) -> Value {
+pub(crate) fn input_required(requests: &[(String, Value)], request_state: &str) -> Value {
     let input_requests: Map<String, Value> = requests.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     json!({
         "resultType": "input_required",
@@ -196,7 +196,7 @@ pub fn input_required(requests: &[(String, Value)], request_state: &str) -> Valu
 /// upstream's `input_required`: its method and params, a fresh `elicitationId`
 /// (from `elicitation_id`) in URL mode. A `-32021` when the client did not
 /// negotiate that kind (URL mode needs 2025-11-25).
-pub fn legacy_question(
+pub(crate) fn legacy_question(
     asked: &Value,
     capabilities: &Value,
     revision: Revision,
@@ -230,7 +230,7 @@ pub fn legacy_question(
 /// The params re-issuing a request to a modern upstream after its
 /// `input_required`: the client's `answers` as `inputResponses`, and the
 /// upstream's `requestState` (if it sent one).
-pub fn reissue_params(mut params: Value, answers: Map<String, Value>, input_required: &Value) -> Value {
+pub(crate) fn reissue_params(mut params: Value, answers: Map<String, Value>, input_required: &Value) -> Value {
     if let Some(object) = params.as_object_mut() {
         object.insert("inputResponses".into(), Value::Object(answers));
         match input_required.get("requestState") {
@@ -245,10 +245,10 @@ pub fn reissue_params(mut params: Value, answers: Map<String, Value>, input_requ
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RequestStateClaims {
     /// The suspended call's handle in the gateway.
-    pub handle: String,
+    pub(crate) handle: String,
     /// The method of the original request.
     pub method: String,
-    /// [`params_digest`] of the original request.
+    /// `params_digest` of the original request.
     pub digest: String,
     /// Who asked.
     pub principal: String,
@@ -258,7 +258,7 @@ pub struct RequestStateClaims {
 
 /// A digest of the params that identify a request across retries: everything
 /// but `_meta`, `inputResponses` and `requestState` (which a retry changes).
-pub fn params_digest(params: Option<&Value>) -> String {
+pub(crate) fn params_digest(params: Option<&Value>) -> String {
     let mut stable = params.and_then(Value::as_object).cloned().unwrap_or_default();
     for member in ["_meta", "inputResponses", "requestState"] {
         stable.remove(member);

@@ -11,7 +11,7 @@ use crate::protocol::{ErrorCode, ErrorObject, LazyJson, Notification, Request, R
 
 /// Who a notification from the upstream is for, by the protocol's rules alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Addressee {
+pub(crate) enum Addressee {
     /// `notifications/progress`: the request whose upstream id is the token
     /// (`None`: no token eragate gave out; nobody asked for it).
     Progress(Option<u64>),
@@ -24,7 +24,7 @@ pub enum Addressee {
 
 /// How far an untagged notification reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// About the session (a cancelled server→client request, a list change, a
     /// resource update): for every listener, never the request in flight.
     Session,
@@ -34,7 +34,7 @@ pub enum Scope {
 }
 
 /// Where `notification` goes.
-pub fn addressee(notification: &Notification) -> Addressee {
+pub(crate) fn addressee(notification: &Notification) -> Addressee {
     if notification.method == "notifications/progress" {
         return Addressee::Progress(progress_token(notification));
     }
@@ -51,7 +51,7 @@ pub fn addressee(notification: &Notification) -> Addressee {
 
 /// Replaces `params._meta.progressToken` with the upstream id, returning the
 /// original (to give back with [`restore_progress_token`]).
-pub fn rewrite_progress_token(params: &mut Option<LazyJson>, upstream_id: u64) -> Option<Value> {
+pub(crate) fn rewrite_progress_token(params: &mut Option<LazyJson>, upstream_id: u64) -> Option<Value> {
     // Read first: most requests carry no token, and changing the tree gives up their text.
     params.as_ref()?.meta_member("progressToken")?;
     let meta = params
@@ -65,14 +65,14 @@ pub fn rewrite_progress_token(params: &mut Option<LazyJson>, upstream_id: u64) -
 }
 
 /// Gives a progress notification back the caller's own token.
-pub fn restore_progress_token(notification: &mut Notification, original: &Value) {
+pub(crate) fn restore_progress_token(notification: &mut Notification, original: &Value) {
     if let Some(params) = notification.params.as_deref_mut().and_then(Value::as_object_mut) {
         params.insert("progressToken".into(), original.clone());
     }
 }
 
 /// Replaces a notification's subscription id (the upstream id) with the caller's listen id.
-pub fn retag_subscription(notification: &mut Notification, listen_id: Value) {
+pub(crate) fn retag_subscription(notification: &mut Notification, listen_id: Value) {
     let meta = notification
         .params
         .as_deref_mut()
@@ -85,7 +85,7 @@ pub fn retag_subscription(notification: &mut Notification, listen_id: Value) {
 
 /// The answer eragate gives for a server→client request no client can take:
 /// `decline` for elicitation (a valid user choice), an error for the rest.
-pub fn refuse_server_request(request: &Request) -> Response {
+pub(crate) fn refuse_server_request(request: &Request) -> Response {
     if request.method == "elicitation/create" {
         return Response::result(request.id.clone(), json!({"action": "decline"}));
     }

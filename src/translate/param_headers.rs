@@ -3,7 +3,7 @@
 //! client knows nothing of it, so eragate mirrors the arguments itself when it
 //! sends that client's call to a modern HTTP upstream. A 2026-07-28 client's
 //! headers toward a legacy upstream, which cannot check them, are checked here
-//! ([`check`]) as the spec asks of a server.
+//! (`check`) as the spec asks of a server.
 
 use serde_json::Value;
 
@@ -101,7 +101,7 @@ pub fn headers_for(declared: &[ParamHeader], arguments: Option<&Value>) -> Vec<(
 /// Why a 2026-07-28 client's `Mcp-Param-*` headers do not mirror its body
 /// (each is answered 400/-32020, spec §1.7).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ParamMismatch {
+pub(crate) enum ParamMismatch {
     /// The body has a value for the annotated argument and no header carries it.
     #[error("Mcp-Param-{0} is required: the body has a value for its argument")]
     Missing(String),
@@ -125,7 +125,7 @@ pub enum ParamMismatch {
 /// numbers), is absent exactly when the value is absent or `null`, and is sent
 /// once. Headers the tool does not declare are not looked at. Allocates nothing
 /// unless it refuses.
-pub fn check(
+pub(crate) fn check(
     declared: &[ParamHeader],
     arguments: Option<&Value>,
     sent: &[(String, String)],

@@ -35,16 +35,16 @@ pub fn result_for_modern(result: Value, method: ModernMethod, server_info: &Valu
 /// An upstream's `serverInfo` as 2026-07-28 results carry it: the tree, and the
 /// `_meta` a result without one gets, written once (a session keeps it).
 #[derive(Debug)]
-pub struct ServerInfo {
+pub(crate) struct ServerInfo {
     /// `serverInfo` from the upstream's handshake.
-    pub tree: Value,
+    pub(crate) tree: Value,
     /// `{"io.modelcontextprotocol/serverInfo": tree}` as text.
     meta: Option<Box<str>>,
 }
 
 impl ServerInfo {
     /// Keeps `tree` and writes the `_meta` that carries it.
-    pub fn new(tree: Value) -> ServerInfo {
+    pub(crate) fn new(tree: Value) -> ServerInfo {
         let meta = serde_json::to_string(&serde_json::json!({ SERVER_INFO: &tree }))
             .ok()
             .map(String::into_boxed_str);
@@ -57,7 +57,7 @@ impl ServerInfo {
 /// unbuilt (a result without `_meta` gets the one `server_info` keeps written).
 /// Cacheable results (their hints need the tree), trees, and results that are not
 /// objects take the tree path.
-pub fn text_result_for_modern(
+pub(crate) fn text_result_for_modern(
     result: LazyJson,
     method: ModernMethod,
     server_info: &ServerInfo,
@@ -106,7 +106,7 @@ pub fn text_result_for_modern(
 /// A modern upstream's result for a modern client: untouched but for the cache
 /// hints, which the policy may override (and which a complete cacheable result
 /// must carry).
-pub fn result_passthrough(result: Value, method: ModernMethod, cache: CachePolicy) -> Value {
+pub(crate) fn result_passthrough(result: Value, method: ModernMethod, cache: CachePolicy) -> Value {
     let mut object = match result {
         Value::Object(object) => object,
         other => return other,
@@ -123,7 +123,7 @@ pub fn result_passthrough(result: Value, method: ModernMethod, cache: CachePolic
 
 /// An upstream error as a 2026-07-28 client must see it: the retired
 /// resource-not-found code becomes -32602 (its data kept).
-pub fn error_for_modern(mut error: ErrorObject) -> ErrorObject {
+pub(crate) fn error_for_modern(mut error: ErrorObject) -> ErrorObject {
     if error.code == ErrorCode::RESOURCE_NOT_FOUND {
         error.code = ErrorCode::INVALID_PARAMS;
     }
@@ -137,7 +137,7 @@ pub fn error_for_modern(mut error: ErrorObject) -> ErrorObject {
 
 /// The URL elicitations a 2025-11-25 `-32042` error asks for, as
 /// `elicitation/create` requests (`mode: "url"`), when it lists any.
-pub fn url_elicitations(error: &ErrorObject) -> Vec<Value> {
+pub(crate) fn url_elicitations(error: &ErrorObject) -> Vec<Value> {
     let Some(items) = error
         .data
         .as_ref()
@@ -163,7 +163,7 @@ pub fn url_elicitations(error: &ErrorObject) -> Vec<Value> {
 /// The `InitializeResult` a legacy client gets from a modern upstream's
 /// `DiscoverResult`: its capabilities as the client's revision knows them, its
 /// `serverInfo` (else the gateway's), its instructions.
-pub fn initialize_from_discover(discover: &Value, negotiated: Revision, gateway_info: &Value) -> Value {
+pub(crate) fn initialize_from_discover(discover: &Value, negotiated: Revision, gateway_info: &Value) -> Value {
     let mut result = Map::new();
     result.insert("protocolVersion".into(), Value::from(negotiated.as_str()));
     let capabilities = discover.get("capabilities").cloned().unwrap_or_default();
@@ -187,7 +187,7 @@ pub fn initialize_from_discover(discover: &Value, negotiated: Revision, gateway_
 /// the modern-only members removed and content it cannot carry downgraded
 /// (audio before 2025-03-26, resource links before 2025-06-18, non-object
 /// `structuredContent`).
-pub fn result_for_legacy(result: Value, revision: Revision) -> Value {
+pub(crate) fn result_for_legacy(result: Value, revision: Revision) -> Value {
     let mut object = match result {
         Value::Object(object) => object,
         other => return other,
@@ -232,7 +232,7 @@ fn downgrade_content(item: &mut Value, revision: Revision) {
 
 /// A modern upstream's error as a legacy client must see it: a resource-not-found
 /// (-32602 with `data.uri` on `resources/read`) is -32002 again.
-pub fn error_for_legacy(mut error: ErrorObject, method: &str) -> ErrorObject {
+pub(crate) fn error_for_legacy(mut error: ErrorObject, method: &str) -> ErrorObject {
     let names_a_uri = error.data.as_ref().and_then(|d| d.get("uri")).is_some();
     if method == "resources/read" && error.code == ErrorCode::INVALID_PARAMS && names_a_uri {
         error.code = ErrorCode::RESOURCE_NOT_FOUND;
@@ -243,7 +243,7 @@ pub fn error_for_legacy(mut error: ErrorObject, method: &str) -> ErrorObject {
 /// The `InitializeResult` a legacy client gets: the upstream's, speaking the
 /// revision eragate negotiated with the client. When the upstream settled on an
 /// older handshake revision, that older one is the honest answer.
-pub fn initialize_result_for_client(mut upstream: Value, negotiated: Revision) -> (Value, Revision) {
+pub(crate) fn initialize_result_for_client(mut upstream: Value, negotiated: Revision) -> (Value, Revision) {
     let upstream_revision = upstream
         .get("protocolVersion")
         .and_then(Value::as_str)

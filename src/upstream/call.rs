@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 use super::error::UpstreamError;
 use super::session::UpstreamSession;
-pub use super::session::slot::CallEvent;
+pub(crate) use super::session::slot::CallEvent;
 use super::session::slot::{CallSlot, Taken};
 use super::transport::PostInFlight;
 use crate::protocol::jsonrpc::Outcome;
@@ -25,7 +25,7 @@ use crate::telemetry::trace::{self, CallTarget, UpstreamSpan};
 /// meanwhile. Dropping an unfinished call cancels it upstream when the call
 /// was made with [`OnDrop::CancelUpstream`].
 #[must_use = "a call is cancelled or orphaned when dropped"]
-pub struct Call {
+pub(crate) struct Call {
     session: Arc<UpstreamSession>,
     upstream_id: u64,
     slot: Arc<CallSlot>,
@@ -50,7 +50,7 @@ pub struct Call {
 
 /// What dropping an unfinished call means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnDrop {
+pub(crate) enum OnDrop {
     /// 2026-07-28 semantics: a closed stream is cancellation.
     CancelUpstream,
     /// Legacy semantics: a disconnect is not cancellation; let the request finish.
@@ -59,7 +59,7 @@ pub enum OnDrop {
 
 /// One step of a call in flight.
 #[derive(Debug)]
-pub enum CallStep {
+pub(crate) enum CallStep {
     /// Something arrived for the request.
     Event(CallEvent),
     /// The request ended.
@@ -68,7 +68,7 @@ pub enum CallStep {
 
 impl UpstreamSession {
     /// Sends a request with a fresh upstream id.
-    pub async fn call(
+    pub(crate) async fn call(
         self: &Arc<Self>,
         method: &str,
         params: Option<LazyJson>,
@@ -80,7 +80,7 @@ impl UpstreamSession {
 
     /// Sends a request with a fresh upstream id and extra transport headers
     /// (`Mcp-Param-*` forwarded from a modern client).
-    pub async fn call_with_headers(
+    pub(crate) async fn call_with_headers(
         self: &Arc<Self>,
         method: &str,
         params: Option<LazyJson>,
@@ -156,7 +156,7 @@ impl UpstreamSession {
 impl Call {
     /// The upstream's answer, with the caller's id restored.
     /// Events meanwhile are dropped.
-    pub async fn response(mut self) -> Result<Response, UpstreamError> {
+    pub(crate) async fn response(mut self) -> Result<Response, UpstreamError> {
         match self.step(true).await {
             CallStep::Done(result) => result,
             CallStep::Event(_) => Err(self.session.closed_error("response already taken")),
@@ -166,13 +166,13 @@ impl Call {
     /// The next event, or the response once it is here. The session always
     /// settles a pending call, so this never waits past the call's end.
     /// Cancel-safe: nothing is taken from the call until this returns.
-    pub async fn next(&mut self) -> CallStep {
+    pub(crate) async fn next(&mut self) -> CallStep {
         self.step(false).await
     }
 
     /// Gives up on the request: it is failed locally and the upstream gets
     /// `notifications/cancelled`, whatever the call's drop policy.
-    pub fn cancel(mut self, reason: &str) {
+    pub(crate) fn cancel(mut self, reason: &str) {
         self.on_drop = OnDrop::CancelUpstream;
         self.cancel_reason = Some(reason.to_owned());
         tracing::debug!(upstream = %self.session.upstream_name(), upstream_id = self.upstream_id, reason, "cancelling upstream request");
@@ -181,18 +181,18 @@ impl Call {
     /// Gives up on a request the upstream did not answer in time: cancelled as
     /// above, and counted against the member's health (a slow member is unwell;
     /// a client that never answers `input_required` is not the member's fault).
-    pub fn time_out(self) {
+    pub(crate) fn time_out(self) {
         self.session.record_member_failure("request timed out");
         self.cancel("request timed out");
     }
 
     /// The session this call runs on (to answer server→client requests).
-    pub fn session(&self) -> &Arc<UpstreamSession> {
+    pub(crate) fn session(&self) -> &Arc<UpstreamSession> {
         &self.session
     }
 
     /// The id the upstream knows this request by.
-    pub fn upstream_id(&self) -> u64 {
+    pub(crate) fn upstream_id(&self) -> u64 {
         self.upstream_id
     }
 

@@ -6,7 +6,7 @@ use crate::protocol::{ErrorCode, ErrorObject};
 
 /// Why an upstream could not answer. Every variant names the upstream.
 #[derive(Clone, Debug, thiserror::Error)]
-pub enum UpstreamError {
+pub(crate) enum UpstreamError {
     /// The process exited, the connection dropped, or the session was closed.
     #[error("upstream '{upstream}' closed the session: {reason}")]
     Closed {
@@ -98,7 +98,7 @@ impl UpstreamError {
     }
 
     /// The JSON-RPC error a client gets for this failure.
-    pub fn to_error_object(&self) -> ErrorObject {
+    pub(crate) fn to_error_object(&self) -> ErrorObject {
         let upstream = match self {
             UpstreamError::Closed { upstream, .. }
             | UpstreamError::Timeout { upstream, .. }
@@ -118,7 +118,7 @@ impl UpstreamError {
 
     /// Whether the failure says the member is unwell (for passive health):
     /// unreachable, broken, slow or failing with a 5xx, not merely busy or cancelled.
-    pub fn is_member_fault(&self) -> bool {
+    pub(crate) fn is_member_fault(&self) -> bool {
         match self {
             UpstreamError::Unavailable { .. } | UpstreamError::Timeout { .. } | UpstreamError::Protocol { .. } => true,
             UpstreamError::Rejected { status, .. } => *status >= 500,
@@ -130,7 +130,7 @@ impl UpstreamError {
     }
 
     /// Whether the client should be told to come back later (HTTP 503).
-    pub fn is_overload(&self) -> bool {
+    pub(crate) fn is_overload(&self) -> bool {
         matches!(self, UpstreamError::Overloaded { .. })
     }
 }

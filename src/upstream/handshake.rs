@@ -18,7 +18,7 @@ impl UpstreamSession {
     /// `known` is an `InitializeResult` already held (the upstream's previous
     /// one): when the answer equals it, the session shares it instead of keeping
     /// a copy of its own (a parsed result is a few KiB, a session lives long).
-    pub async fn initialize(
+    pub(crate) async fn initialize(
         self: &Arc<Self>,
         params: Value,
         known: Option<Arc<Value>>,

@@ -13,7 +13,7 @@ use super::transport::streamable_http::Endpoint;
 use crate::config::HealthConfig;
 
 /// How a member is reached.
-pub enum Target {
+pub(crate) enum Target {
     /// Children of one command.
     Stdio(Arc<StdioSpawner>),
     /// A Streamable HTTP endpoint.
@@ -23,30 +23,30 @@ pub enum Target {
 }
 
 /// A pool member and its health.
-pub struct Member {
+pub(crate) struct Member {
     /// How to reach it.
-    pub target: Target,
+    pub(crate) target: Target,
     /// For logs and the admin view: the URL, or `stdio`.
-    pub label: String,
+    pub(crate) label: String,
     /// Health and counters, shared with the sessions opened on this member.
-    pub health: Arc<MemberHealth>,
+    pub(crate) health: Arc<MemberHealth>,
 }
 
 /// A member's health, updated by its sessions and by probes.
-pub struct MemberHealth {
+pub(crate) struct MemberHealth {
     healthy: AtomicBool,
     consecutive_failures: AtomicU32,
     consecutive_successes: AtomicU32,
     unhealthy_after: u32,
     healthy_after: u32,
     /// Sessions ever opened on this member.
-    pub sessions_opened: AtomicU64,
+    pub(crate) sessions_opened: AtomicU64,
     label: String,
 }
 
 impl Member {
     /// A healthy member.
-    pub fn new(target: Target, label: String, config: &HealthConfig) -> Arc<Member> {
+    pub(crate) fn new(target: Target, label: String, config: &HealthConfig) -> Arc<Member> {
         let health = Arc::new(MemberHealth {
             healthy: AtomicBool::new(true),
             consecutive_failures: AtomicU32::new(0),
@@ -60,7 +60,7 @@ impl Member {
     }
 
     /// The admin view of this member.
-    pub fn snapshot(&self, sessions: usize, in_flight: usize) -> Value {
+    pub(crate) fn snapshot(&self, sessions: usize, in_flight: usize) -> Value {
         let (restarts, crash_loop, children) = match &self.target {
             Target::Stdio(spawner) => (spawner.restarts(), spawner.crash_looping(), spawner.live_children()),
             Target::Http(..) | Target::Sse(..) => (0, false, 0),
@@ -81,12 +81,12 @@ impl Member {
 
 impl MemberHealth {
     /// Whether the member is in rotation.
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         self.healthy.load(Ordering::Acquire)
     }
 
     /// A request (or probe) succeeded.
-    pub fn record_success(&self) {
+    pub(crate) fn record_success(&self) {
         self.consecutive_failures.store(0, Ordering::Relaxed);
         if self.is_healthy() {
             return;
@@ -100,7 +100,7 @@ impl MemberHealth {
     }
 
     /// A request (or probe) failed for a reason that is the member's.
-    pub fn record_failure(&self, reason: &str) {
+    pub(crate) fn record_failure(&self, reason: &str) {
         self.consecutive_successes.store(0, Ordering::Relaxed);
         let failures = self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1;
         if failures >= self.unhealthy_after && self.healthy.swap(false, Ordering::AcqRel) {

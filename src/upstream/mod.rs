@@ -12,17 +12,17 @@
 //! holds it), `handshake` (`initialize` on a fresh session), and [`pool`]
 //! (one configured upstream: era, admission, partitions, members).
 
-pub mod call;
-pub mod credentials;
+pub(crate) mod call;
+pub(crate) mod credentials;
 mod error;
 mod handshake;
-pub mod member;
-pub mod pool;
-pub mod probe;
-pub mod session;
-pub mod transport;
+pub(crate) mod member;
+pub(crate) mod pool;
+pub(crate) mod probe;
+pub(crate) mod session;
+pub(crate) mod transport;
 
-pub use call::{Call, CallEvent, CallStep, OnDrop};
-pub use error::UpstreamError;
-pub use pool::{PartitionKey, Upstream};
-pub use session::{UnsolicitedRequests, UpstreamSession};
+pub(crate) use call::{Call, CallEvent, CallStep, OnDrop};
+pub(crate) use error::UpstreamError;
+pub(crate) use pool::{PartitionKey, Upstream};
+pub(crate) use session::{UnsolicitedRequests, UpstreamSession};

@@ -15,7 +15,7 @@ use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::{Era, ErrorCode, Response, Revision};
 
 /// The `server/discover` params eragate probes with.
-pub fn discover_params(client_info: &Value) -> Value {
+pub(crate) fn discover_params(client_info: &Value) -> Value {
     json!({"_meta": {
         PROTOCOL_VERSION: Revision::LATEST.as_str(),
         CLIENT_CAPABILITIES: {},
@@ -26,7 +26,7 @@ pub fn discover_params(client_info: &Value) -> Value {
 /// The era a probe's outcome reveals: [`Era::Legacy`] (handshake revisions only:
 /// eragate runs `initialize` and keeps sessions) or [`Era::Modern`] (2026-07-28,
 /// possibly dual-era: stateless requests pass through).
-pub fn verdict(outcome: &Result<Response, UpstreamError>) -> Era {
+pub(crate) fn verdict(outcome: &Result<Response, UpstreamError>) -> Era {
     let Ok(response) = outcome else {
         return Era::Legacy;
     };

@@ -31,7 +31,7 @@ pub(crate) mod table;
 
 /// Who answers server→client requests that are tied to no request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum UnsolicitedRequests {
+pub(crate) enum UnsolicitedRequests {
     /// A pooled session has no single client to ask: eragate answers itself.
     AnswerLocally,
     /// A dedicated session forwards them to its client via [`UpstreamSession::subscribe`].
@@ -44,7 +44,7 @@ pub enum UnsolicitedRequests {
 const UNSOLICITED_QUEUE: usize = 32;
 
 /// One initialized session with an upstream.
-pub struct UpstreamSession {
+pub(crate) struct UpstreamSession {
     upstream: Arc<str>,
     link: Link,
     calls: CallTable,
@@ -117,14 +117,14 @@ impl UpstreamSession {
 
     /// Adopts a session another replica initialized (an HTTP upstream session id
     /// carried in a sealed client session): no handshake, the revision as agreed then.
-    pub fn resume(self: &Arc<Self>, revision: Revision) {
+    pub(crate) fn resume(self: &Arc<Self>, revision: Revision) {
         let _ = self.revision.set(revision);
         self.link.on_initialized(revision);
     }
 
     /// Starts a session with a 2026-07-28 upstream: there is no handshake; every
     /// request carries its own envelope.
-    pub fn start_modern(self: &Arc<Self>) {
+    pub(crate) fn start_modern(self: &Arc<Self>) {
         self.resume(Revision::V2026_07_28);
     }
 
@@ -132,14 +132,14 @@ impl UpstreamSession {
     /// upstream's GET stream), once. Pooled sessions open it when initialized;
     /// a dedicated session when its client opens its own, so that an idle
     /// legacy client holds no upstream connection.
-    pub fn open_event_stream(self: &Arc<Self>) {
+    pub(crate) fn open_event_stream(self: &Arc<Self>) {
         if !self.event_stream.swap(true, Ordering::AcqRel) {
             self.link.open_event_stream(self);
         }
     }
 
     /// The transport's own session id (an HTTP upstream's `Mcp-Session-Id`), if any.
-    pub fn transport_session_id(&self) -> Option<String> {
+    pub(crate) fn transport_session_id(&self) -> Option<String> {
         match &self.link {
             Link::Http(link) => link.session_id(),
             Link::Stdio(_) | Link::Sse(_) => None,
@@ -147,7 +147,7 @@ impl UpstreamSession {
     }
 
     /// The member endpoint (an HTTP upstream's URL) this session lives on.
-    pub fn transport_endpoint(&self) -> Option<String> {
+    pub(crate) fn transport_endpoint(&self) -> Option<String> {
         match &self.link {
             Link::Http(link) => Some(link.url().to_string()),
             Link::Stdio(_) | Link::Sse(_) => None,
@@ -155,7 +155,7 @@ impl UpstreamSession {
     }
 
     /// Sends a notification.
-    pub async fn notify(self: &Arc<Self>, method: &str, params: Option<LazyJson>) -> Result<(), UpstreamError> {
+    pub(crate) async fn notify(self: &Arc<Self>, method: &str, params: Option<LazyJson>) -> Result<(), UpstreamError> {
         let message = Message::Notification(Notification {
             method: method.to_owned(),
             params,
@@ -166,7 +166,7 @@ impl UpstreamSession {
     /// Cancels a request in flight by its upstream id: it is failed locally, the
     /// transport stops waiting, and the upstream gets `notifications/cancelled`
     /// (except a 2026-07-28 HTTP upstream, for which the closed stream says it).
-    pub fn cancel_request(self: &Arc<Self>, upstream_id: u64, reason: &str) {
+    pub(crate) fn cancel_request(self: &Arc<Self>, upstream_id: u64, reason: &str) {
         if !self.is_pending(upstream_id) {
             return;
         }
@@ -182,14 +182,14 @@ impl UpstreamSession {
     }
 
     /// Answers a server→client request.
-    pub async fn respond(self: &Arc<Self>, response: Response) -> Result<(), UpstreamError> {
+    pub(crate) async fn respond(self: &Arc<Self>, response: Response) -> Result<(), UpstreamError> {
         self.link.send_other(&**self, Message::Response(response)).await
     }
 
     /// Receives messages tied to no request (list changes, log messages, and,
     /// for dedicated sessions, server→client requests), until the session
     /// closes: then `recv` says `Closed` (at once, when it closed before).
-    pub fn subscribe(&self) -> broadcast::Receiver<Message> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Message> {
         let mut unsolicited = self.unsolicited.lock().unwrap_or_else(|e| e.into_inner());
         if self.is_closed() {
             return broadcast::channel(1).1;
@@ -200,17 +200,17 @@ impl UpstreamSession {
     }
 
     /// The upstream's `InitializeResult`, once the handshake is done.
-    pub fn initialize_result(&self) -> Option<&Arc<Value>> {
+    pub(crate) fn initialize_result(&self) -> Option<&Arc<Value>> {
         self.initialize_result.get()
     }
 
     /// The revision the upstream agreed to.
-    pub fn revision(&self) -> Option<Revision> {
+    pub(crate) fn revision(&self) -> Option<Revision> {
         self.revision.get().copied()
     }
 
     /// `serverInfo` from the handshake, for decorating modern results.
-    pub fn server_info(&self) -> Value {
+    pub(crate) fn server_info(&self) -> Value {
         self.initialize_result
             .get()
             .and_then(|r| r.get("serverInfo").cloned())
@@ -219,7 +219,7 @@ impl UpstreamSession {
 
     /// [`UpstreamSession::server_info`] as 2026-07-28 results carry it; kept once
     /// the handshake has answered.
-    pub fn server_info_for_modern(&self) -> Arc<ServerInfo> {
+    pub(crate) fn server_info_for_modern(&self) -> Arc<ServerInfo> {
         if let Some(info) = self.server_info_for_modern.get() {
             return info.clone();
         }
@@ -231,22 +231,22 @@ impl UpstreamSession {
     }
 
     /// Requests awaiting their response.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.calls.len()
     }
 
     /// Whether the session can no longer carry requests.
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
     /// The upstream's configured name.
-    pub fn upstream_name(&self) -> &str {
+    pub(crate) fn upstream_name(&self) -> &str {
         &self.upstream
     }
 
     /// The member this session lives on, as traces name it: its URL, or its transport.
-    pub fn member_label(&self) -> Arc<str> {
+    pub(crate) fn member_label(&self) -> Arc<str> {
         self.member_label
             .get_or_init(|| match &self.link {
                 Link::Http(link) => link.url().to_string().into(),
@@ -257,7 +257,7 @@ impl UpstreamSession {
     }
 
     /// `pooled` (answers server→client requests itself) or `dedicated` (one legacy client's).
-    pub fn session_kind(&self) -> &'static str {
+    pub(crate) fn session_kind(&self) -> &'static str {
         match self.unsolicited_requests {
             UnsolicitedRequests::AnswerLocally => "pooled",
             UnsolicitedRequests::Forward => "dedicated",
@@ -265,13 +265,13 @@ impl UpstreamSession {
     }
 
     /// Whether the session runs over HTTP (Streamable HTTP or HTTP+SSE), where headers travel.
-    pub fn is_http(&self) -> bool {
+    pub(crate) fn is_http(&self) -> bool {
         !matches!(self.link, Link::Stdio(_))
     }
 
     /// Ends the session: fails what is pending and releases the transport
     /// (a stdio child is stopped; an HTTP session is deleted).
-    pub fn close(self: &Arc<Self>, reason: &str) {
+    pub(crate) fn close(self: &Arc<Self>, reason: &str) {
         self.closing.store(true, Ordering::Release);
         self.mark_closed(reason);
         self.link.shutdown();
@@ -284,7 +284,7 @@ impl UpstreamSession {
     }
 
     /// Counts one more listen needing `uri`; `true` when it is the first (subscribe now).
-    pub fn hold_subscription(&self, uri: &str) -> bool {
+    pub(crate) fn hold_subscription(&self, uri: &str) -> bool {
         let mut held = self.resource_subscriptions.lock().unwrap_or_else(|e| e.into_inner());
         let count = held.entry(uri.to_owned()).or_insert(0);
         *count += 1;
@@ -292,7 +292,7 @@ impl UpstreamSession {
     }
 
     /// Counts one listen less needing `uri`; `true` when it was the last (unsubscribe now).
-    pub fn release_subscription(&self, uri: &str) -> bool {
+    pub(crate) fn release_subscription(&self, uri: &str) -> bool {
         let mut held = self.resource_subscriptions.lock().unwrap_or_else(|e| e.into_inner());
         match held.get_mut(uri) {
             Some(count) if *count > 1 => {
@@ -308,22 +308,22 @@ impl UpstreamSession {
     }
 
     /// Stops taking requests; the pool closes the session once it is idle.
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         self.draining.store(true, Ordering::Release);
     }
 
     /// Whether the session is being replaced.
-    pub fn is_draining(&self) -> bool {
+    pub(crate) fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Acquire)
     }
 
     /// Requests sent on this session so far.
-    pub fn served(&self) -> u64 {
+    pub(crate) fn served(&self) -> u64 {
         self.served.load(Ordering::Relaxed)
     }
 
     /// How long ago the session was opened.
-    pub fn age(&self) -> std::time::Duration {
+    pub(crate) fn age(&self) -> std::time::Duration {
         self.born.elapsed()
     }
 

@@ -12,7 +12,7 @@ const MAX_ENTRIES: usize = 100_000;
 
 /// State in this process only (tests, single instances that may forget on restart).
 #[derive(Default)]
-pub struct MemoryStore {
+pub(crate) struct MemoryStore {
     inner: Mutex<Memory>,
 }
 

@@ -6,9 +6,9 @@
 //! (shared by several replicas). [`open`] picks the one `[auth.server] storage` names.
 //! Codes and refresh tokens are kept by their SHA-256 only.
 
-pub mod memory;
-pub mod redis;
-pub mod sqlite;
+pub(crate) mod memory;
+pub(crate) mod redis;
+pub(crate) mod sqlite;
 
 use std::sync::Arc;
 
@@ -19,26 +19,26 @@ use crate::config::{AuthServerConfig, StorageKind};
 
 /// A registered client.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Client {
+pub(crate) struct Client {
     /// The client id.
-    pub client_id: String,
+    pub(crate) client_id: String,
     /// SHA-256 of its secret (a confidential client), else none (a public one).
-    pub secret_sha256: Option<[u8; 32]>,
+    pub(crate) secret_sha256: Option<[u8; 32]>,
     /// Its exact redirect URIs.
-    pub redirect_uris: Vec<String>,
+    pub(crate) redirect_uris: Vec<String>,
     /// The name shown on the consent page.
-    pub client_name: Option<String>,
+    pub(crate) client_name: Option<String>,
     /// How it came to be known.
-    pub origin: ClientOrigin,
+    pub(crate) origin: ClientOrigin,
     /// When it was registered (seconds since the epoch).
-    pub registered_at: u64,
+    pub(crate) registered_at: u64,
     /// The registration as the client sent it (echoed back, RFC 7591 §3.2.1).
-    pub metadata: Option<serde_json::Value>,
+    pub(crate) metadata: Option<serde_json::Value>,
 }
 
 /// How a client came to be known.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ClientOrigin {
+pub(crate) enum ClientOrigin {
     /// `[[auth.server.clients]]`.
     Static,
     /// Dynamic Client Registration; forgotten when unused for `registration_expiry`.
@@ -49,26 +49,26 @@ pub enum ClientOrigin {
 
 /// What an authorization code stands for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Grant {
+pub(crate) struct Grant {
     /// The client it was issued to.
-    pub client_id: String,
+    pub(crate) client_id: String,
     /// The user (the token's `sub`).
-    pub subject: String,
+    pub(crate) subject: String,
     /// The redirect URI of the authorization request.
-    pub redirect_uri: String,
+    pub(crate) redirect_uri: String,
     /// The PKCE S256 challenge.
-    pub code_challenge: String,
+    pub(crate) code_challenge: String,
     /// The resource (the token's `aud`).
     pub resource: String,
     /// The granted scopes.
     pub scopes: Vec<String>,
     /// When the code (or the refresh token) stops working.
-    pub expires_at: u64,
+    pub(crate) expires_at: u64,
 }
 
 /// A code taken from the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Taken {
+pub(crate) enum Taken {
     /// First use: what it grants.
     Fresh(Grant),
     /// Used before: the refresh-token family it produced (to revoke), if any.
@@ -79,7 +79,7 @@ pub enum Taken {
 
 /// A refresh token taken from the store.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TakenRefresh {
+pub(crate) enum TakenRefresh {
     /// First use of a live token: its family and grant.
     Fresh(String, Grant),
     /// Used before (or its family was revoked): the family, now revoked.
@@ -90,38 +90,38 @@ pub enum TakenRefresh {
 
 /// A user's consent to a client acting on one resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Consent {
+pub(crate) struct Consent {
     /// The user.
-    pub subject: String,
+    pub(crate) subject: String,
     /// The client.
-    pub client_id: String,
+    pub(crate) client_id: String,
     /// The protected resource (a token's `aud`).
-    pub resource: String,
+    pub(crate) resource: String,
     /// The scopes consented to.
-    pub scopes: Vec<String>,
+    pub(crate) scopes: Vec<String>,
 }
 
 /// A signing key as stored (the private key too: storage must be protected like a secret).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StoredKey {
+pub(crate) struct StoredKey {
     /// The key id.
-    pub kid: String,
+    pub(crate) kid: String,
     /// The Ed25519 seed.
-    pub seed: [u8; 32],
+    pub(crate) seed: [u8; 32],
     /// When it was made.
-    pub created_at: u64,
+    pub(crate) created_at: u64,
 }
 
 /// Storage errors (a shared store that cannot be reached).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("authorization server storage: {0}")]
-pub struct StoreError(pub String);
+pub(crate) struct StoreError(pub(crate) String);
 
 /// The result of a store call.
-pub type Stored<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
+pub(crate) type Stored<'a, T> = BoxFuture<'a, Result<T, StoreError>>;
 
 /// Where the authorization server keeps its state.
-pub trait Store: Send + Sync {
+pub(crate) trait Store: Send + Sync {
     /// Registers (or replaces) a client.
     fn put_client(&self, client: Client) -> Stored<'_, ()>;
     /// A client by id; `now` marks it used.
@@ -166,7 +166,7 @@ pub trait Store: Send + Sync {
 
 /// The store `[auth.server] storage` names, opened (the SQLite file created and
 /// migrated; Redis is only connected on first use).
-pub fn open(config: &AuthServerConfig) -> Result<Arc<dyn Store>, StoreError> {
+pub(crate) fn open(config: &AuthServerConfig) -> Result<Arc<dyn Store>, StoreError> {
     Ok(match config.storage {
         StorageKind::Memory => Arc::new(memory::MemoryStore::default()),
         StorageKind::Sqlite => {

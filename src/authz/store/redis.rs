@@ -74,7 +74,7 @@ if current == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]); return ARGV[2] e
 return current";
 
 /// The state in Redis.
-pub struct RedisStore {
+pub(crate) struct RedisStore {
     pool: Pool,
     prefix: String,
     registration_expiry: u64,
@@ -133,7 +133,7 @@ fn ok(value: Value) -> Result<(), StoreError> {
 impl RedisStore {
     /// A store on the server at `url` (nothing is connected yet), with the
     /// expiries and key prefix of `config`.
-    pub fn new(url: &str, config: &AuthServerConfig) -> Result<RedisStore, StoreError> {
+    pub(crate) fn new(url: &str, config: &AuthServerConfig) -> Result<RedisStore, StoreError> {
         let endpoint = Endpoint::parse(url).map_err(|why| StoreError(format!("redis_url: {why}")))?;
         Ok(RedisStore {
             pool: Pool::new(endpoint, config.redis_timeout.0),

@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS signing_keys (
 ";
 
 /// The state in a SQLite file.
-pub struct SqliteStore {
+pub(crate) struct SqliteStore {
     connection: Arc<Mutex<Connection>>,
 }
 
@@ -78,7 +78,7 @@ fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError
 
 impl SqliteStore {
     /// Opens (creating, with mode 0600, and migrating) the file at `path`.
-    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+    pub(crate) fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         if !path.exists() {
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);

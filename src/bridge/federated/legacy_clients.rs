@@ -30,7 +30,7 @@ use crate::router::federation::{Federation, TrackedCall};
 /// session that holds no upstream session: every request is served by the
 /// members on their own pooled sessions; the session's GET stream carries the
 /// federation's list changes.
-pub async fn serve_legacy(
+pub(crate) async fn serve_legacy(
     gateway: &Gateway,
     federation: &Arc<Federation>,
     message: Message,

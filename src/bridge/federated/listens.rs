@@ -275,7 +275,7 @@ enum Reopened {
 impl Share {
     /// Forwards the member's notifications into `joined` until the client
     /// closes its listen, opening the share again whenever the member ends it.
-    pub async fn run(self, mut responses: Responses, joined: mpsc::Sender<Message>) {
+    pub(crate) async fn run(self, mut responses: Responses, joined: mpsc::Sender<Message>) {
         let mut pause = ReopenPause::default();
         loop {
             while let Some(message) = responses.recv_for(&joined).await {

@@ -45,8 +45,8 @@ mod relay;
 mod subscriptions;
 mod watch;
 
-pub use legacy_clients::serve_legacy;
-pub use watch::{never_collisions, spawn_watcher, spawn_watchers};
+pub(crate) use legacy_clients::serve_legacy;
+pub(crate) use watch::{never_collisions, spawn_watcher, spawn_watchers};
 
 /// The client's era, which shapes the answer.
 #[derive(Clone, Copy)]
@@ -58,7 +58,7 @@ enum ClientEra {
 }
 
 /// Answers one 2026-07-28 request on `federation`'s path.
-pub async fn serve_modern(
+pub(crate) async fn serve_modern(
     gateway: &Gateway,
     federation: &Arc<Federation>,
     request: Request,

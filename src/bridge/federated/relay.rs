@@ -34,7 +34,7 @@ use crate::translate::down;
 
 /// Relays `session`'s request `id` (`method`, with `params` as the member
 /// names things) to `member`, a legacy upstream, and streams its answer.
-pub async fn relay(
+pub(crate) async fn relay(
     (index, member): (usize, &Pool),
     session: &Arc<ClientSession>,
     id: Id,
@@ -126,7 +126,7 @@ async fn member_session(
 /// A client's response to a request a member asked during a relayed call:
 /// sent back to that member under its own id; one that answers nothing asked
 /// is refused.
-pub async fn response_to_member(session: &ClientSession, response: Response) -> Reply {
+pub(crate) async fn response_to_member(session: &ClientSession, response: Response) -> Reply {
     let Err(mut response) = session.answer(response) else {
         return Reply::Accepted;
     };

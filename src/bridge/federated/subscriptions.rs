@@ -23,7 +23,7 @@ use crate::translate::listen;
 /// Answers a legacy `session`'s `resources/subscribe` or
 /// `resources/unsubscribe`: an exposed URI no member owns is not found; a
 /// subscription its owner does not take is refused (and not kept).
-pub async fn change(asking: &Asking<'_>, session: &Arc<ClientSession>, request: Request) -> Reply {
+pub(crate) async fn change(asking: &Asking<'_>, session: &Arc<ClientSession>, request: Request) -> Reply {
     let Some(uri) = request.param_str("uri") else {
         let error = ErrorObject::invalid_params("Invalid params: uri must be a string");
         return error_reply(request.id, error);

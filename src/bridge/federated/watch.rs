@@ -29,7 +29,7 @@ use crate::router::federation::Federation;
 /// and reaches the federation's legacy clients on their GET streams. A listen
 /// that ends is opened again after a pause (doubling up to a minute); the
 /// watch ends with the gateway, or when its federation is no longer routed.
-pub fn spawn_watchers(gateway: &Arc<Gateway>) {
+pub(crate) fn spawn_watchers(gateway: &Arc<Gateway>) {
     for (_, backend) in gateway.router().routes() {
         spawn_watcher(gateway, &backend);
     }
@@ -37,7 +37,7 @@ pub fn spawn_watchers(gateway: &Arc<Gateway>) {
 
 /// [`spawn_watchers`] for one backend (nothing unless it is a federation):
 /// for a federation a reload started.
-pub fn spawn_watcher(gateway: &Arc<Gateway>, backend: &Backend) {
+pub(crate) fn spawn_watcher(gateway: &Arc<Gateway>, backend: &Backend) {
     let Some(federation) = backend.federation() else {
         return;
     };
@@ -96,7 +96,7 @@ async fn watch_member(gateway: Weak<Gateway>, closing: CancellationToken, federa
 /// path: every member's tools and prompts listed in full (as the anonymous
 /// principal); a member that cannot be reached is left out. `eragate run`
 /// refuses to start on any, and `check-config` reports them.
-pub async fn never_collisions(gateway: &Gateway) -> Vec<(String, String)> {
+pub(crate) async fn never_collisions(gateway: &Gateway) -> Vec<(String, String)> {
     let mut routes: Vec<_> = gateway.router().routes().collect();
     routes.sort_by(|a, b| a.0.cmp(&b.0));
     let envelope = stateless_envelope(&json!({}), &Value::Null);

@@ -20,13 +20,13 @@ use crate::protocol::errors::Rejection;
 #[derive(Clone, Copy, Debug)]
 pub(super) struct BodyLimits {
     /// Most bytes accepted.
-    pub max_bytes: usize,
+    pub(crate) max_bytes: usize,
     /// How long the whole body may take.
-    pub deadline: Duration,
+    pub(crate) deadline: Duration,
     /// After a 413, most bytes read and discarded before answering.
-    pub linger_bytes: u64,
+    pub(crate) linger_bytes: u64,
     /// ... and for at most this long.
-    pub linger_for: Duration,
+    pub(crate) linger_for: Duration,
 }
 
 /// The body of a request with `headers`, or the refusal to answer instead.

@@ -5,17 +5,17 @@
 //!
 //! # Driving it
 //!
-//! A request starts with an [`InputPolicy`]. While the upstream call runs, the
-//! shell asks it the [`Fate`] of each server→client request. The first one the
-//! client may be asked goes to [`ExpectInputRequest::handle_input_request`]:
-//! either an answer the client sent before it was asked ([`OnInputRequest::Answered`],
-//! the call keeps streaming) or a [`GatheringInput`], which collects what the
-//! upstream asks together until [`GatheringInput::poll_timeout`] and is then
-//! [`decide`](GatheringInput::decide)d: fail with `-32021`, or ask the client
-//! ([`AwaitingRetry`]). A 2025-11-25 `-32042` goes to
-//! [`ExpectInputRequest::handle_url_elicitation`]. The retry is fed to
-//! [`AwaitingRetry::handle_retry`] ([`Retry`]); expiry to
-//! [`AwaitingRetry::handle_expiry`]. The upstream call travels through the
+//! A request starts with an `InputPolicy`. While the upstream call runs, the
+//! shell asks it the `Fate` of each server→client request. The first one the
+//! client may be asked goes to `ExpectInputRequest::handle_input_request`:
+//! either an answer the client sent before it was asked (`OnInputRequest::Answered`,
+//! the call keeps streaming) or a `GatheringInput`, which collects what the
+//! upstream asks together until `GatheringInput::poll_timeout` and is then
+//! `decide`d: fail with `-32021`, or ask the client
+//! (`AwaitingRetry`). A 2025-11-25 `-32042` goes to
+//! `ExpectInputRequest::handle_url_elicitation`. The retry is fed to
+//! `AwaitingRetry::handle_retry` (`Retry`); expiry to
+//! `AwaitingRetry::handle_expiry`. The upstream call travels through the
 //! states as an opaque `C` and is handed back when the shell must act on it.
 //!
 //! Every output is a value the shell must act on: a [`Response`] to send the
@@ -31,20 +31,20 @@ use crate::protocol::{ErrorObject, Request, Response};
 /// How long the upstream may stay quiet after an input request before the
 /// client is asked, so that requests a server sends together (a busy server's
 /// writes may be tens of ms apart) reach the client in one `input_required`.
-pub const GATHER_QUIET: Duration = Duration::from_millis(100);
+pub(crate) const GATHER_QUIET: Duration = Duration::from_millis(100);
 
 /// The most time spent gathering, however chatty the upstream (progress keeps coming).
-pub const GATHER_AT_MOST: Duration = Duration::from_secs(1);
+pub(crate) const GATHER_AT_MOST: Duration = Duration::from_secs(1);
 
 /// What a `requestState` is bound to: the original request and who sent it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Binding {
     /// The request's method.
-    pub method: String,
-    /// [`super::params_digest`] of its params.
+    pub(crate) method: String,
+    /// `super::params_digest` of its params.
     pub digest: String,
     /// Who asked.
-    pub principal: String,
+    pub(crate) principal: String,
 }
 
 impl Binding {
@@ -61,17 +61,17 @@ impl Binding {
 /// When a suspension ends, on both clocks: the process's (to cancel the call)
 /// and the Unix one (sealed into `requestState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Expiry {
+pub(crate) struct Expiry {
     /// When the suspended call is cancelled.
-    pub at: Instant,
+    pub(crate) at: Instant,
     /// The claims' `exp`, seconds since the Unix epoch.
-    pub unix: u64,
+    pub(crate) unix: u64,
 }
 
 impl Expiry {
     /// `after` from now (`now` and `unix_now` being the same moment); the sealed
     /// expiry is at least a second away.
-    pub fn after(now: Instant, unix_now: u64, after: Duration) -> Expiry {
+    pub(crate) fn after(now: Instant, unix_now: u64, after: Duration) -> Expiry {
         Expiry {
             at: now + after,
             unix: unix_now + after.as_secs().max(1),
@@ -80,7 +80,7 @@ impl Expiry {
 
     /// Like [`Expiry::after`], but never past `until` (a call's absolute
     /// deadline): a retry that answers nothing new cannot extend a call's life.
-    pub fn bounded(now: Instant, unix_now: u64, after: Duration, until: Instant) -> Expiry {
+    pub(crate) fn bounded(now: Instant, unix_now: u64, after: Duration, until: Instant) -> Expiry {
         Expiry::after(now, unix_now, after.min(until.saturating_duration_since(now)))
     }
 }
@@ -108,7 +108,7 @@ pub enum StateError {
 
 impl StateError {
     /// The `-32602` a client gets for this.
-    pub fn to_error_object(&self) -> ErrorObject {
+    pub(crate) fn to_error_object(&self) -> ErrorObject {
         ErrorObject::invalid_params(format!("requestState {self}"))
     }
 }
@@ -126,7 +126,7 @@ impl RequestStateClaims {
 }
 
 /// The request's `inputResponses` (empty when it has none).
-pub fn input_responses(params: Option<&Value>) -> Map<String, Value> {
+pub(crate) fn input_responses(params: Option<&Value>) -> Map<String, Value> {
     match params.and_then(|p| p.get("inputResponses")) {
         Some(Value::Object(responses)) => responses.clone(),
         _ => Map::new(),
@@ -137,7 +137,7 @@ pub fn input_responses(params: Option<&Value>) -> Map<String, Value> {
 
 /// What may be asked of a request's client, decided once per request.
 #[derive(Debug)]
-pub enum InputPolicy {
+pub(crate) enum InputPolicy {
     /// The method cannot answer `input_required` (e.g. `completion/complete`):
     /// the upstream's questions are refused.
     NotAllowed,
@@ -151,7 +151,7 @@ pub enum InputPolicy {
 /// What becomes of one server→client request of a running call.
 #[derive(Debug, PartialEq)]
 #[must_use]
-pub enum Fate {
+pub(crate) enum Fate {
     /// Answer the upstream what a client without that capability answers.
     Refuse,
     /// Fail the client's request with this `-32021` and cancel the call.
@@ -163,7 +163,11 @@ pub enum Fate {
 impl InputPolicy {
     /// The policy of a request: whether its method `allows_input_required`,
     /// what its client declared, and (when it may be asked) what binds it.
-    pub fn for_request(allows_input_required: bool, capabilities: &Value, binding: impl FnOnce() -> Binding) -> Self {
+    pub(crate) fn for_request(
+        allows_input_required: bool,
+        capabilities: &Value,
+        binding: impl FnOnce() -> Binding,
+    ) -> Self {
         match (allows_input_required, super::declares_input(capabilities)) {
             (false, _) => InputPolicy::NotAllowed,
             (true, false) => InputPolicy::Undeclared,
@@ -176,7 +180,7 @@ impl InputPolicy {
     }
 
     /// The same, remembering answers the client sent before they were asked.
-    pub fn with_presented(self, presented: Map<String, Value>) -> Self {
+    pub(crate) fn with_presented(self, presented: Map<String, Value>) -> Self {
         match self {
             InputPolicy::Asks(expect) => InputPolicy::Asks(ExpectInputRequest { presented, ..expect }),
             other => other,
@@ -184,7 +188,7 @@ impl InputPolicy {
     }
 
     /// What becomes of `request`.
-    pub fn fate(&self, request: &Request) -> Fate {
+    pub(crate) fn fate(&self, request: &Request) -> Fate {
         let Some(kind) = InputKind::of(request) else {
             return Fate::Refuse;
         };
@@ -200,7 +204,7 @@ impl InputPolicy {
 
     /// Whether a `-32042` ending the call becomes `input_required` (see
     /// [`ExpectInputRequest::handle_url_elicitation`]).
-    pub fn takes_url_elicitation(&self, error: &ErrorObject) -> bool {
+    pub(crate) fn takes_url_elicitation(&self, error: &ErrorObject) -> bool {
         matches!(self, InputPolicy::Asks(expect) if expect.takes_url_elicitation(error))
     }
 }
@@ -217,7 +221,7 @@ fn needs(methods: &[&str]) -> String {
 /// A running upstream call whose client may be asked for input, awaiting the
 /// upstream's first question.
 #[derive(Debug)]
-pub struct ExpectInputRequest {
+pub(crate) struct ExpectInputRequest {
     capabilities: Value,
     binding: Binding,
     /// `inputResponses` the client sent that no question has used yet: a server
@@ -228,7 +232,7 @@ pub struct ExpectInputRequest {
 /// What the first question of a call leads to.
 #[derive(Debug)]
 #[must_use]
-pub enum OnInputRequest {
+pub(crate) enum OnInputRequest {
     /// The client had sent the answer before it was asked (named inputs): send
     /// the upstream this response and keep streaming.
     Answered(ExpectInputRequest, Response),
@@ -238,7 +242,7 @@ pub enum OnInputRequest {
 
 impl ExpectInputRequest {
     /// The upstream asks `request` (whose [`Fate`] was [`Fate::Input`]) at `now`.
-    pub fn handle_input_request(mut self, request: Request, now: Instant) -> OnInputRequest {
+    pub(crate) fn handle_input_request(mut self, request: Request, now: Instant) -> OnInputRequest {
         if let Some(answer) = self.take_presented(&request) {
             return OnInputRequest::Answered(self, answer);
         }
@@ -252,7 +256,7 @@ impl ExpectInputRequest {
 
     /// Whether a `-32042` can become `input_required`: it carries URL
     /// elicitations and the client takes URL mode.
-    pub fn takes_url_elicitation(&self, error: &ErrorObject) -> bool {
+    pub(crate) fn takes_url_elicitation(&self, error: &ErrorObject) -> bool {
         !crate::translate::up::url_elicitations(error).is_empty()
             && InputKind::UrlElicitation.declared_by(&self.capabilities)
     }
@@ -260,7 +264,7 @@ impl ExpectInputRequest {
     /// The upstream ended the call with a `-32042` that
     /// [`takes_url_elicitation`](Self::takes_url_elicitation): ask the client
     /// its URL elicitations; its retry sends the request again.
-    pub fn handle_url_elicitation<C>(self, error: &ErrorObject, expiry: Expiry) -> AwaitingRetry<C> {
+    pub(crate) fn handle_url_elicitation<C>(self, error: &ErrorObject, expiry: Expiry) -> AwaitingRetry<C> {
         let asked = crate::translate::up::url_elicitations(error)
             .into_iter()
             .enumerate()
@@ -300,7 +304,7 @@ impl ExpectInputRequest {
 /// The upstream has asked; gathering what else it asks together, until
 /// [`poll_timeout`](Self::poll_timeout).
 #[derive(Debug)]
-pub struct GatheringInput {
+pub(crate) struct GatheringInput {
     expect: ExpectInputRequest,
     gathered: Vec<Request>,
     started: Instant,
@@ -311,7 +315,7 @@ pub struct GatheringInput {
 /// What gathering does with a server→client request.
 #[derive(Debug, PartialEq)]
 #[must_use]
-pub enum Gathered {
+pub(crate) enum Gathered {
     /// Kept, to be decided with the rest.
     Kept,
     /// Answered with what the client sent before it was asked: send it.
@@ -323,7 +327,7 @@ pub enum Gathered {
 /// What a gathered set of questions leads to.
 #[derive(Debug)]
 #[must_use]
-pub enum Decision<C> {
+pub(crate) enum Decision<C> {
     /// The client can answer none of them: fail its request with this `-32021`
     /// and cancel `call`.
     Fail {
@@ -344,12 +348,12 @@ pub enum Decision<C> {
 
 impl GatheringInput {
     /// When to [`decide`](Self::decide) unless the upstream speaks again.
-    pub fn poll_timeout(&self) -> Instant {
+    pub(crate) fn poll_timeout(&self) -> Instant {
         (self.last + GATHER_QUIET).min(self.started + GATHER_AT_MOST)
     }
 
     /// The upstream asks `request` at `now`.
-    pub fn handle_server_request(&mut self, request: Request, now: Instant) -> Gathered {
+    pub(crate) fn handle_server_request(&mut self, request: Request, now: Instant) -> Gathered {
         self.last = now;
         if InputKind::of(&request).is_none() {
             return Gathered::Refuse(request);
@@ -364,13 +368,13 @@ impl GatheringInput {
     }
 
     /// Anything else arrived from the upstream at `now` (it is not quiet yet).
-    pub fn handle_event(&mut self, now: Instant) {
+    pub(crate) fn handle_event(&mut self, now: Instant) {
         self.last = now;
     }
 
     /// The upstream went quiet: what the client can answer is asked, the rest
     /// refused; nothing it can answer means the request needs what it lacks.
-    pub fn decide<C>(self, call: C, expiry: Expiry) -> Decision<C> {
+    pub(crate) fn decide<C>(self, call: C, expiry: Expiry) -> Decision<C> {
         let GatheringInput { expect, gathered, .. } = self;
         let (asked, refuse): (Vec<_>, Vec<_>) = gathered.into_iter().partition(|r| expect.may_ask(r));
         if asked.is_empty() {
@@ -393,7 +397,7 @@ impl GatheringInput {
 
 /// The client was answered `input_required`; awaiting its retry (or expiry).
 #[derive(Debug)]
-pub struct AwaitingRetry<C> {
+pub(crate) struct AwaitingRetry<C> {
     upstream: Upstream<C>,
     /// The questions the client was asked, by input key.
     asked: Vec<(String, Request)>,
@@ -413,7 +417,7 @@ enum Upstream<C> {
 /// What a retry carrying the client's `inputResponses` leads to.
 #[derive(Debug)]
 #[must_use]
-pub enum Retry<C> {
+pub(crate) enum Retry<C> {
     /// Everything asked is answered: send the upstream `answers` and stream
     /// `call` on, under `input` (which keeps answers not used yet).
     Resume {
@@ -439,7 +443,7 @@ pub enum Retry<C> {
 
 impl<C> AwaitingRetry<C> {
     /// The `InputRequiredResult` for the client, under the sealed `request_state`.
-    pub fn input_required(&self, request_state: &str) -> Value {
+    pub(crate) fn input_required(&self, request_state: &str) -> Value {
         let requests: Vec<(String, Value)> = self
             .asked
             .iter()
@@ -449,7 +453,7 @@ impl<C> AwaitingRetry<C> {
     }
 
     /// The claims to seal into the `requestState` naming this suspension as `handle`.
-    pub fn claims(&self, handle: String) -> RequestStateClaims {
+    pub(crate) fn claims(&self, handle: String) -> RequestStateClaims {
         RequestStateClaims {
             handle,
             method: self.expect.binding.method.clone(),
@@ -460,12 +464,12 @@ impl<C> AwaitingRetry<C> {
     }
 
     /// What the suspension is bound to.
-    pub fn binding(&self) -> &Binding {
+    pub(crate) fn binding(&self) -> &Binding {
         &self.expect.binding
     }
 
     /// The upstream call, while it still runs.
-    pub fn call(&self) -> Option<&C> {
+    pub(crate) fn call(&self) -> Option<&C> {
         match &self.upstream {
             Upstream::Live(call) => Some(call),
             Upstream::Ended => None,
@@ -473,12 +477,12 @@ impl<C> AwaitingRetry<C> {
     }
 
     /// Whether it has expired at `now`.
-    pub fn is_expired(&self, now: Instant) -> bool {
+    pub(crate) fn is_expired(&self, now: Instant) -> bool {
         self.expiry.at <= now
     }
 
     /// The client never retried: the call to cancel, if the upstream still runs it.
-    pub fn handle_expiry(self) -> Option<C> {
+    pub(crate) fn handle_expiry(self) -> Option<C> {
         match self.upstream {
             Upstream::Live(call) => Some(call),
             Upstream::Ended => None,
@@ -487,7 +491,7 @@ impl<C> AwaitingRetry<C> {
 
     /// The client retried with `responses` (its `inputResponses`); `expiry` is
     /// that of a new suspension, should some answers be missing.
-    pub fn handle_retry(self, mut responses: Map<String, Value>, expiry: Expiry) -> Retry<C> {
+    pub(crate) fn handle_retry(self, mut responses: Map<String, Value>, expiry: Expiry) -> Retry<C> {
         let AwaitingRetry {
             upstream,
             asked,

@@ -26,7 +26,7 @@ const MAX_EXCHANGED: usize = 1024;
 /// Clients eragate registered, by issuer and grant: one registration each per
 /// process, renewed when its secret is about to expire.
 #[derive(Default)]
-pub struct Registrations {
+pub(crate) struct Registrations {
     clients: DashMap<(String, &'static str), Arc<OnceCell<Arc<ClientAuth>>>>,
 }
 
@@ -53,7 +53,7 @@ struct AsMetadata {
 }
 
 /// One upstream's OAuth client.
-pub struct OAuthClient {
+pub(crate) struct OAuthClient {
     config: OAuthClientCredential,
     /// The RFC 8707 resource asked for.
     resource: String,
@@ -80,7 +80,7 @@ pub(super) struct TokenSlot {
 
 impl OAuthClient {
     /// A client for `config`, asking for `resource` (the upstream's URL by default).
-    pub fn new(
+    pub(crate) fn new(
         config: &OAuthClientCredential,
         exchange: bool,
         default_resource: String,
@@ -105,13 +105,13 @@ impl OAuthClient {
     }
 
     /// Whether tokens are a principal's (token exchange) rather than eragate's own.
-    pub fn exchanges(&self) -> bool {
+    pub(crate) fn exchanges(&self) -> bool {
         self.grant_type == TOKEN_EXCHANGE_GRANT
     }
 
     /// A token for the upstream: eragate's own, or (token exchange; `subject`: the
     /// client's token and its principal) one exchanged for the principal's.
-    pub async fn token(self: &Arc<Self>, subject: Option<(&str, &str)>) -> Result<String, CredentialError> {
+    pub(crate) async fn token(self: &Arc<Self>, subject: Option<(&str, &str)>) -> Result<String, CredentialError> {
         let slot = match subject {
             Some((_, principal)) if self.exchanges() => Some(self.exchanged_slot(principal)),
             _ if self.exchanges() => return Err(CredentialError::NoSubject),
@@ -136,7 +136,7 @@ impl OAuthClient {
 
     /// The upstream refused `sent`: it is dropped (unless already replaced), so the
     /// next [`OAuthClient::token`] asks for another.
-    pub fn refused(&self, sent: &str, principal: Option<&str>) {
+    pub(crate) fn refused(&self, sent: &str, principal: Option<&str>) {
         let slot = match principal {
             Some(principal) => self.exchanged.get(principal).map(|s| s.clone()),
             None => None,

@@ -11,21 +11,21 @@
 //! | `client.rs` | eragate as an OAuth client: metadata, registration, cached tokens |
 
 mod client;
-pub mod token;
+pub(crate) mod token;
 
 use std::sync::{Arc, RwLock};
 
 use http::{HeaderName, HeaderValue};
 
 use client::OAuthClient;
-pub use client::Registrations;
+pub(crate) use client::Registrations;
 
 use crate::auth::{AccessToken, Principal};
 use crate::config::{CredentialsConfig, UpstreamConfig};
 
 /// Why no credential could be had for an upstream.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CredentialError {
+pub(crate) enum CredentialError {
     /// The configuration cannot be used (a secret that cannot be read, no client).
     #[error("credentials are misconfigured: {0}")]
     Setup(String),
@@ -47,14 +47,14 @@ pub enum CredentialError {
 /// name, which keys the cache of exchanged tokens, and its newest validated access
 /// token, which every request of the principal refreshes (a client rotates its
 /// token; the session outlives each one). Shared by the sessions of one partition.
-pub struct Subject {
+pub(crate) struct Subject {
     principal: String,
     token: RwLock<AccessToken>,
 }
 
 impl Subject {
     /// The subject of `principal`, when it presented an OAuth access token.
-    pub fn of(principal: &Principal) -> Option<Arc<Subject>> {
+    pub(crate) fn of(principal: &Principal) -> Option<Arc<Subject>> {
         let token = principal.access_token()?.clone();
         Some(Arc::new(Subject {
             principal: principal.as_str().to_owned(),
@@ -63,7 +63,7 @@ impl Subject {
     }
 
     /// Records the token `principal` presented now.
-    pub fn update(&self, principal: &Principal) {
+    pub(crate) fn update(&self, principal: &Principal) {
         if let Some(token) = principal.access_token() {
             let mut current = self.token.write().unwrap_or_else(|e| e.into_inner());
             if *current != *token {
@@ -84,7 +84,7 @@ impl std::fmt::Debug for Subject {
 }
 
 /// What eragate presents to one upstream.
-pub enum UpstreamCredentials {
+pub(crate) enum UpstreamCredentials {
     /// Nothing.
     None,
     /// A static header.
@@ -97,7 +97,7 @@ pub enum UpstreamCredentials {
 
 impl UpstreamCredentials {
     /// The credentials `config` names; OAuth clients registered through `registrations`.
-    pub fn from_config(config: &UpstreamConfig, registrations: &Arc<Registrations>) -> UpstreamCredentials {
+    pub(crate) fn from_config(config: &UpstreamConfig, registrations: &Arc<Registrations>) -> UpstreamCredentials {
         let built = match &config.credentials {
             CredentialsConfig::None => Ok(UpstreamCredentials::None),
             CredentialsConfig::Header(header) => header_credentials(header),
@@ -115,12 +115,12 @@ impl UpstreamCredentials {
 
     /// Whether the credential is a principal's (token exchange): sessions then
     /// belong to one principal each.
-    pub fn per_principal(&self) -> bool {
+    pub(crate) fn per_principal(&self) -> bool {
         matches!(self, UpstreamCredentials::OAuth(client) if client.exchanges())
     }
 
     /// The header to send, for a request on behalf of `subject` (token exchange only).
-    pub async fn header(
+    pub(crate) async fn header(
         &self,
         subject: Option<&Subject>,
     ) -> Result<Option<(HeaderName, HeaderValue)>, CredentialError> {
@@ -135,12 +135,12 @@ impl UpstreamCredentials {
     }
 
     /// Whether a 401 is worth a second try with a fresh token.
-    pub fn can_renew(&self) -> bool {
+    pub(crate) fn can_renew(&self) -> bool {
         matches!(self, UpstreamCredentials::OAuth(_))
     }
 
     /// The upstream answered 401 to `sent`: the cached token goes.
-    pub fn refused(&self, sent: &HeaderValue, subject: Option<&Subject>) {
+    pub(crate) fn refused(&self, sent: &HeaderValue, subject: Option<&Subject>) {
         if let UpstreamCredentials::OAuth(client) = self
             && let Some(token) = sent.to_str().ok().and_then(|v| v.strip_prefix("Bearer "))
         {

@@ -9,9 +9,9 @@ use base64::Engine;
 use serde::Deserialize;
 
 /// RFC 8693 grant type.
-pub const TOKEN_EXCHANGE_GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+pub(crate) const TOKEN_EXCHANGE_GRANT: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 /// RFC 8693 token type of an access token.
-pub const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+pub(crate) const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 
 /// Refreshed no later than this long before expiry.
 const REFRESH_MARGIN: Duration = Duration::from_secs(30);
@@ -20,7 +20,7 @@ const ASSUMED_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// What to do with a cached token at some instant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Freshness {
+pub(crate) enum Freshness {
     /// Use it.
     Fresh,
     /// Use it, and get the next one now (in the background), before it expires.
@@ -31,13 +31,13 @@ pub enum Freshness {
 
 /// An access token eragate holds for an upstream (its `Debug` shows no token).
 #[derive(Clone)]
-pub struct HeldToken {
+pub(crate) struct HeldToken {
     /// The token.
-    pub value: String,
+    pub(crate) value: String,
     /// When it was obtained.
-    pub obtained: Instant,
+    pub(crate) obtained: Instant,
     /// `expires_in`, if the server said.
-    pub lifetime: Option<Duration>,
+    pub(crate) lifetime: Option<Duration>,
 }
 
 impl std::fmt::Debug for HeldToken {
@@ -53,7 +53,7 @@ impl HeldToken {
     /// Its freshness at `now`: refreshed at 80 % of its lifetime or 30 s before
     /// its expiry, whichever comes first (but not before half its lifetime, so a
     /// short-lived token is not replaced on every use); expired from its expiry on.
-    pub fn freshness(&self, now: Instant) -> Freshness {
+    pub(crate) fn freshness(&self, now: Instant) -> Freshness {
         let lifetime = self.lifetime.unwrap_or(ASSUMED_LIFETIME);
         let age = now.saturating_duration_since(self.obtained);
         let before_expiry = lifetime.saturating_sub(REFRESH_MARGIN).max(lifetime / 2);
@@ -68,7 +68,7 @@ impl HeldToken {
     }
 
     /// How long it may still be used at `now`.
-    pub fn remaining(&self, now: Instant) -> Duration {
+    pub(crate) fn remaining(&self, now: Instant) -> Duration {
         let lifetime = self.lifetime.unwrap_or(ASSUMED_LIFETIME);
         lifetime.saturating_sub(now.saturating_duration_since(self.obtained))
     }
@@ -76,7 +76,7 @@ impl HeldToken {
 
 /// How eragate authenticates at the token endpoint.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AuthMethod {
+pub(crate) enum AuthMethod {
     /// `client_secret_basic`: HTTP Basic (RFC 6749 §2.3.1).
     Basic,
     /// `client_secret_post`: `client_id` and `client_secret` in the form.
@@ -88,7 +88,7 @@ pub enum AuthMethod {
 impl AuthMethod {
     /// The method for a client with (or without) a secret, given the server's
     /// `token_endpoint_auth_methods_supported` (absent: `client_secret_basic`, RFC 8414 §2).
-    pub fn choose(has_secret: bool, supported: Option<&[String]>) -> AuthMethod {
+    pub(crate) fn choose(has_secret: bool, supported: Option<&[String]>) -> AuthMethod {
         let offers = |name: &str| supported.is_none_or(|list| list.iter().any(|m| m == name));
         if !has_secret {
             AuthMethod::None
@@ -102,7 +102,7 @@ impl AuthMethod {
     }
 
     /// The registration metadata name (RFC 7591 `token_endpoint_auth_method`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             AuthMethod::Basic => "client_secret_basic",
             AuthMethod::Post => "client_secret_post",
@@ -113,16 +113,16 @@ impl AuthMethod {
 
 /// eragate's client at one authorization server (its `Debug` shows no secret).
 #[derive(Clone, PartialEq, Eq)]
-pub struct ClientAuth {
+pub(crate) struct ClientAuth {
     /// `client_id`.
-    pub id: String,
+    pub(crate) id: String,
     /// The secret, for a confidential client.
-    pub secret: Option<String>,
+    pub(crate) secret: Option<String>,
     /// How it authenticates.
-    pub method: AuthMethod,
+    pub(crate) method: AuthMethod,
     /// When a registered client's secret expires (RFC 7591 `client_secret_expires_at`;
     /// `None`: never, or a configured client).
-    pub secret_expires: Option<SystemTime>,
+    pub(crate) secret_expires: Option<SystemTime>,
 }
 
 /// A registered client is registered anew this long before its secret expires.
@@ -130,14 +130,14 @@ const RENEW_REGISTRATION_AHEAD: Duration = Duration::from_secs(60);
 
 impl ClientAuth {
     /// Whether the client must be registered anew at `now` (its secret expires soon).
-    pub fn expired(&self, now: SystemTime) -> bool {
+    pub(crate) fn expired(&self, now: SystemTime) -> bool {
         self.secret_expires
             .is_some_and(|at| now + RENEW_REGISTRATION_AHEAD >= at)
     }
 }
 
 /// `client_secret_expires_at` (seconds since the epoch; 0 means never, RFC 7591 §3.2.1).
-pub fn secret_expiry(expires_at: Option<u64>) -> Option<SystemTime> {
+pub(crate) fn secret_expiry(expires_at: Option<u64>) -> Option<SystemTime> {
     match expires_at {
         None | Some(0) => None,
         Some(seconds) => Some(UNIX_EPOCH + Duration::from_secs(seconds)),
@@ -155,7 +155,7 @@ impl std::fmt::Debug for ClientAuth {
 
 /// What a token request asks for.
 #[derive(Clone, Copy)]
-pub enum Grant<'a> {
+pub(crate) enum Grant<'a> {
     /// Client credentials: a token for eragate itself.
     ClientCredentials,
     /// RFC 8693: `subject_token` (a client's access token) exchanged.
@@ -168,7 +168,7 @@ pub enum Grant<'a> {
 }
 
 /// A token request's form body and, for `client_secret_basic`, its Basic credentials.
-pub fn token_form(
+pub(crate) fn token_form(
     grant: Grant<'_>,
     scope: Option<&str>,
     resource: &str,
@@ -229,7 +229,7 @@ struct TokenResponse {
 }
 
 /// The token in a token endpoint's answer `body`, obtained at `now`; `Err` says what is wrong.
-pub fn read_token_response(body: &[u8], now: Instant) -> Result<HeldToken, String> {
+pub(crate) fn read_token_response(body: &[u8], now: Instant) -> Result<HeldToken, String> {
     let response: TokenResponse = serde_json::from_slice(body).map_err(|e| format!("not a token response ({e})"))?;
     if !response.token_type.eq_ignore_ascii_case("bearer") {
         return Err(format!(

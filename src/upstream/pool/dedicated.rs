@@ -19,7 +19,7 @@ use crate::upstream::transport::streamable_http::HttpLink;
 impl Upstream {
     /// A session of its own for one legacy client of `principal`, initialized with
     /// that client's params.
-    pub async fn open_dedicated(
+    pub(crate) async fn open_dedicated(
         self: &Arc<Self>,
         initialize_params: Value,
         principal: &Principal,
@@ -37,7 +37,7 @@ impl Upstream {
     /// Resumes a dedicated HTTP upstream session that another replica opened on
     /// the member `endpoint`. `None` for stdio upstreams, whose sessions cannot
     /// move between processes.
-    pub fn resume_dedicated(
+    pub(crate) fn resume_dedicated(
         &self,
         endpoint: Option<&str>,
         upstream_session_id: &str,

@@ -72,7 +72,7 @@ impl EraCell {
 impl Upstream {
     /// The upstream's era: pinned by configuration, or learned once by probing
     /// (on behalf of `asking`, whose token an exchanged credential needs).
-    pub async fn era(self: &Arc<Self>, asking: &Principal) -> Result<Era, UpstreamError> {
+    pub(crate) async fn era(self: &Arc<Self>, asking: &Principal) -> Result<Era, UpstreamError> {
         let (era, learned) = self.era.get_or_learn(|| self.probe(asking)).await?;
         if learned {
             tracing::info!(upstream = %self.name, ?era, "learned the upstream's era");
@@ -81,13 +81,13 @@ impl Upstream {
     }
 
     /// The era, when already known (no probe).
-    pub fn era_if_known(&self) -> Option<Era> {
+    pub(crate) fn era_if_known(&self) -> Option<Era> {
         self.era.known()
     }
 
     /// Forgets a learned era (the upstream answered in a way that contradicts
     /// it: restarted or upgraded); the next request probes again.
-    pub fn forget_era(&self) {
+    pub(crate) fn forget_era(&self) {
         if self.era.forget() {
             self.partitions.close_stateless("era changed");
         }

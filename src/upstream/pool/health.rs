@@ -16,7 +16,7 @@ use crate::upstream::session::{UnsolicitedRequests, UpstreamSession};
 
 impl Upstream {
     /// Probes every member every `health.interval` until the upstream is dropped.
-    pub fn spawn_health_checks(self: &Arc<Self>) {
+    pub(crate) fn spawn_health_checks(self: &Arc<Self>) {
         let interval = self.config.health.interval.0;
         if interval.is_zero() {
             return;

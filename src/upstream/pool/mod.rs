@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use self::era::EraCell;
-pub use self::partition::PartitionKey;
+pub(crate) use self::partition::PartitionKey;
 use self::partition::Partitions;
 use self::partition::Pooled;
 use self::permits::Admission;
@@ -56,7 +56,7 @@ mod shares;
 mod snapshot;
 
 /// One configured upstream server.
-pub struct Upstream {
+pub(crate) struct Upstream {
     name: Arc<str>,
     config: UpstreamConfig,
     members: Vec<Arc<Member>>,
@@ -80,7 +80,7 @@ pub struct Upstream {
 impl Upstream {
     /// An upstream from its configuration, its OAuth client (if any) registered
     /// through `registrations`. Nothing starts until [`Upstream::warm`] or the first request.
-    pub fn new(
+    pub(crate) fn new(
         config: UpstreamConfig,
         supervisor: ChildSupervisor,
         registrations: &Arc<Registrations>,
@@ -106,22 +106,22 @@ impl Upstream {
     }
 
     /// The configured name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.name
     }
 
     /// Its counters for operators.
-    pub fn stats(&self) -> &Arc<UpstreamStats> {
+    pub(crate) fn stats(&self) -> &Arc<UpstreamStats> {
         &self.stats
     }
 
     /// The configuration.
-    pub fn config(&self) -> &UpstreamConfig {
+    pub(crate) fn config(&self) -> &UpstreamConfig {
         &self.config
     }
 
     /// Whether it is reached with each principal's own credential (token exchange).
-    pub fn per_principal(&self) -> bool {
+    pub(crate) fn per_principal(&self) -> bool {
         self.per_principal
     }
 
@@ -137,19 +137,19 @@ impl Upstream {
     }
 
     /// The sessions `principal` holds here now.
-    pub fn held_by(&self, principal: &str) -> usize {
+    pub(crate) fn held_by(&self, principal: &str) -> usize {
         self.shares.held_by(principal)
     }
 
     /// The cache hints for this upstream's results.
-    pub fn cache_policy(&self) -> CachePolicy {
+    pub(crate) fn cache_policy(&self) -> CachePolicy {
         self.config.cache.policy()
     }
 
     /// Learns the era, opens the first session and starts spares, so the first
     /// client waits for nothing. An upstream reached with a principal's own
     /// credential has nothing to open before a principal asks.
-    pub async fn warm(self: &Arc<Self>) -> Result<(), UpstreamError> {
+    pub(crate) async fn warm(self: &Arc<Self>) -> Result<(), UpstreamError> {
         for member in &self.members {
             if let Target::Stdio(spawner) = &member.target {
                 spawner.refill();
@@ -167,7 +167,7 @@ impl Upstream {
     }
 
     /// Closes every pooled session and stops the spares (shutdown).
-    pub fn close_all(&self) {
+    pub(crate) fn close_all(&self) {
         for member in &self.members {
             if let Target::Stdio(spawner) = &member.target {
                 spawner.stop_spares();
@@ -189,6 +189,6 @@ impl Upstream {
 }
 
 /// How eragate introduces itself when no client identity is at hand.
-pub fn gateway_client_info() -> Value {
+pub(crate) fn gateway_client_info() -> Value {
     json!({"name": "eragate", "version": env!("CARGO_PKG_VERSION")})
 }

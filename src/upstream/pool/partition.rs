@@ -19,11 +19,11 @@ use crate::upstream::session::UpstreamSession;
 
 /// Which pooled sessions a request may share.
 #[derive(Clone, Debug)]
-pub struct PartitionKey {
+pub(crate) struct PartitionKey {
     /// Who is asking (empty when no authentication is configured).
-    pub principal: String,
+    pub(crate) principal: String,
     /// The capability profile the partition serves (`protocol::capabilities::partition_profile`: defined members only), as canonical JSON.
-    pub capability_profile: String,
+    pub(crate) capability_profile: String,
     /// The principal itself, with the access token it presented (for token
     /// exchange toward the upstream); no part of the key's identity.
     asking: Option<Principal>,
@@ -45,7 +45,7 @@ impl std::hash::Hash for PartitionKey {
 
 impl PartitionKey {
     /// The partition for `capabilities` (already mapped to the upstream's revision).
-    pub fn new(principal: &str, capabilities: &Value) -> PartitionKey {
+    pub(crate) fn new(principal: &str, capabilities: &Value) -> PartitionKey {
         // serde_json's map is ordered, so equal objects serialise equally.
         PartitionKey {
             principal: principal.to_owned(),
@@ -56,7 +56,7 @@ impl PartitionKey {
 
     /// The partition of `principal`'s requests with `capabilities`; its sessions
     /// can present a token exchanged for the principal's own.
-    pub fn of(principal: &Principal, capabilities: &Value) -> PartitionKey {
+    pub(crate) fn of(principal: &Principal, capabilities: &Value) -> PartitionKey {
         PartitionKey {
             asking: Some(principal.clone()),
             ..PartitionKey::new(principal.as_str(), capabilities)

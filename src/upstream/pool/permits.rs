@@ -45,7 +45,7 @@ impl Admission {
 impl Upstream {
     /// A permit to send one request. Past `max_in_flight` a request waits in a
     /// bounded queue for up to `pool.queue_timeout`; past the queue it is refused.
-    pub async fn admit(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
+    pub(crate) async fn admit(&self) -> Result<OwnedSemaphorePermit, UpstreamError> {
         let admission = &self.admission;
         let overloaded = || {
             self.stats.admission_rejected();

@@ -33,7 +33,7 @@ impl Upstream {
 
     /// The upstream's `InitializeResult` from a warm session (a handshake only
     /// when none exists yet, on behalf of `asking` when the credential is its own).
-    pub async fn initialize_result(self: &Arc<Self>, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {
+    pub(crate) async fn initialize_result(self: &Arc<Self>, asking: &Principal) -> Result<Arc<Value>, UpstreamError> {
         if let Some(result) = self.latest_initialize.read().unwrap_or_else(|e| e.into_inner()).clone() {
             return Ok(result);
         }
@@ -52,7 +52,7 @@ impl Upstream {
     /// A warm pooled session for `key`, opened with `initialize_params()` when
     /// every session of the partition is busy (and it has room) or none is alive
     /// (the params are built only then: a warm session needs none).
-    pub async fn pooled(
+    pub(crate) async fn pooled(
         self: &Arc<Self>,
         key: PartitionKey,
         initialize_params: impl FnOnce() -> Value + Send,
@@ -65,7 +65,7 @@ impl Upstream {
     /// Like [`Upstream::pooled`], but a session with nothing in flight is
     /// preferred (and opened while the partition has room), so that the request
     /// is alone on it.
-    pub async fn pooled_exclusive(
+    pub(crate) async fn pooled_exclusive(
         self: &Arc<Self>,
         key: PartitionKey,
         initialize_params: impl FnOnce() -> Value + Send,
@@ -76,7 +76,10 @@ impl Upstream {
     }
 
     /// A stateless session (one of `pool.size`) of a modern upstream for `asking`'s request.
-    pub async fn modern_session(self: &Arc<Self>, asking: &Principal) -> Result<Arc<UpstreamSession>, UpstreamError> {
+    pub(crate) async fn modern_session(
+        self: &Arc<Self>,
+        asking: &Principal,
+    ) -> Result<Arc<UpstreamSession>, UpstreamError> {
         let partition = self.partition(self.stateless_key(asking))?;
         self.pick_with(&partition, None::<fn() -> Value>, Sharing::Pooled).await
     }
@@ -91,12 +94,12 @@ impl Upstream {
     }
 
     /// Drops a pooled session that turned out dead, so the next request opens a new one.
-    pub fn discard(&self, session: &Arc<UpstreamSession>) {
+    pub(crate) fn discard(&self, session: &Arc<UpstreamSession>) {
         self.partitions.discard(session);
     }
 
     /// Whether a live pooled session exists (readiness).
-    pub fn has_live_session(&self) -> bool {
+    pub(crate) fn has_live_session(&self) -> bool {
         self.partitions.any_live()
     }
 

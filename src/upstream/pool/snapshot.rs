@@ -7,7 +7,7 @@ use super::Upstream;
 
 impl Upstream {
     /// The admin view: era, members with health and load, partitions.
-    pub fn snapshot(&self) -> Value {
+    pub(crate) fn snapshot(&self) -> Value {
         let partitions = self.partitions.all();
         let stats = self.stats.view();
         let mut per_member = vec![(0usize, 0usize); self.members.len()];

@@ -13,7 +13,7 @@ use crate::upstream::error::UpstreamError;
 
 /// What a caller receives while its request is in flight, besides the response.
 #[derive(Debug)]
-pub enum CallEvent {
+pub(crate) enum CallEvent {
     /// A notification tied to the request (progress with the caller's own token, log messages).
     Notification(Notification),
     /// A server→client request made while serving this request.

@@ -18,7 +18,7 @@ use crate::config::StdioConfig;
 /// `inherit_env` replaces the list: what a shell, `npx`/node and Python need
 /// to start and to fetch packages (locale, home, temp dir, proxies and CA
 /// bundles). `NAME_*` matches every name with that prefix.
-pub const DEFAULT_INHERIT_ENV: &[&str] = &[
+pub(crate) const DEFAULT_INHERIT_ENV: &[&str] = &[
     "PATH",
     "HOME",
     "USER",
@@ -46,7 +46,7 @@ pub const DEFAULT_INHERIT_ENV: &[&str] = &[
 /// matches them, only an exact name does.
 const OWN_PREFIX: &str = "ERAGATE_";
 /// Longest stderr line logged; the rest of a longer line is discarded unread into memory.
-pub const MAX_STDERR_LINE: usize = 8 * 1024;
+pub(crate) const MAX_STDERR_LINE: usize = 8 * 1024;
 /// Most stderr lines logged per child per second; the others are counted and reported.
 const STDERR_LINES_PER_SECOND: u32 = 100;
 /// Where util-linux installs `setpriv` (Debian: the essential `util-linux` package).
@@ -57,7 +57,7 @@ const SETPRIV: &[&str] = &["/usr/bin/setpriv", "/bin/setpriv"];
 /// then its configured `env`. A pattern (`NAME_*`) never matches `ERAGATE_*`
 /// or a name in `protected` (variables holding eragate's secrets); an exact
 /// name does, since that is an explicit choice.
-pub fn child_env(
+pub(crate) fn child_env(
     config: &StdioConfig,
     protected: &[String],
     inherited: impl IntoIterator<Item = (String, String)>,
@@ -92,7 +92,7 @@ fn allowed(pattern: &str, name: &str, protected: &[String]) -> bool {
 /// even when eragate is killed outright (the signal is the kernel's, tied to
 /// the tokio worker thread that spawns; those live as long as the runtime).
 /// `Err` names why the program cannot be started.
-pub fn command(config: &StdioConfig, protected: &[String]) -> Result<Command, String> {
+pub(crate) fn command(config: &StdioConfig, protected: &[String]) -> Result<Command, String> {
     let (program, args) = config.command.split_first().ok_or("empty command")?;
     let env = child_env(config, protected, std::env::vars());
     let resolved = resolve(program, env.get("PATH").map(String::as_str), config.cwd.as_deref())
@@ -158,7 +158,7 @@ fn setpriv() -> Option<&'static Path> {
 
 /// Logs the child's stderr line by line, each line cut at [`MAX_STDERR_LINE`]
 /// bytes and at most `STDERR_LINES_PER_SECOND` lines a second.
-pub async fn log_stderr(upstream: Arc<str>, pid: u32, stderr: ChildStderr) {
+pub(crate) async fn log_stderr(upstream: Arc<str>, pid: u32, stderr: ChildStderr) {
     let mut reader = BufReader::with_capacity(MAX_STDERR_LINE, stderr);
     let mut lines = BoundedLines::new(MAX_STDERR_LINE);
     let mut budget = LogBudget::new(Instant::now());
@@ -197,17 +197,17 @@ fn log_line(upstream: &str, pid: u32, line: &Line, budget: &mut LogBudget) {
 
 /// One stderr line as logged: its first bytes, and how many more were dropped.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Line {
+pub(crate) struct Line {
     /// At most the bound's bytes, without the newline.
-    pub text: Vec<u8>,
+    pub(crate) text: Vec<u8>,
     /// Bytes of the line past the bound, discarded.
-    pub dropped: u64,
+    pub(crate) dropped: u64,
 }
 
 /// Splits a byte stream into lines of at most `max` bytes kept; the rest of
 /// a longer line is counted, not kept, so memory stays bounded by `max`.
 #[derive(Debug)]
-pub struct BoundedLines {
+pub(crate) struct BoundedLines {
     line: Vec<u8>,
     dropped: u64,
     max: usize,
@@ -215,7 +215,7 @@ pub struct BoundedLines {
 
 impl BoundedLines {
     /// A splitter keeping `max` bytes of each line.
-    pub fn new(max: usize) -> BoundedLines {
+    pub(crate) fn new(max: usize) -> BoundedLines {
         BoundedLines {
             line: Vec::new(),
             dropped: 0,
@@ -225,7 +225,7 @@ impl BoundedLines {
 
     /// Takes bytes from the front of `buf`: how many it used, and the line
     /// they completed, if any (then the caller feeds the rest again).
-    pub fn feed(&mut self, buf: &[u8]) -> (usize, Option<Line>) {
+    pub(crate) fn feed(&mut self, buf: &[u8]) -> (usize, Option<Line>) {
         let (chunk, complete) = match buf.iter().position(|b| *b == b'\n') {
             Some(end) => (&buf[..end], true),
             None => (buf, false),
@@ -241,7 +241,7 @@ impl BoundedLines {
     }
 
     /// The unterminated last line, at the end of the stream.
-    pub fn finish(&mut self) -> Option<Line> {
+    pub(crate) fn finish(&mut self) -> Option<Line> {
         if self.line.is_empty() && self.dropped == 0 {
             return None;
         }
@@ -260,7 +260,7 @@ impl BoundedLines {
 
 /// Per-child stderr rate limit: a one-second window of `STDERR_LINES_PER_SECOND` lines.
 #[derive(Debug)]
-pub struct LogBudget {
+pub(crate) struct LogBudget {
     window: Instant,
     logged: u32,
     suppressed: u64,
@@ -268,7 +268,7 @@ pub struct LogBudget {
 
 /// Whether one line may be logged.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Admit {
+pub(crate) enum Admit {
     /// Log it; `suppressed` lines were dropped since the last one logged.
     Log {
         /// Lines not logged before this one.
@@ -280,7 +280,7 @@ pub enum Admit {
 
 impl LogBudget {
     /// A budget whose first window starts at `now`.
-    pub fn new(now: Instant) -> LogBudget {
+    pub(crate) fn new(now: Instant) -> LogBudget {
         LogBudget {
             window: now,
             logged: 0,
@@ -289,7 +289,7 @@ impl LogBudget {
     }
 
     /// Whether a line arriving at `now` may be logged.
-    pub fn admit(&mut self, now: Instant) -> Admit {
+    pub(crate) fn admit(&mut self, now: Instant) -> Admit {
         if now.duration_since(self.window) >= Duration::from_secs(1) {
             self.window = now;
             self.logged = 0;

@@ -34,17 +34,17 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use tower_service::Service;
 
 /// How long a connection may wait idle before it is closed rather than reused.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The connector every connection of a client is made with.
-pub type Connector = HttpsConnector<HttpConnector>;
+pub(crate) type Connector = HttpsConnector<HttpConnector>;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why a request got no answer. Its `source` chain names the cause
 /// (refused, a certificate not trusted, the connection reset...).
 #[derive(Debug, thiserror::Error)]
-pub enum ClientError {
+pub(crate) enum ClientError {
     /// The URL names no host to connect to.
     #[error("the upstream URL {0} has no host")]
     NoHost(Uri),
@@ -58,7 +58,7 @@ pub enum ClientError {
 
 /// A client of one upstream: cheap to clone, every clone shares its connections.
 #[derive(Clone)]
-pub struct HttpClient {
+pub(crate) struct HttpClient {
     shared: Arc<Shared>,
 }
 
@@ -100,7 +100,7 @@ impl PartialEq for Origin {
 /// The `Host` header of requests to `url`'s origin (`None` when it names no
 /// host): for a caller that sends many, made once; [`HttpClient::request`] makes
 /// it for a request that comes without.
-pub fn host_header(url: &Uri) -> Option<HeaderValue> {
+pub(crate) fn host_header(url: &Uri) -> Option<HeaderValue> {
     Origin::of(url)?.host()
 }
 
@@ -133,7 +133,7 @@ impl Origin {
 impl HttpClient {
     /// A client making its connections with `connector`, keeping at most
     /// `max_idle` of them idle per origin.
-    pub fn new(connector: Connector, max_idle: usize) -> HttpClient {
+    pub(crate) fn new(connector: Connector, max_idle: usize) -> HttpClient {
         HttpClient {
             shared: Arc::new(Shared {
                 connector,
@@ -146,7 +146,7 @@ impl HttpClient {
     /// Sends `request` (its URI absolute, as configured) on an idle connection
     /// to its origin, or a new one, and returns the answer's head; its body is
     /// read from the connection as it is polled.
-    pub async fn request(&self, mut request: Request<Full<Bytes>>) -> Result<Response<Incoming>, ClientError> {
+    pub(crate) async fn request(&self, mut request: Request<Full<Bytes>>) -> Result<Response<Incoming>, ClientError> {
         let target = request.uri().clone();
         let Some(origin) = Origin::of(&target) else {
             return Err(ClientError::NoHost(target));

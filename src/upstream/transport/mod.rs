@@ -5,12 +5,12 @@
 //! arrives, implemented by the session. Those two are the only seam: sessions
 //! never look at bytes, transports never look at eras or at the call table.
 
-pub mod child;
-pub mod http_client;
-pub mod refusal;
-pub mod sse;
-pub mod stdio;
-pub mod streamable_http;
+pub(crate) mod child;
+pub(crate) mod http_client;
+pub(crate) mod refusal;
+pub(crate) mod sse;
+pub(crate) mod stdio;
+pub(crate) mod streamable_http;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,7 +20,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 
 use self::http_client::HttpClient;
-pub use self::refusal::{buffered_stats, set_max_buffered_bytes};
+pub(crate) use self::refusal::{buffered_stats, set_max_buffered_bytes};
 pub(crate) use self::streamable_http::PostInFlight;
 use crate::protocol::scan::Bounds;
 use crate::protocol::{Message, Revision};
@@ -35,7 +35,7 @@ use crate::upstream::error::UpstreamError;
 static MAX_MESSAGE_VALUES: AtomicUsize = AtomicUsize::new(1_000_000);
 
 /// Sets the bound on JSON values in one upstream message.
-pub fn set_max_message_values(limit: usize) {
+pub(crate) fn set_max_message_values(limit: usize) {
     MAX_MESSAGE_VALUES.store(limit, Ordering::Relaxed);
 }
 
@@ -50,7 +50,7 @@ pub(crate) fn message_bounds() -> Bounds {
 /// What a transport reports to the session it carries: every message that
 /// arrives, the end of the connection, and the failure of one request. The
 /// transport keeps only a weak reference, so a dropped session stops its readers.
-pub trait Inbound: Send + Sync + 'static {
+pub(crate) trait Inbound: Send + Sync + 'static {
     /// One message from the upstream. `related` names the request whose
     /// response stream carried it (Streamable HTTP); stdio and HTTP+SSE have no such hint.
     fn handle_message(self: &Arc<Self>, message: Message, related: Option<u64>);
@@ -63,7 +63,7 @@ pub trait Inbound: Send + Sync + 'static {
 }
 
 /// How a session reaches its upstream.
-pub enum Link {
+pub(crate) enum Link {
     /// One child process is one session.
     Stdio(stdio::StdioLink),
     /// One `Mcp-Session-Id` on an HTTP endpoint.

@@ -20,10 +20,10 @@ use super::Inbound;
 use crate::upstream::error::UpstreamError;
 
 /// Bytes of one message that are not counted against the shared bound.
-pub const FREE_BYTES: usize = 64 * 1024;
+pub(crate) const FREE_BYTES: usize = 64 * 1024;
 
 /// The default of `limits.max_upstream_buffered_bytes`.
-pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 128 * 1024 * 1024;
+pub(crate) const DEFAULT_MAX_BUFFERED_BYTES: usize = 128 * 1024 * 1024;
 
 static LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_BUFFERED_BYTES);
 static HELD: AtomicUsize = AtomicUsize::new(0);
@@ -33,13 +33,13 @@ static REFUSED: AtomicU64 = AtomicU64::new(0);
 /// Sets the bound on the bytes held for upstream messages being read, across
 /// every session (`limits.max_upstream_buffered_bytes`). What is held already
 /// stays held; a lower bound refuses growth until enough is given back.
-pub fn set_max_buffered_bytes(limit: usize) {
+pub(crate) fn set_max_buffered_bytes(limit: usize) {
     LIMIT.store(limit, Ordering::Relaxed);
 }
 
 /// What the readers hold now, the most they held at once since start, the
 /// bound, and how many messages were refused (for the admin view).
-pub fn buffered_stats() -> serde_json::Value {
+pub(crate) fn buffered_stats() -> serde_json::Value {
     serde_json::json!({
         "held": HELD.load(Ordering::Relaxed),
         "peak": PEAK.load(Ordering::Relaxed),
@@ -51,21 +51,21 @@ pub fn buffered_stats() -> serde_json::Value {
 /// One reader's share of the bound: the bytes past [`FREE_BYTES`] of the
 /// message it is reading. Given back when dropped.
 #[derive(Debug, Default)]
-pub struct Held {
+pub(crate) struct Held {
     counted: usize,
 }
 
 /// The shared bound is reached: the message is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Exhausted {
+pub(crate) struct Exhausted {
     /// The bound.
-    pub limit: usize,
+    pub(crate) limit: usize,
 }
 
 impl Held {
     /// Counts `bytes` held for the message being read (more or fewer than
     /// before). Growing past the shared bound fails, and changes nothing.
-    pub fn fit(&mut self, bytes: usize) -> Result<(), Exhausted> {
+    pub(crate) fn fit(&mut self, bytes: usize) -> Result<(), Exhausted> {
         let wanted = bytes.saturating_sub(FREE_BYTES);
         if wanted == self.counted {
             // The usual small message: nothing counted, nothing shared touched.
@@ -92,7 +92,7 @@ impl Held {
     }
 
     /// Gives back everything held (the message was handed over or dropped).
-    pub fn release(&mut self) {
+    pub(crate) fn release(&mut self) {
         if self.counted > 0 {
             HELD.fetch_sub(self.counted, Ordering::Relaxed);
             self.counted = 0;
@@ -108,7 +108,7 @@ impl Drop for Held {
 
 /// Why a message was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refused {
+pub(crate) enum Refused {
     /// Larger than one message may be.
     TooLarge {
         /// The bound, in bytes.
@@ -125,7 +125,7 @@ pub enum Refused {
 
 impl Refused {
     /// What a caller is told.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         match self {
             Refused::TooLarge { limit } => {
                 format!("its answer was refused: larger than {limit} bytes, the most one upstream message may hold")
@@ -139,12 +139,12 @@ impl Refused {
     }
 
     /// The failure of the request a refused message answered.
-    pub fn error(&self, upstream: &str) -> UpstreamError {
+    pub(crate) fn error(&self, upstream: &str) -> UpstreamError {
         UpstreamError::protocol(upstream, self.reason())
     }
 
     /// Counts a refusal (for the admin view).
-    pub fn count(&self) {
+    pub(crate) fn count(&self) {
         REFUSED.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -157,7 +157,7 @@ impl From<Exhausted> for Refused {
 
 /// Fails the request of `session` a refused message answered, if it names one
 /// (`found`); logs the refusal either way, and counts it.
-pub fn fail_answered<S: Inbound>(session: &S, upstream: &str, refused: &Refused, found: &Found) {
+pub(crate) fn fail_answered<S: Inbound>(session: &S, upstream: &str, refused: &Refused, found: &Found) {
     refused.count();
     match found.answered() {
         Some(upstream_id) => {
@@ -174,17 +174,17 @@ pub fn fail_answered<S: Inbound>(session: &S, upstream: &str, refused: &Refused,
 
 /// What [`IdFinder`] learned of a message's top level.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// The top-level `id`, when it is a non-negative integer (eragate's ids are).
-    pub id: Option<u64>,
+    pub(crate) id: Option<u64>,
     /// Whether a top-level `method` member was seen: a request or a notification.
-    pub has_method: bool,
+    pub(crate) has_method: bool,
 }
 
 impl Found {
     /// The request of this session a refused message answered: a response's
     /// integer id. A request or notification from the upstream answers nothing.
-    pub fn answered(&self) -> Option<u64> {
+    pub(crate) fn answered(&self) -> Option<u64> {
         if self.has_method { None } else { self.id }
     }
 }
@@ -196,7 +196,7 @@ impl Found {
 /// names written with escapes are not recognised, and anything malformed
 /// simply finds nothing.
 #[derive(Debug, Default)]
-pub struct IdFinder {
+pub(crate) struct IdFinder {
     depth: usize,
     /// The top-level value is an object.
     object: bool,
@@ -218,14 +218,14 @@ const KEPT: usize = 24;
 
 impl IdFinder {
     /// Reads `bytes`, the next piece of the message.
-    pub fn feed(&mut self, bytes: &[u8]) {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
         for &byte in bytes {
             self.step(byte);
         }
     }
 
     /// What was found in everything fed.
-    pub fn finish(mut self) -> Found {
+    pub(crate) fn finish(mut self) -> Found {
         self.end_value();
         self.found
     }

@@ -26,7 +26,7 @@ use crate::upstream::error::UpstreamError;
 const MAX_EVENT: usize = 64 * 1024 * 1024;
 
 /// One HTTP+SSE session: the open GET stream and the POST endpoint it named.
-pub struct SseLink {
+pub(crate) struct SseLink {
     /// The stream's endpoint: its client and credentials.
     stream: Arc<Endpoint>,
     subject: Option<Arc<Subject>>,
@@ -37,7 +37,7 @@ pub struct SseLink {
 }
 
 /// The connected stream before a session is attached to it.
-pub struct PendingSse {
+pub(crate) struct PendingSse {
     link: SseLink,
     body: hyper::body::Incoming,
     parser: SseParser,
@@ -46,7 +46,7 @@ pub struct PendingSse {
 impl SseLink {
     /// Opens the GET stream on `stream` (with its credential, for `subject` under
     /// token exchange) and waits (up to `timeout`) for its `endpoint` event.
-    pub async fn connect(
+    pub(crate) async fn connect(
         stream: &Arc<Endpoint>,
         subject: Option<Arc<Subject>>,
         upstream: Arc<str>,
@@ -161,7 +161,7 @@ impl Drop for SseLink {
 
 impl PendingSse {
     /// The link, and a function that starts routing the stream into a session.
-    pub fn split(self) -> (SseLink, SseReader) {
+    pub(crate) fn split(self) -> (SseLink, SseReader) {
         let PendingSse { link, body, parser } = self;
         let upstream = link.upstream.clone();
         (link, SseReader { body, parser, upstream })
@@ -169,7 +169,7 @@ impl PendingSse {
 }
 
 /// The read half of an HTTP+SSE session.
-pub struct SseReader {
+pub(crate) struct SseReader {
     body: hyper::body::Incoming,
     parser: SseParser,
     upstream: Arc<str>,
@@ -182,7 +182,7 @@ impl SseReader {
     /// bound, or past the shared bound on bytes held for upstream messages, ends
     /// the stream (one stream carries every answer: it cannot be read past it),
     /// failing every request waiting on it at once with the reason.
-    pub fn start<S: Inbound>(self, session: Weak<S>) -> AbortHandle {
+    pub(crate) fn start<S: Inbound>(self, session: Weak<S>) -> AbortHandle {
         let SseReader {
             mut body,
             mut parser,
@@ -250,7 +250,7 @@ impl SseReader {
 
 impl SseLink {
     /// Records the reader task so stopping the link stops it.
-    pub fn set_reader(&self, reader: AbortHandle) {
+    pub(crate) fn set_reader(&self, reader: AbortHandle) {
         *self.reader.lock().unwrap_or_else(|e| e.into_inner()) = Some(reader);
     }
 }

@@ -35,7 +35,7 @@ const WRITE_QUEUE: usize = 256;
 
 /// Tracks every child eragate started, for shutdown.
 #[derive(Clone, Default)]
-pub struct ChildSupervisor {
+pub(crate) struct ChildSupervisor {
     tracker: TaskTracker,
     shutdown: CancellationToken,
     /// Environment variables holding eragate's secrets (token and client-secret
@@ -45,7 +45,7 @@ pub struct ChildSupervisor {
 
 impl ChildSupervisor {
     /// A supervisor whose children never inherit `protected_env` through a pattern.
-    pub fn new(protected_env: Vec<String>) -> ChildSupervisor {
+    pub(crate) fn new(protected_env: Vec<String>) -> ChildSupervisor {
         ChildSupervisor {
             protected_env: protected_env.into(),
             ..ChildSupervisor::default()
@@ -53,7 +53,7 @@ impl ChildSupervisor {
     }
 
     /// Stops every child (stdin closed, SIGTERM, SIGKILL after the grace) and waits for them.
-    pub async fn shutdown(&self, deadline: Duration) {
+    pub(crate) async fn shutdown(&self, deadline: Duration) {
         self.shutdown.cancel();
         self.tracker.close();
         if tokio::time::timeout(deadline, self.tracker.wait()).await.is_err() {
@@ -63,7 +63,7 @@ impl ChildSupervisor {
 }
 
 /// Starts children of one upstream and keeps warm spares.
-pub struct StdioSpawner {
+pub(crate) struct StdioSpawner {
     upstream: Arc<str>,
     config: StdioConfig,
     /// One permit per live child: bounds `max_children`.
@@ -76,7 +76,7 @@ pub struct StdioSpawner {
 
 /// Crash accounting: exponential backoff with jitter between restarts, and a
 /// crash loop reported rather than restarted in a tight loop.
-pub struct CrashTracker {
+pub(crate) struct CrashTracker {
     config: RestartConfig,
     consecutive: AtomicU32,
     restarts: AtomicU64,
@@ -125,7 +125,7 @@ impl CrashTracker {
 
 /// The wait before restart number `crashes` (1-based): `initial · 2^(crashes-1)`,
 /// capped at `max`, scaled by a jitter factor in [0.5, 1.0) drawn from `unit` ∈ [0, 1).
-pub fn backoff(config: &RestartConfig, crashes: u32, unit: f64) -> Duration {
+pub(crate) fn backoff(config: &RestartConfig, crashes: u32, unit: f64) -> Duration {
     let exponent = crashes.saturating_sub(1).min(30);
     let raw = config.backoff_initial.0.saturating_mul(1u32 << exponent);
     let capped = raw.min(config.backoff_max.0);
@@ -133,7 +133,7 @@ pub fn backoff(config: &RestartConfig, crashes: u32, unit: f64) -> Duration {
 }
 
 /// A started child not yet attached to a session.
-pub struct SpawnedChild {
+pub(crate) struct SpawnedChild {
     upstream: Arc<str>,
     stdin: ChildStdin,
     stdout: ChildStdout,
@@ -147,7 +147,7 @@ pub struct SpawnedChild {
 
 impl StdioSpawner {
     /// A spawner for `config`; children are registered with `supervisor`.
-    pub fn new(
+    pub(crate) fn new(
         upstream: Arc<str>,
         config: StdioConfig,
         restart: RestartConfig,
@@ -166,7 +166,7 @@ impl StdioSpawner {
     }
 
     /// Stops the warm spares (shutdown): their stdin closes, so they exit on EOF.
-    pub fn stop_spares(&self) {
+    pub(crate) fn stop_spares(&self) {
         let spares: Vec<SpawnedChild> = self
             .spares
             .lock()
@@ -179,24 +179,24 @@ impl StdioSpawner {
     }
 
     /// Children alive now (spares included).
-    pub fn live_children(&self) -> usize {
+    pub(crate) fn live_children(&self) -> usize {
         self.config.max_children.saturating_sub(self.limit.available_permits())
     }
 
     /// Unexpected child exits so far.
-    pub fn restarts(&self) -> u64 {
+    pub(crate) fn restarts(&self) -> u64 {
         self.crashes.restarts.load(Ordering::Relaxed)
     }
 
     /// Whether the last `crash_loop_after` children all crashed right after starting.
-    pub fn crash_looping(&self) -> bool {
+    pub(crate) fn crash_looping(&self) -> bool {
         self.crashes.consecutive.load(Ordering::Relaxed) >= self.crashes.config.crash_loop_after
     }
 
     /// A ready child: a warm spare when one is alive, else a new one. Refills
     /// spares in the background. After a crash the restart backoff is waited
     /// out; in a crash loop the request fails at once instead.
-    pub async fn take(self: &Arc<Self>) -> Result<SpawnedChild, UpstreamError> {
+    pub(crate) async fn take(self: &Arc<Self>) -> Result<SpawnedChild, UpstreamError> {
         if let Some(wait) = self.crashes.wait_left()
             && !self.crash_looping()
         {
@@ -216,7 +216,7 @@ impl StdioSpawner {
     }
 
     /// Starts spares until `spares` are waiting (or `max_children` is reached).
-    pub fn refill(self: &Arc<Self>) {
+    pub(crate) fn refill(self: &Arc<Self>) {
         let spawner = self.clone();
         tokio::spawn(async move {
             loop {
@@ -373,7 +373,7 @@ fn signal_group(pid: u32, signal: Signal) {
 }
 
 /// The write half and lifetime of one attached child.
-pub struct StdioLink {
+pub(crate) struct StdioLink {
     upstream: Arc<str>,
     /// Taken (closing the child's stdin) when the link stops; a std mutex, never held across `.await`.
     writer: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
@@ -383,7 +383,7 @@ pub struct StdioLink {
 
 impl StdioLink {
     /// Attaches a child: its stdout feeds the session that [`StdioReader::start`] is given.
-    pub fn attach(child: SpawnedChild) -> (StdioLink, StdioReader) {
+    pub(crate) fn attach(child: SpawnedChild) -> (StdioLink, StdioReader) {
         let (writer, queue) = mpsc::channel(WRITE_QUEUE);
         let SpawnedChild {
             upstream,
@@ -434,7 +434,7 @@ impl StdioLink {
     }
 
     /// The child's process id.
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.pid
     }
 }
@@ -446,7 +446,7 @@ impl Drop for StdioLink {
 }
 
 /// The read half of an attached child.
-pub struct StdioReader {
+pub(crate) struct StdioReader {
     upstream: Arc<str>,
     stdout: ChildStdout,
     ended_first: Arc<AtomicBool>,
@@ -459,7 +459,7 @@ impl StdioReader {
     /// Routes every line the child writes into `session` until EOF, then closes it.
     /// A line refused (too long, too many values, or past the bound on bytes held
     /// for upstream messages) fails the request it answers at once.
-    pub fn start<S: Inbound>(self, session: Weak<S>) {
+    pub(crate) fn start<S: Inbound>(self, session: Weak<S>) {
         tokio::spawn(async move {
             let StdioReader {
                 upstream,

@@ -19,7 +19,7 @@ use hyper_rustls::HttpsConnectorBuilder;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::task::AbortHandle;
 
-pub use super::http_client::HttpClient;
+pub(crate) use super::http_client::HttpClient;
 use super::refusal::{Held, IdFinder, Refused};
 use super::{Inbound, send_authorized};
 use crate::config::UpstreamTlsConfig;
@@ -39,7 +39,7 @@ const MAX_UPSTREAM_MESSAGE: usize = 64 * 1024 * 1024;
 /// most. When its TLS files cannot be loaded (they were checked at start; one
 /// vanished since), the client trusts nothing: every `https://` connection fails
 /// with the reason logged here, rather than falling back to roots the operator did not choose.
-pub fn client(upstream: &str, tls: &UpstreamTlsConfig, max_idle_per_endpoint: usize) -> HttpClient {
+pub(crate) fn client(upstream: &str, tls: &UpstreamTlsConfig, max_idle_per_endpoint: usize) -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
     connector.set_connect_timeout(Some(Duration::from_secs(10)));
@@ -58,22 +58,22 @@ pub fn client(upstream: &str, tls: &UpstreamTlsConfig, max_idle_per_endpoint: us
 
 /// One Streamable HTTP endpoint and the client reaching it, shared by every
 /// session on it (a client is a few hundred bytes; a session should not copy it).
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// The pooled client.
-    pub client: HttpClient,
+    pub(crate) client: HttpClient,
     /// The endpoint's URL.
-    pub url: Uri,
+    pub(crate) url: Uri,
     /// Its `Host` header, made once (`None`: the client reports the URL has no host).
     host: Option<HeaderValue>,
     /// What eragate presents to it.
-    pub credentials: Arc<UpstreamCredentials>,
+    pub(crate) credentials: Arc<UpstreamCredentials>,
     /// Requests POSTed to it and not yet answered, over all its sessions.
     posts_in_flight: AtomicUsize,
 }
 
 impl Endpoint {
     /// The endpoint at `url`, reached with `client`, presented `credentials`.
-    pub fn new(client: HttpClient, url: Uri, credentials: Arc<UpstreamCredentials>) -> Endpoint {
+    pub(crate) fn new(client: HttpClient, url: Uri, credentials: Arc<UpstreamCredentials>) -> Endpoint {
         Endpoint {
             client,
             host: super::http_client::host_header(&url),
@@ -106,7 +106,7 @@ impl Drop for PostCounted {
 pub(crate) type PostInFlight = Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// One session on a Streamable HTTP endpoint.
-pub struct HttpLink {
+pub(crate) struct HttpLink {
     endpoint: Arc<Endpoint>,
     /// The principal's token, when the credential is exchanged for it.
     subject: Option<Arc<Subject>>,
@@ -132,7 +132,7 @@ struct LinkState {
 
 impl HttpLink {
     /// A link that has not initialized yet.
-    pub fn new(endpoint: Arc<Endpoint>, upstream: Arc<str>) -> HttpLink {
+    pub(crate) fn new(endpoint: Arc<Endpoint>, upstream: Arc<str>) -> HttpLink {
         let state = Arc::new(LinkState {
             upstream,
             session_id: RwLock::new(None),
@@ -151,13 +151,13 @@ impl HttpLink {
 
     /// The link of a session opened for the principal whose token is `subject`
     /// (the credential is exchanged for it).
-    pub fn for_subject(mut self, subject: Option<Arc<Subject>>) -> HttpLink {
+    pub(crate) fn for_subject(mut self, subject: Option<Arc<Subject>>) -> HttpLink {
         self.subject = subject;
         self
     }
 
     /// A link on a session the upstream already knows by `session_id`.
-    pub fn resumed(endpoint: Arc<Endpoint>, upstream: Arc<str>, session_id: &str) -> Option<HttpLink> {
+    pub(crate) fn resumed(endpoint: Arc<Endpoint>, upstream: Arc<str>, session_id: &str) -> Option<HttpLink> {
         let value = HeaderValue::from_str(session_id).ok()?;
         let link = HttpLink::new(endpoint, upstream);
         *link.state.session_id.write().unwrap_or_else(|e| e.into_inner()) = Some(value);
@@ -166,12 +166,12 @@ impl HttpLink {
     }
 
     /// The endpoint.
-    pub fn url(&self) -> &Uri {
+    pub(crate) fn url(&self) -> &Uri {
         &self.endpoint.url
     }
 
     /// The upstream's `Mcp-Session-Id`, once it gave one.
-    pub fn session_id(&self) -> Option<String> {
+    pub(crate) fn session_id(&self) -> Option<String> {
         self.state
             .session_id
             .read()
