@@ -1,6 +1,7 @@
 //! An upstream's era: pinned by configuration, or learned once by probing
 //! (`server/discover` on a fresh connection, judged by [`probe::verdict`]) and
-//! forgotten when the upstream contradicts it. Probes are single-flight.
+//! kept for the upstream's life (a reload that changes its configuration builds
+//! a new one, which probes again). Probes are single-flight.
 
 use std::sync::{Arc, RwLock};
 
@@ -19,8 +20,6 @@ pub(super) struct EraCell {
     era: RwLock<Option<Era>>,
     /// Serialises probing so a burst of first requests costs one probe.
     probing: tokio::sync::Mutex<()>,
-    /// Configured `auto` (and not HTTP+SSE): the era is learned, so it may be forgotten.
-    learned: bool,
 }
 
 impl EraCell {
@@ -35,7 +34,6 @@ impl EraCell {
         EraCell {
             era: RwLock::new(era),
             probing: tokio::sync::Mutex::new(()),
-            learned: config.era == EraSetting::Auto && config.sse.is_none(),
         }
     }
 
@@ -59,14 +57,6 @@ impl EraCell {
         *self.era.write().unwrap_or_else(|e| e.into_inner()) = Some(era);
         Ok((era, true))
     }
-
-    /// Forgets a learned era; `false` when it is pinned (nothing to forget).
-    fn forget(&self) -> bool {
-        if self.learned {
-            *self.era.write().unwrap_or_else(|e| e.into_inner()) = None;
-        }
-        self.learned
-    }
 }
 
 impl Upstream {
@@ -83,14 +73,6 @@ impl Upstream {
     /// The era, when already known (no probe).
     pub(crate) fn era_if_known(&self) -> Option<Era> {
         self.era.known()
-    }
-
-    /// Forgets a learned era (the upstream answered in a way that contradicts
-    /// it: restarted or upgraded); the next request probes again.
-    pub(crate) fn forget_era(&self) {
-        if self.era.forget() {
-            self.partitions.close_stateless("era changed");
-        }
     }
 
     /// Sends `server/discover` on a fresh connection and judges the answer.
