@@ -77,16 +77,8 @@ use std::future::Future;
 use std::time::Duration;
 
 /// Runs the gateway for `config` until `shutdown` resolves, then drains
-/// in-flight requests for up to `grace` and stops every upstream child.
-pub(crate) async fn run(
-    config: config::Config,
-    shutdown: impl Future<Output = ()>,
-    grace: Duration,
-) -> Result<(), std::io::Error> {
-    run_reloading(config, None, shutdown, grace).await
-}
-
-/// `run`, reloading the configuration as `reloader` says (see [`reload`]).
+/// in-flight requests for up to `grace` and stops every upstream child;
+/// meanwhile reloads the configuration as `reloader` says (see [`reload`]).
 pub async fn run_reloading(
     mut config: config::Config,
     reloader: Option<reload::Reloader>,

@@ -71,13 +71,9 @@ impl Grants {
     }
 
     /// How many tokens are remembered.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    /// Whether none is.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 

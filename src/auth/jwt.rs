@@ -94,7 +94,7 @@ impl KeySet {
     }
 
     /// Whether the set holds no usable key.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 

@@ -105,14 +105,6 @@ impl ScopePolicy {
         }
         missing
     }
-
-    /// Every scope the rules name, for the metadata's `scopes_supported`.
-    pub(crate) fn scopes(&self) -> impl Iterator<Item = &String> {
-        self.exact
-            .values()
-            .flatten()
-            .chain(self.prefixes.iter().flat_map(|(_, _, scopes)| scopes))
-    }
 }
 
 /// Which tools one token may call, and so may see in `tools/list`.

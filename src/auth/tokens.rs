@@ -30,6 +30,7 @@ impl StaticTokens {
     }
 
     /// No tokens at all.
+    #[cfg(test)]
     pub(crate) fn none() -> StaticTokens {
         StaticTokens { tokens: Vec::new() }
     }

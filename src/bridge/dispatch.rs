@@ -30,18 +30,6 @@ pub(crate) struct Inbound<'a> {
     pub(crate) session: SessionLookup,
 }
 
-impl Inbound<'_> {
-    /// A message from a transport without headers (stdio, an HTTP+SSE post, a batch item).
-    pub(crate) fn bare(message: Message, session: SessionLookup) -> Inbound<'static> {
-        Inbound {
-            message,
-            routing: RoutingHeaders::None,
-            forwarded: &[],
-            session,
-        }
-    }
-}
-
 /// Serves one message from a client. The request runs as `caller.principal`,
 /// and sees what `caller`'s token may see. Its telemetry record is opened here
 /// and closed with its answer.

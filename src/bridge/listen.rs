@@ -21,10 +21,6 @@ use crate::translate::listen::{self, Filter};
 /// Bound of notifications queued toward one listen stream.
 const LISTEN_QUEUE: usize = 64;
 
-/// Open listens of 2026-07-28 clients, per principal
-/// (`limits.max_listens_per_principal`) and in all (`limits.max_listens`).
-pub(crate) type ListenQuota = super::quota::HeldQuota;
-
 /// One open listen's place in the quota, given back when dropped.
 pub(crate) type ListenHold = super::quota::Hold;
 

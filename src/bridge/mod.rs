@@ -39,7 +39,6 @@ pub(crate) mod reply;
 mod restrict;
 pub mod sessions;
 
-pub(crate) use dispatch::{Inbound, dispatch};
 pub(crate) use federated::{never_collisions, spawn_watcher, spawn_watchers};
 pub(crate) use intake::{Batches, Intake, Taken, take};
 pub(crate) use legacy::SessionLookup;

@@ -12,7 +12,6 @@ use super::reply::{self, Reply};
 use crate::auth::Principal;
 use crate::gateway::Gateway;
 use crate::protocol::Era;
-use crate::protocol::capabilities::ListenSupport;
 use crate::protocol::errors::Rejection;
 use crate::protocol::lazy_json::ParamsView;
 use crate::protocol::{ErrorCode, ErrorObject, Id, ModernMethod, Request, Response};
@@ -20,9 +19,6 @@ use crate::router::list_cache::ListKind;
 use crate::router::{Admission, OnDrop, Pool, SessionNeed, discover_params, gateway_client_info};
 use crate::translate::mrtr::conversation::{Binding, InputPolicy, input_responses};
 use crate::translate::{ModernRequest, discover, down};
-
-/// Which list notifications a legacy upstream can feed a `subscriptions/listen`.
-const LISTEN_SUPPORT: ListenSupport = ListenSupport::Bridged;
 
 /// Whether a `subscriptions/listen` served here takes a place in its
 /// principal's listen quota.
@@ -213,10 +209,7 @@ async fn discover_result(pool: &Pool, id: Id, principal: &Principal) -> Reply {
         return passthrough(pool, request, ModernMethod::Discover, &[], principal, None).await;
     }
     match pool.initialize_result(principal).await {
-        Ok(initialize) => Reply::result(
-            id,
-            discover::discover_result(&initialize, pool.cache_policy(), LISTEN_SUPPORT),
-        ),
+        Ok(initialize) => Reply::result(id, discover::discover_result(&initialize, pool.cache_policy())),
         Err(error) => Reply::upstream_failure(Some(id), &error),
     }
 }

@@ -183,11 +183,6 @@ impl SuspendedCalls {
         self.calls.len()
     }
 
-    /// Whether none are suspended.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.calls.is_empty()
-    }
-
     /// Runs [`SuspendedCalls::expire`] every second while the store lives.
     pub(crate) fn spawn_expiry(self: &Arc<Self>) {
         let store = Arc::downgrade(self);

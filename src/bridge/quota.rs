@@ -123,16 +123,13 @@ impl HeldQuota {
     }
 
     /// Held in all.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.total.load(Ordering::Acquire)
     }
 
-    /// Whether nothing is held.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// How many principals hold something.
+    #[cfg(test)]
     pub(crate) fn principals(&self) -> usize {
         self.open.len()
     }

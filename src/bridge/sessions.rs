@@ -237,6 +237,7 @@ impl SessionStore {
     }
 
     /// Ids remembered as ended.
+    #[cfg(test)]
     pub(crate) fn ended_len(&self) -> usize {
         self.ended().len()
     }
@@ -273,11 +274,6 @@ impl SessionStore {
     /// Live sessions.
     pub(crate) fn len(&self) -> usize {
         self.sessions.len()
-    }
-
-    /// Whether there are none.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.sessions.is_empty()
     }
 
     /// Ends sessions until `principal` may open one more: its own least
@@ -399,6 +395,7 @@ impl EndedIds {
         self.expiries.contains_key(digest)
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.expiries.len()
     }

@@ -22,9 +22,9 @@ pub use auth_server::{AuthServerConfig, LocalUser, LoginSource, OidcLogin, Stati
 pub(crate) use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
 pub(crate) use limits::LimitsConfig;
 pub use model::*;
-pub(crate) use oauth::{KNOWN_ALGORITHMS, check_issuer};
+pub(crate) use oauth::check_issuer;
 pub(crate) use policies::{GroupsConfig, KindPolicyConfig, PolicyConfig};
-pub(crate) use proxies::{ClientIpHeader, Network, TrustedProxies};
+pub(crate) use proxies::{ClientIpHeader, TrustedProxies};
 pub use rate_limits::{OnRedisError, RateLimit, RateLimitsConfig, RedisConfig};
 pub(crate) use redis_url::RedisEndpoint;
 pub use tls::{ListenTlsConfig, UpstreamTlsConfig};

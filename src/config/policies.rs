@@ -60,13 +60,6 @@ pub(crate) struct KindPolicyConfig {
     pub(crate) descriptions: BTreeMap<String, String>,
 }
 
-impl KindPolicyConfig {
-    /// Whether the rules change nothing.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.allow.is_empty() && self.deny.is_empty() && self.rename.is_empty() && self.descriptions.is_empty()
-    }
-}
-
 /// `[groups]`: named groups of principals, which `[[policies]] groups` name.
 pub(crate) type GroupsConfig = BTreeMap<String, Vec<String>>;
 

@@ -123,17 +123,13 @@ impl<'de> Deserialize<'de> for TrustedProxies {
 
 impl TrustedProxies {
     /// The ranges `entries` name (`ADDRESS` or `ADDRESS/BITS` each).
+    #[cfg(test)]
     pub(crate) fn parse<S: AsRef<str>>(entries: &[S]) -> Result<TrustedProxies, String> {
         entries
             .iter()
             .map(|e| Network::parse(e.as_ref()))
             .collect::<Result<Vec<_>, _>>()
             .map(TrustedProxies)
-    }
-
-    /// Whether no proxy is trusted (the default).
-    pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     /// Whether `ip` is a trusted proxy.

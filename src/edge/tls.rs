@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
+use rustls::ServerConfig;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls::{ServerConfig, pki_types::CertificateDer};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
@@ -68,11 +68,6 @@ impl Certificates {
             key: config.key.clone(),
             seen: Mutex::new(seen),
         }))
-    }
-
-    /// The leaf certificate new handshakes present.
-    pub(crate) fn leaf(&self) -> Option<CertificateDer<'static>> {
-        self.current.load().cert.first().cloned()
     }
 
     /// Loads the files again when they changed since the last look (`force`: even if not).

@@ -91,15 +91,6 @@ pub(crate) struct Naming<'a> {
     pub(crate) names: Option<&'a Names>,
 }
 
-/// Whose a request is.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Owner {
-    /// Member `member`'s, with these params (its own name or URI restored).
-    Member(usize, Value),
-    /// The name or URI is no member's (as far as the names known say).
-    Unknown(String),
-}
-
 /// A request no member owns: the name or URI it used, and its params untouched.
 pub(crate) type Unrouted = (String, Value);
 
@@ -127,17 +118,10 @@ impl Naming<'_> {
         }
     }
 
-    /// Whose request of `method` with `params` is: by its name, URI or reference.
-    pub(crate) fn route(&self, method: ModernMethod, params: Option<&Value>) -> Owner {
-        match self.route_owned(method, params.cloned()) {
-            Ok((member, params)) => Owner::Member(member, params),
-            Err((exposed, _)) => Owner::Unknown(exposed),
-        }
-    }
-
-    /// [`Naming::route`] of the request's own params (no copy of them, which
-    /// a call's arguments can make large): the owner and its params, or the
-    /// unknown name and the params as they came.
+    /// Whose request of `method` with `params` is, by its name, URI or
+    /// reference, taking the params (no copy of them, which a call's arguments
+    /// can make large): the owner and its params (its own name or URI
+    /// restored), or the unknown name and the params as they came.
     pub(crate) fn route_owned(&self, method: ModernMethod, params: Option<Value>) -> Result<(usize, Value), Unrouted> {
         let mut params = params.unwrap_or_else(|| Value::Object(Map::new()));
         let (slot, by_uri): (Option<&mut Value>, bool) = match method {
@@ -287,27 +271,28 @@ mod tests {
         let cases = [
             ("always: tool by prefix", &always, ModernMethod::ToolsCall,
              json!({"name": "py_echo", "arguments": {"x": 1}}),
-             Owner::Member(1, json!({"name": "echo", "arguments": {"x": 1}}))),
+             Ok((1, json!({"name": "echo", "arguments": {"x": 1}})))),
             ("always: a name with the separator keeps it", &always, ModernMethod::PromptsGet,
-             json!({"name": "ts2_simple_prompt"}), Owner::Member(2, json!({"name": "simple_prompt"}))),
+             json!({"name": "ts2_simple_prompt"}), Ok((2, json!({"name": "simple_prompt"})))),
             ("always: unknown prefix", &always, ModernMethod::ToolsCall,
-             json!({"name": "nobody_echo"}), Owner::Unknown("nobody_echo".into())),
+             json!({"name": "nobody_echo"}), Err("nobody_echo".into())),
             ("on collision: a shared name is prefixed", &collision, ModernMethod::ToolsCall,
-             json!({"name": "everything_echo"}), Owner::Member(0, json!({"name": "echo"}))),
+             json!({"name": "everything_echo"}), Ok((0, json!({"name": "echo"})))),
             ("on collision: a lone name is not", &collision, ModernMethod::ToolsCall,
-             json!({"name": "greet"}), Owner::Member(2, json!({"name": "greet"}))),
+             json!({"name": "greet"}), Ok((2, json!({"name": "greet"})))),
             ("a resource by its URI", &collision, ModernMethod::ResourcesRead,
-             json!({"uri": "py+test://static/1"}), Owner::Member(1, json!({"uri": "test://static/1"}))),
+             json!({"uri": "py+test://static/1"}), Ok((1, json!({"uri": "test://static/1"})))),
             ("a prompt completion", &always, ModernMethod::CompletionComplete,
              json!({"ref": {"type": "ref/prompt", "name": "everything_complex"}, "argument": {"name": "a", "value": "x"}}),
-             Owner::Member(0, json!({"ref": {"type": "ref/prompt", "name": "complex"}, "argument": {"name": "a", "value": "x"}}))),
+             Ok((0, json!({"ref": {"type": "ref/prompt", "name": "complex"}, "argument": {"name": "a", "value": "x"}})))),
             ("a resource completion", &always, ModernMethod::CompletionComplete,
              json!({"ref": {"type": "ref/resource", "uri": "ts2+test://{id}"}}),
-             Owner::Member(2, json!({"ref": {"type": "ref/resource", "uri": "test://{id}"}}))),
-            ("no name at all", &always, ModernMethod::ToolsCall, json!({}), Owner::Unknown(String::new())),
+             Ok((2, json!({"ref": {"type": "ref/resource", "uri": "test://{id}"}})))),
+            ("no name at all", &always, ModernMethod::ToolsCall, json!({}), Err(String::new())),
         ];
         for (what, naming, method, params, expected) in cases {
-            assert_eq!(naming.route(method, Some(&params)), expected, "{what}");
+            let owner = naming.route_owned(method, Some(params)).map_err(|(exposed, _)| exposed);
+            assert_eq!(owner, expected, "{what}");
         }
     }
 

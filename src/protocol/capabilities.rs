@@ -8,39 +8,14 @@ use serde_json::{Map, Value};
 
 use super::revision::Revision;
 
-/// What eragate itself can deliver on the modern side for a legacy upstream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ListenSupport {
-    /// `subscriptions/listen` is fully bridged: `listChanged` and `subscribe` stay as the upstream says.
-    Bridged,
-    /// List changes are bridged, per-resource subscriptions are not: `subscribe` is cleared.
-    ListChangedOnly,
-    /// Not bridged: clear `listChanged` and `subscribe` so clients do not wait for them.
-    Unavailable,
-}
-
 /// A legacy `InitializeResult.capabilities` as 2026-07-28 `ServerCapabilities`.
 ///
-/// `tasks` has no core meaning in 2026-07-28 and is dropped.
-pub(crate) fn server_legacy_to_modern(capabilities: &Value, listen: ListenSupport) -> Value {
+/// `tasks` has no core meaning in 2026-07-28 and is dropped. `listChanged` and
+/// `subscribe` stay as the upstream says: eragate bridges both through
+/// `subscriptions/listen`.
+pub(crate) fn server_legacy_to_modern(capabilities: &Value) -> Value {
     let mut out = capabilities.as_object().cloned().unwrap_or_default();
     out.remove("tasks");
-    let cleared: &[(&str, &[&str])] = match listen {
-        ListenSupport::Bridged => &[],
-        ListenSupport::ListChangedOnly => &[("resources", &["subscribe"])],
-        ListenSupport::Unavailable => &[
-            ("tools", &["listChanged"]),
-            ("prompts", &["listChanged"]),
-            ("resources", &["listChanged", "subscribe"]),
-        ],
-    };
-    for (kind, flags) in cleared {
-        if let Some(Value::Object(object)) = out.get_mut(*kind) {
-            for flag in flags.iter() {
-                object.remove(*flag);
-            }
-        }
-    }
     Value::Object(out)
 }
 
@@ -237,17 +212,9 @@ mod tests {
         let legacy = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true},
             "prompts": {}, "logging": {}, "completions": {}, "tasks": {"list": {}}, "experimental": {"x": {}}});
         assert_eq!(
-            server_legacy_to_modern(&legacy, ListenSupport::Bridged),
+            server_legacy_to_modern(&legacy),
             json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true},
                 "prompts": {}, "logging": {}, "completions": {}, "experimental": {"x": {}}})
-        );
-        assert_eq!(
-            server_legacy_to_modern(&legacy, ListenSupport::ListChangedOnly)["resources"],
-            json!({"listChanged": true})
-        );
-        assert_eq!(
-            server_legacy_to_modern(&legacy, ListenSupport::Unavailable),
-            json!({"tools": {}, "resources": {}, "prompts": {}, "logging": {}, "completions": {}, "experimental": {"x": {}}})
         );
     }
 

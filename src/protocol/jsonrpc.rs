@@ -161,6 +161,7 @@ impl FrameError {
 
 impl Frame {
     /// Parses one frame from bytes, unbounded (trusted or already bounded input).
+    #[cfg(test)]
     pub(crate) fn parse(bytes: &[u8]) -> Result<Frame, FrameError> {
         Frame::parse_within(bytes, Bounds::default())
     }
@@ -360,15 +361,6 @@ impl Message {
                 }
             }
     }
-
-    /// The method, for requests and notifications.
-    pub(crate) fn method(&self) -> Option<&str> {
-        match self {
-            Message::Request(r) => Some(&r.method),
-            Message::Notification(n) => Some(&n.method),
-            Message::Response(_) => None,
-        }
-    }
 }
 
 impl serde::Serialize for Message {
@@ -441,11 +433,6 @@ impl Request {
     /// `params` as an object, when it is one.
     pub(crate) fn params_object(&self) -> Option<&Map<String, Value>> {
         self.params.as_deref().and_then(Value::as_object)
-    }
-
-    /// `params._meta` as an object, when present (read without building the rest of `params`).
-    pub(crate) fn meta(&self) -> Option<&Map<String, Value>> {
-        self.params.as_ref()?.meta()?.as_object()
     }
 
     /// A string member of `params`.

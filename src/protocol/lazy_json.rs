@@ -41,6 +41,7 @@ impl LazyJson {
     /// Keeps a JSON text that serde_json has checked (`Message::parse` does).
     /// Whitespace line breaks become spaces, so a message still writes as one
     /// line (stdio framing): inside a JSON string they can only appear escaped.
+    #[cfg(test)]
     pub(crate) fn from_checked_text(text: &RawValue) -> LazyJson {
         let text = text.get();
         LazyJson::from_text(text, text.bytes().any(|b| matches!(b, b'\n' | b'\r')))

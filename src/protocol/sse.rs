@@ -76,6 +76,7 @@ impl SseParser {
     }
 
     /// The reconnection time the stream last asked for (`retry:`), in milliseconds.
+    #[cfg(test)]
     pub(crate) fn retry(&self) -> Option<u64> {
         self.retry
     }

@@ -315,12 +315,14 @@ impl ListCache {
         });
     }
 
-    /// How many pages are kept (for the admin view).
+    /// How many pages are kept.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().pages.len()
     }
 
     /// Whether no page is kept.
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }

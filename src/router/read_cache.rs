@@ -124,11 +124,13 @@ impl ReadCache {
     }
 
     /// How many results are kept (expired ones included until next touched).
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().len()
     }
 
     /// Whether nothing is kept.
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }

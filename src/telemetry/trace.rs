@@ -539,6 +539,7 @@ fn unhex(text: &str, out: &mut [u8]) -> Option<()> {
 const TRACEPARENT_LEN: usize = 55;
 
 /// The W3C `traceparent` of `context`.
+#[cfg(test)]
 pub(crate) fn format_traceparent(context: &TraceContext) -> String {
     // Hex digits and dashes: always ASCII.
     String::from_utf8(traceparent_bytes(context).to_vec()).unwrap_or_default()

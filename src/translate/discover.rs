@@ -4,18 +4,18 @@ use serde_json::{Map, Value};
 
 use super::cache::CachePolicy;
 use crate::protocol::Revision;
-use crate::protocol::capabilities::{self, ListenSupport};
+use crate::protocol::capabilities;
 use crate::protocol::envelope::SERVER_INFO;
 
 /// Builds the `DiscoverResult` a 2026-07-28 client gets for a legacy upstream.
-pub(crate) fn discover_result(initialize: &Value, cache: CachePolicy, listen: ListenSupport) -> Value {
+pub(crate) fn discover_result(initialize: &Value, cache: CachePolicy) -> Value {
     let mut result = Map::new();
     result.insert("resultType".into(), Value::from("complete"));
     result.insert("supportedVersions".into(), Value::from(Revision::modern_strings()));
     let upstream_capabilities = initialize.get("capabilities").cloned().unwrap_or_default();
     result.insert(
         "capabilities".into(),
-        capabilities::server_legacy_to_modern(&upstream_capabilities, listen),
+        capabilities::server_legacy_to_modern(&upstream_capabilities),
     );
     if let Some(instructions) = initialize.get("instructions").filter(|v| v.is_string()) {
         result.insert("instructions".into(), instructions.clone());
@@ -42,7 +42,7 @@ mod tests {
             "serverInfo": {"name": "everything", "version": "1.0"},
             "instructions": "Be nice."
         });
-        let result = discover_result(&initialize, CachePolicy::default(), ListenSupport::Bridged);
+        let result = discover_result(&initialize, CachePolicy::default());
         assert_eq!(
             result,
             json!({

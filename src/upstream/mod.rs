@@ -25,4 +25,4 @@ pub(crate) mod transport;
 pub(crate) use call::{Call, CallEvent, CallStep, OnDrop};
 pub(crate) use error::UpstreamError;
 pub(crate) use pool::{PartitionKey, Upstream};
-pub(crate) use session::{UnsolicitedRequests, UpstreamSession};
+pub(crate) use session::UpstreamSession;

@@ -66,12 +66,6 @@ impl HeldToken {
             Freshness::Fresh
         }
     }
-
-    /// How long it may still be used at `now`.
-    pub(crate) fn remaining(&self, now: Instant) -> Duration {
-        let lifetime = self.lifetime.unwrap_or(ASSUMED_LIFETIME);
-        lifetime.saturating_sub(now.saturating_duration_since(self.obtained))
-    }
 }
 
 /// How eragate authenticates at the token endpoint.

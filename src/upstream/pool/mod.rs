@@ -136,11 +136,6 @@ impl Upstream {
             })
     }
 
-    /// The sessions `principal` holds here now.
-    pub(crate) fn held_by(&self, principal: &str) -> usize {
-        self.shares.held_by(principal)
-    }
-
     /// The cache hints for this upstream's results.
     pub(crate) fn cache_policy(&self) -> CachePolicy {
         self.config.cache.policy()

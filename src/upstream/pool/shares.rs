@@ -86,6 +86,7 @@ impl Shares {
     }
 
     /// The sessions `principal` holds now.
+    #[cfg(test)]
     pub(crate) fn held_by(&self, principal: &str) -> usize {
         self.table.held().get(principal).copied().unwrap_or(0)
     }

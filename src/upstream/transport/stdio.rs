@@ -137,7 +137,6 @@ pub(crate) struct SpawnedChild {
     upstream: Arc<str>,
     stdin: ChildStdin,
     stdout: ChildStdout,
-    pid: u32,
     exited: Arc<AtomicBool>,
     /// Set when the child's output ended before eragate asked it to stop.
     ended_first: Arc<AtomicBool>,
@@ -273,7 +272,6 @@ impl StdioSpawner {
             upstream: self.upstream.clone(),
             stdin,
             stdout,
-            pid,
             exited,
             ended_first,
             stop,
@@ -378,7 +376,6 @@ pub(crate) struct StdioLink {
     /// Taken (closing the child's stdin) when the link stops; a std mutex, never held across `.await`.
     writer: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
     stop: CancellationToken,
-    pid: u32,
 }
 
 impl StdioLink {
@@ -389,7 +386,6 @@ impl StdioLink {
             upstream,
             stdin,
             stdout,
-            pid,
             exited: _,
             ended_first,
             stop,
@@ -408,7 +404,6 @@ impl StdioLink {
                 upstream,
                 writer: Mutex::new(Some(writer)),
                 stop,
-                pid,
             },
             reader,
         )
@@ -431,11 +426,6 @@ impl StdioLink {
     pub(crate) fn stop(&self) {
         self.writer.lock().unwrap_or_else(|e| e.into_inner()).take();
         self.stop.cancel();
-    }
-
-    /// The child's process id.
-    pub(crate) fn pid(&self) -> u32 {
-        self.pid
     }
 }
 
