@@ -12,12 +12,12 @@ use super::oauth::check_issuer;
 
 /// `[upstreams.credentials]`: one of `kind = "none"` (the default), `"header"`,
 /// `"client_credentials"` or `"token_exchange"`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum CredentialsConfig {
-    /// Requests carry no credential of eragate's.
-    #[default]
-    None,
+    /// Requests carry no credential of eragate's. A struct variant with no fields, so that
+    /// a key given with it (a typo, a secret meant for another kind) is an error.
+    None {},
     /// A static header (an API key, a long-lived token) read from the environment or a file.
     Header(HeaderCredential),
     /// An access token eragate obtains for itself by the OAuth client credentials
@@ -28,11 +28,17 @@ pub(crate) enum CredentialsConfig {
     TokenExchange(OAuthClientCredential),
 }
 
+impl Default for CredentialsConfig {
+    fn default() -> Self {
+        CredentialsConfig::None {}
+    }
+}
+
 impl CredentialsConfig {
     /// The environment variable holding this credential's secret, if it names one.
     pub(crate) fn secret_env_name(&self) -> Option<&str> {
         match self {
-            CredentialsConfig::None => None,
+            CredentialsConfig::None {} => None,
             CredentialsConfig::Header(header) => header.value_env.as_deref(),
             CredentialsConfig::ClientCredentials(oauth) | CredentialsConfig::TokenExchange(oauth) => {
                 oauth.client_secret_env.as_deref()
@@ -151,14 +157,14 @@ pub(crate) fn credentials_issues(credentials: &CredentialsConfig, at: &str, stdi
             message,
         })
     };
-    if stdio && *credentials != CredentialsConfig::None {
+    if stdio && !matches!(credentials, CredentialsConfig::None {}) {
         push(
             "kind",
             "a stdio upstream takes no credentials (its environment is its credential: use stdio.env)".into(),
         );
     }
     match credentials {
-        CredentialsConfig::None => {}
+        CredentialsConfig::None {} => {}
         CredentialsConfig::Header(header) => {
             if http::HeaderName::from_bytes(header.header.as_bytes()).is_err() {
                 push("header", format!("{:?} is not a header name", header.header));
@@ -226,7 +232,8 @@ mod tests {
 
     #[test]
     fn kinds_and_their_keys() {
-        assert_eq!(parse("kind = \"none\""), Ok(CredentialsConfig::None));
+        assert_eq!(parse("kind = \"none\""), Ok(CredentialsConfig::None {}));
+        assert!(parse("kind = \"none\"\nvalue_env = \"K\"").is_err());
         let header = parse("kind = \"header\"\nvalue_env = \"K\"\nprefix = \"Bearer \"").unwrap();
         let CredentialsConfig::Header(header) = header else {
             panic!("{header:?}")

@@ -454,12 +454,13 @@ impl Config {
             });
         }
         for (key, count) in [
-            ("max_connections", self.admin.max_connections),
-            ("max_connections_per_ip", self.admin.max_connections_per_ip),
+            ("listen.max_connections", self.listen.max_connections),
+            ("admin.max_connections", self.admin.max_connections),
+            ("admin.max_connections_per_ip", self.admin.max_connections_per_ip),
         ] {
             if count == 0 {
                 issues.push(ConfigIssue {
-                    path: format!("admin.{key}"),
+                    path: key.into(),
                     message: "must be greater than 0".into(),
                 });
             }

@@ -687,7 +687,7 @@ impl UpstreamConfig {
             restart: RestartConfig::default(),
             cache: CacheConfig::default(),
             era: EraSetting::Auto,
-            credentials: CredentialsConfig::None,
+            credentials: CredentialsConfig::None {},
             tls: UpstreamTlsConfig::default(),
         }
     }

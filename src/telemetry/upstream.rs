@@ -210,6 +210,75 @@ pub(crate) fn render_pools(pools: &Value, out: &mut String) {
         "eragate_suspended_calls {}",
         pools["suspended_calls"].as_u64().unwrap_or(0)
     );
+    render_bounds(pools, out);
+}
+
+/// The bounded tables and budgets of `/pools` that are not per upstream: ended session
+/// ids, bytes held for upstream messages, and each listener's accepts.
+fn render_bounds(pools: &Value, out: &mut String) {
+    let single: [(&str, &str, &str, &str, &str); 6] = [
+        (
+            "eragate_ended_sessions",
+            "gauge",
+            "ended_sessions",
+            "remembered",
+            "Ended legacy session ids remembered (as digests).",
+        ),
+        (
+            "eragate_ended_sessions_evicted_total",
+            "counter",
+            "ended_sessions",
+            "evicted",
+            "Ended session ids forgotten to keep the bound, before they expired.",
+        ),
+        (
+            "eragate_ended_sessions_visited_total",
+            "counter",
+            "ended_sessions",
+            "visited",
+            "Entries visited to keep the bound on ended session ids.",
+        ),
+        (
+            "eragate_upstream_buffered_bytes",
+            "gauge",
+            "upstream_buffered_bytes",
+            "held",
+            "Bytes held now for upstream messages being read.",
+        ),
+        (
+            "eragate_upstream_buffered_bytes_peak",
+            "gauge",
+            "upstream_buffered_bytes",
+            "peak",
+            "Most bytes held at once for upstream messages being read.",
+        ),
+        (
+            "eragate_upstream_buffered_refused_total",
+            "counter",
+            "upstream_buffered_bytes",
+            "refused",
+            "Upstream messages refused because the bytes held for them reached their bound.",
+        ),
+    ];
+    for (metric, kind, table, key, help) in single {
+        header(out, metric, kind, help);
+        let _ = writeln!(out, "{metric} {}", pools[table][key].as_u64().unwrap_or(0));
+    }
+    let per_listener: [(&str, &str, &str); 2] = [
+        ("eragate_accepts_total", "attempts", "Accept attempts on the listener."),
+        (
+            "eragate_accept_failures_total",
+            "failures",
+            "Accepts that failed (out of descriptors, among others); each pauses the loop.",
+        ),
+    ];
+    for (metric, key, help) in per_listener {
+        header(out, metric, "counter", help);
+        for listener in ["mcp", "admin"] {
+            let value = pools["accepts"][listener][key].as_u64().unwrap_or(0);
+            let _ = writeln!(out, "{metric}{{listener=\"{listener}\"}} {value}");
+        }
+    }
 }
 
 fn render_members(upstreams: &[Value], out: &mut String) {

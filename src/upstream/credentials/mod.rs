@@ -99,7 +99,7 @@ impl UpstreamCredentials {
     /// The credentials `config` names; OAuth clients registered through `registrations`.
     pub(crate) fn from_config(config: &UpstreamConfig, registrations: &Arc<Registrations>) -> UpstreamCredentials {
         let built = match &config.credentials {
-            CredentialsConfig::None => Ok(UpstreamCredentials::None),
+            CredentialsConfig::None {} => Ok(UpstreamCredentials::None),
             CredentialsConfig::Header(header) => header_credentials(header),
             CredentialsConfig::ClientCredentials(client) | CredentialsConfig::TokenExchange(client) => {
                 let exchange = matches!(config.credentials, CredentialsConfig::TokenExchange(_));

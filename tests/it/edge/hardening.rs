@@ -300,7 +300,10 @@ fn accept_loops_pause_while_descriptors_run_out() {
         held.push(TcpStream::connect(gateway.addr).expect("connect"));
     }
     // Accepted until none is left (the rest wait in the backlog); then the admin's turn.
-    std::thread::sleep(Duration::from_secs(1));
+    let open_files = || std::fs::read_dir(format!("/proc/{}/fd", gateway.proc.pid())).map_or(0, Iterator::count);
+    wait_until("eragate out of descriptors", Duration::from_secs(30), || {
+        open_files() >= 95
+    });
     let waiting_admin: Vec<TcpStream> = (0..3)
         .map(|_| TcpStream::connect(("127.0.0.1", admin)).expect("connect"))
         .collect();

@@ -116,6 +116,18 @@ fn check_config_accepts_a_good_file_with_exit_0() {
 /// Each mistake, the key path the explanation must name, and a word it must contain.
 const MISTAKES: &[(&str, &str, &str, &str)] = &[
     (
+        "a listener that takes no connection",
+        "[listen]\nmax_connections = 0\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
+        "listen.max_connections",
+        "greater than 0",
+    ),
+    (
+        "a key of another kind of credential with kind = none",
+        "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n[upstreams.credentials]\nkind = \"none\"\nvalue_env = \"K\"\n",
+        "upstreams[0].credentials",
+        "value_env",
+    ),
+    (
         "no worker threads",
         "[runtime]\nworkers = 0\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",
         "runtime.workers",

@@ -182,6 +182,20 @@ fn metrics_count_both_eras_by_revision_method_and_outcome() {
     );
     assert!(after.value("eragate_upstream_last_success_timestamp_seconds", &upstream) > 1.0e9);
     assert_eq!(after.value("eragate_upstream_queue_depth", &upstream), 0.0);
+    // The bounds of issue 34 beside the pools: accepts per listener, ended ids, upstream bytes.
+    let accepted = |listener| after.value("eragate_accepts_total", &[("listener", listener)]);
+    assert!(accepted("mcp") >= 3.0 && accepted("admin") >= 1.0);
+    assert_eq!(after.value("eragate_accept_failures_total", &[]), 0.0);
+    for (family, kind) in [
+        ("eragate_ended_sessions", "gauge"),
+        ("eragate_ended_sessions_evicted", "counter"),
+        ("eragate_ended_sessions_visited", "counter"),
+        ("eragate_upstream_buffered_bytes", "gauge"),
+        ("eragate_upstream_buffered_bytes_peak", "gauge"),
+        ("eragate_upstream_buffered_refused", "counter"),
+    ] {
+        assert_eq!(after.families.get(family).map(String::as_str), Some(kind), "{family}");
+    }
 }
 
 #[test]
