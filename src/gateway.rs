@@ -1,8 +1,10 @@
 //! The composition root: builds every part of the gateway from one
 //! configuration, starts and stops them, and hands each consumer the narrow
-//! view it needs. The bridge reaches the parts through crate-internal
-//! accessors; the admin listener reads an [`Observed`] view and a reload
-//! changes what a [`Reconfigurable`] view lets it change.
+//! view it needs. The bridge, which is the request path and uses nearly every
+//! part, reaches them through crate-internal accessors; the client edge reads an
+//! [`EdgeView`] (and hands each request to the bridge's intake), the admin
+//! listener an [`Observed`] view, and a reload changes what a [`Reconfigurable`]
+//! view lets it change.
 
 use std::sync::Arc;
 
@@ -12,8 +14,8 @@ use crate::bridge::param_headers::ToolHeaderCache;
 use crate::bridge::quota::HeldQuota;
 use crate::bridge::rate::RateGate;
 use crate::bridge::sessions::SessionStore;
-use crate::config::Config;
-use crate::router::Router;
+use crate::config::{Config, ListenConfig};
+use crate::router::{Backend, Endpoint, Router};
 use crate::telemetry::Telemetry;
 
 /// How often idle legacy sessions are looked for.
@@ -223,6 +225,11 @@ impl Gateway {
 
     // === the views ===
 
+    /// What the client edge reads besides handing requests to the bridge.
+    pub(crate) fn edge(&self) -> EdgeView<'_> {
+        EdgeView(self)
+    }
+
     /// What the admin listener may read.
     pub(crate) fn observed(&self) -> Observed<'_> {
         Observed(self)
@@ -231,6 +238,55 @@ impl Gateway {
     /// What a reload may change.
     pub(crate) fn reconfigurable(&self) -> Reconfigurable<'_> {
         Reconfigurable(self)
+    }
+}
+
+/// The gateway as the client edge sees it, besides the bridge's intake it hands each
+/// request to: its listener's settings, the routes, authentication and the authorization
+/// server's pages, the legacy sessions that HTTP+SSE streams and DELETE reach, readiness and
+/// the shutdown signal. No upstream, quota, cache or telemetry.
+#[derive(Clone, Copy)]
+pub(crate) struct EdgeView<'a>(&'a Gateway);
+
+impl<'a> EdgeView<'a> {
+    /// `[listen]` as loaded at start (the address, the connection bounds, trusted proxies).
+    pub(crate) fn listen(&self) -> &'a ListenConfig {
+        &self.0.config.listen
+    }
+
+    /// The configuration applied now (limits follow reloads).
+    pub(crate) fn applied(&self) -> arc_swap::Guard<Arc<Config>> {
+        self.0.limits()
+    }
+
+    /// The backend serving `path`, and which of its endpoints it is.
+    pub(crate) fn endpoint(&self, path: &str) -> Option<(Endpoint, Backend)> {
+        self.0.router.endpoint(path)
+    }
+
+    /// Who a request's credential names, and the challenges when it names no one.
+    pub(crate) fn auth(&self) -> &'a Authenticator {
+        &self.0.auth
+    }
+
+    /// The built-in authorization server, when one is configured.
+    pub(crate) fn authz(&self) -> Option<&'a Arc<crate::authz::AuthServer>> {
+        self.0.authz()
+    }
+
+    /// The legacy client sessions (HTTP+SSE streams open one; DELETE ends one).
+    pub(crate) fn sessions(&self) -> &'a SessionStore {
+        &self.0.sessions
+    }
+
+    /// Whether every backend has a live session (readiness).
+    pub(crate) fn is_ready(&self) -> bool {
+        self.0.is_ready()
+    }
+
+    /// Cancelled when eragate stops.
+    pub(crate) fn closing(&self) -> &'a tokio_util::sync::CancellationToken {
+        self.0.closing()
     }
 }
 

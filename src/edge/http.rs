@@ -48,7 +48,7 @@ impl HttpFrontend {
         local: SocketAddr,
         tls: Option<tokio_rustls::TlsAcceptor>,
     ) -> Arc<HttpFrontend> {
-        let served = hosts::Served::new(local, &gateway.config().listen);
+        let served = hosts::Served::new(local, gateway.edge().listen());
         Arc::new(HttpFrontend {
             gateway,
             served,
@@ -75,13 +75,13 @@ impl HttpFrontend {
         match path {
             "/healthz" => return respond::plain(StatusCode::OK, "ok"),
             "/readyz" => return self.readiness(),
-            _ if self.gateway.authz().as_ref().is_some_and(|a| a.owns(path)) => {
+            _ if self.gateway.edge().authz().as_ref().is_some_and(|a| a.owns(path)) => {
                 return Box::pin(self.authorization_server(request, peer)).await;
             }
             _ if path.starts_with("/.well-known/") => return self.well_known(request.method(), path),
             _ => {}
         }
-        let Some((endpoint, backend)) = self.gateway.router().endpoint(path) else {
+        let Some((endpoint, backend)) = self.gateway.edge().endpoint(path) else {
             return reject(Rejection::NoEndpoint);
         };
         let (parts, body) = request.into_parts();
@@ -103,7 +103,7 @@ impl HttpFrontend {
             Endpoint::SseStream if parts.method == Method::GET => {
                 let messages_path = format!("{}/messages", path.trim_end_matches('/').trim_end_matches("/sse"));
                 // As applied now: a reload's bounds reach the next stream opened.
-                let applied = self.gateway.limits();
+                let applied = self.gateway.edge().applied();
                 let bounds = StreamBounds {
                     keep_alive: applied.listen.sse_keep_alive.0,
                     first_post: applied.limits.sse_first_post_timeout.0,
@@ -112,7 +112,7 @@ impl HttpFrontend {
                     binds_anonymous: applied.limits.sse_streams_bind_anonymous(),
                     max: applied.listen.max_connections,
                 };
-                let closing = self.gateway.closing().clone();
+                let closing = self.gateway.edge().closing().clone();
                 return match self
                     .sse_connections
                     .open(backend, principal, &messages_path, bounds, closing)
@@ -162,6 +162,7 @@ impl HttpFrontend {
             query: request.uri.query(),
         };
         self.gateway
+            .edge()
             .auth()
             .authenticate(presented)
             .await
@@ -262,7 +263,7 @@ impl HttpFrontend {
         parts: &http::request::Parts,
         body: Incoming,
     ) -> Result<bytes::Bytes, http::Response<Body>> {
-        let config = self.gateway.limits();
+        let config = self.gateway.edge().applied();
         let limits = body::BodyLimits {
             max_bytes: config.listen.max_body_bytes,
             deadline: config.limits.body_read_timeout.0,
@@ -276,14 +277,14 @@ impl HttpFrontend {
 
     async fn render(&self, reply: Reply) -> http::Response<Body> {
         if let Reply::Initialized(_, session) = &reply {
-            self.gateway.sessions().insert(session.clone());
+            self.gateway.edge().sessions().insert(session.clone());
         }
         respond::render(reply, self.timing()).await
     }
 
     /// The stream settings as applied now (a reload's apply to the next answer).
     fn timing(&self) -> StreamTiming {
-        let applied = self.gateway.limits();
+        let applied = self.gateway.edge().applied();
         StreamTiming {
             stream_after: applied.listen.stream_after.0,
             keep_alive: applied.listen.sse_keep_alive.0,
@@ -293,7 +294,7 @@ impl HttpFrontend {
     async fn lookup(&self, backend: &Backend, session_id: Option<&str>, principal: &Principal) -> SessionLookup {
         match session_id {
             None => SessionLookup::Absent,
-            Some(id) => match self.gateway.sessions().find(id, backend, principal).await {
+            Some(id) => match self.gateway.edge().sessions().find(id, backend, principal).await {
                 Some(session) => SessionLookup::Found(session),
                 None => SessionLookup::Unknown,
             },
@@ -302,15 +303,21 @@ impl HttpFrontend {
 
     /// The client's GET stream: what its upstream session sends outside any request.
     async fn open_stream(&self, backend: &Backend, session_id: &str, principal: &Principal) -> http::Response<Body> {
-        let Some(session) = self.gateway.sessions().find(session_id, backend, principal).await else {
+        let Some(session) = self
+            .gateway
+            .edge()
+            .sessions()
+            .find(session_id, backend, principal)
+            .await
+        else {
             return reject(Rejection::StreamSessionNotFound);
         };
         match session.attach_stream() {
             Ok(messages) => respond::stream(
                 None,
                 messages.into(),
-                self.gateway.limits().listen.sse_keep_alive.0,
-                Some(self.gateway.closing().clone()),
+                self.gateway.edge().applied().listen.sse_keep_alive.0,
+                Some(self.gateway.edge().closing().clone()),
             ),
             Err(AttachError::AlreadyOpen) => reject(Rejection::StreamAlreadyOpen),
         }
@@ -320,11 +327,12 @@ impl HttpFrontend {
     async fn end_session(&self, backend: &Backend, session_id: &str, principal: &Principal) -> http::Response<Body> {
         if self
             .gateway
+            .edge()
             .sessions()
             .find(session_id, backend, principal)
             .await
             .is_some()
-            && self.gateway.sessions().remove(session_id)
+            && self.gateway.edge().sessions().remove(session_id)
         {
             respond::empty(StatusCode::OK)
         } else {
@@ -335,7 +343,7 @@ impl HttpFrontend {
     /// The built-in authorization server's pages and endpoints (`[auth.server]`),
     /// their bodies read within the listener's bounds.
     async fn authorization_server(&self, request: http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
-        let Some(authz) = self.gateway.authz().cloned() else {
+        let Some(authz) = self.gateway.edge().authz().cloned() else {
             return reject(Rejection::NoEndpoint);
         };
         let (mut parts, body) = request.into_parts();
@@ -352,7 +360,7 @@ impl HttpFrontend {
     /// Protected resource metadata (RFC 9728) and, for 2025-03-26 clients, the
     /// authorization server's metadata; public documents, readable cross-origin.
     fn well_known(&self, method: &Method, path: &str) -> http::Response<Body> {
-        let Some(document) = self.gateway.auth().well_known(path) else {
+        let Some(document) = self.gateway.edge().auth().well_known(path) else {
             return reject(Rejection::NoEndpoint);
         };
         if *method != Method::GET {
@@ -391,7 +399,7 @@ impl HttpFrontend {
             },
         };
         let mut response = reject(rejection);
-        let challenge = self.gateway.auth().challenge(denied, resource_path);
+        let challenge = self.gateway.edge().auth().challenge(denied, resource_path);
         // The challenge is built from configured URLs and fixed texts; a value that is
         // not a valid header still must not lose the status.
         if let Ok(value) = HeaderValue::from_str(&challenge) {
@@ -406,7 +414,7 @@ impl HttpFrontend {
     }
 
     fn readiness(&self) -> http::Response<Body> {
-        if self.gateway.is_ready() {
+        if self.gateway.edge().is_ready() {
             respond::plain(StatusCode::OK, "ready")
         } else {
             respond::plain(StatusCode::SERVICE_UNAVAILABLE, "waiting for upstreams")

@@ -42,7 +42,7 @@ where
         session: None,
         in_flight: Arc::default(),
     };
-    let max_line = connection.gateway.config().listen.max_body_bytes;
+    let max_line = connection.gateway.edge().listen().max_body_bytes;
     let mut lines = FramedRead::new(input, LinesCodec::new_with_max_length(max_line));
     while let Some(line) = lines.next().await {
         match line {

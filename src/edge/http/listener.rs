@@ -56,10 +56,10 @@ pub(super) async fn serve(
     drain: Duration,
 ) {
     let graceful = GracefulShutdown::new();
-    let gate = Gate::new(Listening::Mcp, frontend.gateway.config().listen.max_connections);
+    let gate = Gate::new(Listening::Mcp, frontend.gateway.edge().listen().max_connections);
     // Built again when a reload changes `[limits]`: each connection is served under the
     // limits current when it was accepted.
-    let mut limits = frontend.gateway.limits().limits.clone();
+    let mut limits = frontend.gateway.edge().applied().limits.clone();
     let mut builder = builder(&limits);
     tokio::pin!(shutdown);
     loop {
@@ -68,7 +68,7 @@ pub(super) async fn serve(
             () = &mut shutdown => break,
         };
         {
-            let applied = frontend.gateway.limits();
+            let applied = frontend.gateway.edge().applied();
             if applied.limits != limits {
                 limits = applied.limits.clone();
                 builder = self::builder(&limits);
@@ -81,7 +81,7 @@ pub(super) async fn serve(
         };
         // A trusted proxy carries many clients on its connections: its clients are
         // counted by address where a request names them, never its connections.
-        let trusts = |peer: IpAddr| frontend.gateway.config().listen.trusted_proxies.trusts(peer);
+        let trusts = |peer: IpAddr| frontend.gateway.edge().listen().trusted_proxies.trusts(peer);
         let Some((stream, peer, held)) = gate.admit(accepted, refusal, trusts) else {
             continue;
         };
@@ -110,7 +110,7 @@ pub(super) async fn serve(
     drop(listener);
     // Standing streams (GET streams, listens, HTTP+SSE connections) end now;
     // requests in flight get until the deadline.
-    frontend.gateway.closing().cancel();
+    frontend.gateway.edge().closing().cancel();
     if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
         tracing::warn!("requests still in flight at the shutdown deadline");
     }

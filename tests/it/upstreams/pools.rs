@@ -789,8 +789,13 @@ fn worn_children_are_replaced_without_failing_requests() {
         }
         seen_children.extend(pids_with(&tag));
     }
+    // A session that wore out while calls were on it goes at the next request, once idle.
+    assert_eq!(
+        text_of(&modern_call(&url, 200, "echo", json!({"text": "last"})), 200),
+        "echo: last"
+    );
     let member = gateway.member(0);
-    println!("/pools after 36 calls with max_requests = 5: {member}; children seen: {seen_children:?}");
+    println!("/pools after 37 calls with max_requests = 5: {member}; children seen: {seen_children:?}");
     assert!(
         member["sessions_opened"].as_u64() >= Some(5),
         "worn sessions replaced: {member}"
