@@ -20,7 +20,7 @@ use self::slot::{CallEvent, CallSlot};
 use self::table::{CallTable, Delivery};
 use super::error::UpstreamError;
 use super::member::MemberHealth;
-use super::pool::Share;
+use super::shares::Share;
 use super::transport::{Inbound, Link, PostInFlight};
 use crate::protocol::{Id, LazyJson, Message, Notification, Request, Response, Revision};
 use crate::translate::multiplex::{self, Addressee, Scope, refuse_server_request};

@@ -17,7 +17,6 @@
 //! | `partition.rs` | the partitions of pooled sessions |
 //! | `pooled.rs` | picking, opening and retiring pooled sessions |
 //! | `dedicated.rs` | sessions of their own for legacy clients |
-//! | `shares.rs` | each principal's share of its sessions |
 //! | `members.rs` | members, member choice, connecting to one |
 //! | `health.rs` | active health checks |
 //! | `snapshot.rs` | the admin view |
@@ -33,9 +32,8 @@ pub(crate) use self::partition::PartitionKey;
 use self::partition::Partitions;
 use self::partition::Pooled;
 use self::permits::Admission;
-pub(crate) use self::shares::Share;
-use self::shares::Shares;
 use super::member::{Member, Target};
+use super::shares::{Share, Shares};
 use super::transport::stdio::ChildSupervisor;
 use crate::auth::Principal;
 use crate::config::UpstreamConfig;
@@ -52,7 +50,6 @@ mod members;
 mod partition;
 mod permits;
 mod pooled;
-mod shares;
 mod snapshot;
 
 /// One configured upstream server.
