@@ -57,6 +57,7 @@ pub mod authz;
 pub mod bridge;
 pub mod config;
 pub mod discard;
+pub mod disclosure;
 pub mod edge;
 pub mod fast_hash;
 pub mod federate;
