@@ -7,6 +7,7 @@
 //! ```sh
 //! cargo run --release --example disclosure_eval -- --tuning   # tuning queries only, printed
 //! cargo run --release --example disclosure_eval               # every query, RESULTS.md written
+//! cargo run --release --example disclosure_eval -- --explain 'merge my PR'   # one ranking
 //! ```
 
 use std::collections::HashMap;
@@ -50,6 +51,7 @@ struct Args {
     queries: PathBuf,
     out: PathBuf,
     tuning: bool,
+    explain: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -103,6 +105,12 @@ fn run() -> Result<(), String> {
     let index = ToolIndex::build(entries.iter().map(|&(_, member, tool)| ToolEntry { member, tool }));
     let naive = NaiveBm25::build(entries.iter().map(|&(_, _, tool)| tool));
 
+    if let Some(query) = &args.explain {
+        for hit in index.search(query, DEPTH) {
+            println!("{:8.3}  {}", hit.score, entries[hit.tool].0);
+        }
+        return Ok(());
+    }
     let ranks: Vec<Ranks> = queries
         .query
         .iter()
@@ -138,6 +146,7 @@ fn parse_args() -> Result<Args, String> {
         queries: here.join("bench/disclosure/queries.toml"),
         out: here.join("bench/disclosure/RESULTS.md"),
         tuning: false,
+        explain: None,
     };
     let mut argv = std::env::args().skip(1);
     while let Some(arg) = argv.next() {
@@ -147,6 +156,7 @@ fn parse_args() -> Result<Args, String> {
             "--queries" => args.queries = value()?,
             "--out" => args.out = value()?,
             "--tuning" => args.tuning = true,
+            "--explain" => args.explain = Some(value()?.display().to_string()),
             _ => return Err(format!("unknown argument {arg}")),
         }
     }

@@ -6,7 +6,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::text::{Stems, is_stop_word, split_words};
+use super::synonyms::synonyms;
+use super::text::{Stems, Text, is_stop_word, split_words};
 
 /// One tool to index: its definition as `tools/list` gives it, and the name of the
 /// member (upstream) that offers it.
@@ -32,11 +33,16 @@ pub struct Hit {
 /// millisecond per hundred tools) and then only read.
 #[derive(Debug)]
 pub struct ToolIndex {
-    /// Stem → term number.
-    vocabulary: HashMap<Box<str>, u32>,
+    /// Every stem with its term number, sorted by stem: looked up by binary search,
+    /// and by prefix for a word the index lacks.
+    vocabulary: Vec<(Box<str>, u32)>,
     /// Per term: every tool containing it with its precomputed BM25F score.
     postings: Vec<Vec<Posting>>,
     tools: usize,
+    /// Per tool: its member, a position in `members`.
+    member_of: Vec<u32>,
+    /// Per member: the terms of its name.
+    members: Vec<Box<[u32]>>,
     stems: Stems,
 }
 
@@ -60,6 +66,16 @@ enum Field {
 
 const FIELDS: usize = 6;
 
+impl Field {
+    /// Whether the field's text is a programmer's name or sentences.
+    fn text(self) -> Text {
+        match self {
+            Field::Name | Field::ParamName | Field::Member => Text::Identifier,
+            Field::Title | Field::Description | Field::ParamDescription => Text::Prose,
+        }
+    }
+}
+
 /// How a field counts: `weight` multiplies its term frequency, `b` is how much a
 /// long field is discounted (0: not at all, 1: fully, as BM25's `b`).
 struct FieldParams {
@@ -68,7 +84,7 @@ struct FieldParams {
 }
 
 /// BM25F per field; a name is short and says what the tool does, so a word in it
-/// counts most. Tuned on the benchmark's tuning queries (bench/disclosure).
+/// counts most. bench/disclosure/README.md tells what was tried around these.
 const PARAMS: [FieldParams; FIELDS] = [
     FieldParams { weight: 3.0, b: 0.3 },  // Name
     FieldParams { weight: 2.0, b: 0.5 },  // Title
@@ -80,6 +96,24 @@ const PARAMS: [FieldParams; FIELDS] = [
 
 /// BM25's saturation: how fast repeating a term stops adding to the score.
 const K1: f32 = 1.2;
+
+/// The weight of a word the synonym table adds for one the user wrote.
+const SYNONYM_WEIGHT: f32 = 0.8;
+
+/// The weight of a term found by prefix for a word the index lacks
+/// (`react` → `reaction`, `geocoding` → `geocod`).
+const PREFIX_WEIGHT: f32 = 0.5;
+
+/// The shortest stem matched by prefix, and the most terms one word reaches so.
+const MIN_PREFIX: usize = 4;
+const MAX_PREFIX_TERMS: usize = 8;
+
+/// How much the tools of a member the query names (`… on GitHub`) count above the
+/// others.
+const MEMBER_BOOST: f32 = 1.5;
+
+/// The most words of a query that count (a query is a task, not a document).
+const MAX_QUERY_WORDS: usize = 32;
 
 /// The most text read from one field of one tool, in bytes: a definition is an
 /// upstream's to write, and a huge one must not make the index slow to build.
@@ -121,18 +155,31 @@ impl ToolIndex {
         if limit == 0 || self.tools == 0 {
             return Vec::new();
         }
-        let terms = self.query_terms(query);
+        let (terms, words) = self.query_terms(query);
         let mut scores = vec![0f32; self.tools];
-        for &(term, weight) in &terms {
-            for posting in &self.postings[term as usize] {
-                scores[posting.tool as usize] += weight * posting.score;
+        let mut covered = vec![0u32; self.tools];
+        for term in &terms {
+            for posting in &self.postings[term.term as usize] {
+                scores[posting.tool as usize] += term.weight * posting.score;
+                covered[posting.tool as usize] |= term.words;
             }
         }
+        let named = self.named_members(&terms);
+        let words = words.max(1) as f32;
         let mut hits: Vec<Hit> = scores
             .iter()
+            .zip(&covered)
             .enumerate()
-            .filter(|&(tool, &score)| score > 0.0 && allowed(tool))
-            .map(|(tool, &score)| Hit { tool, score })
+            .filter(|&(tool, (&score, _))| score > 0.0 && allowed(tool))
+            .map(|(tool, (&score, &covered))| {
+                // Coordination: a tool matching more of the query's words
+                // outranks one matching a single word many times.
+                let mut score = score * covered.count_ones() as f32 / words;
+                if named.get(self.member_of[tool] as usize) == Some(&true) {
+                    score *= MEMBER_BOOST;
+                }
+                Hit { tool, score }
+            })
             .collect();
         let by_rank = |a: &Hit, b: &Hit| b.score.total_cmp(&a.score).then(a.tool.cmp(&b.tool));
         if hits.len() > limit {
@@ -143,23 +190,105 @@ impl ToolIndex {
         hits
     }
 
-    /// The query's terms known to the index, each once, with its weight.
-    fn query_terms(&self, query: &str) -> Vec<(u32, f32)> {
-        let mut terms: Vec<(u32, f32)> = Vec::new();
-        let mut add = |term: u32, weight: f32| match terms.iter_mut().find(|(t, _)| *t == term) {
-            Some(known) => known.1 = known.1.max(weight),
-            None => terms.push((term, weight)),
+    /// The query's terms known to the index, each once with its weight and the
+    /// query words it stands for (a bit each), and how many words the query has.
+    fn query_terms(&self, query: &str) -> (Vec<QueryTerm>, u32) {
+        let mut terms: Vec<QueryTerm> = Vec::new();
+        let mut add = |term: u32, weight: f32, word: u32| {
+            let bit = 1u32 << word;
+            match terms.iter_mut().find(|t| t.term == term) {
+                Some(known) => {
+                    known.weight = known.weight.max(weight);
+                    known.words |= bit;
+                }
+                None => terms.push(QueryTerm {
+                    term,
+                    weight,
+                    words: bit,
+                }),
+            }
         };
-        split_words(truncate(query), |word| {
-            if is_stop_word(word) {
+        let mut words = 0u32;
+        split_words(truncate(query), Text::Prose, |word| {
+            if words as usize == MAX_QUERY_WORDS {
                 return;
             }
-            if let Some(&term) = self.vocabulary.get(self.stems.stem(word).as_ref()) {
-                add(term, 1.0);
+            let expansions = synonyms(word);
+            let stop = is_stop_word(word);
+            if stop && expansions.is_empty() {
+                return;
             }
+            let index = words;
+            for expansion in expansions {
+                if let Some(term) = self.term(&self.stems.stem(expansion)) {
+                    add(term, SYNONYM_WEIGHT, index);
+                }
+            }
+            if !stop {
+                let stem = self.stems.stem(word);
+                match self.term(&stem) {
+                    Some(term) => add(term, 1.0, index),
+                    None => self.prefixed(&stem, |term| add(term, PREFIX_WEIGHT, index)),
+                }
+            }
+            words += 1;
         });
-        terms
+        (terms, words)
     }
+
+    /// Per member: whether the query names it, in a word the user wrote.
+    fn named_members(&self, terms: &[QueryTerm]) -> Vec<bool> {
+        self.members
+            .iter()
+            .map(|member| {
+                member
+                    .iter()
+                    .any(|m| terms.iter().any(|t| t.term == *m && t.weight >= 1.0))
+            })
+            .collect()
+    }
+
+    /// The term of a stem the index holds.
+    fn term(&self, stem: &str) -> Option<u32> {
+        self.vocabulary
+            .binary_search_by(|(s, _)| s.as_ref().cmp(stem))
+            .ok()
+            .map(|i| self.vocabulary[i].1)
+    }
+
+    /// Calls `each` with the terms that start with `stem` or that `stem` starts
+    /// with, for a stem of at least [`MIN_PREFIX`] characters the index lacks.
+    fn prefixed(&self, stem: &str, mut each: impl FnMut(u32)) {
+        if stem.chars().count() < MIN_PREFIX {
+            return;
+        }
+        let start = self.vocabulary.partition_point(|(s, _)| s.as_ref() < stem);
+        let longer = self.vocabulary[start..]
+            .iter()
+            .take_while(|(s, _)| s.starts_with(stem))
+            .take(MAX_PREFIX_TERMS);
+        for &(_, term) in longer {
+            each(term);
+        }
+        let shorter = stem
+            .char_indices()
+            .map(|(i, _)| &stem[..i])
+            .filter(|p| p.chars().count() >= MIN_PREFIX);
+        for prefix in shorter {
+            if let Some(term) = self.term(prefix) {
+                each(term);
+            }
+        }
+    }
+}
+
+/// A term of a query: its weight (1 for a word the user wrote) and the query words
+/// it stands for, a bit each.
+#[derive(Clone, Copy, Debug)]
+struct QueryTerm {
+    term: u32,
+    weight: f32,
+    words: u32,
 }
 
 /// What the index is while tools are added to it.
@@ -175,6 +304,10 @@ struct Builder {
     lengths: Vec<[u32; FIELDS]>,
     /// The (term, field) of every word of the tool being added; reused.
     scratch: Vec<(u32, Field)>,
+    /// Per tool: its member, a position in `members`.
+    member_of: Vec<u32>,
+    /// Per member: its name and the terms of its name.
+    members: Vec<(String, Vec<u32>)>,
 }
 
 impl Builder {
@@ -186,6 +319,8 @@ impl Builder {
             tools: Vec::new(),
             lengths: Vec::new(),
             scratch: Vec::new(),
+            member_of: Vec::new(),
+            members: Vec::new(),
         }
     }
 
@@ -215,6 +350,7 @@ impl Builder {
             }
         }
         self.field(Field::Member, entry.member);
+        self.member(entry.member);
 
         let mut lengths = [0u32; FIELDS];
         for &(_, field) in &self.scratch {
@@ -238,6 +374,23 @@ impl Builder {
         self.lengths.push(lengths);
     }
 
+    /// Records the member of the tool being added (its name's words are the last
+    /// ones in `scratch`).
+    fn member(&mut self, member: &str) {
+        let known = self.members.iter().position(|(name, _)| name == member);
+        let position = known.unwrap_or_else(|| {
+            let mut terms: Vec<u32> = (self.scratch.iter().rev())
+                .take_while(|(_, field)| *field == Field::Member)
+                .map(|&(term, _)| term)
+                .collect();
+            terms.sort_unstable();
+            terms.dedup();
+            self.members.push((member.to_owned(), terms));
+            self.members.len() - 1
+        });
+        self.member_of.push(position as u32);
+    }
+
     /// Adds the words of one field's text to the tool being added.
     fn field(&mut self, field: Field, text: &str) {
         let Self {
@@ -247,7 +400,7 @@ impl Builder {
             scratch,
             ..
         } = self;
-        split_words(truncate(text), |word| {
+        split_words(truncate(text), field.text(), |word| {
             let term = match words.get(word) {
                 Some(&term) => term,
                 None => {
@@ -309,10 +462,15 @@ impl Builder {
                 });
             }
         }
+        let members = self.members.into_iter().map(|(_, terms)| terms.into()).collect();
+        let mut vocabulary: Vec<(Box<str>, u32)> = self.vocabulary.into_iter().collect();
+        vocabulary.sort_unstable();
         ToolIndex {
-            vocabulary: self.vocabulary,
+            vocabulary,
             postings,
             tools: count,
+            member_of: self.member_of,
+            members,
             stems: self.stems,
         }
     }
@@ -328,4 +486,145 @@ fn truncate(text: &str) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A small federation: (member, definition).
+    fn catalogue() -> Vec<(&'static str, Value)> {
+        vec![
+            (
+                "github",
+                json!({"name": "create_pull_request", "description": "Create a new pull request in a GitHub repository",
+                "inputSchema": {"type": "object", "properties": {"title": {"type": "string", "description": "Pull request title"}, "head": {"type": "string"}}}}),
+            ),
+            (
+                "github",
+                json!({"name": "merge_pull_request", "description": "Merge a pull request"}),
+            ),
+            (
+                "github",
+                json!({"name": "create_issue", "description": "Create a new issue in a GitHub repository"}),
+            ),
+            (
+                "gitlab",
+                json!({"name": "create_issue", "description": "Create a new issue in a GitLab project"}),
+            ),
+            (
+                "filesystem",
+                json!({"name": "list_directory", "description": "Get a detailed listing of all files and directories in a specified path"}),
+            ),
+            (
+                "filesystem",
+                json!({"name": "readTextFile", "title": "Read file", "description": "Read the complete contents of a file as text"}),
+            ),
+            (
+                "slack",
+                json!({"name": "slack_add_reaction", "description": "Add a reaction emoji to a message"}),
+            ),
+            (
+                "time",
+                json!({"name": "get_current_time", "description": "Get current time in a specific timezone",
+                "inputSchema": {"type": "object", "properties": {"timezone": {"type": "string", "description": "IANA timezone name"}}}}),
+            ),
+            (
+                "maps",
+                json!({"name": "maps_search_places", "description": "Search for places using Google Places API"}),
+            ),
+        ]
+    }
+
+    fn index(tools: &[(&'static str, Value)]) -> ToolIndex {
+        ToolIndex::build(tools.iter().map(|(member, tool)| ToolEntry { member, tool }))
+    }
+
+    fn top(index: &ToolIndex, query: &str) -> Option<usize> {
+        index.search(query, 5).first().map(|hit| hit.tool)
+    }
+
+    #[test]
+    fn finds_the_tool_a_task_asks_for() {
+        let tools = catalogue();
+        let index = index(&tools);
+        let table: &[(&str, usize)] = &[
+            ("merge my pull request", 1),            // name words, stemmed
+            ("open a new PR", 0),                    // synonym: pr → pull request
+            ("file a bug on GitHub as an issue", 2), // the member named
+            ("create an issue in GitLab", 3),
+            ("what is in this folder", 4),  // synonym: folder → directory
+            ("read the text of a file", 5), // camelCase name
+            ("react to the message", 6),    // prefix: react → reaction
+            ("what time is it now", 7),
+            ("which timezone", 7),      // a parameter's name
+            ("coffee shops nearby", 8), // synonyms: shop, coffee → place
+        ];
+        for &(query, expected) in table {
+            assert_eq!(
+                top(&index, query),
+                Some(expected),
+                "{query:?}: {:?}",
+                index.search(query, 5)
+            );
+        }
+    }
+
+    #[test]
+    fn answers_nothing_rather_than_anything() {
+        let tools = catalogue();
+        let index = index(&tools);
+        for query in ["", "   ", "the of and", "zzzz qqqq", "42"] {
+            assert_eq!(index.search(query, 5), Vec::new(), "{query:?}");
+        }
+        assert_eq!(index.search("merge pull request", 0), Vec::new());
+        assert!(ToolIndex::build([]).search("merge", 5).is_empty());
+    }
+
+    #[test]
+    fn ranks_best_first_within_the_limit() {
+        let tools = catalogue();
+        let index = index(&tools);
+        let hits = index.search("create a pull request or an issue", 2);
+        assert_eq!(hits.len(), 2);
+        assert!(hits[0].score >= hits[1].score);
+        let all = index.search("create a pull request or an issue", 50);
+        assert_eq!(all[..2], hits[..]);
+    }
+
+    #[test]
+    fn leaves_out_what_the_caller_may_not_see() {
+        let tools = catalogue();
+        let index = index(&tools);
+        let hits = index.search_where("create an issue", 5, |tool| tool != 2 && tool != 3);
+        assert!(hits.iter().all(|hit| hit.tool != 2 && hit.tool != 3), "{hits:?}");
+        assert!(index.search_where("create an issue", 5, |_| false).is_empty());
+    }
+
+    #[test]
+    fn indexes_odd_definitions_without_failing() {
+        let long = "é".repeat(MAX_FIELD_BYTES); // cut inside a two-byte character
+        let tools = vec![
+            ("odd", json!({})),
+            (
+                "odd",
+                json!({"name": 7, "description": null, "inputSchema": "not a schema"}),
+            ),
+            (
+                "odd",
+                json!({"name": "huge", "description": long, "inputSchema": {"properties": {"a": 1, "b": {"description": 2}}}}),
+            ),
+            ("odd", json!("not even an object")),
+            (
+                "odd",
+                json!({"name": "fine_tool", "annotations": {"title": "Fine tool"}}),
+            ),
+        ];
+        let index = index(&tools);
+        assert_eq!(index.len(), 5);
+        assert_eq!(top(&index, "fine"), Some(4));
+        assert_eq!(top(&index, "huge"), Some(2));
+    }
 }

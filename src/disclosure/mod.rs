@@ -4,6 +4,7 @@
 //! Pure: no I/O, no network, no model; the proxy that lists and calls tools is not here.
 
 mod index;
+mod synonyms;
 mod text;
 
 pub use index::{Hit, ToolEntry, ToolIndex};

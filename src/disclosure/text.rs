@@ -6,14 +6,25 @@ use std::borrow::Cow;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
+/// What a text is, which decides whether camelCase separates words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Text {
+    /// A name made by a programmer (a tool's or a parameter's): `listPullRequests`
+    /// is three words.
+    Identifier,
+    /// Sentences (a description, a title, a query): `GitHub` and `JavaScript` are
+    /// one word each, as their authors and users mean them.
+    Prose,
+}
+
 /// Splits `text` into lowercase words and calls `each` with every one.
 ///
-/// A word is a run of letters and digits; inside a run, a lowercase letter or a
-/// digit followed by an uppercase one starts a new word (`listPullRequests` →
-/// list, pull, requests), and so does the last capital of a run of capitals
-/// followed by a lowercase letter (`HTMLParser` → html, parser). Everything else
-/// (`_`, `-`, `.`, `/`, spaces) separates words.
-pub(crate) fn split_words(text: &str, mut each: impl FnMut(&str)) {
+/// A word is a run of letters and digits; everything else (`_`, `-`, `.`, `/`,
+/// spaces) separates words. In an [`Text::Identifier`], inside a run, a lowercase
+/// letter or a digit followed by an uppercase one starts a new word
+/// (`listPullRequests` → list, pull, requests), and so does the last capital of a
+/// run of capitals followed by a lowercase letter (`HTMLParser` → html, parser).
+pub(crate) fn split_words(text: &str, kind: Text, mut each: impl FnMut(&str)) {
     let mut word = String::new();
     let mut chars = text.chars().peekable();
     let mut prev: Option<char> = None;
@@ -23,7 +34,7 @@ pub(crate) fn split_words(text: &str, mut each: impl FnMut(&str)) {
             prev = None;
             continue;
         }
-        if let Some(p) = prev {
+        if let (Text::Identifier, Some(p)) = (kind, prev) {
             let next_lower = chars.peek().is_some_and(|n| n.is_lowercase());
             let boundary =
                 c.is_uppercase() && ((p.is_lowercase() || p.is_ascii_digit()) || (p.is_uppercase() && next_lower));
@@ -55,9 +66,9 @@ pub(crate) fn is_stop_word(word: &str) -> bool {
 const STOP_WORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been",
     "before", "being", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "e", "each", "eg", "etc",
-    "for", "from", "g", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "i'm",
-    "ie", "if", "in", "into", "is", "it", "its", "itself", "just", "let", "me", "might", "more", "most", "must", "my",
-    "myself", "no", "nor", "not", "now", "of", "on", "once", "only", "or", "other", "our", "ours", "out", "own",
+    "for", "from", "g", "go", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i",
+    "i'm", "ie", "if", "in", "into", "is", "it", "its", "itself", "just", "let", "me", "might", "more", "most", "must",
+    "my", "myself", "no", "nor", "not", "now", "of", "on", "once", "only", "or", "other", "our", "ours", "out", "own",
     "please", "s", "same", "shall", "she", "should", "so", "some", "such", "t", "than", "that", "the", "their",
     "theirs", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "until", "up", "us",
     "very", "via", "want", "was", "we", "were", "what", "when", "where", "whether", "which", "while", "who", "whom",
@@ -94,8 +105,12 @@ mod tests {
     use super::*;
 
     fn words(text: &str) -> Vec<String> {
+        words_of(text, Text::Identifier)
+    }
+
+    fn words_of(text: &str, kind: Text) -> Vec<String> {
         let mut out = Vec::new();
-        split_words(text, |w| out.push(w.to_owned()));
+        split_words(text, kind, |w| out.push(w.to_owned()));
         out
     }
 
@@ -117,6 +132,21 @@ mod tests {
         ];
         for (text, expected) in table {
             assert_eq!(words(text), *expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn keeps_camel_case_whole_in_prose() {
+        let table: &[(&str, &[&str])] = &[
+            (
+                "Search GitHub for JavaScript",
+                &["search", "github", "for", "javascript"],
+            ),
+            ("the textGone option", &["the", "textgone", "option"]),
+            ("read_text_file", &["read", "text", "file"]),
+        ];
+        for (text, expected) in table {
+            assert_eq!(words_of(text, Text::Prose), *expected, "{text:?}");
         }
     }
 
