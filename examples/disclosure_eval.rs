@@ -249,13 +249,9 @@ fn report(catalogue: &Catalogue, entries: &[(String, &str, &Value)], queries: &[
         "A query is found at k when one of its acceptable tools is among the first k results.\n"
     );
     let _ = writeln!(out, "| ranker | queries | recall@1 | recall@5 |\n|---|---|---:|---:|");
-    let sets: [(&str, &dyn Fn(&Query) -> bool); 3] = [
-        ("all", &|_| true),
-        ("held out", &|q| q.held_out),
-        ("tuning", &|q| !q.held_out),
-    ];
     for (name, ours) in [("eragate (BM25F)", true), ("naive BM25, name + description", false)] {
-        for (set, which) in &sets {
+        for set in [Set::All, Set::HeldOut, Set::Tuning] {
+            let which = |q: &Query| set.holds(q);
             let (r1, n) = recall(ranks, queries, 1, which, ours);
             let (r5, _) = recall(ranks, queries, 5, which, ours);
             let _ = writeln!(out, "| {name} | {set} ({n}) | {r1:.3} | {r5:.3} |");
@@ -282,6 +278,34 @@ fn report(catalogue: &Catalogue, entries: &[(String, &str, &Value)], queries: &[
         );
     }
     out
+}
+
+/// The queries a line of the table counts.
+#[derive(Clone, Copy)]
+enum Set {
+    All,
+    HeldOut,
+    Tuning,
+}
+
+impl Set {
+    fn holds(self, query: &Query) -> bool {
+        match self {
+            Set::All => true,
+            Set::HeldOut => query.held_out,
+            Set::Tuning => !query.held_out,
+        }
+    }
+}
+
+impl std::fmt::Display for Set {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Set::All => "all",
+            Set::HeldOut => "held out",
+            Set::Tuning => "tuning",
+        })
+    }
 }
 
 /// The baseline: plain BM25 (k1 = 1.2, b = 0.75) over one field, the tool's name and
