@@ -42,6 +42,9 @@
 //! [`authz`] is eragate's own authorization server (`[auth.server]`), mounted
 //! by the edge under `/oauth/`, which mints the tokens [`auth`] admits and
 //! publishes its keys into it.
+//! [`disclosure`] is the pure tool-search ranker (issue 36): an index of a
+//! catalogue's tool definitions searched by a free-text task; the admission
+//! stage's disclosure step will consult it.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below
@@ -57,6 +60,7 @@ pub mod authz;
 pub mod bridge;
 pub mod config;
 mod discard;
+pub mod disclosure;
 mod edge;
 mod fast_hash;
 pub mod federate;
