@@ -189,4 +189,6 @@ for auth in $OAUTH_CASES; do
   fi
   measure_case "oauth-$auth" "OAuth $auth" "$cfg" "$url" "$token"
 done
-[[ $OAUTH_CASES == "off on" ]] && ratio_rows "OAuth on / off" oauth-on oauth-off
+if [[ $OAUTH_CASES == "off on" ]]; then
+  ratio_rows "OAuth on / off" oauth-on oauth-off
+fi
