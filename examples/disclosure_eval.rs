@@ -239,6 +239,19 @@ fn report(catalogue: &Catalogue, entries: &[(String, &str, &Value)], queries: &[
         catalogue.servers.len(),
         listing_bytes
     );
+    let meta_bytes = |with_session: bool| {
+        serde_json::to_vec(&eragate::disclosure::meta_tool_definitions(with_session)).map_or(0, |v| v.len())
+    };
+    let (modern, legacy) = (meta_bytes(false), meta_bytes(true));
+    let share = |bytes: usize| 100.0 * bytes as f64 / listing_bytes.max(1) as f64;
+    let _ = writeln!(
+        out,
+        "**Listed with `[[disclosure]] mode = \"search\"`** (`always = []`): the meta-tools only, \
+         {modern} bytes for a 2026-07-28 client ({:.1} % of the full listing) and {legacy} bytes with \
+         `load_tools` for a client with a session ({:.1} %).\n",
+        share(modern),
+        share(legacy)
+    );
     let _ = writeln!(out, "| server | tools |\n|---|---:|");
     for server in &catalogue.servers {
         let _ = writeln!(out, "| {} | {} |", server.name, server.tools.len());

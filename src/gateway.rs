@@ -43,6 +43,8 @@ pub(crate) struct Gateway {
     authz: Option<Arc<crate::authz::AuthServer>>,
     /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
     tool_headers: ToolHeaderCache,
+    /// The search indexes of the listings `[[disclosure]]` searched last.
+    catalogues: crate::disclosure::Catalogues,
     /// `[rate_limits]`; a reload swaps in a new gate.
     rate: arc_swap::ArcSwap<RateGate>,
     /// Open listens per principal.
@@ -56,7 +58,15 @@ pub(crate) struct Gateway {
     me: std::sync::Weak<Gateway>,
 }
 
+/// Search indexes kept for `[[disclosure]]`: one per listing a caller saw lately.
+const CATALOGUES_KEPT: usize = 16;
+
 impl Gateway {
+    /// The search indexes of the listings `[[disclosure]]` searched last.
+    pub(crate) fn catalogues(&self) -> &crate::disclosure::Catalogues {
+        &self.catalogues
+    }
+
     /// Builds the gateway for `config`. Nothing is started yet. Fails when a
     /// configured token's environment variable is unset.
     pub(crate) fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
@@ -89,6 +99,7 @@ impl Gateway {
             auth,
             authz,
             tool_headers: ToolHeaderCache::default(),
+            catalogues: crate::disclosure::Catalogues::new(CATALOGUES_KEPT),
             rate,
             listens,
             in_flight,

@@ -42,9 +42,10 @@
 //! [`authz`] is eragate's own authorization server (`[auth.server]`), mounted
 //! by the edge under `/oauth/`, which mints the tokens [`auth`] admits and
 //! publishes its keys into it.
-//! [`disclosure`] is the pure tool-search ranker (issue 36): an index of a
-//! catalogue's tool definitions searched by a free-text task; the admission
-//! stage's disclosure step will consult it.
+//! [`disclosure`] is the pure tool search: an index of a catalogue's tool
+//! definitions searched by a free-text task, and the meta-tools a client
+//! searches, loads and calls with; the bridge's disclosure step, just before
+//! admission, serves them.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below

@@ -79,6 +79,9 @@ pub(crate) struct ClientSession {
     /// On a federated path: the pooled member session (by member) its last call
     /// shared with other calls was relayed on, tried first for the next.
     member_sessions: Mutex<Vec<(usize, Weak<UpstreamSession>)>>,
+    /// On a path with tool disclosure: the tools `load_tools` added to its listing
+    /// (kept with the session, on this replica; at most `meta::MAX_LOADED`).
+    loaded_tools: Mutex<BTreeSet<String>>,
 }
 
 /// A server→client request relayed to the client: the asking session's own id
@@ -247,6 +250,7 @@ impl ClientSession {
             narrowing: OnceLock::new(),
             member_partition: OnceLock::new(),
             member_sessions: Mutex::new(Vec::new()),
+            loaded_tools: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -349,6 +353,23 @@ impl ClientSession {
     /// Whether its `[[policies]]` let `message` reach the client.
     fn shows(&self, message: &Message) -> bool {
         self.narrowing.get().is_none_or(|narrowing| narrowing.shows(message))
+    }
+
+    /// The tools `load_tools` added to this session's listing.
+    pub(crate) fn loaded_tools(&self) -> BTreeSet<String> {
+        lock(&self.loaded_tools).clone()
+    }
+
+    /// Adds `names` to the session's loaded tools; `false` (and nothing added)
+    /// when they would be more than `bound`.
+    pub(crate) fn load_tools(&self, names: &[String], bound: usize) -> bool {
+        let mut loaded = lock(&self.loaded_tools);
+        let new = names.iter().filter(|n| !loaded.contains(*n)).count();
+        if loaded.len() + new > bound {
+            return false;
+        }
+        loaded.extend(names.iter().cloned());
+        true
     }
 
     /// Delivers a message on the client's GET stream (dropped when none is open,

@@ -2,9 +2,17 @@
 //! [`Reply`] out. Classification decides the era; the backend decides whether
 //! one upstream (`modern`, `legacy`) or a federation (`federated`) serves it,
 //! here and nowhere else; the policy stage then shapes what this caller may
-//! see of the answer.
+//! see of the answer. On a path with `[[disclosure]]`, the disclosure step
+//! comes before admission ([`super::disclosure`]).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::{Map, Value};
 
 use super::admission::Admission;
+use super::disclosure::{Disclosure, Lister, MetaOutcome, Step};
 use super::federated;
 use super::legacy::{self, SessionLookup};
 use super::modern::{self, ListenCounting};
@@ -13,7 +21,7 @@ use super::reply::Reply;
 use crate::auth::Admitted;
 use crate::gateway::Gateway;
 use crate::protocol::errors::Rejection;
-use crate::protocol::{Era, Id, Message, Revision};
+use crate::protocol::{Era, Id, Message, Request, Revision};
 use crate::router::Backend;
 use crate::telemetry::{Exchange, MethodLabel, trace};
 use crate::translate::{Classification, RoutingHeaders, classify};
@@ -61,8 +69,8 @@ pub(crate) async fn dispatch(gateway: &Gateway, backend: &Backend, inbound: Inbo
     super::reply::observed(reply, exchange)
 }
 
-// The body of `dispatch`: classify, admit, route; the record is filled in as
-// the message is classified.
+// The body of `dispatch`: classify, disclose, admit, route; the record is
+// filled in as the message is classified.
 async fn serve(
     gateway: &Gateway,
     backend: &Backend,
@@ -76,11 +84,98 @@ async fn serve(
         forwarded,
         session,
     } = inbound;
-    let sent = SentParams::of(routing, forwarded);
+    let mut sent = SentParams::of(routing, forwarded);
     let classification = classified(&message, routing, exchange);
     if let Some(answer) = answered_by(&classification, &message) {
         return answer;
     }
+    let disclosure = Disclosure::of(gateway, backend);
+    let step = disclosure.as_ref().map_or(Step::Pass, |_| Disclosure::step(&message));
+    if let (Some(disclosure), Step::List | Step::Meta(_)) = (&disclosure, step) {
+        let modern = matches!(classification, Classification::Modern(_));
+        let disclosing = Disclosing {
+            disclosure,
+            lister: PathLister {
+                gateway,
+                backend,
+                caller,
+                session: session.clone(),
+                meta: modern.then(|| envelope_of(&message)).flatten(),
+            },
+            modern,
+        };
+        if let Some(answer) = disclosing.serve(step, &mut message, &mut sent, exchange).await {
+            return answer;
+        }
+    }
+    let reply = admitted(gateway, backend, caller, message, classification, sent, session).await;
+    match step {
+        Step::Initialize => super::disclosure::announcing_list_changes(reply),
+        _ => reply,
+    }
+}
+
+/// A message on a path with `[[disclosure]]`, from a client of an era.
+struct Disclosing<'a> {
+    disclosure: &'a Disclosure,
+    lister: PathLister<'a>,
+    modern: bool,
+}
+
+impl Disclosing<'_> {
+    /// The disclosure step's answer to a `tools/list` or a meta-tool call, or
+    /// `None` when the message goes on to admission (`call_tool` made the
+    /// direct call it names; a legacy message without a live session).
+    async fn serve(
+        &self,
+        step: Step,
+        message: &mut Message,
+        sent: &mut SentParams<'_>,
+        exchange: &mut Exchange,
+    ) -> Option<Reply> {
+        let session = match &self.lister.session {
+            SessionLookup::Found(found) => Some(found.as_ref()),
+            // A legacy message without a live session gets the answer its era gives it.
+            _ if !self.modern => return None,
+            _ => None,
+        };
+        let Message::Request(request) = &*message else {
+            return None;
+        };
+        let id = request.id.clone();
+        let (disclosure, lister, modern) = (self.disclosure, &self.lister, self.modern);
+        match step {
+            Step::List => Some(disclosure.list(id, lister, session, modern).await),
+            Step::Meta(name) => {
+                let catalogues = lister.gateway.catalogues();
+                match disclosure
+                    .meta(name, message, lister, session, modern, catalogues)
+                    .await
+                {
+                    MetaOutcome::Answered(reply) => Some(*reply),
+                    MetaOutcome::Call(tool) => {
+                        exchange.names(|| Some(tool));
+                        // The client's headers described the meta-tool's call, not this one.
+                        *sent = SentParams::NoHeaders;
+                        None
+                    }
+                }
+            }
+            Step::Initialize | Step::Pass => None,
+        }
+    }
+}
+
+// Admits a classified message and routes it to its backend.
+async fn admitted(
+    gateway: &Gateway,
+    backend: &Backend,
+    caller: &Admitted,
+    mut message: Message,
+    classification: Classification,
+    sent: SentParams<'_>,
+    session: SessionLookup,
+) -> Reply {
     let admission = Admission {
         gateway,
         backend,
@@ -112,6 +207,67 @@ async fn serve(
         }
     };
     pass.answer(reply, era, &admission)
+}
+
+/// The disclosure step's own `tools/list` requests: made as the caller, on its
+/// session or with its envelope, and admitted and narrowed like the caller's.
+struct PathLister<'a> {
+    gateway: &'a Gateway,
+    backend: &'a Backend,
+    caller: &'a Admitted,
+    session: SessionLookup,
+    /// A 2026-07-28 client's `_meta` (its envelope), which each request carries.
+    meta: Option<Value>,
+}
+
+impl Lister for PathLister<'_> {
+    fn page(&self, cursor: Option<String>) -> Pin<Box<dyn Future<Output = Reply> + Send + '_>> {
+        Box::pin(async move {
+            let mut params = Map::new();
+            if let Some(meta) = &self.meta {
+                params.insert("_meta".into(), meta.clone());
+            }
+            if let Some(cursor) = cursor {
+                params.insert("cursor".into(), Value::String(cursor));
+            }
+            let listing = NEXT_LISTING.fetch_add(1, Ordering::Relaxed);
+            let message = Message::Request(Request {
+                id: Id::text(format!("eragate-disclosure-{listing}")),
+                method: "tools/list".into(),
+                params: Some(Value::Object(params).into()),
+            });
+            let classification = match &message {
+                Message::Request(r) => classify::classify(&r.method, r.params.as_ref(), true, RoutingHeaders::None),
+                _ => Classification::Legacy,
+            };
+            if let Some(answer) = answered_by(&classification, &message) {
+                return answer;
+            }
+            let (gateway, backend, caller) = (self.gateway, self.backend, self.caller);
+            let session = self.session.clone();
+            admitted(
+                gateway,
+                backend,
+                caller,
+                message,
+                classification,
+                SentParams::NoHeaders,
+                session,
+            )
+            .await
+        })
+    }
+}
+
+/// Numbers the disclosure step's own requests.
+static NEXT_LISTING: AtomicU64 = AtomicU64::new(1);
+
+/// A 2026-07-28 request's `_meta`, its envelope.
+fn envelope_of(message: &Message) -> Option<Value> {
+    match message {
+        Message::Request(request) => request.params.as_ref()?.meta().cloned(),
+        _ => None,
+    }
 }
 
 /// The message's era, noted in its record.

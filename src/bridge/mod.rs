@@ -19,6 +19,7 @@ mod admission;
 mod cached_lists;
 mod cached_reads;
 mod client_session;
+mod disclosure;
 mod dispatch;
 mod federated;
 pub(crate) mod handoff;

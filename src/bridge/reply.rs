@@ -434,24 +434,27 @@ pub(crate) fn forward_to(reply: Reply, out: mpsc::Sender<Message>) -> Option<tok
 /// Notifications streamed along the way have no place in a batch answer and are dropped.
 pub(crate) async fn batch_responses(replies: Vec<Reply>) -> Vec<Message> {
     // Received together: each streamed reply drives its own call meanwhile.
-    let answers = futures_util::future::join_all(replies.into_iter().map(|reply| async move {
-        match reply {
-            Reply::Accepted | Reply::Cancelled(_) => None,
-            Reply::Message(_, message) | Reply::Initialized(message, _) => Some(message),
-            Reply::Rejected(id, rejection) => Some(rejection_message(id, &rejection)),
-            Reply::Stream(mut rx, _) => {
-                let mut response = None;
-                while let Some(message) = rx.recv().await {
-                    if matches!(message, Message::Response(_)) {
-                        response = Some(message);
-                    }
-                }
-                response
-            }
-        }
-    }))
-    .await;
+    let answers = futures_util::future::join_all(replies.into_iter().map(final_response)).await;
     answers.into_iter().flatten().collect()
+}
+
+/// The response `reply` ends with (a stream driven to its end, its
+/// notifications dropped), if it has one.
+pub(crate) async fn final_response(reply: Reply) -> Option<Message> {
+    match reply {
+        Reply::Accepted | Reply::Cancelled(_) => None,
+        Reply::Message(_, message) | Reply::Initialized(message, _) => Some(message),
+        Reply::Rejected(id, rejection) => Some(rejection_message(id, &rejection)),
+        Reply::Stream(mut rx, _) => {
+            let mut response = None;
+            while let Some(message) = rx.recv().await {
+                if matches!(message, Message::Response(_)) {
+                    response = Some(message);
+                }
+            }
+            response
+        }
+    }
 }
 
 /// Relays what a session's upstream sends outside any request onto `out`.

@@ -7,6 +7,7 @@
 mod auth;
 mod auth_server;
 mod credentials;
+mod disclosure;
 mod duration;
 mod limits;
 mod model;
@@ -20,6 +21,7 @@ mod tls;
 pub use auth::*;
 pub use auth_server::{AuthServerConfig, LocalUser, LoginSource, OidcLogin, StaticClient, StorageKind};
 pub(crate) use credentials::{CredentialsConfig, HeaderCredential, OAuthClientCredential};
+pub(crate) use disclosure::{DisclosureConfig, DisclosureMode, MAX_SEARCH_LIMIT};
 pub(crate) use limits::LimitsConfig;
 pub use model::*;
 pub(crate) use oauth::check_issuer;
@@ -255,6 +257,20 @@ impl Config {
                         config.policies.push(policy.unwrap_or_default());
                     }
                 }
+                "disclosure" => {
+                    let toml::Value::Array(items) = value else {
+                        issues.push(ConfigIssue {
+                            path: key,
+                            message: "must be an array of tables: [[disclosure]]".into(),
+                        });
+                        continue;
+                    };
+                    for (i, item) in items.into_iter().enumerate() {
+                        if let Some(entry) = section(&format!("disclosure[{i}]"), item, &mut issues) {
+                            config.disclosure.push(entry);
+                        }
+                    }
+                }
                 "upstreams" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -278,7 +294,7 @@ impl Config {
                 _ => issues.push(ConfigIssue {
                     path: key,
                     message:
-                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `log`, `telemetry`, `runtime`, `policies`, `groups`"
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `log`, `telemetry`, `runtime`, `policies`, `groups`, `disclosure`"
                             .into(),
                 }),
             }
@@ -403,6 +419,10 @@ impl Config {
         issues.extend(policies::policy_issues(
             &self.policies,
             &self.groups,
+            self.upstreams.iter().map(|u| u.path.as_str()),
+        ));
+        issues.extend(disclosure::disclosure_issues(
+            &self.disclosure,
             self.upstreams.iter().map(|u| u.path.as_str()),
         ));
         for (upstream, &i) in self.upstreams.iter().zip(indexes) {

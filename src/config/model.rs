@@ -55,6 +55,9 @@ pub struct Config {
     /// `[groups]`: named groups of principals, for `[[policies]] groups`.
     #[serde(default)]
     pub(crate) groups: super::GroupsConfig,
+    /// `[[disclosure]]`: paths whose tools are searched and loaded on demand.
+    #[serde(default)]
+    pub(crate) disclosure: Vec<super::DisclosureConfig>,
     /// The threads that serve: how many, or one for everything.
     #[serde(default)]
     pub runtime: RuntimeConfig,

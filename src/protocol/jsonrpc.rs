@@ -29,6 +29,11 @@ impl Id {
         Id(IdRepr::Number(n.into()))
     }
 
+    /// A string id, as eragate mints for requests of its own on a client's behalf.
+    pub(crate) fn text(text: String) -> Id {
+        Id(IdRepr::String(text))
+    }
+
     /// Reads an id from JSON; `null`, objects, arrays and booleans are not ids.
     pub(crate) fn from_value(value: &Value) -> Option<Id> {
         match value {

@@ -1,5 +1,7 @@
-//! What each principal may do and spend: per-principal policies, quotas and rate limits.
+//! What each principal may see, do and spend: per-principal policies, tool disclosure,
+//! quotas and rate limits.
 
+mod disclosure;
 mod policies;
 mod quotas;
 mod rate_limits;
