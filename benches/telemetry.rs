@@ -19,7 +19,7 @@ fn telemetry(sample_ratio: Option<f64>) -> Arc<Telemetry> {
     let mut config = Config::default();
     if let Some(ratio) = sample_ratio {
         config.telemetry.otlp_endpoint = Some("http://127.0.0.1:9/v1/traces".into());
-        config.telemetry.sample_ratio = ratio;
+        config.telemetry.sample_ratio = Some(ratio);
     }
     Arc::new(Telemetry::new(&config).expect("telemetry"))
 }

@@ -9,14 +9,14 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
 use super::client_session::ClientSession;
 use super::reply::{Reply, Status};
-use crate::config::DisclosureConfig;
-use crate::config::DisclosureMode;
+use crate::config::{Config, DisclosureConfig, DisclosureMode};
 use crate::disclosure::meta::{self, MetaResult};
 use crate::disclosure::{Catalogue, Catalogues};
 use crate::gateway::Gateway;
@@ -49,7 +49,10 @@ pub(crate) enum Step {
 
 /// The disclosure of one path, as the applied configuration sets it.
 pub(crate) struct Disclosure {
-    entry: DisclosureConfig,
+    /// The configuration applied when the request came.
+    config: Arc<Config>,
+    /// Its `[[disclosure]]` entry for the path.
+    at: usize,
 }
 
 /// What a meta-tool call came to.
@@ -69,11 +72,18 @@ impl Disclosure {
             return None;
         }
         let path = backend.config().path.as_str();
-        let entry = config
+        let at = config
             .disclosure
             .iter()
-            .find(|e| e.path == path && e.mode == DisclosureMode::Search)?;
-        Some(Disclosure { entry: entry.clone() })
+            .position(|e| e.path == path && e.mode == DisclosureMode::Search)?;
+        Some(Disclosure {
+            config: arc_swap::Guard::into_inner(config),
+            at,
+        })
+    }
+
+    fn entry(&self) -> &DisclosureConfig {
+        &self.config.disclosure[self.at]
     }
 
     /// What the step does with `message` from a client with or without a session.
@@ -113,14 +123,14 @@ impl Disclosure {
         if let Err(collided) = self.check_collision(&tools, &id) {
             return *collided;
         }
-        let shown = if tools.len() <= self.entry.threshold {
+        let shown = if tools.len() <= self.entry().threshold {
             tools
         } else {
             let loaded = session.map(ClientSession::loaded_tools).unwrap_or_default();
             let with_session = session.is_some() && !modern;
             meta::disclosed(
                 &tools,
-                &self.entry.always,
+                &self.entry().always,
                 &loaded,
                 with_session,
                 crate::config::MAX_SEARCH_LIMIT,
@@ -150,7 +160,7 @@ impl Disclosure {
         // Arguments first: a call that cannot be served costs no listing.
         let parsed = match name {
             meta::SEARCH_TOOLS => {
-                meta::search_arguments(arguments.as_ref(), self.entry.limit).map(|(q, l)| Parsed::Search(q, l))
+                meta::search_arguments(arguments.as_ref(), self.entry().limit).map(|(q, l)| Parsed::Search(q, l))
             }
             meta::CALL_TOOL => meta::call_arguments(arguments.as_ref()).map(|(n, a)| Parsed::Call(n, a)),
             _ if session.is_none() || modern => Err(meta::load_needs_session()),
@@ -190,9 +200,9 @@ impl Disclosure {
         let message = format!(
             "configuration error: the tool {name:?} on path {} collides with eragate's meta-tool {name:?} \
              ([[disclosure]] mode = \"search\"); rename it with [[policies]] tools.rename, or turn disclosure off",
-            self.entry.path
+            self.entry().path
         );
-        tracing::error!(path = %self.entry.path, tool = name, "{message}");
+        tracing::error!(path = %self.entry().path, tool = name, "{message}");
         let error = ErrorObject::new(ErrorCode::INTERNAL_ERROR, message);
         Err(error_reply(Status::Ok, id, error))
     }

@@ -437,7 +437,10 @@ impl Config {
     fn telemetry_issues(&self) -> Vec<ConfigIssue> {
         let mut issues = Vec::new();
         let telemetry = &self.telemetry;
-        if !(0.0..=1.0).contains(&telemetry.sample_ratio) {
+        if telemetry
+            .sample_ratio
+            .is_some_and(|ratio| !(0.0..=1.0).contains(&ratio))
+        {
             issues.push(ConfigIssue {
                 path: "telemetry.sample_ratio".into(),
                 message: "must be between 0.0 and 1.0".into(),
@@ -459,7 +462,7 @@ impl Config {
                 message: format!("not a log filter: {error}"),
             });
         }
-        if telemetry.service_name.is_empty() {
+        if telemetry.service_name.as_deref().is_some_and(str::is_empty) {
             issues.push(ConfigIssue {
                 path: "telemetry.service_name".into(),
                 message: "must not be empty".into(),

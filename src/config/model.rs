@@ -115,31 +115,21 @@ pub enum LogFormat {
 }
 
 /// `[telemetry]`
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TelemetryConfig {
     /// Where OpenTelemetry spans are exported, OTLP over HTTP/protobuf
-    /// (e.g. `http://127.0.0.1:4318/v1/traces`). Default: none, no traces.
+    /// (e.g. `http://127.0.0.1:4318/v1/traces`). Default: `OTEL_EXPORTER_OTLP_*`,
+    /// else none, no traces.
     pub otlp_endpoint: Option<String>,
     /// The share of new traces sampled, 0.0–1.0; a client's sampled parent is
-    /// always followed. Default 1.0.
-    pub sample_ratio: f64,
-    /// The `service.name` of exported spans. Default `eragate`.
-    pub(crate) service_name: String,
+    /// always followed. Default: `OTEL_TRACES_SAMPLER`, else 1.0.
+    pub sample_ratio: Option<f64>,
+    /// The `service.name` of exported spans. Default: `OTEL_SERVICE_NAME`, else `eragate`.
+    pub(crate) service_name: Option<String>,
     /// Answer `server/discover` with a live summary of the upstream in
     /// `_meta` (era learned, members healthy, last successful call). Default off.
     pub(crate) live_discover: bool,
-}
-
-impl Default for TelemetryConfig {
-    fn default() -> TelemetryConfig {
-        TelemetryConfig {
-            otlp_endpoint: None,
-            sample_ratio: 1.0,
-            service_name: "eragate".into(),
-            live_discover: false,
-        }
-    }
 }
 
 /// `[admin]`: a separate listener for operators, off unless `address` is set.

@@ -7,6 +7,7 @@
 
 pub(crate) mod labels;
 pub(crate) mod metrics;
+pub(crate) mod otel_env;
 pub(crate) mod otlp;
 pub(crate) mod trace;
 pub(crate) mod upstream;

@@ -14,6 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::{BufMut, BytesMut};
 use opentelemetry_http::HttpClient;
 
+use super::otel_env::TraceSettings;
+
 /// Protobuf wire types.
 const VARINT: u32 = 0;
 const FIXED64: u32 = 1;
@@ -394,13 +396,18 @@ fn span(w: &mut Writer, span: &SpanRecord) {
 }
 
 /// The encoded `Resource` message of a service, made once per pipeline.
-fn encoded_resource(service_name: &str) -> Vec<u8> {
+fn encoded_resource(service_name: &str, attributes: &[(String, String)]) -> Vec<u8> {
     let mut w = Writer::default();
-    for (key, value) in [
+    let own = [
         ("service.name", service_name),
         ("telemetry.sdk.language", "rust"),
         ("telemetry.sdk.name", "eragate"),
-    ] {
+    ];
+    let others = attributes
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .filter(|(k, _)| !own.iter().any(|(o, _)| o == k));
+    for (key, value) in own.into_iter().chain(others) {
         w.attribute(1, key, &AttributeValue::Text(Text::own(value)));
     }
     w.buf.to_vec()
@@ -436,6 +443,8 @@ pub(crate) struct OtlpExporter<C> {
     client: C,
     endpoint: http::Uri,
     resource: Vec<u8>,
+    /// Headers every export carries (`OTEL_EXPORTER_OTLP_HEADERS`).
+    headers: Vec<(http::HeaderName, http::HeaderValue)>,
     timeout: Duration,
     /// The buffer batches are encoded into: its room is taken back once the last
     /// batch's body is dropped, so a batch does not allocate (and free) a large buffer.
@@ -443,16 +452,33 @@ pub(crate) struct OtlpExporter<C> {
 }
 
 impl<C: HttpClient> OtlpExporter<C> {
-    /// An exporter posting spans of `service_name` to `endpoint`
-    /// (e.g. `http://127.0.0.1:4318/v1/traces`) through `client`.
-    pub(crate) fn new(client: C, endpoint: http::Uri, service_name: &str, timeout: Duration) -> Self {
-        OtlpExporter {
+    /// An exporter posting spans to `endpoint` (e.g.
+    /// `http://127.0.0.1:4318/v1/traces`) through `client`, with the resource and
+    /// headers of `settings`; `Err` names a header that cannot be sent.
+    pub(crate) fn new(
+        client: C,
+        endpoint: http::Uri,
+        settings: &TraceSettings,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let headers = settings
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let header = http::HeaderName::try_from(name.as_str())
+                    .ok()
+                    .zip(http::HeaderValue::try_from(value).ok());
+                header.ok_or_else(|| format!("OTEL_EXPORTER_OTLP_HEADERS: {name:?} is not a valid header"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(OtlpExporter {
             client,
             endpoint,
-            resource: encoded_resource(service_name),
+            resource: encoded_resource(&settings.service_name, &settings.resource),
+            headers,
             timeout,
             body: BytesMut::new(),
-        }
+        })
     }
 
     /// Posts `batch`; `Err` says why the receiver did not take it.
@@ -460,10 +486,13 @@ impl<C: HttpClient> OtlpExporter<C> {
         let mut body = encode_request(std::mem::take(&mut self.body), &self.resource, batch);
         let encoded = body.split().freeze();
         self.body = body;
-        let request = http::Request::post(&self.endpoint)
+        let mut request = http::Request::post(&self.endpoint)
             .header(http::header::CONTENT_TYPE, "application/x-protobuf")
             .body(encoded)
             .map_err(|e| e.to_string())?;
+        for (name, value) in &self.headers {
+            request.headers_mut().append(name.clone(), value.clone());
+        }
         let response = tokio::time::timeout(self.timeout, self.client.send_bytes(request))
             .await
             .map_err(|_| format!("no answer within {:?}", self.timeout))?
@@ -514,7 +543,7 @@ mod tests {
     }
 
     fn decoded(spans: &[SpanRecord], service: &str) -> (ExportTraceServiceRequest, Vec<Span>) {
-        let encoded = export_request(&encoded_resource(service), spans);
+        let encoded = export_request(&encoded_resource(service, &[]), spans);
         let request = ExportTraceServiceRequest::decode(encoded.as_slice()).expect("decodes as OTLP");
         let spans = request.resource_spans[0].scope_spans[0].spans.clone();
         (request, spans)
@@ -637,7 +666,7 @@ mod tests {
 
     #[test]
     fn a_reused_buffer_encodes_each_batch_afresh() {
-        let resource = encoded_resource("eragate-test");
+        let resource = encoded_resource("eragate-test", &[]);
         let batches = [
             vec![
                 record(Text::Static("tools/call"), None, SpanStatus::Ok),

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::otel_env::TraceSettings;
 use super::otlp::{AttributeValue, Attributes, Kind, OtlpExporter, SpanRecord, SpanStatus, Text, now_unix_nanos};
 use crate::config::TelemetryConfig;
 
@@ -111,6 +112,9 @@ pub(crate) struct Tracing {
     sample_bound: u64,
     /// Every trace sampled (`sample_ratio = 1.0`).
     sample_all: bool,
+    /// A request under a client's trace is sampled as its parent was (a
+    /// parent-based sampler); otherwise by the ratio, in the parent's trace.
+    follow_parent: bool,
     queue: Arc<Queue>,
     /// Cancelled to flush the queue and stop the exporter.
     stop: tokio_util::sync::CancellationToken,
@@ -123,13 +127,17 @@ impl Tracing {
     /// The pipeline `config` asks for, or `None` without `otlp_endpoint`.
     /// Must run inside the tokio runtime (the exporter is a task of it).
     pub(crate) fn from_config(config: &TelemetryConfig) -> Result<Option<Tracing>, String> {
-        let Some(endpoint) = &config.otlp_endpoint else {
+        let settings = TraceSettings::resolve(config, |name| std::env::var(name).ok());
+        for warning in &settings.warnings {
+            tracing::warn!("{warning}");
+        }
+        let Some(endpoint) = &settings.endpoint else {
             return Ok(None);
         };
         let endpoint: http::Uri = endpoint.parse().map_err(|e| format!("telemetry.otlp_endpoint: {e}"))?;
         let timeout = Duration::from_secs(10);
         let client = opentelemetry_http::hyper::HyperClient::with_default_connector(timeout, None);
-        let exporter = OtlpExporter::new(client, endpoint, &config.service_name, timeout);
+        let exporter = OtlpExporter::new(client, endpoint, &settings, timeout)?;
         let queue = Arc::new(Queue {
             spans: Mutex::new(Vec::new()),
             full: Notify::new(),
@@ -137,10 +145,11 @@ impl Tracing {
         });
         let stop = tokio_util::sync::CancellationToken::new();
         let task = tokio::spawn(export(queue.clone(), exporter, stop.clone()));
-        let ratio = config.sample_ratio.clamp(0.0, 1.0);
+        let ratio = settings.ratio;
         Ok(Some(Tracing {
             sample_bound: (ratio * (1u64 << 63) as f64) as u64,
             sample_all: ratio >= 1.0,
+            follow_parent: settings.follow_parent,
             queue,
             stop,
             exporter: Mutex::new(Some(task)),
@@ -158,7 +167,9 @@ impl Tracing {
     ) -> Option<Traced> {
         let parent = traceparent.and_then(parse_traceparent);
         let trace_id = match &parent {
-            Some(parent) if !parent.is_sampled() => return None,
+            Some(parent) if self.follow_parent && !parent.is_sampled() => return None,
+            Some(parent) if self.follow_parent => parent.trace_id,
+            Some(parent) if !self.samples(&parent.trace_id) => return None,
             Some(parent) => parent.trace_id,
             None => {
                 let trace_id = new_trace_id();
@@ -600,7 +611,7 @@ mod tests {
     fn the_ratio_samples_by_trace_id() {
         let at = |ratio: f64| TelemetryConfig {
             otlp_endpoint: Some("http://127.0.0.1:9/v1/traces".into()),
-            sample_ratio: ratio,
+            sample_ratio: Some(ratio),
             ..TelemetryConfig::default()
         };
         let runtime = tokio::runtime::Builder::new_current_thread()

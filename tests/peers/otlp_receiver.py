@@ -4,7 +4,8 @@
 `opentelemetry-proto` package, and serves what it received as JSON on GET /spans:
 
     [{"name", "trace_id", "span_id", "parent_span_id", "kind", "service",
-      "attributes": {key: value}, "status": <code>}, ...]
+      "attributes": {key: value}, "status": <code>,
+      "resource": {key: value}, "headers": {lowercase name: value}}, ...]
 
     otlp_receiver.py PORT      (binds 127.0.0.1:PORT, 0 for a free one; then prints
                                 {"listening": "http://127.0.0.1:PORT", "port": PORT})
@@ -46,8 +47,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send_error(400, str(error))
             return
         received = []
+        headers = {name.lower(): value for name, value in self.headers.items()}
         for resource_spans in request.resource_spans:
-            service = attributes(resource_spans.resource.attributes).get("service.name")
+            resource = attributes(resource_spans.resource.attributes)
+            service = resource.get("service.name")
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     received.append({
@@ -59,6 +62,8 @@ class Handler(BaseHTTPRequestHandler):
                         "service": service,
                         "attributes": attributes(span.attributes),
                         "status": span.status.code,
+                        "resource": resource,
+                        "headers": headers,
                     })
         with LOCK:
             SPANS.extend(received)

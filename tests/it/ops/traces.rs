@@ -75,6 +75,60 @@ fn span<'a>(spans: &'a [Value], name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no span {name} in {spans:#?}"))
 }
 
+/// OpenTelemetry's standard variables alone (no `[telemetry]`) send spans where other
+/// instrumented services would: endpoint, headers, service name, resource attributes, sampler.
+#[test]
+fn the_standard_otel_variables_alone_configure_the_traces() {
+    let receiver = Receiver::start();
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.as_str()),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=s%3Dcret,x-tenant=blue"),
+        ("OTEL_SERVICE_NAME", "eragate-from-env"),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "deployment.environment=test,service.name=ignored",
+        ),
+        ("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
+    ];
+    let eragate = Eragate::start_with_env(&upstream, &[], &env);
+    let reply = traced_call(&eragate.url());
+    assert_eq!(reply.status, 200, "{reply:?}");
+    let spans = receiver.wait_for(&["tools/call"]);
+    let request = span(&spans, "tools/call");
+    assert_eq!(request["trace_id"], TRACE_ID, "the client's trace goes on");
+    assert_eq!(request["service"], "eragate-from-env");
+    assert_eq!(request["resource"]["deployment.environment"], "test", "{request:#}");
+    assert_eq!(request["headers"]["x-api-key"], "s=cret", "{request:#}");
+    assert_eq!(request["headers"]["x-tenant"], "blue", "{request:#}");
+
+    // The file wins where both say something; OTEL_SDK_DISABLED turns traces off.
+    let file = format!(
+        "[telemetry]\notlp_endpoint = \"{}/v1/traces\"\nservice_name = \"eragate-from-file\"\n{upstream}",
+        receiver.url
+    );
+    let eragate = Eragate::start_with_env(&file, &[], &env);
+    let parent = "00-5bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let params = json!({"name": "echo", "arguments": {"text": "x"}, "_meta": {"traceparent": parent}});
+    assert_eq!(
+        post_modern(&eragate.url(), 8, "tools/call", Some("echo"), params).status,
+        200
+    );
+    wait_until("the file's service name", Duration::from_secs(30), || {
+        receiver.spans().iter().any(|s| s["service"] == "eragate-from-file")
+    });
+    let off = [
+        ("OTEL_SDK_DISABLED", "true"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url.as_str()),
+    ];
+    let mut eragate = Eragate::start_with_env(&upstream, &[], &off);
+    let before = receiver.spans().len();
+    assert_eq!(traced_call(&eragate.url()).status, 200);
+    // Stopping flushes whatever was queued: nothing was.
+    assert!(eragate.proc.terminate(Duration::from_secs(15)), "eragate stops");
+    assert_eq!(receiver.spans().len(), before, "OTEL_SDK_DISABLED=true: no spans");
+}
+
 #[test]
 fn a_modern_call_to_a_legacy_upstream_makes_a_request_span_under_the_clients_and_an_upstream_span() {
     let receiver = Receiver::start();

@@ -571,3 +571,19 @@ fn the_conformance_tool_scenarios_pass_with_disclosure() {
         "tool scenarios with disclosure",
     );
 }
+
+/// At or under the threshold every tool is listed; over it, the listing is disclosed.
+#[test]
+fn every_tool_is_listed_while_the_caller_sees_no_more_than_the_threshold() {
+    let policy = "[[policies]]\npath = \"/mcp\"\n[policies.tools]\nallow = [\"fixture_a*\"]\n";
+    let gateway = federation(&unique_tag("disclosure_threshold"), "threshold = 50", policy);
+    let few = py(&gateway.url(), "2026-07-28", json!([{"list_tools": true}]));
+    let listed = names(&few[0]);
+    assert!(
+        listed.len() > 3 && listed.iter().all(|n| n.starts_with("fixture_a")),
+        "under the threshold, after policy: {listed:?}"
+    );
+    let gateway = federation(&unique_tag("disclosure_threshold_over"), "threshold = 5", "");
+    let many = py(&gateway.url(), "2026-07-28", json!([{"list_tools": true}]));
+    assert_eq!(names(&many[0]), ["search_tools", "call_tool"]);
+}
