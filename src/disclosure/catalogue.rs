@@ -83,13 +83,36 @@ impl Catalogues {
     }
 }
 
-/// A hash of a listing's text; a match is confirmed by comparing the listings.
+/// A hash of a listing; a match is confirmed by comparing the listings.
 fn fingerprint(tools: &[Value]) -> u64 {
     let mut hasher = std::hash::DefaultHasher::new();
     for tool in tools {
-        tool.to_string().hash(&mut hasher);
+        hash_value(tool, &mut hasher);
     }
     hasher.finish()
+}
+
+/// Feeds `value` to `hasher` without writing it out as text.
+fn hash_value(value: &Value, hasher: &mut impl Hasher) {
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        Value::Number(n) => (2u8, n).hash(hasher),
+        Value::String(s) => (3u8, s).hash(hasher),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(hasher);
+            for item in items {
+                hash_value(item, hasher);
+            }
+        }
+        Value::Object(members) => {
+            (5u8, members.len()).hash(hasher);
+            for (key, member) in members {
+                key.hash(hasher);
+                hash_value(member, hasher);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
