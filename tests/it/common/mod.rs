@@ -1087,3 +1087,47 @@ def fill(schema):
             out[key] = "Ada"
     return out
 "#;
+
+/// A driver script, written once per test process (atomically: other runs may read it).
+pub fn driver_script(name: &str, text: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(name);
+    let partial = dir.join(format!("{name}.{}", std::process::id()));
+    std::fs::write(&partial, text).expect("write driver");
+    std::fs::rename(&partial, &path).expect("rename driver");
+    path
+}
+
+/// Runs a driver with a hard deadline (a hang is a failure, not a stuck test); its JSON report.
+pub fn run_json(mut command: Command, within: Duration) -> Result<Value, String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
+    command
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).expect("out"))
+        .stderr(std::fs::File::create(&err).expect("err"));
+    let mut child = command.spawn().map_err(|e| format!("cannot start the driver: {e}"))?;
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            signal(child.id(), Signal::SIGKILL);
+            let _ = child.wait();
+            return Err(format!(
+                "the driver hung for {within:?}; stderr:\n{}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+    if !status.success() {
+        return Err(format!(
+            "the driver failed ({status}):\n{stdout}\n{}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        ));
+    }
+    serde_json::from_str(&stdout).map_err(|e| format!("the driver printed no JSON ({e}): {stdout}"))
+}

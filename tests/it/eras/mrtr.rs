@@ -18,7 +18,7 @@
 use crate::common;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -148,58 +148,14 @@ process.stdout.write(JSON.stringify({ results, asked }) + '\n');
 process.exit(0);
 "#;
 
-/// A driver script, written once per test process (atomically: other runs may read it).
-fn driver(name: &str, text: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let path = dir.join(format!("mrtr-{name}"));
-    let partial = dir.join(format!("mrtr-{name}.{}", std::process::id()));
-    std::fs::write(&partial, text).expect("write driver");
-    std::fs::rename(&partial, &path).expect("rename driver");
-    path
-}
-
 fn py_driver() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| driver("client.py", &format!("{PY_ASKED_CLIENT_PREAMBLE}{PY_DRIVER}")))
+    PATH.get_or_init(|| driver_script("mrtr-client.py", &format!("{PY_ASKED_CLIENT_PREAMBLE}{PY_DRIVER}")))
 }
 
 fn ts_driver() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| driver("client.mjs", TS_DRIVER))
-}
-
-/// Runs a driver with a hard deadline (a hang is a failure, not a stuck test); its JSON report.
-fn run_json(mut command: Command, within: Duration) -> Result<Value, String> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
-    command
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).expect("out"))
-        .stderr(std::fs::File::create(&err).expect("err"));
-    let mut child = command.spawn().map_err(|e| format!("cannot start the driver: {e}"))?;
-    let deadline = Instant::now() + within;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            signal(child.id(), Signal::SIGKILL);
-            let _ = child.wait();
-            return Err(format!(
-                "the driver hung for {within:?}; stderr:\n{}",
-                std::fs::read_to_string(&err).unwrap_or_default()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    };
-    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
-    if !status.success() {
-        return Err(format!(
-            "the driver failed ({status}):\n{stdout}\n{}",
-            std::fs::read_to_string(&err).unwrap_or_default()
-        ));
-    }
-    serde_json::from_str(&stdout).map_err(|e| format!("the driver printed no JSON ({e}): {stdout}"))
+    PATH.get_or_init(|| driver_script("mrtr-client.mjs", TS_DRIVER))
 }
 
 /// The Python client: `spec` holds `url`, `mode`, `callbacks`, `calls` (see `PY_DRIVER`).

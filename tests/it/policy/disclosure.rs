@@ -10,9 +10,9 @@
 use crate::common;
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::conformance;
 use common::*;
@@ -122,66 +122,31 @@ process.stdout.write(JSON.stringify({ results }) + '\n');
 process.exit(0);
 "#;
 
-/// A driver script, written once per test process (atomically: other runs may read it).
-fn driver(name: &str, text: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let path = dir.join(format!("disclosure-{name}"));
-    let partial = dir.join(format!("disclosure-{name}.{}", std::process::id()));
-    std::fs::write(&partial, text).expect("write driver");
-    std::fs::rename(&partial, &path).expect("rename driver");
-    path
-}
-
-/// Runs a driver with a hard deadline (a hang is a failure); its JSON report's `results`.
-fn run_driver_json(mut command: Command) -> Vec<Value> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (out, err) = (dir.path().join("out"), dir.path().join("err"));
-    command
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&out).expect("out"))
-        .stderr(std::fs::File::create(&err).expect("err"));
-    let mut child = command.spawn().expect("start the driver");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            signal(child.id(), Signal::SIGKILL);
-            let _ = child.wait();
-            panic!("the driver hung: {}", std::fs::read_to_string(&err).unwrap_or_default());
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    };
-    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
-    assert!(
-        status.success(),
-        "the driver failed ({status}):\n{stdout}\n{}",
-        std::fs::read_to_string(&err).unwrap_or_default()
-    );
-    let report: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("no JSON ({e}): {stdout}"));
+/// A driver's `results`, failing the test when it fails or hangs.
+fn results(command: Command, what: &str) -> Vec<Value> {
+    let report = run_json(command, Duration::from_secs(90)).unwrap_or_else(|e| panic!("{what}: {e}"));
     report["results"].as_array().cloned().unwrap_or_default()
 }
 
 fn py(url: &str, mode: &str, calls: Value) -> Vec<Value> {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    let script = PATH.get_or_init(|| driver("client.py", PY_DRIVER));
+    let script = PATH.get_or_init(|| driver_script("disclosure-client.py", PY_DRIVER));
     let spec = json!({"url": url, "mode": mode, "calls": calls});
     let mut command = Command::new(peers().python());
     command.arg(script).arg(spec.to_string());
-    run_driver_json(command)
+    results(command, "the python client")
 }
 
 fn ts(url: &str, calls: Value) -> Vec<Value> {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    let script = PATH.get_or_init(|| driver("client.mjs", TS_DRIVER));
+    let script = PATH.get_or_init(|| driver_script("disclosure-client.mjs", TS_DRIVER));
     let spec = json!({"url": url, "calls": calls});
     let mut command = Command::new(peers().node20());
     command
         .arg(script)
         .arg(spec.to_string())
         .env("TS_SDK_DIR", peers().get("TS_SDK_DIR"));
-    run_driver_json(command)
+    results(command, "the typescript client")
 }
 
 /// server-everything and the `--mrtr` fixture federated on `/mcp` with `[[disclosure]]`
