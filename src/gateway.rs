@@ -11,10 +11,10 @@ use std::sync::Arc;
 use crate::auth::Authenticator;
 use crate::bridge::mrtr::SuspendedCalls;
 use crate::bridge::param_headers::ToolHeaderCache;
-use crate::bridge::quota::HeldQuota;
 use crate::bridge::rate::RateGate;
 use crate::bridge::sessions::SessionStore;
 use crate::config::{Config, ListenConfig};
+use crate::policy::held::HeldQuota;
 use crate::router::{Backend, Endpoint, Router};
 use crate::telemetry::Telemetry;
 

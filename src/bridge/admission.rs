@@ -21,10 +21,10 @@ use crate::protocol::{Era, Message};
 use crate::router::Backend;
 
 use super::live_narrowing::LiveNarrowing;
-use super::quota::Hold;
 use super::reply::Reply;
 use super::restrict::{NarrowedAnswer, Narrowing};
 use crate::gateway::Gateway;
+use crate::policy::held::Hold;
 
 /// What one step says of a message.
 #[must_use]

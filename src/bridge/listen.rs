@@ -22,7 +22,7 @@ use crate::translate::listen::{self, Filter};
 const LISTEN_QUEUE: usize = 64;
 
 /// One open listen's place in the quota, given back when dropped.
-pub(crate) type ListenHold = super::quota::Hold;
+pub(crate) type ListenHold = crate::policy::held::Hold;
 
 /// A modern client's listen on a legacy upstream session: acknowledge what the
 /// upstream can honour, subscribe to the requested resources (shared with other

@@ -34,7 +34,6 @@ pub(crate) mod mrtr;
 pub(crate) mod param_headers;
 mod pooled_session;
 mod pump;
-pub(crate) mod quota;
 pub(crate) mod rate;
 pub(crate) mod reply;
 mod restrict;

@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use super::handoff;
 /// How the wait for a stream's first message ends ([`Responses::recv_first`]).
 pub(crate) use super::handoff::First;
-use super::quota::Hold;
 use super::sessions::ClientSession;
+use crate::policy::held::Hold;
 use crate::protocol::errors::{Rejection, handler_error_status};
 use crate::protocol::jsonrpc::Outcome as ResponseOutcome;
 use crate::protocol::{Era, Id, Message, Response};

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::respond;
 use crate::auth::Principal;
-use crate::bridge::quota::HeldQuota;
 use crate::bridge::{ClientSession, Reply, SessionLookup, reply};
+use crate::policy::held::HeldQuota;
 use crate::protocol::Message;
 use crate::protocol::errors::Rejection;
 use crate::protocol::sse::{KEEP_ALIVE, event_frame};

@@ -7,8 +7,7 @@
 //! From the bottom up: [`error`](UpstreamError) (how a request fails),
 //! [`transport`] (the wire; reports through [`transport::Inbound`]),
 //! [`credentials`] (what the HTTP transports present to the upstream),
-//! [`member`] (a pool member and its health), `shares` (each principal's
-//! share of an upstream's sessions, held by the session), [`session`] (one live
+//! [`member`] (a pool member and its health), [`session`] (one live
 //! session, its call table and routing), [`call`] (a request in flight as its caller
 //! holds it), `handshake` (`initialize` on a fresh session), and [`pool`]
 //! (one configured upstream: era, admission, partitions, members).
@@ -21,7 +20,6 @@ pub(crate) mod member;
 pub(crate) mod pool;
 pub(crate) mod probe;
 pub(crate) mod session;
-mod shares;
 pub(crate) mod transport;
 
 pub(crate) use call::{Call, CallEvent, CallStep, OnDrop};

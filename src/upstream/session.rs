@@ -20,8 +20,8 @@ use self::slot::{CallEvent, CallSlot};
 use self::table::{CallTable, Delivery};
 use super::error::UpstreamError;
 use super::member::MemberHealth;
-use super::shares::Share;
 use super::transport::{Inbound, Link, PostInFlight};
+use crate::policy::held::Hold;
 use crate::protocol::{Id, LazyJson, Message, Notification, Request, Response, Revision};
 use crate::translate::multiplex::{self, Addressee, Scope, refuse_server_request};
 use crate::translate::up::ServerInfo;
@@ -76,7 +76,7 @@ pub(crate) struct UpstreamSession {
     /// after the handshake and kept, rather than built again for every result.
     server_info_for_modern: OnceLock<Arc<ServerInfo>>,
     /// Its place in the share of the principal it was opened for, given back when it closes.
-    share: Mutex<Option<Share>>,
+    share: Mutex<Option<Hold>>,
 }
 
 impl UpstreamSession {
@@ -279,7 +279,7 @@ impl UpstreamSession {
 
     /// Holds `share` (the place in its principal's share this session was opened in)
     /// until the session closes.
-    pub(crate) fn hold_share(&self, share: Option<Share>) {
+    pub(crate) fn hold_share(&self, share: Option<Hold>) {
         *self.share.lock().unwrap_or_else(|e| e.into_inner()) = share;
     }
 

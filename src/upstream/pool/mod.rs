@@ -33,11 +33,12 @@ use self::partition::Partitions;
 use self::partition::Pooled;
 use self::permits::Admission;
 use super::member::{Member, Target};
-use super::shares::{Share, Shares};
 use super::transport::stdio::ChildSupervisor;
 use crate::auth::Principal;
 use crate::config::UpstreamConfig;
+use crate::policy::held::{HeldQuota, Hold};
 use crate::protocol::Era;
+use crate::protocol::errors::Rejection;
 use crate::telemetry::UpstreamStats;
 use crate::translate::CachePolicy;
 use crate::upstream::credentials::{Registrations, UpstreamCredentials};
@@ -52,6 +53,9 @@ mod permits;
 mod pooled;
 mod snapshot;
 
+/// What a principal's share of an upstream's sessions is called in refusals.
+const SHARE: &str = "upstream sessions (pool.max_children_per_principal)";
+
 /// One configured upstream server.
 pub(crate) struct Upstream {
     name: Arc<str>,
@@ -60,8 +64,9 @@ pub(crate) struct Upstream {
     /// Round-robin cursor for dedicated sessions over healthy members.
     next_member: AtomicUsize,
     partitions: Partitions,
-    /// Each principal's share of its sessions.
-    shares: Shares,
+    /// Each principal's share of its sessions (`pool.max_children_per_principal`):
+    /// every session a principal causes holds a place, given back when it closes.
+    shares: Arc<HeldQuota>,
     /// The newest `InitializeResult` seen, for `server/discover`.
     latest_initialize: RwLock<Option<Arc<Value>>>,
     admission: Admission,
@@ -91,7 +96,7 @@ impl Upstream {
             members,
             next_member: AtomicUsize::new(0),
             partitions: Partitions::new(config.pool.max_partitions, config.pool.max_partitions_per_principal),
-            shares: Shares::new(config.pool.max_children_per_principal),
+            shares: HeldQuota::new(SHARE, config.pool.max_children_per_principal, usize::MAX),
             latest_initialize: RwLock::new(None),
             admission: Admission::new(&config),
             epoch: Instant::now(),
@@ -124,13 +129,20 @@ impl Upstream {
 
     /// A place in `principal`'s share for one more session (`None`: it counts for no
     /// one); refused while the principal holds `pool.max_children_per_principal`.
-    pub(super) fn share_for(&self, principal: &str) -> Result<Option<Share>, UpstreamError> {
-        self.shares
-            .take(principal)
-            .map_err(|exhausted| UpstreamError::ShareExhausted {
+    /// Sessions opened for nobody in particular (the stateless pool every principal
+    /// shares, warm sessions, an anonymous caller's) count for no one.
+    pub(super) fn share_for(&self, principal: &str) -> Result<Option<Hold>, UpstreamError> {
+        if principal.is_empty() {
+            return Ok(None);
+        }
+        match self.shares.hold(principal) {
+            Ok(hold) => Ok(Some(hold)),
+            Err(Rejection::QuotaExceeded { limit, .. }) => Err(UpstreamError::ShareExhausted {
                 upstream: self.name.to_string(),
-                limit: exhausted.limit,
-            })
+                limit,
+            }),
+            Err(_) => Ok(None),
+        }
     }
 
     /// The cache hints for this upstream's results.

@@ -1,7 +1,8 @@
 //! Things a principal holds open, counted per principal and in all: open
 //! listens (`limits.max_listens_per_principal`, `limits.max_listens`),
-//! HTTP+SSE streams (`limits.max_sse_streams_per_principal`) and requests in
-//! flight (`limits.max_in_flight_per_principal`). A [`Hold`] is one
+//! HTTP+SSE streams (`limits.max_sse_streams_per_principal`), requests in
+//! flight (`limits.max_in_flight_per_principal`) and each upstream's sessions
+//! (`pool.max_children_per_principal`). A [`Hold`] is one
 //! place in a [`HeldQuota`], given back when dropped; past a bound the refusal
 //! is [`Rejection::QuotaExceeded`].
 
