@@ -45,6 +45,10 @@
 //! [`disclosure`] is the pure tool-search ranker (issue 36): an index of a
 //! catalogue's tool definitions searched by a free-text task; the admission
 //! stage's disclosure step will consult it.
+//! `pins` holds definition pinning (issue 37): the pure comparison of a
+//! listing with its pins, the pin file shared by replicas, and each pinned
+//! upstream's pending drifts, which the admission stage's pinning step
+//! (`bridge::pins`) applies to list answers, calls and gets.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below
@@ -55,6 +59,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+pub mod admin_client;
 pub mod auth;
 pub mod authz;
 pub mod bridge;
@@ -66,7 +71,6 @@ mod fast_hash;
 pub mod federate;
 mod gateway;
 pub mod health;
-#[expect(dead_code, reason = "pure so far: listings reach it with the rest of issue 37")]
 mod pins;
 pub mod policy;
 pub mod protocol;
