@@ -1,0 +1,294 @@
+//! Issue 37, definition pinning: the real binary in front of the Python SDK fixture
+//! (`legacy_server.py --drift FILE`), whose `rug_pull` tool changes `echo`'s description, adds
+//! `exfiltrate` and sends `notifications/tools/list_changed`, driven by the Python SDK client
+//! in both eras and by the real `eragate pins` command line.
+//! - `hide`: the drifted tools leave every list and their calls fail like unknown names, the
+//!   rest goes on working; the drift is logged, counted in /metrics and shown in
+//!   /status.json; `eragate pins approve` with the digest `diff` showed brings them back, and
+//!   a restart keeps the approved pins;
+//! - `warn`: the drift is served as the upstream says, and logged and counted;
+//! - `block`: every request is refused until approved, and a second eragate sharing the pin
+//!   store agrees, before and after the approval made on the first;
+//! - a garbled store refuses to start, naming the file.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Both eras of the Python SDK client.
+const ERAS: [&str; 2] = ["legacy", "2026-07-28"];
+
+/// An eragate with an admin listener in front of the drifting fixture, pinned in `mode` to `store`.
+struct Pinned {
+    eragate: Eragate,
+    admin: String,
+}
+
+impl Pinned {
+    fn start(mode: &str, store: &Path, drift: &Path) -> Pinned {
+        let admin = format!("127.0.0.1:{}", free_port());
+        let eragate = Eragate::start(&pinned_config(&admin, mode, store, drift));
+        Pinned { eragate, admin }
+    }
+
+    /// The Python SDK client in `era` running `plan`: each step's result.
+    fn plan(&self, era: &str, plan: Value) -> Vec<Value> {
+        let plan = plan.to_string();
+        let url = self.eragate.url();
+        let args = ["--mode", era, "--url", &url, "--scenario", "plan", "--plan", &plan];
+        let report = py_client(&args).unwrap_or_else(|e| panic!("{e}\nlog:\n{}", self.eragate.log()));
+        let results = report["results"].as_object().cloned().unwrap_or_default();
+        let mut steps: Vec<(usize, Value)> = results
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.split(':').next()?.parse().ok()?, value)))
+            .collect();
+        steps.sort_by_key(|(i, _)| *i);
+        steps.into_iter().map(|(_, v)| v).collect()
+    }
+
+    fn admin_get(&self, path: &str) -> Reply {
+        send("GET", &format!("http://{}{path}", self.admin), &[], None)
+    }
+
+    /// `eragate pins ACTION --admin … ARGS`: exit success, stdout, stderr.
+    fn cli(&self, action: &str, args: &[&str]) -> (bool, String, String) {
+        let admin = format!("http://{}", self.admin);
+        let output = Command::new(env!("CARGO_BIN_EXE_eragate"))
+            .args(["pins", action, "--admin", &admin])
+            .args(args)
+            .output()
+            .expect("run eragate pins");
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// `eragate pins diff` then `eragate pins approve` with the digest it showed.
+    fn approve_all(&self) -> Value {
+        let (ok, diff, err) = self.cli("diff", &["--upstream", "fixture"]);
+        assert!(ok, "pins diff failed: {err}");
+        let diff: Value = serde_json::from_str(&diff).expect("diff is JSON");
+        let digest = diff["upstreams"][0]["digest"].as_str().expect("a digest").to_owned();
+        let (ok, approved, err) = self.cli("approve", &["--upstream", "fixture", "--digest", &digest]);
+        assert!(ok, "pins approve failed: {err}\n{}", self.eragate.log());
+        serde_json::from_str(&approved).expect("approve answers JSON")
+    }
+
+    fn drift_count(&self) -> Option<u64> {
+        let metrics = self.admin_get("/metrics").body;
+        metrics
+            .lines()
+            .find(|l| l.starts_with("eragate_pin_drifts_total{upstream=\"fixture\",kind=\"tool\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+}
+
+fn pinned_config(admin: &str, mode: &str, store: &Path, drift: &Path) -> String {
+    let mut command = legacy_stdio_command();
+    command.extend(["--drift".to_owned(), drift.display().to_string()]);
+    let pins = format!("[upstreams.pins]\nmode = \"{mode}\"\nstore = \"{}\"\n", store.display());
+    format!(
+        "[admin]\naddress = \"{admin}\"\n\n{}{pins}",
+        stdio_upstream_toml(&command, "", "")
+    )
+}
+
+fn names(step: &Value) -> Vec<String> {
+    step["names"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn listed(step: &Value, name: &str) -> bool {
+    names(step).iter().any(|n| n == name)
+}
+
+const LIST_AND_CALL: &str = r#"[["list_tools"], ["call", "echo", {"text": "hi"}], ["call", "exfiltrate", {"text": "secrets"}], ["call", "add", {"a": 2, "b": 3}]]"#;
+
+#[test]
+fn hide_leaves_out_a_drifted_tool_until_approved_in_both_eras_and_a_restart_keeps_the_pins() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::start("hide", &store, &drift);
+    let plan: Value = serde_json::from_str(LIST_AND_CALL).expect("plan");
+    for era in ERAS {
+        let steps = gateway.plan(era, json!([["list_tools"]]));
+        assert!(
+            listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+    }
+    let written = std::fs::read_to_string(&store).expect("pinned on first sight");
+    assert!(written.contains("Echo the text back as"), "{written}");
+    assert_eq!(gateway.drift_count(), Some(0));
+
+    // In each era: a legacy session has a child of its own, a modern request the pooled one,
+    // and each child tells eragate its list changed.
+    for era in ERAS {
+        let pulled = gateway.plan(era, json!([["call", "rug_pull", {}]]));
+        assert_eq!(pulled[0]["text"], "pulled", "{pulled:?}");
+    }
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            !listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert!(
+            listed(&steps[0], "add") && listed(&steps[0], "rug_pull"),
+            "{era}: {steps:?}"
+        );
+        for hidden in [&steps[1], &steps[2]] {
+            assert_eq!(hidden["error"]["code"], -32602, "{era}: {steps:?}");
+            let message = hidden["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("awaits approval"), "{era}: {message}");
+        }
+        assert_eq!(steps[3]["text"], "5", "{era}: unchanged tools go on working: {steps:?}");
+    }
+    let log = gateway.eragate.log();
+    assert!(
+        log.contains("pin drift") && log.contains("BCC admin@attacker.example"),
+        "{log}"
+    );
+    assert_eq!(gateway.drift_count(), Some(2), "echo changed, exfiltrate added");
+    let status = gateway.admin_get("/status.json").json();
+    let pending: Vec<&str> = status["pins"][0]["pending"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    assert_eq!(pending, ["echo", "exfiltrate"], "{status}");
+    let (ok, list, _) = gateway.cli("list", &[]);
+    assert!(ok && list.contains("\"exfiltrate\""), "{list}");
+
+    assert_eq!(gateway.approve_all()["approved"], 2);
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        let description = steps[0]["descriptions"]["echo"].as_str().unwrap_or_default();
+        assert!(
+            description.contains("IMPORTANT"),
+            "{era}: the approved description: {description}"
+        );
+        assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
+        assert_eq!(steps[2]["text"], "exfiltrated: secrets", "{era}: {steps:?}");
+    }
+    assert!(
+        std::fs::read_to_string(&store)
+            .unwrap_or_default()
+            .contains("BCC admin@attacker.example")
+    );
+
+    drop(gateway);
+    let restarted = Pinned::start("hide", &store, &drift);
+    for era in ERAS {
+        let steps = restarted.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
+    }
+    assert_eq!(restarted.drift_count(), Some(0), "{}", restarted.eragate.log());
+}
+
+#[test]
+fn warn_serves_the_drift_as_the_upstream_says_and_reports_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::start("warn", &store, &drift);
+    gateway.plan("legacy", json!([["list_tools"]]));
+    gateway.plan("legacy", json!([["call", "rug_pull", {}]]));
+    let plan: Value = serde_json::from_str(LIST_AND_CALL).expect("plan");
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
+        assert_eq!(steps[2]["text"], "exfiltrated: secrets", "{era}: {steps:?}");
+    }
+    assert!(gateway.eragate.log().contains("pin drift"));
+    assert_eq!(
+        gateway.drift_count(),
+        Some(2),
+        "each drift counted once, however often listed"
+    );
+}
+
+#[test]
+fn block_refuses_the_upstream_until_approved_and_a_replica_sharing_the_store_agrees() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let first = Pinned::start("block", &store, &drift);
+    let steps = first.plan("legacy", json!([["list_tools"]]));
+    assert!(listed(&steps[0], "echo"), "{steps:?}");
+    let second = Pinned::start("block", &store, &drift);
+    first.plan("legacy", json!([["call", "rug_pull", {}]]));
+    let plan = json!([["list_tools"], ["call", "add", {"a": 2, "b": 3}]]);
+    for gateway in [&first, &second] {
+        for era in ERAS {
+            let steps = gateway.plan(era, plan.clone());
+            for step in &steps {
+                let message = step["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains("upstream fixture is blocked"), "{era}: {steps:?}");
+            }
+        }
+    }
+    first.approve_all();
+    wait_until("the replica reads the approval", Duration::from_secs(10), || {
+        let steps = second.plan("legacy", plan.clone());
+        listed(&steps[0], "exfiltrate") && steps[1]["text"] == "5"
+    });
+    for era in ERAS {
+        let steps = first.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "exfiltrate") && steps[1]["text"] == "5",
+            "{era}: {steps:?}"
+        );
+    }
+}
+
+#[test]
+fn a_garbled_pin_store_refuses_to_start_naming_the_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    std::fs::write(&store, "{\"version\": 1, \"upstreams\": {\"fixture\": [").expect("write");
+    let config = dir.path().join("eragate.toml");
+    let listen = format!("[listen]\naddress = \"127.0.0.1:{}\"\n", free_port());
+    let admin = format!("127.0.0.1:{}", free_port());
+    std::fs::write(&config, listen + &pinned_config(&admin, "warn", &store, &drift)).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run eragate");
+    let exited = poll_until(Duration::from_secs(20), || matches!(child.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = child.kill();
+    }
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(exited && !output.status.success(), "it started: {stderr}");
+    assert!(
+        stderr.contains(&store.display().to_string()) && stderr.contains("not JSON"),
+        "{stderr}"
+    );
+}
