@@ -31,7 +31,7 @@ mod modern;
 mod modern_client;
 pub(crate) mod mrtr;
 pub(crate) mod param_headers;
-mod pins;
+pub(crate) mod pins;
 mod pooled_session;
 mod pump;
 pub(crate) mod quota;

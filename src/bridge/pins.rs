@@ -10,12 +10,14 @@ use serde_json::Value;
 
 use super::admission::{Refusal, Verdict};
 use super::reply::{Reply, Status};
+use crate::federate::route::{ListShape, NameKind};
 use crate::gateway::Gateway;
 use crate::pins::Kind;
 use crate::pins::book::PinBook;
 use crate::protocol::errors::{ErrorCode, ErrorObject};
 use crate::protocol::jsonrpc::Outcome;
-use crate::protocol::{Era, Message, Request, Response};
+use crate::protocol::lazy_json::ParamsView;
+use crate::protocol::{Era, LazyJson, Message, ModernMethod, Request, Response};
 use crate::router::Backend;
 
 /// A list request to a pinned upstream: its answer is compared and shaped.
@@ -155,6 +157,58 @@ impl PinnedAnswer {
             other => other,
         }
     }
+}
+
+/// Why a federation's request to its member `member` (an upstream's name) is refused by
+/// the member's pins: `block` with drifts pending, or a call or get of a definition `hide`
+/// leaves out (named by the member's own name).
+pub(crate) fn member_refusal(
+    gateway: &Gateway,
+    member: &str,
+    method: ModernMethod,
+    params: &LazyJson,
+) -> Option<ErrorObject> {
+    let book = gateway.pins().book(member)?;
+    if book.blocked() && method != ModernMethod::Discover {
+        return Some(blocked_error(member));
+    }
+    let kind = match method {
+        ModernMethod::ToolsCall => Kind::Tool,
+        ModernMethod::PromptsGet => Kind::Prompt,
+        _ => return None,
+    };
+    let name = ParamsView::str_member(params, "name")?;
+    book.hides(kind, &name).then(|| awaiting_error(kind, &name))
+}
+
+/// A page of a federation member's list `shape`, compared with the member's pins under its
+/// own names (before prefixes) and shaped by its mode; `paged` when asked at a cursor.
+pub(crate) fn member_page(
+    gateway: &Gateway,
+    member: &str,
+    shape: ListShape,
+    paged: bool,
+    mut page: Value,
+) -> Result<Value, ErrorObject> {
+    let Some(book) = gateway.pins().book(member) else {
+        return Ok(page);
+    };
+    let kind = match shape {
+        ListShape::Named(NameKind::Tools) => Kind::Tool,
+        ListShape::Named(NameKind::Prompts) => Kind::Prompt,
+        ListShape::Templates => Kind::ResourceTemplate,
+        ListShape::Resources => return Ok(page),
+    };
+    observe_result(book, kind, &mut page, paged);
+    match book.blocked() {
+        true => Err(blocked_error(member)),
+        false => Ok(page),
+    }
+}
+
+/// Whether `member` is pinned (its calls then take the path `member_refusal` checks).
+pub(crate) fn pinned(gateway: &Gateway, member: &str) -> bool {
+    gateway.pins().book(member).is_some()
 }
 
 fn refuse(request: &Request, error: ErrorObject) -> Verdict<PinnedAnswer> {

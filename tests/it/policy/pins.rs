@@ -9,6 +9,8 @@
 //! - `warn`: the drift is served as the upstream says, and logged and counted;
 //! - `block`: every request is refused until approved, and a second eragate sharing the pin
 //!   store agrees, before and after the approval made on the first;
+//! - a federation's member is pinned under its own names, before prefixes: `hide` leaves its
+//!   drifted tools out of the merged list and refuses their calls, the other member's go on;
 //! - a garbled store refuses to start, naming the file.
 
 use crate::common;
@@ -33,6 +35,18 @@ impl Pinned {
     fn start(mode: &str, store: &Path, drift: &Path) -> Pinned {
         let admin = format!("127.0.0.1:{}", free_port());
         let eragate = Eragate::start(&pinned_config(&admin, mode, store, drift));
+        Pinned { eragate, admin }
+    }
+
+    /// The drifting fixture pinned in `mode` federated on one path with an unpinned fixture, `other`.
+    fn federated(mode: &str, store: &Path, drift: &Path) -> Pinned {
+        let admin = format!("127.0.0.1:{}", free_port());
+        let other = serde_json::to_string(&legacy_stdio_command()).expect("json");
+        let config = format!(
+            "{}\n[[upstreams]]\nname = \"other\"\n[upstreams.stdio]\ncommand = {other}\nkill_grace = \"200ms\"\n",
+            pinned_config(&admin, mode, store, drift)
+        );
+        let eragate = Eragate::start(&config);
         Pinned { eragate, admin }
     }
 
@@ -261,6 +275,54 @@ fn block_refuses_the_upstream_until_approved_and_a_replica_sharing_the_store_agr
             listed(&steps[0], "exfiltrate") && steps[1]["text"] == "5",
             "{era}: {steps:?}"
         );
+    }
+}
+
+#[test]
+fn a_federation_member_is_pinned_under_its_own_names() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::federated("hide", &store, &drift);
+    for era in ERAS {
+        let steps = gateway.plan(era, json!([["list_tools"]]));
+        assert!(
+            listed(&steps[0], "fixture_echo") && listed(&steps[0], "other_echo"),
+            "{era}: {steps:?}"
+        );
+    }
+    let written = std::fs::read_to_string(&store).expect("pinned on first sight");
+    assert!(
+        written.contains("\"rug_pull\"") && !written.contains("fixture_echo"),
+        "{written}"
+    );
+    for era in ERAS {
+        let pulled = gateway.plan(era, json!([["call", "fixture_rug_pull", {}]]));
+        assert_eq!(pulled[0]["text"], "pulled", "{pulled:?}");
+    }
+    let plan =
+        json!([["list_tools"], ["call", "fixture_echo", {"text": "hi"}], ["call", "other_echo", {"text": "hi"}]]);
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            !listed(&steps[0], "fixture_echo") && !listed(&steps[0], "fixture_exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert!(
+            listed(&steps[0], "other_echo") && listed(&steps[0], "fixture_add"),
+            "{era}: {steps:?}"
+        );
+        let message = steps[1]["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("awaits approval"), "{era}: {steps:?}");
+        assert_eq!(steps[2]["text"], "echo: hi", "{era}: {steps:?}");
+    }
+    assert_eq!(gateway.approve_all()["approved"], 2);
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "fixture_echo") && listed(&steps[0], "fixture_exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
     }
 }
 
