@@ -6,11 +6,13 @@
 //!   rest goes on working; the drift is logged, counted in /metrics and shown in
 //!   /status.json; `eragate pins approve` with the digest `diff` showed brings them back, and
 //!   a restart keeps the approved pins;
-//! - `warn`: the drift is served as the upstream says, and logged and counted;
+//! - `warn`: the drift is served as the upstream says, and logged and counted; its hidden
+//!   HTML comment is flagged, and stripped from what clients see with `sanitize = true`;
 //! - `block`: every request is refused until approved, and a second eragate sharing the pin
 //!   store agrees, before and after the approval made on the first;
 //! - a federation's member is pinned under its own names, before prefixes: `hide` leaves its
 //!   drifted tools out of the merged list and refuses their calls, the other member's go on;
+//! - the status page in headless Chromium lists the pending drift;
 //! - a garbled store refuses to start, naming the file.
 
 use crate::common;
@@ -35,6 +37,16 @@ impl Pinned {
     fn start(mode: &str, store: &Path, drift: &Path) -> Pinned {
         let admin = format!("127.0.0.1:{}", free_port());
         let eragate = Eragate::start(&pinned_config(&admin, mode, store, drift));
+        Pinned { eragate, admin }
+    }
+
+    /// As [`Pinned::start`], with `sanitize = true`.
+    fn sanitizing(mode: &str, store: &Path, drift: &Path) -> Pinned {
+        let admin = format!("127.0.0.1:{}", free_port());
+        let eragate = Eragate::start(&format!(
+            "{}sanitize = true\n",
+            pinned_config(&admin, mode, store, drift)
+        ));
         Pinned { eragate, admin }
     }
 
@@ -234,6 +246,11 @@ fn warn_serves_the_drift_as_the_upstream_says_and_reports_it() {
             listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
             "{era}: {steps:?}"
         );
+        let description = steps[0]["descriptions"]["echo"].as_str().unwrap_or_default();
+        assert!(
+            description.contains("<!-- IMPORTANT"),
+            "{era}: served as it is: {description}"
+        );
         assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
         assert_eq!(steps[2]["text"], "exfiltrated: secrets", "{era}: {steps:?}");
     }
@@ -242,6 +259,34 @@ fn warn_serves_the_drift_as_the_upstream_says_and_reports_it() {
         gateway.drift_count(),
         Some(2),
         "each drift counted once, however often listed"
+    );
+}
+
+#[test]
+fn hidden_content_is_flagged_and_stripped_when_sanitizing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::sanitizing("warn", &store, &drift);
+    gateway.plan("legacy", json!([["list_tools"]]));
+    gateway.plan("legacy", json!([["call", "rug_pull", {}]]));
+    for era in ERAS {
+        let steps = gateway.plan(era, json!([["list_tools"]]));
+        let description = steps[0]["descriptions"]["echo"].as_str().unwrap_or_default();
+        assert_eq!(description, "Echo the text back.", "{era}: {steps:?}");
+    }
+    let (ok, list, err) = gateway.cli("list", &["--upstream", "fixture"]);
+    assert!(ok, "{err}");
+    let list: Value = serde_json::from_str(&list).expect("list is JSON");
+    let flagged = &list["upstreams"][0]["hidden_content"];
+    assert_eq!(
+        flagged,
+        &json!([{"kind": "tool", "name": "echo", "hidden": ["html_comment"]}]),
+        "{list}"
+    );
+    let metrics = gateway.admin_get("/metrics").body;
+    assert!(
+        metrics.contains("eragate_pin_hidden_content{upstream=\"fixture\",kind=\"tool\"} 1"),
+        "{metrics}"
     );
 }
 
@@ -276,6 +321,49 @@ fn block_refuses_the_upstream_until_approved_and_a_replica_sharing_the_store_agr
             "{era}: {steps:?}"
         );
     }
+}
+
+#[test]
+fn the_status_page_lists_the_pending_drift_in_chromium() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::start("warn", &store, &drift);
+    gateway.plan("legacy", json!([["list_tools"]]));
+    gateway.plan("legacy", json!([["call", "rug_pull", {}], ["list_tools"]]));
+    let screenshot = dir.path().join("status-pins.png");
+    let peers = peers();
+    let output = Command::new(peers.node20())
+        .arg(peers.script("status_page.mjs"))
+        .args([
+            format!("http://{}/", gateway.admin).as_str(),
+            screenshot.to_str().expect("utf-8 path"),
+            "fixture",
+        ])
+        .env("BROWSER_DIR", peers.get("BROWSER_DIR"))
+        .output()
+        .expect("run status_page.mjs");
+    assert!(
+        output.status.success(),
+        "status_page.mjs failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&output.stdout).expect("status_page.mjs JSON");
+    let rows: Vec<Vec<String>> = serde_json::from_value(shown["pins"].clone()).expect("rows");
+    let drift_rows: Vec<[&str; 3]> = rows
+        .iter()
+        .filter_map(|r| Some([r.get(2)?.as_str(), r.get(3)?.as_str(), r.get(4)?.as_str()]))
+        .collect();
+    assert_eq!(
+        drift_rows,
+        [["tool", "echo", "changed"], ["tool", "exfiltrate", "added"]],
+        "{shown}"
+    );
+    assert!(
+        rows.iter()
+            .all(|r| r.first().map(String::as_str) == Some("fixture") && r.get(1).map(String::as_str) == Some("warn")),
+        "{shown}"
+    );
 }
 
 #[test]
