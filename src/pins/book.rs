@@ -36,8 +36,6 @@ pub(crate) struct PinBook {
 
 #[derive(Default)]
 struct BookState {
-    /// The file generation `pending` was computed against.
-    generation: u64,
     /// What each kind's listings showed last, and whether that was a whole listing.
     listed: BTreeMap<Kind, (Pins, bool)>,
     /// The drifts pending approval, by kind and name.
@@ -96,28 +94,8 @@ impl PinBook {
     pub(crate) fn observe(&self, kind: Kind, items: &mut Vec<Value>, whole: bool) -> usize {
         let listed = pins_of(kind, items);
         let mut state = self.lock();
-        state
-            .findings
-            .retain(|(k, name), _| *k != kind || !whole || listed.contains_key(&(kind, name.clone())));
-        for (key, pin) in &listed {
-            let found = hidden::findings(&pin.definition);
-            if found.is_empty() {
-                state.findings.remove(key);
-            } else if state.findings.insert(key.clone(), found.clone()).as_ref() != Some(&found) {
-                let kinds: Vec<&str> = found.iter().map(|h| h.as_str()).collect();
-                tracing::warn!(upstream = %self.upstream, kind = kind.as_str(), name = %key.1, hidden = ?kinds, "a definition carries hidden content");
-            }
-        }
-        let (generation, pinned) = self.file.pins_of(&self.upstream);
-        let first_sight = whole && !pinned.keys().any(|(k, _)| *k == kind) && !listed.is_empty();
-        if first_sight {
-            match self.file.update(&self.upstream, |pins| pins.extend(listed.clone())) {
-                Ok(()) => {
-                    tracing::info!(upstream = %self.upstream, kind = kind.as_str(), definitions = listed.len(), store = %self.file.path().display(), "pinned on first sight (trust on first use)")
-                }
-                Err(error) => tracing::error!(%error, upstream = %self.upstream, "could not write the pins seen first"),
-            }
-        }
+        self.note_findings(&mut state, kind, &listed, whole);
+        self.trust_on_first_sight(kind, &listed, whole);
         let merged = match state.listed.remove(&kind) {
             Some((mut before, _)) if !whole => {
                 before.extend(listed);
@@ -126,38 +104,14 @@ impl PinBook {
             _ => (listed, whole),
         };
         state.listed.insert(kind, merged);
-        let (generation, pinned) = if first_sight {
-            self.file.pins_of(&self.upstream)
-        } else {
-            (generation, pinned)
-        };
-        self.recompute(&mut state, generation, &pinned);
-        let before = items.len();
-        if self.mode == PinMode::Hide && matches!(kind, Kind::Tool | Kind::Prompt) {
-            items.retain(|item| {
-                let name = item.get(kind.key_member()).and_then(Value::as_str).unwrap_or_default();
-                !state
-                    .pending
-                    .get(&(kind, name.to_owned()))
-                    .is_some_and(|drift| drift.change != Change::Removed)
-            });
-        }
-        if self.sanitize {
-            for item in items.iter_mut() {
-                let name = item.get(kind.key_member()).and_then(Value::as_str).unwrap_or_default();
-                if state.findings.contains_key(&(kind, name.to_owned())) {
-                    *item = hidden::sanitize(item);
-                }
-            }
-        }
-        before - items.len()
+        self.recompute(&mut state);
+        self.shape(&state, kind, items)
     }
 
     /// Recomputes the pending drifts when the pin file changed (another replica approved).
     pub(crate) fn file_changed(&self) {
         let mut state = self.lock();
-        let (generation, pinned) = self.file.pins_of(&self.upstream);
-        self.recompute(&mut state, generation, &pinned);
+        self.recompute(&mut state);
     }
 
     /// The digest of the drifts pending for `name` (every one when `None`), as `diff`
@@ -177,8 +131,7 @@ impl PinBook {
     /// when their digest is still `expected`; returns how many were approved.
     pub(crate) fn approve(&self, name: Option<&str>, expected: &str) -> Result<usize, ApproveError> {
         let mut state = self.lock();
-        let (generation, pinned) = self.file.pins_of(&self.upstream);
-        self.recompute(&mut state, generation, &pinned);
+        self.recompute(&mut state);
         let chosen: Vec<Drift> = selected(&state, name).into_iter().cloned().collect();
         if chosen.is_empty() {
             return Err(ApproveError::NothingPending);
@@ -197,8 +150,7 @@ impl PinBook {
             }
         })?;
         tracing::info!(upstream = %self.upstream, approved = chosen.len(), digest = %expected, "pin drifts approved");
-        let (generation, pinned) = self.file.pins_of(&self.upstream);
-        self.recompute(&mut state, generation, &pinned);
+        self.recompute(&mut state);
         Ok(chosen.len())
     }
 
@@ -217,7 +169,7 @@ impl PinBook {
     /// The pins, the pending drifts and the hidden content found, for `pins list`.
     pub(crate) fn list(&self) -> Value {
         let state = self.lock();
-        let (_, pinned) = self.file.pins_of(&self.upstream);
+        let pinned = self.file.pins_of(&self.upstream);
         let pins: Vec<Value> = pinned
             .iter()
             .map(|((kind, name), pin)| {
@@ -284,11 +236,79 @@ impl PinBook {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The drifts of every kind listed against `pinned`; new ones are logged and counted.
-    fn recompute(&self, state: &mut BookState, generation: u64, pinned: &Pins) {
+    /// The hidden content in `listed` remembered (a whole listing forgets what it no longer
+    /// lists); a definition newly found to carry some is logged once.
+    fn note_findings(&self, state: &mut BookState, kind: Kind, listed: &Pins, whole: bool) {
+        if whole {
+            state
+                .findings
+                .retain(|key, _| key.0 != kind || listed.contains_key(key));
+        }
+        for (key, pin) in listed {
+            let found = hidden::findings(&pin.definition);
+            if found.is_empty() {
+                state.findings.remove(key);
+            } else if state.findings.insert(key.clone(), found.clone()).as_ref() != Some(&found) {
+                let kinds: Vec<&str> = found.iter().map(|h| h.as_str()).collect();
+                tracing::warn!(upstream = %self.upstream, kind = kind.as_str(), name = %key.1, hidden = ?kinds, "a definition carries hidden content");
+            }
+        }
+    }
+
+    /// A whole listing of a kind the upstream has no pins of becomes its pins, written to
+    /// the store and logged once. A page alone is never trusted.
+    fn trust_on_first_sight(&self, kind: Kind, listed: &Pins, whole: bool) {
+        if !whole || listed.is_empty() || self.file.pins_of(&self.upstream).keys().any(|(k, _)| *k == kind) {
+            return;
+        }
+        match self.file.update(&self.upstream, |pins| pins.extend(listed.clone())) {
+            Ok(()) => tracing::info!(
+                upstream = %self.upstream,
+                kind = kind.as_str(),
+                definitions = listed.len(),
+                store = %self.file.path().display(),
+                "pinned on first sight (trust on first use)"
+            ),
+            Err(error) => tracing::error!(%error, upstream = %self.upstream, "could not write the pins seen first"),
+        }
+    }
+
+    /// `items` as the mode says: without what `hide` leaves out, sanitized when asked.
+    fn shape(&self, state: &BookState, kind: Kind, items: &mut Vec<Value>) -> usize {
+        let key = |item: &Value| {
+            let name = item.get(kind.key_member()).and_then(Value::as_str).unwrap_or_default();
+            (kind, name.to_owned())
+        };
+        let before = items.len();
+        if self.mode == PinMode::Hide && matches!(kind, Kind::Tool | Kind::Prompt) {
+            items.retain(|item| {
+                !state
+                    .pending
+                    .get(&key(item))
+                    .is_some_and(|drift| drift.change != Change::Removed)
+            });
+        }
+        if self.sanitize {
+            for item in items.iter_mut() {
+                if state.findings.contains_key(&key(item)) {
+                    *item = hidden::sanitize(item);
+                }
+            }
+        }
+        before - items.len()
+    }
+
+    /// The drifts of every kind listed against the pins; new ones are logged and counted.
+    fn recompute(&self, state: &mut BookState) {
+        let pinned = self.file.pins_of(&self.upstream);
         let mut pending = BTreeMap::new();
         for (kind, (listed, whole)) in &state.listed {
-            for drift in drifts(*kind, pinned, listed) {
+            // No pins of a kind (a page before the first whole listing, a reset made by
+            // another replica): nothing to differ from; the next whole listing is trusted.
+            if !pinned.keys().any(|(k, _)| k == kind) {
+                continue;
+            }
+            for drift in drifts(*kind, &pinned, listed) {
                 if drift.change == Change::Removed && !whole {
                     continue;
                 }
@@ -309,7 +329,6 @@ impl PinBook {
             .reported
             .retain(|(kind, name, _)| pending.contains_key(&(*kind, name.clone())));
         state.pending = pending;
-        state.generation = generation;
         self.blocked.store(
             self.mode == PinMode::Block && !state.pending.is_empty(),
             Ordering::Relaxed,
@@ -589,6 +608,14 @@ mod tests {
         let digest = book.diff(None)["digest"].as_str().expect("digest").to_owned();
         assert_eq!(book.approve(None, &digest).ok(), Some(1));
         assert!(!book.blocked());
+        // A reset on another replica sharing the store: nothing drifts, the next listing is trusted.
+        let replica = registry(&path, PinMode::Block);
+        replica.book("mail").expect("pinned").reset().expect("reset");
+        pins.refresh();
+        assert!(book.diff(None)["drifts"].as_array().is_some_and(Vec::is_empty));
+        book.observe(Kind::Tool, &mut tools("Send mail", false), true);
+        assert!(!book.blocked());
+        assert!(std::fs::read_to_string(&path).unwrap_or_default().contains("\"read\""));
     }
 
     #[test]

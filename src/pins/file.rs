@@ -58,8 +58,6 @@ pub(crate) struct PinStoreFile {
 struct Loaded {
     pins: Arc<PinFile>,
     stamp: Option<Stamp>,
-    /// Bumped each time `pins` changes, so an upstream's drifts are recomputed once.
-    generation: u64,
 }
 
 impl PinStoreFile {
@@ -72,7 +70,6 @@ impl PinStoreFile {
             loaded: Mutex::new(Loaded {
                 pins: Arc::new(pins),
                 stamp,
-                generation: 0,
             }),
         })
     }
@@ -82,13 +79,10 @@ impl PinStoreFile {
         &self.path
     }
 
-    /// The pins of `upstream` as last read, and the generation they belong to.
-    pub(crate) fn pins_of(&self, upstream: &str) -> (u64, Pins) {
+    /// The pins of `upstream` as last read.
+    pub(crate) fn pins_of(&self, upstream: &str) -> Pins {
         let loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        (
-            loaded.generation,
-            loaded.pins.get(upstream).cloned().unwrap_or_default(),
-        )
+        loaded.pins.get(upstream).cloned().unwrap_or_default()
     }
 
     /// Reads the file again when its size or modification time changed: `Ok(true)` when the
@@ -115,7 +109,6 @@ impl PinStoreFile {
         })?;
         loaded.stamp = stamp(&self.path);
         loaded.pins = Arc::new(pins);
-        loaded.generation += 1;
         Ok(())
     }
 
@@ -130,7 +123,6 @@ impl PinStoreFile {
             return Ok(false);
         }
         loaded.pins = Arc::new(pins);
-        loaded.generation += 1;
         Ok(true)
     }
 }
@@ -189,9 +181,9 @@ mod tests {
         let other = PinStoreFile::open(&path).expect("absent is empty");
         let tools = pins_of(Kind::Tool, &[json!({"name": "echo", "description": "Echo"})]);
         one.update("files", |pins| pins.extend(tools.clone())).expect("written");
-        assert_eq!(one.pins_of("files").1, tools);
+        assert_eq!(one.pins_of("files"), tools);
         assert_eq!(other.refresh().ok(), Some(true));
-        assert_eq!(other.pins_of("files").1, tools);
+        assert_eq!(other.pins_of("files"), tools);
         assert_eq!(other.refresh().ok(), Some(false));
     }
 

@@ -86,6 +86,7 @@ impl Pinned {
         let admin = format!("http://{}", self.admin);
         let output = Command::new(env!("CARGO_BIN_EXE_eragate"))
             .args(["pins", action, "--admin", &admin])
+            .env_remove("ERAGATE_ADMIN_TOKEN")
             .args(args)
             .output()
             .expect("run eragate pins");
@@ -412,6 +413,39 @@ fn a_federation_member_is_pinned_under_its_own_names() {
         );
         assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
     }
+}
+
+#[test]
+fn the_pins_endpoints_and_command_need_the_admin_token() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let token = "pins-admin-token";
+    let admin = format!("127.0.0.1:{}", free_port());
+    let config = pinned_config(&admin, "warn", &store, &drift).replacen(
+        "[admin]\n",
+        "[admin]\ntoken_env = \"ERAGATE_TEST_ADMIN_TOKEN\"\n",
+        1,
+    );
+    let eragate = Eragate::start_with_env(&config, &[], &[("ERAGATE_TEST_ADMIN_TOKEN", token)]);
+    let gateway = Pinned { eragate, admin };
+    let without = send(
+        "POST",
+        &format!("http://{}/pins/reset?upstream=fixture", gateway.admin),
+        &[],
+        None,
+    );
+    assert_eq!(without.status, 401, "{}", without.body);
+    let (ok, _, err) = gateway.cli("list", &[]);
+    assert!(!ok && err.contains("401"), "{err}");
+    let admin_url = format!("http://{}", gateway.admin);
+    let output = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["pins", "list", "--admin", &admin_url])
+        .env("ERAGATE_ADMIN_TOKEN", token)
+        .output()
+        .expect("run eragate pins");
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    assert_eq!(listed["upstreams"][0]["upstream"], "fixture", "{listed}");
+    assert_eq!(listed["upstreams"][0]["mode"], "warn", "{listed}");
 }
 
 #[test]
