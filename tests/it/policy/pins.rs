@@ -12,6 +12,7 @@
 //!   store agrees, before and after the approval made on the first;
 //! - a federation's member is pinned under its own names, before prefixes: `hide` leaves its
 //!   drifted tools out of the merged list and refuses their calls, the other member's go on;
+//! - the same against the TypeScript SDK v2 fixture (`ts2_server.mjs --drift`), a modern upstream;
 //! - the status page in headless Chromium lists the pending drift;
 //! - a garbled store refuses to start, naming the file.
 
@@ -321,6 +322,53 @@ fn block_refuses_the_upstream_until_approved_and_a_replica_sharing_the_store_agr
             listed(&steps[0], "exfiltrate") && steps[1]["text"] == "5",
             "{era}: {steps:?}"
         );
+    }
+}
+
+#[test]
+fn hide_holds_in_front_of_the_typescript_sdk_fixture_too() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let upstream = ts2_http_server_with(&["--drift", drift.to_str().expect("utf-8 path")]);
+    let admin = format!("127.0.0.1:{}", free_port());
+    let pins = format!("[upstreams.pins]\nmode = \"hide\"\nstore = \"{}\"\n", store.display());
+    let config = format!(
+        "[admin]\naddress = \"{admin}\"\n\n{}{pins}",
+        remote_upstream_toml("http", &upstream.url, "")
+    );
+    let gateway = Pinned {
+        eragate: Eragate::start(&config),
+        admin,
+    };
+    for era in ERAS {
+        let steps = gateway.plan(era, json!([["list_tools"]]));
+        assert!(
+            listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+    }
+    let pulled = gateway.plan("2026-07-28", json!([["call", "rug_pull", {}]]));
+    assert_eq!(pulled[0]["text"], "pulled", "{pulled:?}");
+    let plan: Value = serde_json::from_str(LIST_AND_CALL).expect("plan");
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            !listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        let message = steps[1]["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("awaits approval"), "{era}: {steps:?}");
+        assert_eq!(steps[3]["text"], "5", "{era}: {steps:?}");
+    }
+    assert_eq!(gateway.drift_count(), Some(2), "{}", gateway.eragate.log());
+    assert_eq!(gateway.approve_all()["approved"], 2);
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert_eq!(steps[2]["text"], "exfiltrated: secrets", "{era}: {steps:?}");
     }
 }
 
