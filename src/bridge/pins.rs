@@ -53,9 +53,8 @@ pub(crate) fn admit_to(book: &Arc<PinBook>, request: &Request) -> Verdict<Pinned
     if let Some(kind) = listed_kind(method) {
         let paged = request
             .params
-            .as_deref()
-            .and_then(|p| p.get("cursor"))
-            .is_some_and(|c| !c.is_null());
+            .as_ref()
+            .is_some_and(|p| ParamsView::str_member(p, "cursor").is_some());
         return Verdict::Narrow(PinnedAnswer {
             book: Arc::clone(book),
             kind,
@@ -63,12 +62,13 @@ pub(crate) fn admit_to(book: &Arc<PinBook>, request: &Request) -> Verdict<Pinned
         });
     }
     let kind = match method {
-        "tools/call" => Kind::Tool,
-        "prompts/get" => Kind::Prompt,
+        "tools/call" if book.hiding() => Kind::Tool,
+        "prompts/get" if book.hiding() => Kind::Prompt,
         _ => return Verdict::Admit,
     };
-    match request.param_str("name") {
-        Some(name) if book.hides(kind, name) => refuse(request, awaiting_error(kind, name)),
+    // Read from the params' text: a call's arguments stay unparsed.
+    match request.params.as_ref().and_then(|p| ParamsView::str_member(p, "name")) {
+        Some(name) if book.hides(kind, &name) => refuse(request, awaiting_error(kind, &name)),
         _ => Verdict::Admit,
     }
 }
@@ -173,8 +173,8 @@ pub(crate) fn member_refusal(
         return Some(blocked_error(member));
     }
     let kind = match method {
-        ModernMethod::ToolsCall => Kind::Tool,
-        ModernMethod::PromptsGet => Kind::Prompt,
+        ModernMethod::ToolsCall if book.hiding() => Kind::Tool,
+        ModernMethod::PromptsGet if book.hiding() => Kind::Prompt,
         _ => return None,
     };
     let name = ParamsView::str_member(params, "name")?;

@@ -75,6 +75,11 @@ impl PinBook {
         self.blocked.load(Ordering::Relaxed)
     }
 
+    /// Whether this is a `hide` upstream, whose calls and gets are checked by name.
+    pub(crate) fn hiding(&self) -> bool {
+        self.mode == PinMode::Hide
+    }
+
     /// Whether a definition of `kind` named `name` is left out and refused (`hide`: changed
     /// or added, not yet approved).
     pub(crate) fn hides(&self, kind: Kind, name: &str) -> bool {
