@@ -14,7 +14,7 @@
 //! | authenticate | bearer token (static, or an OAuth JWT checked against the issuer's keys) → principal; RFC 9728 metadata | [`auth`], `auth::resource` |
 //! | intake | one body from any transport: bounds, batch or single, parse, trace | `bridge::take`, [`protocol::jsonrpc`], `protocol::errors::Rejection` |
 //! | classify | era, revision, envelope, headers | [`translate::classify`], via `bridge::dispatch` |
-//! | admit | one ordered stage: scopes → per-principal policy → rate limits → quotas | `bridge::admission` |
+//! | admit | one ordered stage: scopes → per-principal policy → definition pins → rate limits → quotas | `bridge::admission`, `bridge::pins` |
 //! | bridge | the era conversation: modern requests, legacy sessions, MRTR, listens; a federated path asks its members | [`bridge`] |
 //! | route | which backend serves the path: one upstream (`router::Pool`) or a federation (`router::federation::Federation`), told apart once at dispatch; the session a request needs | `router`, `router::Backend` |
 //! | down | client era → upstream era | [`translate::down`] |
