@@ -6,7 +6,8 @@
 //!   rest goes on working; the drift is logged, counted in /metrics and shown in
 //!   /status.json; `eragate pins approve` with the digest `diff` showed brings them back, and
 //!   a restart keeps the approved pins;
-//! - `warn`: the drift is served as the upstream says, and logged and counted; its hidden
+//! - `warn`: the drift is served as the upstream says, and logged and counted (a reload
+//!   changing the mode is logged as needing a restart and changes nothing); its hidden
 //!   HTML comment is flagged, and stripped from what clients see with `sanitize = true`;
 //! - `block`: every request is refused until approved, and a second eragate sharing the pin
 //!   store agrees, before and after the approval made on the first;
@@ -262,6 +263,15 @@ fn warn_serves_the_drift_as_the_upstream_says_and_reports_it() {
         Some(2),
         "each drift counted once, however often listed"
     );
+    // The mode is read at start: a reload that changes it says so and changes nothing.
+    let path = gateway.eragate.config_path();
+    let config = std::fs::read_to_string(&path).expect("config");
+    std::fs::write(&path, config.replace("mode = \"warn\"", "mode = \"hide\"")).expect("rewrite");
+    wait_until("the reload's restart notice", Duration::from_secs(15), || {
+        gateway.eragate.log().contains("[upstreams.pins] changed")
+    });
+    let steps = gateway.plan("legacy", json!([["list_tools"]]));
+    assert!(listed(&steps[0], "exfiltrate"), "{steps:?}");
 }
 
 #[test]
