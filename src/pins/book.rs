@@ -113,6 +113,18 @@ impl PinBook {
         self.shape(&state, kind, items)
     }
 
+    /// Whether a listed definition is one `hide` leaves out: it differs from its pin, or has
+    /// none while its kind has pins.
+    fn differs(pinned: &Pins, kind: Kind, item: &Value) -> bool {
+        let Some((name, listed)) = Pin::of(kind, item) else {
+            return false;
+        };
+        match pinned.get(&(kind, name)) {
+            Some(pin) => pin.digest != listed.digest,
+            None => pinned.keys().any(|(k, _)| *k == kind),
+        }
+    }
+
     /// Recomputes the pending drifts when the pin file changed (another replica approved).
     pub(crate) fn file_changed(&self) {
         let mut state = self.lock();
@@ -286,12 +298,8 @@ impl PinBook {
         };
         let before = items.len();
         if self.mode == PinMode::Hide && matches!(kind, Kind::Tool | Kind::Prompt) {
-            items.retain(|item| {
-                !state
-                    .pending
-                    .get(&key(item))
-                    .is_some_and(|drift| drift.change != Change::Removed)
-            });
+            let pinned = self.file.pins_of(&self.upstream);
+            items.retain(|item| !Self::differs(&pinned, kind, item));
         }
         if self.sanitize {
             for item in items.iter_mut() {
@@ -306,7 +314,7 @@ impl PinBook {
     /// The drifts of every kind listed against the pins; new ones are logged and counted.
     fn recompute(&self, state: &mut BookState) {
         let pinned = self.file.pins_of(&self.upstream);
-        let mut pending = BTreeMap::new();
+        let mut pending = still_pending(std::mem::take(&mut state.pending), &pinned);
         for (kind, (listed, whole)) in &state.listed {
             // No pins of a kind (a page before the first whole listing, a reset made by
             // another replica): nothing to differ from; the next whole listing is trusted.
@@ -452,6 +460,32 @@ impl PinRegistry {
     }
 }
 
+/// The drifts of `before` the pins do not yet agree with. A drift seen stays pending until an
+/// approval, a reset or another replica's approval settles it: a listing from a session that
+/// has not seen the change yet (a kept list, another child) does not clear it. A removal is
+/// not kept so: a listing that lists the definition again settles it.
+fn still_pending(before: BTreeMap<(Kind, String), Drift>, pinned: &Pins) -> BTreeMap<(Kind, String), Drift> {
+    before
+        .into_iter()
+        .filter_map(|(key, mut drift)| {
+            if drift.listed.is_none() || !pinned.keys().any(|(k, _)| *k == key.0) {
+                return None;
+            }
+            let pin = pinned.get(&key);
+            let settled = drift
+                .listed
+                .as_ref()
+                .is_some_and(|listed| pin.is_some_and(|p| p.digest == listed.digest));
+            drift.change = match pin {
+                None => Change::Added,
+                Some(_) => Change::Changed,
+            };
+            drift.pinned = pin.cloned();
+            (!settled).then_some((key, drift))
+        })
+        .collect()
+}
+
 /// How config and views name `mode`.
 pub(crate) fn mode_name(mode: PinMode) -> &'static str {
     match mode {
@@ -592,6 +626,22 @@ mod tests {
             .expect("pinned")
             .observe(Kind::Tool, &mut seen, true);
         assert_eq!(names(&seen), ["send", "read"]);
+    }
+
+    #[test]
+    fn a_drift_stays_pending_when_a_session_still_lists_the_approved_version() {
+        let dir = tempfile::tempdir().expect("dir");
+        let pins = registry(&dir.path().join("pins.json"), PinMode::Hide);
+        let book = pins.book("mail").expect("pinned");
+        book.observe(Kind::Tool, &mut tools("Send mail", false), true);
+        book.observe(Kind::Tool, &mut tools("Send mail. BCC me", true), true);
+        // A kept list or another child still shows the approved version: it is served, and
+        // the drift seen elsewhere stays pending, its calls refused.
+        let mut stale = tools("Send mail", false);
+        assert_eq!(book.observe(Kind::Tool, &mut stale, true), 0);
+        assert_eq!(names(&stale), ["send", "read"]);
+        assert!(book.hides(Kind::Tool, "send") && book.hides(Kind::Tool, "wipe"));
+        assert_eq!(book.diff(None)["drifts"].as_array().map(Vec::len), Some(2));
     }
 
     #[test]

@@ -151,14 +151,18 @@ fn hide_leaves_out_a_drifted_tool_until_approved_in_both_eras_and_a_restart_keep
     let gateway = Pinned::start("hide", &store, &drift);
     let plan: Value = serde_json::from_str(LIST_AND_CALL).expect("plan");
     for era in ERAS {
-        let steps = gateway.plan(era, json!([["list_tools"]]));
+        let steps = gateway.plan(era, json!([["list_tools"], ["list_prompts"]]));
         assert!(
             listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
             "{era}: {steps:?}"
         );
+        assert!(listed(&steps[1], "greet"), "{era}: {steps:?}");
     }
     let written = std::fs::read_to_string(&store).expect("pinned on first sight");
-    assert!(written.contains("Echo the text back as"), "{written}");
+    assert!(
+        written.contains("Echo the text back as") && written.contains("Greets someone"),
+        "{written}"
+    );
     assert_eq!(gateway.drift_count(), Some(0));
 
     // In each era: a legacy session has a child of its own, a modern request the pooled one,
@@ -183,6 +187,14 @@ fn hide_leaves_out_a_drifted_tool_until_approved_in_both_eras_and_a_restart_keep
             assert!(message.contains("awaits approval"), "{era}: {message}");
         }
         assert_eq!(steps[3]["text"], "5", "{era}: unchanged tools go on working: {steps:?}");
+        let prompts = gateway.plan(era, json!([["list_prompts"], ["prompt", "greet", {"name": "Ada"}]]));
+        assert!(!listed(&prompts[0], "greet"), "{era}: {prompts:?}");
+        assert_eq!(prompts[1]["error"]["code"], -32602, "{era}: {prompts:?}");
+        let message = prompts[1]["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("Prompt greet") && message.contains("awaits approval"),
+            "{era}: {message}"
+        );
     }
     let log = gateway.eragate.log();
     assert!(
@@ -197,12 +209,14 @@ fn hide_leaves_out_a_drifted_tool_until_approved_in_both_eras_and_a_restart_keep
         .flatten()
         .filter_map(|d| d["name"].as_str())
         .collect();
-    assert_eq!(pending, ["echo", "exfiltrate"], "{status}");
+    assert_eq!(pending, ["echo", "exfiltrate", "greet"], "{status}");
     let (ok, list, _) = gateway.cli("list", &[]);
     assert!(ok && list.contains("\"exfiltrate\""), "{list}");
 
-    assert_eq!(gateway.approve_all()["approved"], 2);
+    assert_eq!(gateway.approve_all()["approved"], 3);
     for era in ERAS {
+        let prompts = gateway.plan(era, json!([["prompt", "greet", {"name": "Ada"}]]));
+        assert_eq!(prompts[0]["text"], "Hello, Ada!", "{era}: {prompts:?}");
         let steps = gateway.plan(era, plan.clone());
         assert!(
             listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
