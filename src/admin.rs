@@ -1,6 +1,7 @@
 //! The operators' listener (off unless `[admin] address` is set): liveness,
 //! readiness, a JSON view of every pool's members, health, load, restarts and
-//! sessions, Prometheus metrics, and a status page that reads the JSON view.
+//! sessions, Prometheus metrics, a status page that reads the JSON view, and
+//! the pins of pinned upstreams with their approval (`pins`, under `/pins`).
 //! It never serves MCP. With `[admin] token_env`, everything but the probes
 //! needs that token.
 //!
@@ -30,6 +31,8 @@ use crate::edge::http::hosts::Served;
 use crate::edge::http::listener::{self, Activity, Gate, Listening, Refusal, Tracked};
 use crate::edge::respond::{self, Body};
 use crate::gateway::{Gateway, Observed};
+
+mod pins;
 
 /// The status page: plain HTML, CSS and a little JS, no build step.
 const STATUS_PAGE: &str = include_str!("admin/status.html");
@@ -163,9 +166,15 @@ pub(crate) fn handle(
             "text/plain; version=0.0.4; charset=utf-8",
         ),
         "/" | "/status" => with_type(respond::plain(StatusCode::OK, STATUS_PAGE), "text/html; charset=utf-8"),
+        _ if path == "/pins" || path.starts_with("/pins/") => {
+            let (status, body) = pins::answer(gateway.pins(), request.method(), path, request.uri().query());
+            let mut response = json_response(&body);
+            *response.status_mut() = status;
+            response
+        }
         _ => respond::plain(
             StatusCode::NOT_FOUND,
-            "try /healthz, /readyz, /pools, /metrics, /status.json or / (the status page)",
+            "try /healthz, /readyz, /pools, /metrics, /status.json, /pins or / (the status page)",
         ),
     }
 }
@@ -198,6 +207,7 @@ pub(crate) fn status(gateway: Observed<'_>) -> Value {
     view["client_revisions"] = gateway.client_revisions();
     view["version"] = env!("CARGO_PKG_VERSION").into();
     view["ready"] = gateway.is_ready().into();
+    view["pins"] = gateway.pins().books().map(|b| b.status()).collect();
     view["routes"] = gateway
         .routes()
         .into_iter()

@@ -18,6 +18,9 @@ use crate::policy::held::HeldQuota;
 use crate::router::{Backend, Endpoint, Router};
 use crate::telemetry::Telemetry;
 
+/// How often the pin files are checked for changes made elsewhere.
+const PIN_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How often idle legacy sessions are looked for.
 const SESSION_REAPER_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -53,6 +56,8 @@ pub(crate) struct Gateway {
     in_flight: Arc<HeldQuota>,
     /// Metrics, access log and the live discover summary.
     telemetry: Arc<Telemetry>,
+    /// The pinned upstreams' pins and pending drifts (`[upstreams.pins]`); read at start.
+    pins: Arc<crate::pins::book::PinRegistry>,
     /// This gateway, for work a request starts that outlives it (a federated
     /// listen reopening a member's share): it ends with the gateway.
     me: std::sync::Weak<Gateway>,
@@ -87,6 +92,9 @@ impl Gateway {
         let telemetry = Telemetry::new(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let telemetry = Arc::new(telemetry);
+        let pins = crate::pins::book::PinRegistry::from_config(&config.upstreams)
+            .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error.to_string()))?;
+        let pins = Arc::new(pins);
         let config = Arc::new(config);
         Ok(Arc::new_cyclic(|me| Gateway {
             me: me.clone(),
@@ -104,7 +112,13 @@ impl Gateway {
             listens,
             in_flight,
             telemetry,
+            pins,
         }))
+    }
+
+    /// The pinned upstreams.
+    pub(crate) fn pins(&self) -> &crate::pins::book::PinRegistry {
+        &self.pins
     }
 
     /// A handle on this gateway that does not keep it alive.
@@ -141,7 +155,27 @@ impl Gateway {
         self.suspended.spawn_expiry();
         self.rate.load_full().spawn_forgetting();
         self.router.spawn_health_checks();
+        self.spawn_pin_watch();
         Ok(())
+    }
+
+    /// Re-reads the pin files another replica (or an operator) changed, every second, for as
+    /// long as the gateway lives; nothing runs when no upstream is pinned.
+    fn spawn_pin_watch(self: &Arc<Self>) {
+        if self.pins.is_empty() {
+            return;
+        }
+        let pins = Arc::clone(&self.pins);
+        let closing = self.closing.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(PIN_WATCH_EVERY);
+            loop {
+                tokio::select! {
+                    _ = ticker.tick() => pins.refresh(),
+                    () = closing.cancelled() => return,
+                }
+            }
+        });
     }
 
     /// Ends idle legacy sessions every `every` for as long as the gateway lives.
@@ -305,7 +339,7 @@ impl<'a> EdgeView<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct Observed<'a>(&'a Gateway);
 
-impl Observed<'_> {
+impl<'a> Observed<'a> {
     /// Whether every backend has a live session (readiness).
     pub(crate) fn is_ready(&self) -> bool {
         self.0.is_ready()
@@ -352,7 +386,14 @@ impl Observed<'_> {
 
     /// The Prometheus exposition, with `pools` (the pool view) as gauges.
     pub(crate) fn metrics(&self, pools: &serde_json::Value) -> String {
-        self.0.telemetry.render(pools)
+        let mut text = self.0.telemetry.render(pools);
+        text.push_str(&self.0.pins.metrics());
+        text
+    }
+
+    /// The pinned upstreams, for `/pins` and the status page.
+    pub(crate) fn pins(&self) -> &'a crate::pins::book::PinRegistry {
+        &self.0.pins
     }
 }
 

@@ -14,7 +14,7 @@
 //! | authenticate | bearer token (static, or an OAuth JWT checked against the issuer's keys) → principal; RFC 9728 metadata | [`auth`], `auth::resource` |
 //! | intake | one body from any transport: bounds, batch or single, parse, trace | `bridge::take`, [`protocol::jsonrpc`], `protocol::errors::Rejection` |
 //! | classify | era, revision, envelope, headers | [`translate::classify`], via `bridge::dispatch` |
-//! | admit | one ordered stage: scopes → per-principal policy → rate limits → quotas | `bridge::admission` |
+//! | admit | one ordered stage: scopes → per-principal policy → definition pins → rate limits → quotas | `bridge::admission`, `bridge::pins` |
 //! | bridge | the era conversation: modern requests, legacy sessions, MRTR, listens; a federated path asks its members | [`bridge`] |
 //! | route | which backend serves the path: one upstream (`router::Pool`) or a federation (`router::federation::Federation`), told apart once at dispatch; the session a request needs | `router`, `router::Backend` |
 //! | down | client era → upstream era | [`translate::down`] |
@@ -46,6 +46,10 @@
 //! definitions searched by a free-text task, and the meta-tools a client
 //! searches, loads and calls with; the bridge's disclosure step, just before
 //! admission, serves them.
+//! `pins` holds definition pinning: the pure comparison of a listing with its
+//! pins, the pin file shared by replicas, and each pinned upstream's pending
+//! drifts, which the admission stage's pinning step (`bridge::pins`) applies to
+//! list answers, calls and gets.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below
@@ -56,6 +60,7 @@
 #![warn(missing_docs)]
 
 mod admin;
+pub mod admin_client;
 pub mod auth;
 pub mod authz;
 pub mod bridge;
@@ -67,7 +72,6 @@ mod fast_hash;
 pub mod federate;
 mod gateway;
 pub mod health;
-#[expect(dead_code, reason = "pure so far: listings reach it with the rest of issue 37")]
 mod pins;
 pub mod policy;
 pub mod protocol;

@@ -46,6 +46,47 @@ enum Command {
     HashPassword,
     /// Print the version.
     Version,
+    /// Definition pins of a running gateway (docs/pins.md), through its admin listener;
+    /// the admin token is read from ERAGATE_ADMIN_TOKEN.
+    Pins {
+        #[command(subcommand)]
+        action: PinsAction,
+    },
+}
+
+/// What `eragate pins` does.
+#[derive(Subcommand)]
+enum PinsAction {
+    /// The pins, pending drifts and hidden content of every pinned upstream.
+    List(PinsArgs),
+    /// The pending drifts, before and after, and the digest `approve` takes.
+    Diff(PinsArgs),
+    /// Accept exactly the drifts `diff` showed (by its digest) as the new pins.
+    Approve {
+        #[command(flatten)]
+        target: PinsArgs,
+        /// The digest `eragate pins diff` showed.
+        #[arg(long)]
+        digest: String,
+    },
+    /// Forget an upstream's pins: its next listing is trusted on first use.
+    Reset(PinsArgs),
+}
+
+#[derive(clap::Args)]
+struct PinsArgs {
+    /// The admin listener, e.g. http://127.0.0.1:9090.
+    #[arg(long, value_name = "URL")]
+    admin: String,
+    /// Only this upstream (required by approve and reset).
+    #[arg(long)]
+    upstream: Option<String>,
+    /// Only the definition of this name.
+    #[arg(long)]
+    name: Option<String>,
+    /// How long the request may take.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
 }
 
 #[derive(clap::Args, Clone)]
@@ -132,6 +173,7 @@ fn main() -> ExitCode {
         }
         Command::Health { url, timeout } => health(&url, timeout),
         Command::HashPassword => hash_password(),
+        Command::Pins { action } => pins(&action),
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => match probe_federations(&config) {
                 Some(error) => {
@@ -180,6 +222,47 @@ fn health(url: &str, timeout: Duration) -> ExitCode {
         }
         Err(reason) => {
             eprintln!("eragate health: {url}: {reason}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `eragate pins ACTION`: the admin listener's JSON answer on stdout; exit 1 when it refused.
+fn pins(action: &PinsAction) -> ExitCode {
+    let (name, target, digest) = match action {
+        PinsAction::List(target) => ("list", target, None),
+        PinsAction::Diff(target) => ("diff", target, None),
+        PinsAction::Approve { target, digest } => ("approve", target, Some(digest.as_str())),
+        PinsAction::Reset(target) => ("reset", target, None),
+    };
+    let token = std::env::var("ERAGATE_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
+    let args = [
+        ("upstream", target.upstream.as_deref()),
+        ("name", target.name.as_deref()),
+        ("digest", digest),
+    ];
+    let request = eragate::admin_client::PinsRequest {
+        admin: &target.admin,
+        action: name,
+        args: args.into_iter().filter_map(|(k, v)| Some((k, v?))).collect(),
+        token: token.as_deref(),
+    };
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the runtime: {e}"))
+        .and_then(|runtime| runtime.block_on(eragate::admin_client::pins(request, target.timeout)));
+    match result {
+        Ok((status, body)) if (200..300).contains(&status) => {
+            println!("{}", body.trim_end());
+            ExitCode::SUCCESS
+        }
+        Ok((status, body)) => {
+            eprintln!("eragate pins {name}: {status}: {}", body.trim_end());
+            ExitCode::FAILURE
+        }
+        Err(reason) => {
+            eprintln!("eragate pins {name}: {reason}");
             ExitCode::FAILURE
         }
     }

@@ -26,7 +26,7 @@
 //! `[auth]` (static tokens and eragate's own `[auth.server]`, whose keys it
 //! holds), `[runtime]`, `[log] format` (the process-wide logger is installed once) and
 //! `limits.max_ended_sessions` (the session store's bound, fixed when it is
-//! made) are read at start: a change to them is logged as needing a restart and
+//! made) and every `[upstreams.pins]` (the pin books are made with the gateway) are read at start: a change to them is logged as needing a restart and
 //! otherwise ignored (README, "Reload", says why each stays so).
 //! A reload that would name a new secret variable (an upstream credential's
 //! `value_env`...) is refused: children's environment filters are fixed at
@@ -310,8 +310,19 @@ fn needing_restart(running: &Config, new: &Config) -> Vec<&'static str> {
     if running.auth.server.is_none() && new.auth.server.is_none() {
         auth.oauth.clone_from(&running.auth.oauth);
     }
+    // `[upstreams.pins]` is read at start: the pin books are made with the gateway.
+    let pins = |config: &Config| -> Vec<(String, crate::config::PinsConfig)> {
+        let unpinned = crate::config::PinsConfig::default();
+        config
+            .upstreams
+            .iter()
+            .filter(|u| u.pins != unpinned)
+            .map(|u| (u.name.clone(), u.pins.clone()))
+            .collect()
+    };
     // `[log]` is reloaded but for its format (the logger is built at start).
     let changed = [
+        ("upstreams.pins", pins(running) != pins(new)),
         ("listen", running.listen != listen),
         ("admin", running.admin != new.admin),
         ("sessions", running.sessions != new.sessions),

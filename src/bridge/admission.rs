@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! authenticated principal (the edge) → scopes → per-principal policy
-//!   → rate limits → quotas → backend admission (the route's own bound)
+//!   → definition pins → rate limits → quotas → backend admission (the route's own bound)
 //! ```
 //!
 //! What a step narrows (the tools a token may see, the names a policy
@@ -21,6 +21,7 @@ use crate::protocol::{Era, Message};
 use crate::router::Backend;
 
 use super::live_narrowing::LiveNarrowing;
+use super::pins::PinnedAnswer;
 use super::reply::Reply;
 use super::restrict::{NarrowedAnswer, Narrowing};
 use crate::gateway::Gateway;
@@ -62,6 +63,8 @@ pub(crate) struct Pass {
     tool_view: Option<ToolView>,
     /// The caller's `[[policies]]`: the answer narrowed, the names renamed back.
     narrowed: Option<NarrowedAnswer>,
+    /// A list of a pinned upstream: compared with its pins, shaped by its mode.
+    pinned: Option<PinnedAnswer>,
     /// An unnarrowed listen, checked against the policies a reload leaves.
     follows_reloads: Option<LiveNarrowing>,
     /// The request's place in its principal's in-flight quota, held until it is answered.
@@ -75,11 +78,13 @@ impl Admission<'_> {
         let tool_view = self.scopes(message).into_result()?;
         let narrowed = self.policy(message).into_result()?;
         let follows_reloads = self.follows_reloads(narrowed.is_some(), message);
+        let pinned = super::pins::admit(self.gateway, self.backend, message).into_result()?;
         self.rate_limits(message).await.into_result()?;
         let in_flight = self.quotas(message).into_result()?;
         Ok(Pass {
             tool_view,
             narrowed,
+            pinned,
             follows_reloads,
             in_flight,
         })
@@ -187,6 +192,11 @@ impl Pass {
                 admission.caller,
             ));
         }
+        // First: the pins compare what the upstream listed, before a policy renames it.
+        let reply = match self.pinned {
+            Some(pinned) => pinned.reply(reply, era),
+            None => reply,
+        };
         let reply = match (self.narrowed, self.follows_reloads) {
             (Some(answer), _) => answer.reply(reply, era),
             (None, Some(live)) => super::restrict::follows_reloads(reply, live),

@@ -32,6 +32,7 @@ mod modern;
 mod modern_client;
 pub(crate) mod mrtr;
 pub(crate) mod param_headers;
+pub(crate) mod pins;
 mod pooled_session;
 mod pump;
 pub(crate) mod rate;

@@ -580,6 +580,12 @@ fn upstream_issues(upstream: &UpstreamConfig, i: usize) -> Vec<ConfigIssue> {
     if upstream.stdio.is_some() && upstream.tls != UpstreamTlsConfig::default() {
         push(at("tls"), "only http and sse upstreams use TLS");
     }
+    if upstream.pins.mode != PinMode::Off && upstream.pins.store.is_none() {
+        push(
+            at("pins.store"),
+            "name the pin file: store = \"pins.json\" (required unless mode = \"off\")",
+        );
+    }
     issues.extend(tls::upstream_tls_issues(&upstream.tls, &at("tls")));
     issues.extend(credentials::credentials_issues(
         &upstream.credentials,
@@ -641,6 +647,14 @@ mod tests {
             (
                 "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\ncache.relist_interval = \"soon\"\n",
                 "upstreams[0].cache.relist_interval",
+            ),
+            (
+                "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\npins.mode = \"hide\"\n",
+                "upstreams[0].pins.store",
+            ),
+            (
+                "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\npins.mode = \"loud\"\n",
+                "upstreams[0].pins.mode",
             ),
             (
                 "[telemetry]\nsample_ratio = 1.5\n[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\n",

@@ -351,6 +351,40 @@ pub struct UpstreamConfig {
     /// (`cert`, `key`). Default: the public roots, no client certificate.
     #[serde(default)]
     pub(crate) tls: UpstreamTlsConfig,
+    /// Definition pinning (docs/pins.md): what a drift from the approved
+    /// definitions does. Default `mode = "off"`.
+    #[serde(default)]
+    pub(crate) pins: PinsConfig,
+}
+
+/// `[upstreams.pins]`
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PinsConfig {
+    /// What a drift does: `"off"`, `"warn"`, `"hide"` or `"block"`. Default `"off"`.
+    #[serde(default)]
+    pub(crate) mode: PinMode,
+    /// The pin file, shared by every upstream and replica that names it; required unless `off`.
+    pub(crate) store: Option<PathBuf>,
+    /// Strip hidden content (tag, zero-width, bidi, control characters, HTML
+    /// comments) from the definitions clients receive. Default false.
+    #[serde(default)]
+    pub(crate) sanitize: bool,
+}
+
+/// `upstreams.pins.mode`
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum PinMode {
+    /// No pinning: nothing is compared.
+    #[default]
+    Off,
+    /// Drifts are served, logged, counted and shown.
+    Warn,
+    /// As `warn`, and changed or new tools and prompts are hidden until approved.
+    Hide,
+    /// As `warn`, and every request to the upstream is refused until approved.
+    Block,
 }
 
 /// `upstreams.era`
@@ -682,6 +716,7 @@ impl UpstreamConfig {
             era: EraSetting::Auto,
             credentials: CredentialsConfig::None {},
             tls: UpstreamTlsConfig::default(),
+            pins: PinsConfig::default(),
         }
     }
 }

@@ -2,9 +2,12 @@
 //! templates were when they were approved, and how a listing differs from that.
 //! Pure: the digest of a definition over a canonical form, the comparison of a
 //! listing with its pins ([`drifts`]), what hides in a description
-//! ([`hidden`]), and the pin file's format ([`store`]). Where listings are
-//! seen and what a drift does to them is the request path's business.
+//! ([`hidden`]), and the pin file's format ([`store`]) are pure; the file on
+//! disk ([`file`]) and each pinned upstream's pending drifts ([`book`]) are
+//! what the request path (`bridge::pins`) and the admin endpoints consult.
 
+pub(crate) mod book;
+pub(crate) mod file;
 pub(crate) mod hidden;
 pub(crate) mod store;
 

@@ -291,7 +291,8 @@ async def plan_step(c: mcp.Client, op: str, *args: Any) -> dict[str, Any]:
     try:
         if op == "list_tools":
             r = await c.list_tools()
-            return {"names": [t.name for t in r.tools], "meta": dump(r).get("_meta")}
+            descriptions = {t.name: t.description for t in r.tools}
+            return {"names": [t.name for t in r.tools], "descriptions": descriptions, "meta": dump(r).get("_meta")}
         if op == "list_prompts":
             r = await c.list_prompts()
             return {"names": [x.name for x in r.prompts], "meta": dump(r).get("_meta")}

@@ -2,7 +2,8 @@
 // $BROWSER_DIR), waits until it shows the upstream `expect`, saves a full-page
 // screenshot, and prints ONE JSON object with what the page shows:
 //   {"title", "ready", "upstreams": [{"name", "era", "health", "members": [[cells...]]}],
-//    "revisions": [{"revision", "count", "era"}], "tiles": {...}}
+//    "revisions": [{"revision", "count", "era"}], "tiles": {...},
+//    "pins": [[upstream, mode, kind, name, change]...] (the definition pins card's rows)}
 // Usage: node status_page.mjs URL SCREENSHOT.png EXPECTED_UPSTREAM
 import { createRequire } from "node:module";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -40,6 +41,7 @@ try {
       health: card.querySelector(".card-head .badge:last-child").textContent,
       members: [...card.querySelectorAll("tbody tr")].map(row => [...row.cells].map(c => c.textContent)),
     })),
+    pins: [...document.querySelectorAll("#pin-rows tr")].map(row => [...row.cells].map(c => c.textContent)),
     revisions: [...document.querySelectorAll(".rev")].map(r => ({
       revision: r.querySelector(".name").textContent,
       count: Number(r.querySelector(".count").textContent),

@@ -167,10 +167,13 @@ impl Asking<'_> {
     }
 
     /// Member `member`'s upstream when a legacy client's `method` is relayed to it
-    /// as it came: a legacy member, and an answer that names nothing to expose.
+    /// as it came: a legacy member, and an answer that names nothing to expose. A pinned
+    /// member's calls are asked instead, so that its pins check them (`ask_as_sent`).
     fn relays_to(&self, member: usize, method: ModernMethod) -> Option<&Pool> {
         let pool = &self.federation.members().get(member)?.pool;
-        let relayed = method != ModernMethod::ResourcesRead && pool.era_if_known() == Some(Era::Legacy);
+        let relayed = method != ModernMethod::ResourcesRead
+            && pool.era_if_known() == Some(Era::Legacy)
+            && !super::super::pins::pinned(self.gateway, pool.name());
         relayed.then_some(pool)
     }
 }

@@ -100,7 +100,10 @@ impl Asking<'_> {
     /// One page of member `member`'s list `shape` at its own cursor `at`.
     async fn page(&self, member: usize, shape: ListShape, at: Option<&str>, id: &Id) -> Result<Value, ErrorObject> {
         let params = at.map(|cursor| json!({ "cursor": cursor }));
-        self.answer(member, id, list_method(shape), params).await
+        let page = self.answer(member, id, list_method(shape), params).await?;
+        // The one place a member's list comes back: compared with its pins under its own names.
+        let name = self.federation.members().get(member).map_or("", |m| m.pool.name());
+        super::super::pins::member_page(self.gateway, name, shape, at.is_some(), page)
     }
 
     /// The exposed names a list of `shape` needs: none for resources or under

@@ -174,6 +174,9 @@ impl Asking<'_> {
         let Some(pool) = self.federation.members().get(member).map(|m| &m.pool) else {
             return error_reply(id, ErrorObject::internal("no such member"));
         };
+        if let Some(refusal) = super::pins::member_refusal(self.gateway, pool.name(), method, &params) {
+            return error_reply(id, refusal);
+        }
         let request = Request {
             id,
             method: method.as_str().into(),

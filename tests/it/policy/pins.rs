@@ -1,0 +1,550 @@
+//! Issue 37, definition pinning: the real binary in front of the Python SDK fixture
+//! (`legacy_server.py --drift FILE`), whose `rug_pull` tool changes `echo`'s description, adds
+//! `exfiltrate` and sends `notifications/tools/list_changed`, driven by the Python SDK client
+//! in both eras and by the real `eragate pins` command line.
+//! - `hide`: the drifted tools leave every list and their calls fail like unknown names, the
+//!   rest goes on working; the drift is logged, counted in /metrics and shown in
+//!   /status.json; `eragate pins approve` with the digest `diff` showed brings them back, and
+//!   a restart keeps the approved pins;
+//! - `warn`: the drift is served as the upstream says, and logged and counted (a reload
+//!   changing the mode is logged as needing a restart and changes nothing); its hidden
+//!   HTML comment is flagged, and stripped from what clients see with `sanitize = true`;
+//! - `block`: every request is refused until approved, and a second eragate sharing the pin
+//!   store agrees, before and after the approval made on the first;
+//! - a federation's member is pinned under its own names, before prefixes: `hide` leaves its
+//!   drifted tools out of the merged list and refuses their calls, the other member's go on;
+//! - the same against the TypeScript SDK v2 fixture (`ts2_server.mjs --drift`), a modern upstream;
+//! - the status page in headless Chromium lists the pending drift;
+//! - a garbled store refuses to start, naming the file.
+
+use crate::common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Both eras of the Python SDK client.
+const ERAS: [&str; 2] = ["legacy", "2026-07-28"];
+
+/// An eragate with an admin listener in front of the drifting fixture, pinned in `mode` to `store`.
+struct Pinned {
+    eragate: Eragate,
+    admin: String,
+}
+
+impl Pinned {
+    fn start(mode: &str, store: &Path, drift: &Path) -> Pinned {
+        let admin = format!("127.0.0.1:{}", free_port());
+        let eragate = Eragate::start(&pinned_config(&admin, mode, store, drift));
+        Pinned { eragate, admin }
+    }
+
+    /// As [`Pinned::start`], with `sanitize = true`.
+    fn sanitizing(mode: &str, store: &Path, drift: &Path) -> Pinned {
+        let admin = format!("127.0.0.1:{}", free_port());
+        let eragate = Eragate::start(&format!(
+            "{}sanitize = true\n",
+            pinned_config(&admin, mode, store, drift)
+        ));
+        Pinned { eragate, admin }
+    }
+
+    /// The drifting fixture pinned in `mode` federated on one path with an unpinned fixture, `other`.
+    fn federated(mode: &str, store: &Path, drift: &Path) -> Pinned {
+        let admin = format!("127.0.0.1:{}", free_port());
+        let other = serde_json::to_string(&legacy_stdio_command()).expect("json");
+        let config = format!(
+            "{}\n[[upstreams]]\nname = \"other\"\n[upstreams.stdio]\ncommand = {other}\nkill_grace = \"200ms\"\n",
+            pinned_config(&admin, mode, store, drift)
+        );
+        let eragate = Eragate::start(&config);
+        Pinned { eragate, admin }
+    }
+
+    /// The Python SDK client in `era` running `plan`: each step's result.
+    fn plan(&self, era: &str, plan: Value) -> Vec<Value> {
+        let plan = plan.to_string();
+        let url = self.eragate.url();
+        let args = ["--mode", era, "--url", &url, "--scenario", "plan", "--plan", &plan];
+        let report = py_client(&args).unwrap_or_else(|e| panic!("{e}\nlog:\n{}", self.eragate.log()));
+        let results = report["results"].as_object().cloned().unwrap_or_default();
+        let mut steps: Vec<(usize, Value)> = results
+            .into_iter()
+            .filter_map(|(key, value)| Some((key.split(':').next()?.parse().ok()?, value)))
+            .collect();
+        steps.sort_by_key(|(i, _)| *i);
+        steps.into_iter().map(|(_, v)| v).collect()
+    }
+
+    fn admin_get(&self, path: &str) -> Reply {
+        send("GET", &format!("http://{}{path}", self.admin), &[], None)
+    }
+
+    /// `eragate pins ACTION --admin … ARGS`: exit success, stdout, stderr.
+    fn cli(&self, action: &str, args: &[&str]) -> (bool, String, String) {
+        let admin = format!("http://{}", self.admin);
+        let output = Command::new(env!("CARGO_BIN_EXE_eragate"))
+            .args(["pins", action, "--admin", &admin])
+            .env_remove("ERAGATE_ADMIN_TOKEN")
+            .args(args)
+            .output()
+            .expect("run eragate pins");
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    }
+
+    /// `eragate pins diff` then `eragate pins approve` with the digest it showed.
+    fn approve_all(&self) -> Value {
+        let (ok, diff, err) = self.cli("diff", &["--upstream", "fixture"]);
+        assert!(ok, "pins diff failed: {err}");
+        let diff: Value = serde_json::from_str(&diff).expect("diff is JSON");
+        let digest = diff["upstreams"][0]["digest"].as_str().expect("a digest").to_owned();
+        let (ok, approved, err) = self.cli("approve", &["--upstream", "fixture", "--digest", &digest]);
+        assert!(ok, "pins approve failed: {err}\n{}", self.eragate.log());
+        serde_json::from_str(&approved).expect("approve answers JSON")
+    }
+
+    fn drift_count(&self) -> Option<u64> {
+        let metrics = self.admin_get("/metrics").body;
+        metrics
+            .lines()
+            .find(|l| l.starts_with("eragate_pin_drifts_total{upstream=\"fixture\",kind=\"tool\"}"))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+}
+
+fn pinned_config(admin: &str, mode: &str, store: &Path, drift: &Path) -> String {
+    let mut command = legacy_stdio_command();
+    command.extend(["--drift".to_owned(), drift.display().to_string()]);
+    let pins = format!("[upstreams.pins]\nmode = \"{mode}\"\nstore = \"{}\"\n", store.display());
+    format!(
+        "[admin]\naddress = \"{admin}\"\n\n{}{pins}",
+        stdio_upstream_toml(&command, "", "")
+    )
+}
+
+fn names(step: &Value) -> Vec<String> {
+    step["names"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect()
+}
+
+fn listed(step: &Value, name: &str) -> bool {
+    names(step).iter().any(|n| n == name)
+}
+
+const LIST_AND_CALL: &str = r#"[["list_tools"], ["call", "echo", {"text": "hi"}], ["call", "exfiltrate", {"text": "secrets"}], ["call", "add", {"a": 2, "b": 3}]]"#;
+
+#[test]
+fn hide_leaves_out_a_drifted_tool_until_approved_in_both_eras_and_a_restart_keeps_the_pins() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::start("hide", &store, &drift);
+    let plan: Value = serde_json::from_str(LIST_AND_CALL).expect("plan");
+    for era in ERAS {
+        let steps = gateway.plan(era, json!([["list_tools"], ["list_prompts"]]));
+        assert!(
+            listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert!(listed(&steps[1], "greet"), "{era}: {steps:?}");
+    }
+    let written = std::fs::read_to_string(&store).expect("pinned on first sight");
+    assert!(
+        written.contains("Echo the text back as") && written.contains("Greets someone"),
+        "{written}"
+    );
+    assert_eq!(gateway.drift_count(), Some(0));
+
+    // In each era: a legacy session has a child of its own, a modern request the pooled one,
+    // and each child tells eragate its list changed.
+    for era in ERAS {
+        let pulled = gateway.plan(era, json!([["call", "rug_pull", {}]]));
+        assert_eq!(pulled[0]["text"], "pulled", "{pulled:?}");
+    }
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            !listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert!(
+            listed(&steps[0], "add") && listed(&steps[0], "rug_pull"),
+            "{era}: {steps:?}"
+        );
+        for hidden in [&steps[1], &steps[2]] {
+            assert_eq!(hidden["error"]["code"], -32602, "{era}: {steps:?}");
+            let message = hidden["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains("awaits approval"), "{era}: {message}");
+        }
+        assert_eq!(steps[3]["text"], "5", "{era}: unchanged tools go on working: {steps:?}");
+        let prompts = gateway.plan(era, json!([["list_prompts"], ["prompt", "greet", {"name": "Ada"}]]));
+        assert!(!listed(&prompts[0], "greet"), "{era}: {prompts:?}");
+        assert_eq!(prompts[1]["error"]["code"], -32602, "{era}: {prompts:?}");
+        let message = prompts[1]["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("Prompt greet") && message.contains("awaits approval"),
+            "{era}: {message}"
+        );
+    }
+    let log = gateway.eragate.log();
+    assert!(
+        log.contains("pin drift") && log.contains("BCC admin@attacker.example"),
+        "{log}"
+    );
+    assert_eq!(gateway.drift_count(), Some(2), "echo changed, exfiltrate added");
+    let status = gateway.admin_get("/status.json").json();
+    let pending: Vec<&str> = status["pins"][0]["pending"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| d["name"].as_str())
+        .collect();
+    assert_eq!(pending, ["echo", "exfiltrate", "greet"], "{status}");
+    let (ok, list, _) = gateway.cli("list", &[]);
+    assert!(ok && list.contains("\"exfiltrate\""), "{list}");
+
+    assert_eq!(gateway.approve_all()["approved"], 3);
+    for era in ERAS {
+        let prompts = gateway.plan(era, json!([["prompt", "greet", {"name": "Ada"}]]));
+        assert_eq!(prompts[0]["text"], "Hello, Ada!", "{era}: {prompts:?}");
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        let description = steps[0]["descriptions"]["echo"].as_str().unwrap_or_default();
+        assert!(
+            description.contains("IMPORTANT"),
+            "{era}: the approved description: {description}"
+        );
+        assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
+        assert_eq!(steps[2]["text"], "exfiltrated: secrets", "{era}: {steps:?}");
+    }
+    assert!(
+        std::fs::read_to_string(&store)
+            .unwrap_or_default()
+            .contains("BCC admin@attacker.example")
+    );
+
+    drop(gateway);
+    let restarted = Pinned::start("hide", &store, &drift);
+    for era in ERAS {
+        let steps = restarted.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
+    }
+    assert_eq!(restarted.drift_count(), Some(0), "{}", restarted.eragate.log());
+}
+
+#[test]
+fn warn_serves_the_drift_as_the_upstream_says_and_reports_it() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::start("warn", &store, &drift);
+    gateway.plan("legacy", json!([["list_tools"]]));
+    gateway.plan("legacy", json!([["call", "rug_pull", {}]]));
+    let plan: Value = serde_json::from_str(LIST_AND_CALL).expect("plan");
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        let description = steps[0]["descriptions"]["echo"].as_str().unwrap_or_default();
+        assert!(
+            description.contains("<!-- IMPORTANT"),
+            "{era}: served as it is: {description}"
+        );
+        assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
+        assert_eq!(steps[2]["text"], "exfiltrated: secrets", "{era}: {steps:?}");
+    }
+    assert!(gateway.eragate.log().contains("pin drift"));
+    assert_eq!(
+        gateway.drift_count(),
+        Some(2),
+        "each drift counted once, however often listed"
+    );
+    // The mode is read at start: a reload that changes it says so and changes nothing.
+    let path = gateway.eragate.config_path();
+    let config = std::fs::read_to_string(&path).expect("config");
+    std::fs::write(&path, config.replace("mode = \"warn\"", "mode = \"hide\"")).expect("rewrite");
+    wait_until("the reload's restart notice", Duration::from_secs(15), || {
+        gateway.eragate.log().contains("[upstreams.pins] changed")
+    });
+    let steps = gateway.plan("legacy", json!([["list_tools"]]));
+    assert!(listed(&steps[0], "exfiltrate"), "{steps:?}");
+}
+
+#[test]
+fn hidden_content_is_flagged_and_stripped_when_sanitizing() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::sanitizing("warn", &store, &drift);
+    gateway.plan("legacy", json!([["list_tools"]]));
+    gateway.plan("legacy", json!([["call", "rug_pull", {}]]));
+    for era in ERAS {
+        let steps = gateway.plan(era, json!([["list_tools"]]));
+        let description = steps[0]["descriptions"]["echo"].as_str().unwrap_or_default();
+        assert_eq!(description, "Echo the text back.", "{era}: {steps:?}");
+    }
+    let (ok, list, err) = gateway.cli("list", &["--upstream", "fixture"]);
+    assert!(ok, "{err}");
+    let list: Value = serde_json::from_str(&list).expect("list is JSON");
+    let flagged = &list["upstreams"][0]["hidden_content"];
+    assert_eq!(
+        flagged,
+        &json!([{"kind": "tool", "name": "echo", "hidden": ["html_comment"]}]),
+        "{list}"
+    );
+    let metrics = gateway.admin_get("/metrics").body;
+    assert!(
+        metrics.contains("eragate_pin_hidden_content{upstream=\"fixture\",kind=\"tool\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn block_refuses_the_upstream_until_approved_and_a_replica_sharing_the_store_agrees() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let first = Pinned::start("block", &store, &drift);
+    let steps = first.plan("legacy", json!([["list_tools"]]));
+    assert!(listed(&steps[0], "echo"), "{steps:?}");
+    let second = Pinned::start("block", &store, &drift);
+    first.plan("legacy", json!([["call", "rug_pull", {}]]));
+    let plan = json!([["list_tools"], ["call", "add", {"a": 2, "b": 3}]]);
+    for gateway in [&first, &second] {
+        for era in ERAS {
+            let steps = gateway.plan(era, plan.clone());
+            for step in &steps {
+                let message = step["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains("upstream fixture is blocked"), "{era}: {steps:?}");
+            }
+        }
+    }
+    first.approve_all();
+    wait_until("the replica reads the approval", Duration::from_secs(10), || {
+        let steps = second.plan("legacy", plan.clone());
+        listed(&steps[0], "exfiltrate") && steps[1]["text"] == "5"
+    });
+    for era in ERAS {
+        let steps = first.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "exfiltrate") && steps[1]["text"] == "5",
+            "{era}: {steps:?}"
+        );
+    }
+}
+
+#[test]
+fn hide_holds_in_front_of_the_typescript_sdk_fixture_too() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let upstream = ts2_http_server_with(&["--drift", drift.to_str().expect("utf-8 path")]);
+    let admin = format!("127.0.0.1:{}", free_port());
+    let pins = format!("[upstreams.pins]\nmode = \"hide\"\nstore = \"{}\"\n", store.display());
+    let config = format!(
+        "[admin]\naddress = \"{admin}\"\n\n{}{pins}",
+        remote_upstream_toml("http", &upstream.url, "")
+    );
+    let gateway = Pinned {
+        eragate: Eragate::start(&config),
+        admin,
+    };
+    for era in ERAS {
+        let steps = gateway.plan(era, json!([["list_tools"]]));
+        assert!(
+            listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+    }
+    let pulled = gateway.plan("2026-07-28", json!([["call", "rug_pull", {}]]));
+    assert_eq!(pulled[0]["text"], "pulled", "{pulled:?}");
+    let plan: Value = serde_json::from_str(LIST_AND_CALL).expect("plan");
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            !listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        let message = steps[1]["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("awaits approval"), "{era}: {steps:?}");
+        assert_eq!(steps[3]["text"], "5", "{era}: {steps:?}");
+    }
+    assert_eq!(gateway.drift_count(), Some(2), "{}", gateway.eragate.log());
+    assert_eq!(gateway.approve_all()["approved"], 2);
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "echo") && listed(&steps[0], "exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert_eq!(steps[2]["text"], "exfiltrated: secrets", "{era}: {steps:?}");
+    }
+}
+
+#[test]
+fn the_status_page_lists_the_pending_drift_in_chromium() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::start("warn", &store, &drift);
+    gateway.plan("legacy", json!([["list_tools"]]));
+    gateway.plan("legacy", json!([["call", "rug_pull", {}], ["list_tools"]]));
+    let screenshot = dir.path().join("status-pins.png");
+    let peers = peers();
+    let output = Command::new(peers.node20())
+        .arg(peers.script("status_page.mjs"))
+        .args([
+            format!("http://{}/", gateway.admin).as_str(),
+            screenshot.to_str().expect("utf-8 path"),
+            "fixture",
+        ])
+        .env("BROWSER_DIR", peers.get("BROWSER_DIR"))
+        .output()
+        .expect("run status_page.mjs");
+    assert!(
+        output.status.success(),
+        "status_page.mjs failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&output.stdout).expect("status_page.mjs JSON");
+    let rows: Vec<Vec<String>> = serde_json::from_value(shown["pins"].clone()).expect("rows");
+    let drift_rows: Vec<[&str; 3]> = rows
+        .iter()
+        .filter_map(|r| Some([r.get(2)?.as_str(), r.get(3)?.as_str(), r.get(4)?.as_str()]))
+        .collect();
+    assert_eq!(
+        drift_rows,
+        [["tool", "echo", "changed"], ["tool", "exfiltrate", "added"]],
+        "{shown}"
+    );
+    assert!(
+        rows.iter()
+            .all(|r| r.first().map(String::as_str) == Some("fixture") && r.get(1).map(String::as_str) == Some("warn")),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_federation_member_is_pinned_under_its_own_names() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let gateway = Pinned::federated("hide", &store, &drift);
+    for era in ERAS {
+        let steps = gateway.plan(era, json!([["list_tools"]]));
+        assert!(
+            listed(&steps[0], "fixture_echo") && listed(&steps[0], "other_echo"),
+            "{era}: {steps:?}"
+        );
+    }
+    let written = std::fs::read_to_string(&store).expect("pinned on first sight");
+    assert!(
+        written.contains("\"rug_pull\"") && !written.contains("fixture_echo"),
+        "{written}"
+    );
+    for era in ERAS {
+        let pulled = gateway.plan(era, json!([["call", "fixture_rug_pull", {}]]));
+        assert_eq!(pulled[0]["text"], "pulled", "{pulled:?}");
+    }
+    let plan =
+        json!([["list_tools"], ["call", "fixture_echo", {"text": "hi"}], ["call", "other_echo", {"text": "hi"}]]);
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            !listed(&steps[0], "fixture_echo") && !listed(&steps[0], "fixture_exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert!(
+            listed(&steps[0], "other_echo") && listed(&steps[0], "fixture_add"),
+            "{era}: {steps:?}"
+        );
+        let message = steps[1]["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("awaits approval"), "{era}: {steps:?}");
+        assert_eq!(steps[2]["text"], "echo: hi", "{era}: {steps:?}");
+    }
+    assert_eq!(gateway.approve_all()["approved"], 2);
+    for era in ERAS {
+        let steps = gateway.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "fixture_echo") && listed(&steps[0], "fixture_exfiltrate"),
+            "{era}: {steps:?}"
+        );
+        assert_eq!(steps[1]["text"], "echo: hi", "{era}: {steps:?}");
+    }
+}
+
+#[test]
+fn the_pins_endpoints_and_command_need_the_admin_token() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let token = "pins-admin-token";
+    let admin = format!("127.0.0.1:{}", free_port());
+    let config = pinned_config(&admin, "warn", &store, &drift).replacen(
+        "[admin]\n",
+        "[admin]\ntoken_env = \"ERAGATE_TEST_ADMIN_TOKEN\"\n",
+        1,
+    );
+    let eragate = Eragate::start_with_env(&config, &[], &[("ERAGATE_TEST_ADMIN_TOKEN", token)]);
+    let gateway = Pinned { eragate, admin };
+    let without = send(
+        "POST",
+        &format!("http://{}/pins/reset?upstream=fixture", gateway.admin),
+        &[],
+        None,
+    );
+    assert_eq!(without.status, 401, "{}", without.body);
+    let (ok, _, err) = gateway.cli("list", &[]);
+    assert!(!ok && err.contains("401"), "{err}");
+    let admin_url = format!("http://{}", gateway.admin);
+    let output = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["pins", "list", "--admin", &admin_url])
+        .env("ERAGATE_ADMIN_TOKEN", token)
+        .output()
+        .expect("run eragate pins");
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+    assert_eq!(listed["upstreams"][0]["upstream"], "fixture", "{listed}");
+    assert_eq!(listed["upstreams"][0]["mode"], "warn", "{listed}");
+}
+
+#[test]
+fn a_garbled_pin_store_refuses_to_start_naming_the_file() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    std::fs::write(&store, "{\"version\": 1, \"upstreams\": {\"fixture\": [").expect("write");
+    let config = dir.path().join("eragate.toml");
+    let listen = format!("[listen]\naddress = \"127.0.0.1:{}\"\n", free_port());
+    let admin = format!("127.0.0.1:{}", free_port());
+    std::fs::write(&config, listen + &pinned_config(&admin, "warn", &store, &drift)).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run eragate");
+    let exited = poll_until(Duration::from_secs(20), || matches!(child.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = child.kill();
+    }
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(exited && !output.status.success(), "it started: {stderr}");
+    assert!(
+        stderr.contains(&store.display().to_string()) && stderr.contains("not JSON"),
+        "{stderr}"
+    );
+}
