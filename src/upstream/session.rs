@@ -43,6 +43,10 @@ pub(crate) enum UnsolicitedRequests {
 /// such channel for its whole life, so the bound is kept small (idle memory per session).
 const UNSOLICITED_QUEUE: usize = 32;
 
+/// How long a claim for a request that must be alone holds without its call
+/// ([`UpstreamSession::claim_alone`]).
+const ALONE_CLAIM_MS: u64 = 10_000;
+
 /// One initialized session with an upstream.
 pub(crate) struct UpstreamSession {
     upstream: Arc<str>,
@@ -61,6 +65,11 @@ pub(crate) struct UpstreamSession {
     /// Requests sent, for replacement after `restart.max_requests`.
     served: AtomicU64,
     born: Instant,
+    /// Chosen for a request that must be alone on it, whose call is not in the
+    /// table yet: when (ms since `born`, plus one; 0 for none). It counts as a
+    /// call in flight until a call is entered or [`ALONE_CLAIM_MS`] pass (a
+    /// chooser that never sent), so two such requests never share the session.
+    alone_claim: AtomicU64,
     /// Takes no new requests; closed once idle (graceful replacement).
     draining: AtomicBool,
     /// eragate itself is closing the session: its end is no fault of the member.
@@ -105,6 +114,7 @@ impl UpstreamSession {
             health,
             served: AtomicU64::new(0),
             born: Instant::now(),
+            alone_claim: AtomicU64::new(0),
             draining: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             event_stream: AtomicBool::new(false),
@@ -230,9 +240,35 @@ impl UpstreamSession {
         info
     }
 
-    /// Requests awaiting their response.
+    /// Requests awaiting their response (and one a request that must be alone
+    /// on the session is about to send).
     pub(crate) fn in_flight(&self) -> usize {
-        self.calls.len()
+        self.calls.len() + usize::from(self.claimed_alone())
+    }
+
+    fn claimed_alone(&self) -> bool {
+        let at = self.alone_claim.load(Ordering::Acquire);
+        at != 0 && self.age_ms() < at.saturating_add(ALONE_CLAIM_MS)
+    }
+
+    /// Claims the idle session for one request that must be alone on it;
+    /// `false` when it is not idle or another request claimed it first.
+    pub(crate) fn claim_alone(&self) -> bool {
+        if self.calls.len() > 0 {
+            return false;
+        }
+        let current = self.alone_claim.load(Ordering::Acquire);
+        let now = self.age_ms().saturating_add(1);
+        if current != 0 && now < current.saturating_add(ALONE_CLAIM_MS) {
+            return false;
+        }
+        self.alone_claim
+            .compare_exchange(current, now, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    fn age_ms(&self) -> u64 {
+        u64::try_from(self.born.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// Whether the session can no longer carry requests.
@@ -342,6 +378,10 @@ impl UpstreamSession {
         }
         self.served.fetch_add(1, Ordering::Relaxed);
         let (upstream_id, slot) = self.calls.open(&mut params, original_id);
+        // The claimer's call is in the table now, and counts as in flight itself.
+        if self.alone_claim.load(Ordering::Relaxed) != 0 {
+            self.alone_claim.store(0, Ordering::Release);
+        }
         let message = Message::Request(Request {
             id: Id::number(upstream_id),
             method: method.to_owned(),

@@ -154,6 +154,10 @@ impl Upstream {
             }
         };
         session.hold_share(share);
+        if sharing == Sharing::Alone {
+            // Before any other chooser can see it.
+            session.claim_alone();
+        }
         partition.add(Pooled {
             session: session.clone(),
             member,
@@ -196,7 +200,14 @@ impl Upstream {
                 Sharing::Alone => (1, true),
             };
             let busy = best.session.in_flight() >= busy_at;
-            (force || !(busy && room)).then(|| best.session.clone())
+            if force {
+                return Some(best.session.clone());
+            }
+            match sharing {
+                Sharing::Pooled => (!(busy && room)).then(|| best.session.clone()),
+                // Claimed before it is handed out: a concurrent chooser sees it busy.
+                Sharing::Alone => (!busy && best.session.claim_alone()).then(|| best.session.clone()),
+            }
         })
     }
 
