@@ -1,0 +1,228 @@
+//! `[redis]` shared by replicas, against real `redis-server` processes the tests start
+//! with TLS (a CA and server certificate made here, `--port 0 --tls-port`) and an ACL
+//! user with a password (the default user off):
+//! - three replicas sharing a limit of 10 per minute let exactly 10 of 30 calls through;
+//! - a legacy session ended by DELETE on one replica is refused (404) by the two
+//!   others within 1 s, one holding it already, one never having seen it;
+//! - a wrong CA, or a wrong password, refuses shared counts (`on_error = "closed"`) on
+//!   first use with a log naming the key (`redis.tls_ca`, `redis.url`), never the password;
+//! - a Redis Cluster of three nodes shares a limit the same way.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::tls::{TestCa, write_file};
+use common::*;
+use serde_json::json;
+
+const KEY: &str = "+lvmRArTdTjUBLud1gW6jkHU/yPJ938rmqyBz7HEOk4=";
+const PASSWORD: &str = "s3cret-pw";
+const URL_ENV: &str = "ERAGATE_TEST_REDIS_URL";
+
+/// A `redis-server` speaking only TLS, with one ACL user `app` (password [`PASSWORD`]).
+struct TlsRedis {
+    _proc: Proc,
+    port: u16,
+    ca: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TlsRedis {
+    fn start() -> TlsRedis {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ca = TestCa::new("redis test CA");
+        let server = ca.localhost("redis");
+        let ca_path = write_file(dir.path(), "ca.pem", &ca.pem());
+        let cert = write_file(dir.path(), "redis.pem", &server.cert);
+        let key = write_file(dir.path(), "redis.key", &server.key);
+        let port = free_port();
+        let mut command = Command::new("redis-server");
+        command
+            .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--tls-auth-clients", "no", "--save", "", "--appendonly", "no"])
+            .arg("--tls-cert-file")
+            .arg(&cert)
+            .arg("--tls-key-file")
+            .arg(&key)
+            .arg("--tls-ca-cert-file")
+            .arg(&ca_path)
+            .args(["--user", "default", "off"])
+            .args(["--user", "app", "on", &format!(">{PASSWORD}"), "~*", "&*", "+@all"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let proc = Proc::spawn("redis-server (TLS)", &mut command);
+        assert!(
+            listening(("127.0.0.1", port), Duration::from_secs(10)),
+            "redis-server did not listen on {port} (tests/system-deps.sh installs it)"
+        );
+        TlsRedis {
+            _proc: proc,
+            port,
+            ca: ca_path,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, password: &str) -> String {
+        format!("rediss://app:{password}@localhost:{}", self.port)
+    }
+}
+
+/// A replica of `upstream_toml` using Redis through `redis_toml` (`[redis]` and the rest).
+fn replica(redis_toml: &str, upstream_toml: &str, env: &[(&str, &str)]) -> Eragate {
+    let config = format!(
+        "[sessions]\nkey = \"{KEY}\"\n\
+         [rate_limits]\ntools.echo = {{ requests = 10, per = \"1m\", shared = true }}\n\
+         [rate_limits.redis]\non_error = \"closed\"\n\
+         {redis_toml}\n{upstream_toml}"
+    );
+    Eragate::start_with_env(&config, &[], env)
+}
+
+fn redis_toml(ca: &Path) -> String {
+    // A long timeout: a loaded test machine may take more than the default 250 ms to
+    // connect, and a timeout names no key.
+    format!(
+        "[redis]\nurl_env = \"{URL_ENV}\"\ntls_ca = \"{}\"\ntimeout = \"5s\"\n",
+        ca.display()
+    )
+}
+
+fn echo(gateway: &Eragate, id: u64) -> Reply {
+    modern_call(&gateway.url(), id, "echo", json!({"text": "x"}))
+}
+
+/// How many of `calls` echoes spread round-robin over `replicas` passed, and the
+/// statuses of the others.
+fn spread_calls(replicas: &[&Eragate], calls: u64) -> (usize, Vec<u16>) {
+    let mut passed = 0;
+    let mut refused = Vec::new();
+    for id in 0..calls {
+        let reply = echo(replicas[id as usize % replicas.len()], id + 1);
+        match reply.status {
+            200 if reply.body.contains("echo: x") => passed += 1,
+            status => refused.push(status),
+        }
+    }
+    (passed, refused)
+}
+
+#[test]
+fn three_replicas_share_limits_and_ended_sessions_through_tls_redis() {
+    let redis = TlsRedis::start();
+    let upstream = LegacyHttpServer::start(&[]);
+    let upstream_toml = remote_upstream_toml("http", &upstream.url, "");
+    let url = redis.url(PASSWORD);
+    let env = [(URL_ENV, url.as_str())];
+    let replicas: Vec<Eragate> = (0..3)
+        .map(|_| replica(&redis_toml(&redis.ca), &upstream_toml, &env))
+        .collect();
+    let [a, b, c] = [&replicas[0], &replicas[1], &replicas[2]];
+    let mut problems = Vec::new();
+
+    let (passed, refused) = spread_calls(&[a, b, c], 30);
+    if passed != 10 || refused != [429; 20] {
+        problems.push(format!(
+            "10 of 30 calls should pass: {passed} passed, refused {refused:?}"
+        ));
+    }
+
+    // A legacy session minted on A, used on B (which then holds it), never seen by C.
+    let version = "2025-11-25";
+    let (session, _) = legacy_initialize(&a.url(), version);
+    let call = |url: &str| {
+        // `ping`: the echo budget is spent above.
+        legacy_request(url, &session, version, 7, "ping", json!({})).status
+    };
+    if call(&b.url()) != 200 {
+        problems.push("the session did not work on B before its end".into());
+    }
+    let deleted = send("DELETE", &a.url(), &legacy_headers(&session, version), None);
+    let ended_at = Instant::now();
+    if deleted.status != 200 {
+        problems.push(format!("DELETE on A: {} {}", deleted.status, deleted.body));
+    }
+    let refused_everywhere = poll_until(Duration::from_secs(1), || {
+        call(&b.url()) == 404 && call(&c.url()) == 404
+    });
+    if !refused_everywhere {
+        problems.push(format!(
+            "after DELETE on A, within 1 s: B answered {}, C answered {} (expected 404 from both)",
+            call(&b.url()),
+            call(&c.url())
+        ));
+    } else {
+        eprintln!(
+            "ended session refused by B and C {:?} after DELETE on A",
+            ended_at.elapsed()
+        );
+    }
+    if call(&a.url()) != 404 {
+        problems.push("A still serves the session it ended".into());
+    }
+    // A new session still moves between replicas.
+    let (fresh, _) = legacy_initialize(&b.url(), version);
+    let status = legacy_request(&c.url(), &fresh, version, 8, "ping", json!({})).status;
+    if status != 200 {
+        problems.push(format!("a new session minted on B, used on C: {status}"));
+    }
+    for (name, replica) in [("A", a), ("B", b), ("C", c)] {
+        if replica.log().contains(PASSWORD) {
+            problems.push(format!("{name}'s log holds the redis password"));
+        }
+    }
+    assert_no_problems(&problems, &[("A", a.log()), ("B", b.log()), ("C", c.log())]);
+}
+
+#[test]
+fn a_wrong_ca_or_password_refuses_counts_naming_the_key() {
+    let redis = TlsRedis::start();
+    let upstream_toml = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let other_ca = write_file(dir.path(), "other.pem", &TestCa::new("another CA").pem());
+    let good_url = redis.url(PASSWORD);
+    let bad_url = redis.url("not-the-password");
+    let wrong_ca = replica(&redis_toml(&other_ca), &upstream_toml, &[(URL_ENV, &good_url)]);
+    let wrong_password = replica(&redis_toml(&redis.ca), &upstream_toml, &[(URL_ENV, &bad_url)]);
+    let right = replica(&redis_toml(&redis.ca), &upstream_toml, &[(URL_ENV, &good_url)]);
+    let mut problems = Vec::new();
+    for (name, gateway, key) in [
+        ("wrong CA", &wrong_ca, "redis.tls_ca"),
+        ("wrong password", &wrong_password, "redis.url_env"),
+    ] {
+        let reply = echo(gateway, 1);
+        if reply.status != 429 {
+            problems.push(format!(
+                "{name}: a shared count should be refused (closed): {} {}",
+                reply.status, reply.body
+            ));
+        }
+        let named = poll_until(Duration::from_secs(2), || {
+            gateway
+                .log()
+                .lines()
+                .any(|l| l.contains("on_error = closed") && l.contains(key))
+        });
+        if !named {
+            problems.push(format!("{name}: no log line names {key}"));
+        }
+        if gateway.log().contains("not-the-password") || gateway.log().contains(PASSWORD) {
+            problems.push(format!("{name}: the log holds a password"));
+        }
+    }
+    let reply = echo(&right, 2);
+    if reply.status != 200 {
+        problems.push(format!("the right CA and password: {} {}", reply.status, reply.body));
+    }
+    assert_no_problems(
+        &problems,
+        &[
+            ("wrong CA", wrong_ca.log()),
+            ("wrong password", wrong_password.log()),
+            ("right", right.log()),
+        ],
+    );
+}
