@@ -6,7 +6,7 @@
 //!   others within 1 s, one holding it already, one never having seen it;
 //! - a wrong CA, or a wrong password, refuses shared counts (`on_error = "closed"`) on
 //!   first use with a log naming the key (`redis.tls_ca`, `redis.url`), never the password;
-//! - a Redis Cluster of three nodes shares a limit the same way.
+//! - a Redis Cluster of three nodes (plain TCP) shares the limit and the ended sessions the same way.
 
 use crate::common;
 
@@ -71,6 +71,77 @@ impl TlsRedis {
     }
 }
 
+/// A Redis Cluster of `nodes` plain-TCP `redis-server` processes, each a master
+/// (`redis-cli --cluster create ... --cluster-replicas 0`).
+struct RedisCluster {
+    _procs: Vec<Proc>,
+    ports: Vec<u16>,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisCluster {
+    fn start(nodes: usize) -> RedisCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut procs = Vec::new();
+        let mut ports = Vec::new();
+        for i in 0..nodes {
+            let port = free_port();
+            let mut command = Command::new("redis-server");
+            command
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
+                .arg("--cluster-config-file")
+                .arg(dir.path().join(format!("nodes-{i}.conf")))
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            procs.push(Proc::spawn("redis-server (cluster)", &mut command));
+            assert!(
+                listening(("127.0.0.1", port), Duration::from_secs(10)),
+                "redis-server did not listen on {port}"
+            );
+            ports.push(port);
+        }
+        let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+        let created = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .output()
+            .expect("redis-cli (tests/system-deps.sh installs it with redis-server)");
+        assert!(
+            created.status.success(),
+            "redis-cli --cluster create: {}",
+            String::from_utf8_lossy(&created.stdout)
+        );
+        let ready = poll_until(Duration::from_secs(20), || {
+            ports.iter().all(|port| {
+                Command::new("redis-cli")
+                    .args(["-p", &port.to_string(), "cluster", "info"])
+                    .output()
+                    .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+            })
+        });
+        assert!(ready, "the redis cluster did not reach cluster_state:ok");
+        RedisCluster {
+            _procs: procs,
+            ports,
+            _dir: dir,
+        }
+    }
+}
+
 /// A replica of `upstream_toml` using Redis through `redis_toml` (`[redis]` and the rest).
 fn replica(redis_toml: &str, upstream_toml: &str, env: &[(&str, &str)]) -> Eragate {
     let config = format!(
@@ -113,13 +184,28 @@ fn spread_calls(replicas: &[&Eragate], calls: u64) -> (usize, Vec<u16>) {
 #[test]
 fn three_replicas_share_limits_and_ended_sessions_through_tls_redis() {
     let redis = TlsRedis::start();
+    let url = redis.url(PASSWORD);
+    three_replicas_share_limits_and_ended_sessions(&redis_toml(&redis.ca), &[(URL_ENV, url.as_str())]);
+}
+
+#[test]
+fn three_replicas_share_limits_and_ended_sessions_through_a_redis_cluster() {
+    let cluster = RedisCluster::start(3);
+    let nodes: Vec<String> = cluster
+        .ports
+        .iter()
+        .map(|p| format!("\"redis://127.0.0.1:{p}\""))
+        .collect();
+    let redis_toml = format!("[redis]\ncluster = [{}]\ntimeout = \"5s\"\n", nodes.join(", "));
+    three_replicas_share_limits_and_ended_sessions(&redis_toml, &[]);
+}
+
+/// Three replicas on `redis_toml`: 10 of 30 echoes pass; a session DELETEd on one is
+/// refused by the others within 1 s.
+fn three_replicas_share_limits_and_ended_sessions(redis_toml: &str, env: &[(&str, &str)]) {
     let upstream = LegacyHttpServer::start(&[]);
     let upstream_toml = remote_upstream_toml("http", &upstream.url, "");
-    let url = redis.url(PASSWORD);
-    let env = [(URL_ENV, url.as_str())];
-    let replicas: Vec<Eragate> = (0..3)
-        .map(|_| replica(&redis_toml(&redis.ca), &upstream_toml, &env))
-        .collect();
+    let replicas: Vec<Eragate> = (0..3).map(|_| replica(redis_toml, &upstream_toml, env)).collect();
     let [a, b, c] = [&replicas[0], &replicas[1], &replicas[2]];
     let mut problems = Vec::new();
 
