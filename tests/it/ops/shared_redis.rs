@@ -6,6 +6,8 @@
 //!   others within 1 s, one holding it already, one never having seen it;
 //! - a wrong CA, or a wrong password, refuses shared counts (`on_error = "closed"`) on
 //!   first use with a log naming the key (`redis.tls_ca`, `redis.url`), never the password;
+//! - the authorization server's flow spans three replicas over the TLS Redis: a client
+//!   registers on one, authorises on another, redeems on a third and refreshes on the first;
 //! - a Redis Cluster of three nodes (plain TCP) shares the limit and the ended sessions the same way.
 
 use crate::common;
@@ -14,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::auth_server::{code_for, exchange, refresh, register_public, server_toml};
 use common::tls::{TestCa, write_file};
 use common::*;
 use serde_json::json;
@@ -311,4 +314,56 @@ fn a_wrong_ca_or_password_refuses_counts_naming_the_key() {
             ("right", right.log()),
         ],
     );
+}
+
+#[test]
+fn the_authorization_flow_spans_three_replicas_over_tls_redis() {
+    let redis = TlsRedis::start();
+    let url = redis.url(PASSWORD);
+    let addrs: Vec<std::net::SocketAddr> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()).parse().expect("addr"))
+        .collect();
+    let origins: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
+    // Every replica serves one public URL (the first's, standing for the load balancer).
+    let upstream = stdio_upstream_toml(&legacy_stdio_command(), "", "");
+    let config = format!(
+        "[listen]\npublic_url = \"{}\"\n{}\n{}\n{upstream}",
+        origins[0],
+        server_toml("storage = \"redis\""),
+        redis_toml(&redis.ca)
+    );
+    let replicas: Vec<Eragate> = addrs
+        .iter()
+        .map(|&addr| Eragate::start_at(addr, &config, &[], &[(URL_ENV, &url)]))
+        .collect();
+    let [a, b, c] = [&origins[0], &origins[1], &origins[2]];
+    let resource = format!("{a}/mcp");
+    let mut problems = Vec::new();
+
+    let client_id = register_public(a);
+    let (params, verifier) = code_for(b, &client_id, &resource);
+    let redeemed = exchange(c, &client_id, &params["code"], &verifier);
+    let refresh_token = redeemed.json()["refresh_token"].as_str().map(str::to_owned);
+    match (redeemed.status, refresh_token) {
+        (200, Some(token)) => {
+            let refreshed = refresh(a, &client_id, &token);
+            if refreshed.status != 200 || refreshed.json()["access_token"].as_str().is_none() {
+                problems.push(format!("refresh at A: {} {}", refreshed.status, refreshed.body));
+            }
+        }
+        (status, _) => problems.push(format!(
+            "a code authorised at B, redeemed at C: {status} {}",
+            redeemed.body
+        )),
+    }
+    let logs: Vec<(&str, String)> = ["A", "B", "C"]
+        .into_iter()
+        .zip(replicas.iter().map(Eragate::log))
+        .collect();
+    for (name, log) in &logs {
+        if log.contains(PASSWORD) {
+            problems.push(format!("{name}'s log holds the redis password"));
+        }
+    }
+    assert_no_problems(&problems, &logs);
 }
