@@ -149,6 +149,8 @@ impl Revocations {
         let stream = self.stream_key();
         let count = READ_BATCH.to_string();
         let mut last = "0-0".to_owned();
+        // Warned once per outage, not every poll.
+        let mut reachable = true;
         let mut ticker = tokio::time::interval(POLL_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -173,10 +175,15 @@ impl Revocations {
                     continue;
                 }
                 Err(error) => {
-                    tracing::debug!(%error, "ended sessions in redis: not read");
+                    if std::mem::replace(&mut reachable, false) {
+                        tracing::warn!(%error, "ended sessions in redis: not read; sealed ids this replica does not hold are refused until redis answers");
+                    }
                     continue;
                 }
             };
+            if !std::mem::replace(&mut reachable, true) {
+                tracing::info!("ended sessions in redis: read again");
+            }
             let now = unix_now();
             let mut ended = Vec::with_capacity(entries.len());
             for entry in entries {

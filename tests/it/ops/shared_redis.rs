@@ -8,6 +8,9 @@
 //!   first use with a log naming the key (`redis.tls_ca`, `redis.url`), never the password;
 //! - the authorization server's flow spans three replicas over the TLS Redis: a client
 //!   registers on one, authorises on another, redeems on a third and refreshes on the first;
+//! - Redis stopped mid-run: shared counts are refused (`on_error = "closed"`), a replica
+//!   keeps serving the session it holds and refuses (404) one it would have to resume (fail
+//!   closed), every answer within the timeout;
 //! - a Redis Cluster of three nodes (plain TCP) shares the limit and the ended sessions the same way.
 
 use crate::common;
@@ -366,4 +369,42 @@ fn the_authorization_flow_spans_three_replicas_over_tls_redis() {
         }
     }
     assert_no_problems(&problems, &logs);
+}
+
+#[test]
+fn redis_stopped_mid_run_fails_closed_without_hanging() {
+    let redis = TlsRedis::start();
+    let upstream = LegacyHttpServer::start(&[]);
+    let upstream_toml = remote_upstream_toml("http", &upstream.url, "");
+    let url = redis.url(PASSWORD);
+    let env = [(URL_ENV, url.as_str())];
+    let a = replica(&redis_toml(&redis.ca), &upstream_toml, &env);
+    let b = replica(&redis_toml(&redis.ca), &upstream_toml, &env);
+    let mut problems = Vec::new();
+    let version = "2025-11-25";
+    let (session, _) = legacy_initialize(&a.url(), version);
+    if echo(&b, 1).status != 200 {
+        problems.push("a shared count with redis up was refused".into());
+    }
+    drop(redis);
+    // Each answer within the 5 s timeout (and a margin), never a hang.
+    let timed = |what: &str, problems: &mut Vec<String>, f: &dyn Fn() -> u16, expected: u16| {
+        let started = Instant::now();
+        let status = f();
+        let took = started.elapsed();
+        if status != expected || took > Duration::from_secs(7) {
+            problems.push(format!(
+                "{what}: {status} after {took:?} (expected {expected} within 7 s)"
+            ));
+        }
+    };
+    let session = session.as_str();
+    let ping = |url: String| move || legacy_request(&url, session, version, 9, "ping", json!({})).status;
+    timed("the session A holds, on A", &mut problems, &ping(a.url()), 200);
+    timed("the session A holds, resumed on B", &mut problems, &ping(b.url()), 404);
+    timed("a shared count on A", &mut problems, &|| echo(&a, 2).status, 429);
+    if !b.log().contains("refusing to resume the session (fail closed)") {
+        problems.push("B did not log why it refused the resume".into());
+    }
+    assert_no_problems(&problems, &[("A", a.log()), ("B", b.log())]);
 }
