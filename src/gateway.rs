@@ -84,7 +84,7 @@ impl Gateway {
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(SuspendedCalls::new(&config.sessions));
-        let rate = arc_swap::ArcSwap::from_pointee(RateGate::new(&config.rate_limits));
+        let rate = arc_swap::ArcSwap::from_pointee(RateGate::new(&config));
         let limits = &config.limits;
         let listens = HeldQuota::new("listens", limits.max_listens_per_principal, limits.max_listens);
         let in_flight = HeldQuota::new("requests in flight", limits.in_flight_per_principal(), usize::MAX);
@@ -145,6 +145,9 @@ impl Gateway {
     /// refresh, the built-in authorization server, the idle-session reaper, the
     /// active health checks and the expiry of suspended calls and rate state.
     pub(crate) async fn start(self: &Arc<Self>) -> Result<(), String> {
+        for deprecation in self.config.redis_deprecations() {
+            tracing::warn!("{deprecation}");
+        }
         crate::bridge::spawn_watchers(self);
         self.auth.start();
         if let Some(authz) = &self.authz {
@@ -152,6 +155,7 @@ impl Gateway {
             tracing::info!(issuer = %authz.issuer(), "serving the built-in authorization server");
         }
         self.spawn_session_reaper(SESSION_REAPER_EVERY);
+        self.share_session_endings();
         self.suspended.spawn_expiry();
         self.rate.load_full().spawn_forgetting();
         self.router.spawn_health_checks();
@@ -176,6 +180,17 @@ impl Gateway {
                 }
             }
         });
+    }
+
+    /// With `[redis]`, shares the sessions ended here with every replica and
+    /// ends here those they end ([`crate::bridge::revocations`]).
+    fn share_session_endings(self: &Arc<Self>) {
+        let Some(target) = self.config.redis_target(crate::config::RedisUser::Sessions) else {
+            return;
+        };
+        let revocations = Arc::new(crate::bridge::revocations::Revocations::new(target));
+        self.sessions.share_endings(revocations.clone());
+        revocations.spawn(Arc::downgrade(self));
     }
 
     /// Ends idle legacy sessions every `every` for as long as the gateway lives.

@@ -183,6 +183,9 @@ fn main() -> ExitCode {
                 None => {
                     println!("{}: ok ({} upstream(s))", file.display(), config.upstreams.len());
                     probe_issuer(&config);
+                    for deprecation in config.redis_deprecations() {
+                        eprintln!("warning: {deprecation}");
+                    }
                     ExitCode::SUCCESS
                 }
             },

@@ -248,7 +248,7 @@ fn apply_auth(gateway: Reconfigurable<'_>, running: &Config, new: &Config) -> Re
 /// Swaps in `[rate_limits]` and the quota bounds of `[limits]` where they changed.
 fn apply_policies(gateway: Reconfigurable<'_>, running: &Config, new: &Config) {
     if running.rate_limits != new.rate_limits {
-        let gate = std::sync::Arc::new(crate::bridge::rate::RateGate::new(&new.rate_limits));
+        let gate = std::sync::Arc::new(crate::bridge::rate::RateGate::new(new));
         gate.spawn_forgetting();
         gateway.replace_rate_gate(gate);
         tracing::info!("[rate_limits] reloaded (counts start afresh)");

@@ -24,7 +24,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::store::redis::Pool;
-use crate::store::resp::Value;
+use crate::store::redis::Value;
 
 /// Most name-and-address pairs tracked at once.
 const MAX_TRACKED: usize = 100_000;

@@ -107,7 +107,8 @@ impl AuthServer {
             )?),
             false => None,
         };
-        let store = store::open(server).map_err(|e| e.to_string())?;
+        let store = store::open(server, config.redis_target(crate::config::RedisUser::AuthServer))
+            .map_err(|e| e.to_string())?;
         let mut this = AuthServer::new(server, config, resource, store);
         this.documents = documents;
         if let (LoginSource::Oidc, Some(oidc)) = (server.login, &server.oidc) {
@@ -145,7 +146,7 @@ impl AuthServer {
             pending: authorize::Pending::default(),
             registrations: Mutex::new(register::Registrations::default()),
             documents: None,
-            attempts: login_attempts(server),
+            attempts: login_attempts(server, config),
             broker: None,
         };
         this.metadata = Bytes::from(this.metadata_document().to_string());
@@ -398,19 +399,13 @@ impl AuthServer {
 
 /// The login attempt limit of `server`: in Redis with `storage = "redis"` (every
 /// replica sees the same counts), else in this process.
-fn login_attempts(server: &AuthServerConfig) -> attempts::LoginAttempts {
+fn login_attempts(server: &AuthServerConfig, config: &Config) -> attempts::LoginAttempts {
     let (limit, window) = (server.login_attempts, server.login_attempts_window.0);
-    let endpoint = match (server.storage, server.redis_url.as_deref()) {
-        (crate::config::StorageKind::Redis, Some(url)) => crate::store::redis::Endpoint::parse(url).ok(),
-        _ => None,
-    };
-    match endpoint {
-        Some(endpoint) => attempts::LoginAttempts::shared(
-            limit,
-            window,
-            crate::store::redis::Pool::new(endpoint, server.redis_timeout.0),
-            server.redis_key_prefix.clone(),
-        ),
+    match config.redis_target(crate::config::RedisUser::AuthServer) {
+        Some(target) => {
+            let prefix = target.prefix.clone();
+            attempts::LoginAttempts::shared(limit, window, crate::store::redis::Pool::new(target), prefix)
+        }
         None => attempts::LoginAttempts::new(limit, window),
     }
 }

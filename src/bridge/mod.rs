@@ -38,6 +38,7 @@ mod pump;
 pub(crate) mod rate;
 pub(crate) mod reply;
 mod restrict;
+pub(crate) mod revocations;
 pub mod sessions;
 
 pub(crate) use federated::{never_collisions, spawn_watcher, spawn_watchers};

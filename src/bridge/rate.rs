@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{OnRedisError, RateLimitsConfig};
+use crate::config::{Config, OnRedisError, RedisUser};
 use crate::policy::rate::{RateLimits, Request, Scope, shared_verdict};
 use crate::protocol::Message;
 use crate::protocol::errors::Rejection;
@@ -24,10 +24,11 @@ pub(crate) struct RateGate {
 
 impl RateGate {
     /// The gate of `config`.
-    pub(crate) fn new(config: &RateLimitsConfig) -> RateGate {
+    pub(crate) fn new(config: &Config) -> RateGate {
+        let (config, target) = (&config.rate_limits, config.redis_target(RedisUser::RateLimits));
         RateGate {
             limits: RateLimits::new(config),
-            counters: config.redis.as_ref().map(Counters::new),
+            counters: target.filter(|_| config.any_shared()).map(Counters::new),
             on_error: config.redis.as_ref().map(|r| r.on_error).unwrap_or_default(),
         }
     }

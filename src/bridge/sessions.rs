@@ -11,7 +11,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use dashmap::DashMap;
@@ -30,6 +30,7 @@ use crate::seal::{Purpose, SealKey, Sealer, digest, fingerprint, unix_now};
 
 use super::client_session::lock;
 pub(crate) use super::client_session::{AttachError, ClientSession, stateless_envelope};
+use super::revocations::{Ended, Revocations, Verdict};
 
 /// Every live legacy client session on this replica.
 pub struct SessionStore {
@@ -48,6 +49,8 @@ pub struct SessionStore {
     sealer: Sealer,
     /// Names this process in the ids of sessions bound to it (stdio children).
     instance: String,
+    /// With `[redis]`: the ids every replica ended, shared (set once at start).
+    shared_endings: OnceLock<Arc<Revocations>>,
 }
 
 /// What a session id carries, sealed. Short keys: it travels in every request header.
@@ -100,6 +103,36 @@ impl SessionStore {
             config,
             sealer,
             instance,
+            shared_endings: OnceLock::new(),
+        }
+    }
+
+    /// Shares the ids this replica ends by DELETE or eviction with every
+    /// replica, and checks theirs before resuming an id ([`Revocations`]).
+    pub(crate) fn share_endings(&self, revocations: Arc<Revocations>) {
+        let _ = self.shared_endings.set(revocations);
+    }
+
+    /// Ends, on this replica, the sessions other replicas ended, and remembers
+    /// their ids so that they are never resumed here.
+    pub(crate) fn apply_ended(&self, ended: &[Ended]) {
+        let now = unix_now();
+        {
+            let mut remembered = self.ended();
+            for e in ended {
+                remembered.insert(e.digest, e.expiry, now);
+            }
+        }
+        let digests: std::collections::HashSet<[u8; 32]> = ended.iter().map(|e| e.digest).collect();
+        let held: Vec<Arc<str>> = self
+            .sessions
+            .iter()
+            .filter(|s| digests.contains(&digest(&s.id)))
+            .map(|s| s.id.clone())
+            .collect();
+        for id in held {
+            tracing::info!(session = %fingerprint(&id), "a session ended on another replica");
+            self.remove(&id);
         }
     }
 
@@ -169,10 +202,16 @@ impl SessionStore {
     }
 
     async fn resume(&self, id: &str, backend: &Backend, principal: &Principal) -> Option<Arc<ClientSession>> {
-        if self.ended().contains(&digest(id)) {
+        let id_digest = digest(id);
+        if self.ended().contains(&id_digest) {
             return None;
         }
         let claims = self.open(id)?;
+        if let Some(shared) = self.shared_endings.get()
+            && shared.check(&id_digest).await != Verdict::Live
+        {
+            return None;
+        }
         if claims.ups != backend.name() || claims.prn != principal.as_str() {
             return None;
         }
@@ -225,6 +264,22 @@ impl SessionStore {
             }
             None => false,
         }
+    }
+
+    /// Ends a session for every replica (DELETE, eviction): [`SessionStore::remove`],
+    /// and with `[redis]` its id shared as ended. `false` when it did not exist.
+    pub(crate) fn revoke(&self, id: &str) -> bool {
+        let expiry = self.open(id).map(|claims| claims.exp);
+        if !self.remove(id) {
+            return false;
+        }
+        if let (Some(shared), Some(expiry)) = (self.shared_endings.get(), expiry) {
+            shared.publish(Ended {
+                digest: digest(id),
+                expiry,
+            });
+        }
+        true
     }
 
     /// Keeps an ended id's digest until `expiry`, within the bound.
@@ -324,7 +379,7 @@ impl SessionStore {
         };
         let id = sessions[i].id.clone();
         tracing::info!(session = %fingerprint(&id), upstream, "no child left; the principal holding the most ends its least recently used session");
-        self.remove(&id)
+        self.revoke(&id)
     }
 
     fn make_room_among(
@@ -344,7 +399,7 @@ impl SessionStore {
             };
             let id = sessions[i].id.clone();
             tracing::info!(session = %fingerprint(&id), "session quota reached; ending the least recently used session");
-            ended |= self.remove(&id);
+            ended |= self.revoke(&id);
         }
     }
 }

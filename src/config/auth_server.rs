@@ -88,17 +88,18 @@ pub struct AuthServerConfig {
     /// signing keys) if absent. Required with it.
     #[serde(default)]
     pub(crate) sqlite_path: Option<std::path::PathBuf>,
-    /// The Redis server of `storage = "redis"`: `redis://[:PASSWORD@]HOST:PORT[/DB]`
-    /// (plain TCP). Required with it.
+    /// Deprecated: write `[redis] url`. The Redis server of `storage = "redis"`:
+    /// `redis://[:PASSWORD@]HOST:PORT[/DB]` (plain TCP), used when `[redis]` is not set.
     #[serde(default)]
     pub(crate) redis_url: Option<String>,
-    /// Prefix of every key the authorization server writes in Redis. Default `eragate:as:`.
-    #[serde(default = "default_redis_prefix")]
-    pub(crate) redis_key_prefix: String,
+    /// Prefix of every key the authorization server writes in Redis. Default
+    /// `[redis] key_prefix` followed by `as:` (`eragate:as:`).
+    #[serde(default)]
+    pub(crate) redis_key_prefix: Option<String>,
     /// How long one Redis command may take before the store is taken as down (the
-    /// request then fails with `temporarily_unavailable`). Default 2 s.
-    #[serde(default = "default_redis_timeout")]
-    pub(crate) redis_timeout: Humantime,
+    /// request then fails with `temporarily_unavailable`). Default `[redis] timeout`, else 2 s.
+    #[serde(default)]
+    pub(crate) redis_timeout: Option<Humantime>,
     /// Failed sign-ins allowed per user name, and per client IP, within
     /// `login_attempts_window`; past it the login page answers 429 "too many
     /// attempts" until the window ends. Counted in Redis with `storage = "redis"`
@@ -134,8 +135,8 @@ impl Default for AuthServerConfig {
             storage: StorageKind::Memory,
             sqlite_path: None,
             redis_url: None,
-            redis_key_prefix: default_redis_prefix(),
-            redis_timeout: default_redis_timeout(),
+            redis_key_prefix: None,
+            redis_timeout: None,
             login_attempts: default_login_attempts(),
             login_attempts_window: default_login_attempts_window(),
         }
@@ -223,12 +224,6 @@ fn default_subject_claim() -> String {
 }
 fn default_oidc_algorithms() -> Vec<String> {
     ["RS256", "ES256", "EdDSA"].map(String::from).to_vec()
-}
-fn default_redis_prefix() -> String {
-    "eragate:as:".into()
-}
-fn default_redis_timeout() -> Humantime {
-    Humantime(Duration::from_secs(2))
 }
 fn default_login_attempts() -> u32 {
     5
@@ -478,19 +473,14 @@ pub(crate) fn server_issues(
                 }
             }
         },
-        StorageKind::Redis => match &server.redis_url {
-            None => push(
-                "auth.server.redis_url".into(),
-                "required with storage = \"redis\"".into(),
-            ),
-            Some(url) => {
-                if let Err(why) = super::RedisEndpoint::parse(url) {
-                    push("auth.server.redis_url".into(), why);
-                }
+        // Whether a Redis server is named at all is checked with `[redis]` (super::redis).
+        StorageKind::Redis => {
+            if let Some(Err(why)) = server.redis_url.as_deref().map(super::RedisEndpoint::parse) {
+                push("auth.server.redis_url".into(), why);
             }
-        },
+        }
     }
-    if server.redis_timeout.0.is_zero() {
+    if server.redis_timeout.as_ref().is_some_and(|t| t.0.is_zero()) {
         push("auth.server.redis_timeout".into(), "must be longer than 0s".into());
     }
     if server.login_attempts > 0 && server.login_attempts_window.0.is_zero() {

@@ -15,6 +15,7 @@ mod oauth;
 mod policies;
 mod proxies;
 mod rate_limits;
+mod redis;
 mod redis_url;
 mod tls;
 
@@ -28,6 +29,8 @@ pub(crate) use oauth::check_issuer;
 pub(crate) use policies::{GroupsConfig, KindPolicyConfig, PolicyConfig};
 pub(crate) use proxies::{ClientIpHeader, TrustedProxies};
 pub use rate_limits::{OnRedisError, RateLimit, RateLimitsConfig, RedisConfig};
+pub(crate) use redis::RedisUser;
+pub use redis::SharedRedisConfig;
 pub(crate) use redis_url::RedisEndpoint;
 pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
 
@@ -204,6 +207,7 @@ impl Config {
     pub(crate) fn secret_env_names(&self) -> Vec<String> {
         let mut names = self.auth.secret_env_names();
         names.extend(self.admin.token_env.clone());
+        names.extend(self.redis.as_ref().and_then(|r| r.url_env.clone()));
         names.extend(
             self.upstreams
                 .iter()
@@ -239,6 +243,7 @@ impl Config {
                 "auth" => config.auth = section(&key, value, &mut issues).unwrap_or_default(),
                 "limits" => config.limits = section(&key, value, &mut issues).unwrap_or_default(),
                 "rate_limits" => config.rate_limits = section(&key, value, &mut issues).unwrap_or_default(),
+                "redis" => config.redis = section(&key, value, &mut issues),
                 "log" => config.log = section(&key, value, &mut issues).unwrap_or_default(),
                 "telemetry" => config.telemetry = section(&key, value, &mut issues).unwrap_or_default(),
                 "runtime" => config.runtime = section(&key, value, &mut issues).unwrap_or_default(),
@@ -294,7 +299,7 @@ impl Config {
                 _ => issues.push(ConfigIssue {
                     path: key,
                     message:
-                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `log`, `telemetry`, `runtime`, `policies`, `groups`, `disclosure`"
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `redis`, `log`, `telemetry`, `runtime`, `policies`, `groups`, `disclosure`"
                             .into(),
                 }),
             }
@@ -346,6 +351,7 @@ impl Config {
     fn field_issues(&self, indexes: &[usize], entries: usize) -> Vec<ConfigIssue> {
         let mut issues = self.limits.issues();
         issues.extend(self.rate_limits.issues(self.upstreams.iter().map(|u| u.name.as_str())));
+        issues.extend(self.redis_issues());
         let mut push = |path: String, message: &str| {
             issues.push(ConfigIssue {
                 path,

@@ -43,6 +43,9 @@ pub struct Config {
     /// Requests per period, per principal, tool and upstream.
     #[serde(default)]
     pub(crate) rate_limits: RateLimitsConfig,
+    /// `[redis]`: where state shared by replicas lives.
+    #[serde(default)]
+    pub(crate) redis: Option<super::SharedRedisConfig>,
     /// How eragate logs.
     #[serde(default)]
     pub log: LogConfig,

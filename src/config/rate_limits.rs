@@ -21,7 +21,7 @@ pub struct RateLimitsConfig {
     pub(crate) tools: BTreeMap<String, RateLimit>,
     /// Requests the named upstream may receive from every principal together.
     pub(crate) upstreams: BTreeMap<String, RateLimit>,
-    /// Where limits marked `shared` are counted. Required when one is.
+    /// How limits marked `shared` use Redis (`[redis]` or this section's deprecated `address` is required when one is).
     pub(crate) redis: Option<RedisConfig>,
 }
 
@@ -47,30 +47,26 @@ fn one_second() -> Humantime {
     Humantime(Duration::from_secs(1))
 }
 
-/// `[rate_limits.redis]`: the Redis server counting shared limits.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+/// `[rate_limits.redis]`: how shared limits use Redis (`[redis]` says where it is).
+#[derive(Clone, Debug, PartialEq, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisConfig {
-    /// `host:port` of the server (plain TCP, no TLS, no AUTH). Example `127.0.0.1:6379`.
-    pub(crate) address: String,
-    /// Prefix of every key eragate writes. Default `eragate:rl:`.
-    #[serde(default = "default_prefix")]
-    pub(crate) key_prefix: String,
-    /// How long one count may take before Redis is taken as down. Default 250 ms.
-    #[serde(default = "default_timeout")]
-    pub(crate) timeout: Humantime,
+    /// Deprecated: write `[redis] url = "redis://HOST:PORT"`. `host:port` of a
+    /// plain-TCP server without AUTH, used when `[redis]` is not set.
+    #[serde(default)]
+    pub(crate) address: Option<String>,
+    /// Prefix of every key shared limits write. Default `[redis] key_prefix`
+    /// followed by `rl:` (`eragate:rl:`).
+    #[serde(default)]
+    pub(crate) key_prefix: Option<String>,
+    /// How long one count may take before Redis is taken as down: shorter than
+    /// other users', as every limited request waits for it. Default 250 ms.
+    #[serde(default)]
+    pub(crate) timeout: Option<Humantime>,
     /// What a shared limit does while Redis is down: `open` lets the request
     /// through, `closed` refuses it with 429. Either way it is logged. Default `open`.
     #[serde(default)]
     pub(crate) on_error: OnRedisError,
-}
-
-fn default_prefix() -> String {
-    "eragate:rl:".into()
-}
-
-fn default_timeout() -> Humantime {
-    Humantime(Duration::from_millis(250))
 }
 
 /// `rate_limits.redis.on_error`
@@ -85,6 +81,11 @@ pub enum OnRedisError {
 }
 
 impl RateLimitsConfig {
+    /// Whether any limit is counted in Redis.
+    pub(crate) fn any_shared(&self) -> bool {
+        self.limits().any(|(_, limit)| limit.shared)
+    }
+
     /// Every configured limit with its config path.
     fn limits(&self) -> impl Iterator<Item = (String, &RateLimit)> {
         let principal = self
@@ -99,8 +100,8 @@ impl RateLimitsConfig {
         principal.chain(tools).chain(upstreams)
     }
 
-    /// Numbers that must not be zero, a Redis server for shared limits, and
-    /// upstream names that exist (`upstream_names`).
+    /// Numbers that must not be zero and upstream names that exist (a Redis
+    /// server for shared limits is `[redis]`'s check) (`upstream_names`).
     pub(super) fn issues<'a>(&self, upstream_names: impl Iterator<Item = &'a str> + Clone) -> Vec<ConfigIssue> {
         let mut issues = Vec::new();
         let mut push = |path: String, message: &str| {
@@ -125,9 +126,6 @@ impl RateLimitsConfig {
                     "a shared limit is a fixed window: it has no burst",
                 );
             }
-            if limit.shared && self.redis.is_none() {
-                push(format!("{path}.shared"), "needs [rate_limits.redis]");
-            }
         }
         for name in self.upstreams.keys() {
             if !upstream_names.clone().any(|n| n == name) {
@@ -135,10 +133,10 @@ impl RateLimitsConfig {
             }
         }
         if let Some(redis) = &self.redis {
-            if redis.address.is_empty() || !redis.address.contains(':') {
+            if redis.address.as_ref().is_some_and(|a| a.is_empty() || !a.contains(':')) {
                 push("rate_limits.redis.address".into(), "must be host:port");
             }
-            if redis.timeout.0.is_zero() {
+            if redis.timeout.as_ref().is_some_and(|t| t.0.is_zero()) {
                 push("rate_limits.redis.timeout".into(), "must be greater than 0");
             }
         }
@@ -161,7 +159,7 @@ mod tests {
 
     #[test]
     fn limits_are_checked() {
-        let table: [(&str, &[&str]); 6] = [
+        let table: [(&str, &[&str]); 5] = [
             ("", &[]),
             (
                 "per_principal = { requests = 10, per = \"1m\", burst = 20 }\n\
@@ -175,10 +173,6 @@ mod tests {
                     "rate_limits.per_principal.per: must be greater than 0",
                     "rate_limits.per_principal.burst: must be greater than 0",
                 ],
-            ),
-            (
-                "tools.echo = { requests = 1, shared = true }",
-                &["rate_limits.tools.echo.shared: needs [rate_limits.redis]"],
             ),
             (
                 "upstreams.nope = { requests = 1 }",
@@ -204,6 +198,6 @@ mod tests {
         assert!(toml::from_str::<RedisConfig>("address = \"a:1\"\non_error = \"maybe\"").is_err());
         let redis: RedisConfig = toml::from_str("address = \"a:1\"").unwrap();
         assert_eq!(redis.on_error, OnRedisError::Open);
-        assert_eq!(redis.key_prefix, "eragate:rl:");
+        assert_eq!(redis.key_prefix, None);
     }
 }

@@ -332,7 +332,7 @@ impl HttpFrontend {
             .find(session_id, backend, principal)
             .await
             .is_some()
-            && self.gateway.edge().sessions().remove(session_id)
+            && self.gateway.edge().sessions().revoke(session_id)
         {
             respond::empty(StatusCode::OK)
         } else {

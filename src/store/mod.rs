@@ -1,7 +1,7 @@
-//! State shared by replicas, kept outside the process: a Redis client ([`redis`],
-//! speaking RESP through [`resp`]) and on it the counters of shared rate limits;
-//! the authorization server's shared store (`crate::authz::store::redis`) uses it too.
+//! State shared by replicas, kept outside the process: the Redis client ([`redis`],
+//! on the `redis` crate: TLS through rustls, ACL users, Redis Cluster) and on it
+//! the counters of shared rate limits and the ids of ended sessions; the
+//! authorization server's shared store (`crate::authz::store::redis`) uses it too.
 //! Nothing here decides anything: the rules are [`crate::policy`]'s.
 
 pub(crate) mod redis;
-pub(crate) mod resp;

@@ -1,19 +1,20 @@
-//! A Redis client: [`Pool`] sends one command at a time on each of at most 64
-//! connections, a handful kept idle (each opened with AUTH and SELECT when the
-//! [`Endpoint`] says so), every exchange bounded by a timeout. On it, the counters of shared rate
-//! limits: one fixed window per key, counted atomically by a Lua script (INCR,
-//! then PEXPIRE on the window's first request); an error is the caller's to
-//! judge (`rate_limits.redis.on_error`). The authorization server's shared
-//! state ([`crate::authz::store::redis`]) uses the pool too.
+//! A Redis client on the `redis` crate: [`Pool`] holds one multiplexed connection
+//! (a connection manager that reconnects by itself, or a cluster connection that
+//! follows the slots), opened on first use from a [`Target`] (`[redis]`: a
+//! `redis://` or `rediss://` URL with its ACL user and password, a CA for TLS, or
+//! the nodes of a cluster), every command bounded by the target's timeout. On it,
+//! the counters of shared rate limits: one fixed window per key, counted
+//! atomically by a Lua script (EVALSHA, INCR then PEXPIRE on the window's first
+//! request); an error is the caller's to judge (`rate_limits.redis.on_error`).
+//! The authorization server's shared state ([`crate::authz::store::redis`]) and
+//! the ended sessions ([`crate::bridge::revocations`]) use the pool too.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufStream};
-use tokio::net::TcpStream;
-use tokio::sync::Mutex;
-
-use super::resp::{self, ProtocolError, Value};
-use crate::config::RedisConfig;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use tokio::sync::OnceCell;
 
 /// Counts one request in a window: INCR, PEXPIRE on the first, and the count
 /// with the window's remaining milliseconds. A key left without expiry (by
@@ -24,144 +25,284 @@ local ttl = redis.call('PTTL', KEYS[1]) \
 if ttl < 0 then redis.call('PEXPIRE', KEYS[1], ARGV[1]); ttl = tonumber(ARGV[1]) end \
 return {n, ttl}";
 
-/// Idle connections kept for the next counts.
-const IDLE_CONNECTIONS: usize = 8;
-/// Most connections open at once (commands beyond wait for one, within their timeout).
-const MAX_CONNECTIONS: usize = 64;
+/// Where a Redis server (or cluster) is and how to reach it: resolved from
+/// `[redis]` (or a deprecated key) for one user of shared state.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Target {
+    /// `redis://` or `rediss://`, with user and password: a secret, never logged.
+    pub(crate) url: String,
+    /// The config key the URL came from, named in errors.
+    pub(crate) url_key: &'static str,
+    /// A PEM file of the CA that signs the server's certificate (`redis.tls_ca`).
+    pub(crate) tls_ca: Option<PathBuf>,
+    /// The nodes of a Redis Cluster (`redis.cluster`), instead of `url`.
+    pub(crate) cluster: Vec<String>,
+    /// How long one command may take.
+    pub(crate) timeout: Duration,
+    /// Prepended to every key of this user.
+    pub(crate) prefix: String,
+}
 
-/// Why a count failed.
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &redacted(&self.url))
+            .field("tls_ca", &self.tls_ca)
+            .field("cluster", &self.cluster.iter().map(|u| redacted(u)).collect::<Vec<_>>())
+            .field("timeout", &self.timeout)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+/// `url` without its password, for logs.
+pub(crate) fn redacted(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("REDACTED"));
+            }
+            parsed.to_string()
+        }
+        Err(_) => "(not a URL)".into(),
+    }
+}
+
+/// Why a command failed. The text names the configuration key to look at.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum RedisError {
-    /// Connecting, writing or reading failed.
-    #[error("redis I/O: {0}")]
-    Io(#[from] std::io::Error),
-    /// No answer within `rate_limits.redis.timeout`.
+    /// The CA file cannot be read, or the URL is not one.
+    #[error("{key}: {why}")]
+    Config { key: &'static str, why: String },
+    /// The server refused the user or password.
+    #[error("{key}: redis refused the user or password ({source})")]
+    Auth {
+        key: &'static str,
+        source: redis::RedisError,
+    },
+    /// The TLS handshake failed: most often a CA that did not sign the server's certificate.
+    #[error("redis.tls_ca: the TLS handshake with redis failed ({source})")]
+    Tls { source: redis::RedisError },
+    /// Connecting, writing or reading failed, or the server answered an error.
+    #[error("redis: {0}")]
+    Redis(redis::RedisError),
+    /// No answer within the timeout.
     #[error("redis did not answer within {0:?}")]
     Timeout(Duration),
-    /// The server broke the protocol.
-    #[error(transparent)]
-    Protocol(#[from] ProtocolError),
-    /// The server answered with an error, or with something else than asked.
+    /// The server answered something else than asked.
     #[error("redis answered {0}")]
     Unexpected(String),
 }
 
-pub(crate) use crate::config::RedisEndpoint as Endpoint;
+/// A reply, as the callers match it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Value {
+    /// `+OK`
+    Simple(String),
+    /// `-ERR ...`
+    Error(String),
+    /// `:42`
+    Integer(i64),
+    /// A bulk string, or nil (None).
+    Bulk(Option<Vec<u8>>),
+    /// An array, or a nil array (None).
+    Array(Option<Vec<Value>>),
+}
 
-/// Kept connections to one server, one command at a time on each.
+enum Connection {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+/// One connection to a server or cluster, opened on first use; commands are
+/// multiplexed on it (the `redis` crate pipelines them), so nothing queues here.
 pub(crate) struct Pool {
-    endpoint: Endpoint,
-    timeout: Duration,
-    idle: Mutex<Vec<BufStream<TcpStream>>>,
-    /// One permit per connection in use.
-    open: tokio::sync::Semaphore,
+    target: Target,
+    connection: OnceCell<Connection>,
 }
 
 impl Pool {
-    /// A pool toward `endpoint` whose every command takes at most `timeout`;
-    /// nothing is connected yet.
-    pub(crate) fn new(endpoint: Endpoint, timeout: Duration) -> Pool {
+    /// A pool toward `target`; nothing is connected yet.
+    pub(crate) fn new(target: Target) -> Pool {
         Pool {
-            endpoint,
-            timeout,
-            idle: Mutex::new(Vec::new()),
-            open: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+            target,
+            connection: OnceCell::new(),
         }
+    }
+
+    /// The prefix of this user's keys.
+    pub(crate) fn prefix(&self) -> &str {
+        &self.target.prefix
     }
 
     /// Sends the command `args` and reads its reply (a Redis error reply is `Ok(Value::Error)`).
     pub(crate) async fn command(&self, args: &[&[u8]]) -> Result<Value, RedisError> {
-        let command = resp::encode(args);
+        let Some((name, rest)) = args.split_first() else {
+            return Err(RedisError::Unexpected("an empty command".into()));
+        };
+        let mut cmd = redis::cmd(&String::from_utf8_lossy(name));
+        for arg in rest {
+            cmd.arg(*arg);
+        }
+        let timeout = self.target.timeout;
         let exchange = async {
-            let _permit = self
-                .open
-                .acquire()
-                .await
-                .map_err(|_| RedisError::Unexpected("the connection pool is closed".into()))?;
-            self.round_trip(&command).await
+            let reply: Result<redis::Value, redis::RedisError> = match self.connect().await? {
+                Connection::Single(manager) => cmd.query_async(&mut manager.clone()).await,
+                Connection::Cluster(cluster) => cmd.query_async(&mut cluster.clone()).await,
+            };
+            self.reply(reply)
         };
-        tokio::time::timeout(self.timeout, exchange)
+        tokio::time::timeout(timeout, exchange)
             .await
-            .map_err(|_| RedisError::Timeout(self.timeout))?
+            .map_err(|_| RedisError::Timeout(timeout))?
     }
 
-    /// Sends `command` on an idle connection (or a new one) and reads its reply.
-    /// A connection goes back to the idle set only after a whole exchange.
-    async fn round_trip(&self, command: &[u8]) -> Result<Value, RedisError> {
-        let idle = self.idle.lock().await.pop();
-        let mut stream = match idle {
-            Some(stream) => stream,
-            None => self.connect().await?,
+    /// Runs `script` (EVALSHA, loading it when the server lacks it) on `keys` and `argv`.
+    async fn script(&self, script: &redis::Script, keys: &[&str], argv: &[&str]) -> Result<Value, RedisError> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in argv {
+            invocation.arg(*arg);
+        }
+        let timeout = self.target.timeout;
+        let exchange = async {
+            let reply: Result<redis::Value, redis::RedisError> = match self.connect().await? {
+                Connection::Single(manager) => invocation.invoke_async(&mut manager.clone()).await,
+                Connection::Cluster(cluster) => invocation.invoke_async(&mut cluster.clone()).await,
+            };
+            self.reply(reply)
         };
-        stream.write_all(command).await?;
-        stream.flush().await?;
-        let reply = read_reply(&mut stream).await?;
-        let mut idle = self.idle.lock().await;
-        if idle.len() < IDLE_CONNECTIONS {
-            idle.push(stream);
-        }
-        Ok(reply)
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| RedisError::Timeout(timeout))?
     }
 
-    /// A new connection, logged in and on its database.
-    async fn connect(&self) -> Result<BufStream<TcpStream>, RedisError> {
-        let mut stream = BufStream::new(TcpStream::connect(&self.endpoint.address).await?);
-        let database = self.endpoint.database.map(|db| db.to_string());
-        let mut setup: Vec<Vec<u8>> = Vec::new();
-        if let Some(password) = &self.endpoint.password {
-            setup.push(resp::encode(&[b"AUTH", password.as_bytes()]));
+    fn reply(&self, reply: Result<redis::Value, redis::RedisError>) -> Result<Value, RedisError> {
+        match reply {
+            Ok(value) => Ok(convert(value)),
+            Err(error) if error.kind() == redis::ErrorKind::AuthenticationFailed => Err(RedisError::Auth {
+                key: self.target.url_key,
+                source: error,
+            }),
+            Err(error) if error.is_connection_refusal() || error.is_io_error() => Err(self.io_error(error)),
+            Err(error) => match error.code() {
+                Some(code) => Ok(Value::Error(format!("{code} {}", error.detail().unwrap_or_default()))),
+                None => Err(RedisError::Redis(error)),
+            },
         }
-        if let Some(db) = &database {
-            setup.push(resp::encode(&[b"SELECT", db.as_bytes()]));
-        }
-        for command in setup {
-            stream.write_all(&command).await?;
-            stream.flush().await?;
-            match read_reply(&mut stream).await? {
-                Value::Simple(_) => {}
-                Value::Error(error) => return Err(RedisError::Unexpected(error)),
-                other => return Err(RedisError::Unexpected(format!("{other:?}"))),
+    }
+
+    /// The connection, opened now if it is not yet.
+    async fn connect(&self) -> Result<&Connection, RedisError> {
+        self.connection.get_or_try_init(|| self.open()).await
+    }
+
+    async fn open(&self) -> Result<Connection, RedisError> {
+        let target = &self.target;
+        let certificates = match &target.tls_ca {
+            Some(path) => Some(redis::TlsCertificates {
+                client_tls: None,
+                root_cert: Some(std::fs::read(path).map_err(|e| RedisError::Config {
+                    key: "redis.tls_ca",
+                    why: format!("cannot read {}: {e}", path.display()),
+                })?),
+            }),
+            None => None,
+        };
+        let invalid = |error: redis::RedisError| RedisError::Config {
+            key: target.url_key,
+            why: format!("{} ({error})", redacted(&target.url)),
+        };
+        if !target.cluster.is_empty() {
+            let mut builder = redis::cluster::ClusterClientBuilder::new(target.cluster.clone())
+                .connection_timeout(target.timeout)
+                .response_timeout(target.timeout);
+            if let Some(certificates) = certificates {
+                builder = builder.certs(certificates);
             }
+            let client = builder.build().map_err(|e| RedisError::Config {
+                key: "redis.cluster",
+                why: e.to_string(),
+            })?;
+            let connection = client.get_async_connection().await;
+            return connection.map(Connection::Cluster).map_err(|e| self.open_error(e));
         }
-        Ok(stream)
+        let client = match certificates {
+            Some(certificates) => redis::Client::build_with_tls(target.url.as_str(), certificates),
+            None => redis::Client::open(target.url.as_str()),
+        }
+        .map_err(invalid)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(target.timeout))
+            .set_response_timeout(Some(target.timeout))
+            .set_number_of_retries(1);
+        let manager = ConnectionManager::new_with_config(client, config).await;
+        manager.map(Connection::Single).map_err(|e| self.open_error(e))
+    }
+
+    fn open_error(&self, error: redis::RedisError) -> RedisError {
+        match error.kind() {
+            redis::ErrorKind::AuthenticationFailed => RedisError::Auth {
+                key: self.target.url_key,
+                source: error,
+            },
+            _ => self.io_error(error),
+        }
+    }
+
+    fn io_error(&self, error: redis::RedisError) -> RedisError {
+        let text = error.to_string();
+        if text.contains("certificate") || text.contains("UnknownIssuer") || text.contains("HandshakeFailure") {
+            RedisError::Tls { source: error }
+        } else if text.contains("WRONGPASS") || text.contains("NOAUTH") {
+            RedisError::Auth {
+                key: self.target.url_key,
+                source: error,
+            }
+        } else {
+            RedisError::Redis(error)
+        }
+    }
+}
+
+fn convert(value: redis::Value) -> Value {
+    match value {
+        redis::Value::Nil => Value::Bulk(None),
+        redis::Value::Int(n) => Value::Integer(n),
+        redis::Value::BulkString(bytes) => Value::Bulk(Some(bytes)),
+        redis::Value::Array(items) | redis::Value::Set(items) => {
+            Value::Array(Some(items.into_iter().map(convert).collect()))
+        }
+        redis::Value::SimpleString(text) => Value::Simple(text),
+        redis::Value::Okay => Value::Simple("OK".into()),
+        redis::Value::ServerError(error) => Value::Error(format!("{error:?}")),
+        other => Value::Error(format!("an unexpected reply {other:?}")),
     }
 }
 
 /// The shared counters.
 pub(crate) struct Counters {
-    prefix: String,
     pool: Pool,
+    script: redis::Script,
 }
 
 impl Counters {
-    /// Counters on the server of `config`; nothing is connected yet.
-    pub(crate) fn new(config: &RedisConfig) -> Counters {
-        let endpoint = Endpoint {
-            address: config.address.clone(),
-            password: None,
-            database: None,
-        };
+    /// Counters on `target`; nothing is connected yet.
+    pub(crate) fn new(target: Target) -> Counters {
         Counters {
-            prefix: config.key_prefix.clone(),
-            pool: Pool::new(endpoint, config.timeout.0),
+            pool: Pool::new(target),
+            script: redis::Script::new(COUNT_SCRIPT),
         }
     }
 
     /// Counts one request under `key` in a window of `window`: the count
     /// after it and the window's remaining time.
     pub(crate) async fn count(&self, key: &str, window: Duration) -> Result<(u64, Duration), RedisError> {
-        let key = format!("{}{key}", self.prefix);
+        let key = format!("{}{key}", self.pool.prefix());
         let window_ms = window.as_millis().max(1).to_string();
-        let reply = self
-            .pool
-            .command(&[
-                b"EVAL",
-                COUNT_SCRIPT.as_bytes(),
-                b"1",
-                key.as_bytes(),
-                window_ms.as_bytes(),
-            ])
-            .await?;
+        let reply = self.pool.script(&self.script, &[&key], &[&window_ms]).await?;
         match reply {
             Value::Array(Some(items)) => match items.as_slice() {
                 [Value::Integer(n), Value::Integer(ttl)] => Ok((
@@ -176,20 +317,25 @@ impl Counters {
     }
 }
 
-async fn read_reply(stream: &mut BufStream<TcpStream>) -> Result<Value, RedisError> {
-    let mut buf = Vec::with_capacity(64);
-    let mut chunk = [0u8; 512];
-    loop {
-        if let Some((value, used)) = resp::parse(&buf)? {
-            if used != buf.len() {
-                return Err(RedisError::Unexpected("bytes after the reply".into()));
-            }
-            return Ok(value);
-        }
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Err(RedisError::Io(std::io::ErrorKind::UnexpectedEof.into()));
-        }
-        buf.extend_from_slice(&chunk[..n]);
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_a_log() {
+        assert_eq!(
+            redacted("rediss://app:s3cret@h:6380/0"),
+            "rediss://app:REDACTED@h:6380/0"
+        );
+        assert_eq!(redacted("redis://h:1"), "redis://h:1");
+        let target = Target {
+            url: "redis://u:hunter2@h:1".into(),
+            url_key: "redis.url",
+            tls_ca: None,
+            cluster: vec!["redis://:hunter2@n:1".into()],
+            timeout: Duration::from_secs(1),
+            prefix: "p:".into(),
+        };
+        assert!(!format!("{target:?}").contains("hunter2"));
     }
 }

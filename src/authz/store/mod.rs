@@ -16,6 +16,7 @@ use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{AuthServerConfig, StorageKind};
+use crate::store::redis::Target;
 
 /// A registered client.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,7 +167,7 @@ pub(crate) trait Store: Send + Sync {
 
 /// The store `[auth.server] storage` names, opened (the SQLite file created and
 /// migrated; Redis is only connected on first use).
-pub(crate) fn open(config: &AuthServerConfig) -> Result<Arc<dyn Store>, StoreError> {
+pub(crate) fn open(config: &AuthServerConfig, redis: Option<Target>) -> Result<Arc<dyn Store>, StoreError> {
     Ok(match config.storage {
         StorageKind::Memory => Arc::new(memory::MemoryStore::default()),
         StorageKind::Sqlite => {
@@ -177,11 +178,8 @@ pub(crate) fn open(config: &AuthServerConfig) -> Result<Arc<dyn Store>, StoreErr
             Arc::new(sqlite::SqliteStore::open(path)?)
         }
         StorageKind::Redis => {
-            let url = config
-                .redis_url
-                .as_deref()
-                .ok_or_else(|| StoreError("storage = \"redis\" needs redis_url".into()))?;
-            Arc::new(redis::RedisStore::new(url, config)?)
+            let target = redis.ok_or_else(|| StoreError("storage = \"redis\" needs [redis] url".into()))?;
+            Arc::new(redis::RedisStore::new(target, config)?)
         }
     })
 }

@@ -15,8 +15,7 @@
 
 use super::{Client, ClientOrigin, Consent, Grant, Store, StoreError, Stored, StoredKey, Taken, TakenRefresh, now};
 use crate::config::AuthServerConfig;
-use crate::store::redis::{Endpoint, Pool, RedisError};
-use crate::store::resp::Value;
+use crate::store::redis::{Pool, RedisError, Target, Value};
 
 /// Codes are kept this long after they expire, so that a late reuse is still recognised.
 const CODE_KEPT_AFTER_EXPIRY: u64 = 600;
@@ -133,11 +132,10 @@ fn ok(value: Value) -> Result<(), StoreError> {
 impl RedisStore {
     /// A store on the server at `url` (nothing is connected yet), with the
     /// expiries and key prefix of `config`.
-    pub(crate) fn new(url: &str, config: &AuthServerConfig) -> Result<RedisStore, StoreError> {
-        let endpoint = Endpoint::parse(url).map_err(|why| StoreError(format!("redis_url: {why}")))?;
+    pub(crate) fn new(target: Target, config: &AuthServerConfig) -> Result<RedisStore, StoreError> {
         Ok(RedisStore {
-            pool: Pool::new(endpoint, config.redis_timeout.0),
-            prefix: config.redis_key_prefix.clone(),
+            prefix: target.prefix.clone(),
+            pool: Pool::new(target),
             registration_expiry: config.registration_expiry.0.as_secs().max(1),
             refresh_lifetime: config.refresh_token_lifetime.0.as_secs().max(1),
         })

@@ -373,7 +373,10 @@ fn check_config_names_storage_and_login_mistakes() {
             "storage = \"sqlite\"\nsqlite_path = \"/no/such/dir/as.db\"",
             "auth.server.sqlite_path",
         ),
-        ("storage = \"redis\"", "auth.server.redis_url"),
+        (
+            "storage = \"redis\"",
+            "redis: auth.server.storage = \"redis\" needs [redis] url",
+        ),
         (
             "storage = \"redis\"\nredis_url = \"http://127.0.0.1:6379\"",
             "auth.server.redis_url",

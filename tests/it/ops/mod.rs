@@ -3,6 +3,7 @@
 mod cli;
 mod reload;
 mod replicas;
+mod shared_redis;
 mod status_page;
 mod telemetry;
 mod traces;
