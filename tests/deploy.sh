@@ -18,7 +18,7 @@ echo "hadolint: Dockerfile clean"
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-for dir in deploy/base deploy/sidecar deploy/overlays/oauth; do
+for dir in deploy/base deploy/sidecar deploy/overlays/oauth deploy/overlays/shared-state; do
   name=$(basename "$dir")
   "$tools/bin/kubectl" kustomize "$dir" >"$out/$name.yaml"
   "$tools/bin/kubernetes-validate" --quiet -k "$k8s_version" --strict "$out/$name.yaml"
@@ -33,4 +33,11 @@ for file in deploy/base/eragate.toml deploy/sidecar/eragate.toml deploy/overlays
   "$target_dir/debug/eragate" check-config "$file" >/dev/null 2>"$out/check.err" \
     || { cat "$out/check.err" >&2; exit 1; }
 done
+# The shared-state overlay's Redis URL and CA come from Secrets in the cluster: here a URL
+# of the same shape and the system's CA bundle stand in for them.
+sed 's#/etc/eragate-redis-ca/ca.pem#/etc/ssl/certs/ca-certificates.crt#' \
+  deploy/overlays/shared-state/eragate.toml >"$out/shared-state.toml"
+ERAGATE_REDIS_URL='rediss://eragate:secret@redis.internal:6380' \
+  "$target_dir/debug/eragate" check-config "$out/shared-state.toml" >/dev/null 2>"$out/check.err" \
+  || { cat "$out/check.err" >&2; exit 1; }
 echo "deploy/**/eragate.toml: check-config ok"

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Checks what deploy/ promises beyond schema validity, on `kubectl kustomize` output.
 
-    check_manifests.py base|sidecar|oauth RENDERED.yaml
+    check_manifests.py base|sidecar|oauth|shared-state RENDERED.yaml
 
 Every container: read-only root, no privilege escalation, every capability dropped, non-root.
 eragate's container: probes on /healthz and /readyz. base (and the oauth overlay): a
 Deployment, Service, HorizontalPodAutoscaler and PodDisruptionBudget, the session key from a
 Secret. sidecar: two containers in one Pod, eragate's the only port declared and the only one
 the Service and NetworkPolicy let in. oauth: the configuration has [auth.oauth] and a public URL.
+shared-state: the configuration names [redis] by `url_env` only, and that variable and the
+Redis CA come from Secrets.
 Prints one line per failed promise and exits 1 if any failed.
 """
 
@@ -61,7 +63,7 @@ expect(
 config = one("ConfigMap").get("data", {}).get("eragate.toml", "")
 expect('address = "0.0.0.0:8080"' in config, "eragate.toml does not listen on 0.0.0.0:8080")
 
-if kind_name in ("base", "oauth"):
+if kind_name in ("base", "oauth", "shared-state"):
     for kind in ("Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"):
         one(kind)
     hpa = by_kind.get("HorizontalPodAutoscaler", [{}])[0]
@@ -69,6 +71,18 @@ if kind_name in ("base", "oauth"):
     expect(hpa.get("spec", {}).get("minReplicas", 0) >= 2, "HPA allows fewer than 2 replicas")
 if kind_name == "oauth":
     expect("[auth.oauth]" in config and "public_url" in config, "the oauth overlay's config has no [auth.oauth] / public_url")
+if kind_name == "shared-state":
+    expect("[redis]" in config and 'url_env = "ERAGATE_REDIS_URL"' in config, "no [redis] url_env in eragate.toml")
+    expect("rediss://" not in config and "redis://" not in config, "a Redis URL is written in the ConfigMap")
+    urls = [e for e in eragate.get("env", []) if e.get("name") == "ERAGATE_REDIS_URL"]
+    expect(
+        bool(urls) and "secretKeyRef" in (urls[0].get("valueFrom") or {}),
+        "ERAGATE_REDIS_URL does not come from a Secret",
+    )
+    mounts = {m.get("name"): m for m in eragate.get("volumeMounts", [])}
+    volumes = {v.get("name"): v for v in pod.get("volumes", [])}
+    expect(mounts.get("redis-ca", {}).get("readOnly") is True, "the Redis CA is not mounted read-only")
+    expect("secret" in volumes.get("redis-ca", {}), "the Redis CA does not come from a Secret")
 if kind_name == "sidecar":
     expect(len(containers) == 2, f"sidecar Pod has {len(containers)} containers, want 2")
     ports = [(c["name"], p["containerPort"]) for c in containers for p in c.get("ports", [])]
