@@ -3,13 +3,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper_util::rt::TokioIo;
-
-/// Most bytes of an answer read.
-const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
-
 /// One `/pins` action: where it goes and what it carries.
 pub struct PinsRequest<'a> {
     /// The admin listener's base URL, e.g. `http://127.0.0.1:9090`.
@@ -58,38 +51,8 @@ async fn send(request: PinsRequest<'_>) -> Result<(u16, String), String> {
     } else {
         format!("{path}?{query}")
     };
-    let port = authority.port_u16().unwrap_or(80);
-    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
-    let stream = tokio::net::TcpStream::connect((host, port))
-        .await
-        .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("HTTP handshake with {authority}: {e}"))?;
-    tokio::spawn(connection);
-    let mut builder = http::Request::builder()
-        .method(method)
-        .uri(target)
-        .header(http::header::HOST, authority.as_str())
-        .header(
-            http::header::USER_AGENT,
-            concat!("eragate-pins/", env!("CARGO_PKG_VERSION")),
-        );
-    if let Some(token) = request.token {
-        builder = builder.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    let http_request = builder
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| format!("cannot build the request: {e}"))?;
-    let response = sender
-        .send_request(http_request)
-        .await
-        .map_err(|e| format!("request to {authority} failed: {e}"))?;
-    let status = response.status().as_u16();
-    let body = Limited::new(response.into_body(), MAX_ANSWER_BYTES)
-        .collect()
-        .await
-        .map_err(|e| format!("reading the answer from {authority}: {e}"))?
-        .to_bytes();
+    let user_agent = concat!("eragate-pins/", env!("CARGO_PKG_VERSION"));
+    let (status, body) = crate::local_http::request(method, authority, &target, request.token, user_agent).await?;
+    let status = status.as_u16();
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
 }

@@ -4,9 +4,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Empty;
-use hyper_util::rt::TokioIo;
 
 /// GETs `url` (`http://host:port/path`) once, within `timeout` for the whole exchange.
 /// Returns the status line's code and reason on a 2xx answer, else why it is not healthy.
@@ -25,29 +22,9 @@ async fn get(url: &str) -> Result<String, String> {
     let Some(authority) = uri.authority() else {
         return Err("the URL names no host".into());
     };
-    let port = authority.port_u16().unwrap_or(80);
-    let host = authority.host().trim_start_matches('[').trim_end_matches(']');
-    let stream = tokio::net::TcpStream::connect((host, port))
-        .await
-        .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| format!("HTTP handshake with {authority}: {e}"))?;
-    tokio::spawn(connection);
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let request = http::Request::get(path)
-        .header(http::header::HOST, authority.as_str())
-        .header(
-            http::header::USER_AGENT,
-            concat!("eragate-health/", env!("CARGO_PKG_VERSION")),
-        )
-        .body(Empty::<Bytes>::new())
-        .map_err(|e| format!("cannot build the request: {e}"))?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| format!("request to {authority} failed: {e}"))?;
-    let status = response.status();
+    let user_agent = concat!("eragate-health/", env!("CARGO_PKG_VERSION"));
+    let (status, _) = crate::local_http::request(http::Method::GET, authority, path, None, user_agent).await?;
     let line = format!("{} {}", status.as_u16(), status.canonical_reason().unwrap_or(""));
     if status.is_success() {
         Ok(line.trim_end().to_owned())

@@ -72,6 +72,7 @@ mod fast_hash;
 pub mod federate;
 mod gateway;
 pub mod health;
+mod local_http;
 mod pins;
 pub mod policy;
 pub mod protocol;
