@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-
 /// GETs `url` (`http://host:port/path`) once, within `timeout` for the whole exchange.
 /// Returns the status line's code and reason on a 2xx answer, else why it is not healthy.
 pub async fn check(url: &str, timeout: Duration) -> Result<String, String> {
