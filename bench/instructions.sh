@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions eragate executes per proxied `tools/call`, counted by callgrind:
 #
-#   bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list] [--federated]
+#   bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list] [--federated] [--pins]
 #
 # Wall-clock and CPU-time figures need a quiet machine; instruction counts do not
 # (callgrind counts the same total whatever else runs). This runs eragate under
@@ -14,7 +14,9 @@
 # OTLP to a real receiver (tests/peers/otlp_receiver.py) sampled at 1 % and 100 %,
 # against metrics only (always on). With --federated it measures a `tools/call` on a
 # federated path (two fast upstreams as members, `fast_echo`) against the same call to a
-# single upstream (issue 16's target: within 10 %). Needs valgrind.
+# single upstream (issue 16's target: within 10 %). With --pins it measures a `tools/call`
+# with `[upstreams.pins] mode = "warn"` (pins written on first use) against `off` (issue
+# 37's target: within 1 %). Needs valgrind.
 # Scratch files go to bench/work/instructions/.
 set -euo pipefail
 
@@ -24,6 +26,7 @@ BUILD=1
 TELEMETRY=0
 LIST=0
 FEDERATED=0
+PINS=0
 OAUTH_CASES="off on"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -35,7 +38,9 @@ while [[ $# -gt 0 ]]; do
     --list) LIST=1; shift ;;
     # Issue 16: a tools/call through a federation of two members against a single upstream's.
     --federated) FEDERATED=1; shift ;;
-    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list] [--federated]" >&2; exit 2 ;;
+    # Issue 37: a tools/call with definition pins in warn mode against pins off.
+    --pins) PINS=1; shift ;;
+    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list] [--federated] [--pins]" >&2; exit 2 ;;
   esac
 done
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
@@ -160,6 +165,17 @@ if ((FEDERATED)); then
     > "$WORK/federated.toml"
   TOOL=fast_echo measure_case federated "federated, 2 members" "$WORK/federated.toml" "http://127.0.0.1:$port/mcp"
   ratio_rows "federated / single" federated single
+  exit 0
+fi
+if ((PINS)); then
+  port=$(free_port)
+  config "$port" > "$WORK/pins-off.toml"
+  measure_case pins-off "pins off" "$WORK/pins-off.toml" "http://127.0.0.1:$port/mcp"
+  port=$(free_port)
+  rm -f "$WORK/pins.json"
+  { config "$port"; printf '[upstreams.pins]\nmode = "warn"\nstore = "%s"\n' "$WORK/pins.json"; } > "$WORK/pins-warn.toml"
+  measure_case pins-warn "pins warn" "$WORK/pins-warn.toml" "http://127.0.0.1:$port/mcp"
+  ratio_rows "pins warn / off" pins-warn pins-off
   exit 0
 fi
 if ((LIST)); then
