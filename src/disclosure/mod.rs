@@ -1,7 +1,7 @@
 //! Tool search for progressive disclosure (issue 36): an index of a catalogue's tool
 //! definitions, ranked against a free-text query with a lexical ranker (BM25F over
 //! the name, title, description, parameters and member; English stemming).
-//! Also the meta-tools a client searches, loads and calls tools with ([`meta`]).
+//! Also the meta-tools a client searches, loads and calls tools with (`meta`).
 //! Pure: no I/O, no network, no model; the request path that lists and calls tools
 //! is `crate::bridge::disclosure`.
 

@@ -2,7 +2,7 @@
 //! rate limits of `[rate_limits]`), and what one caller may see of an answer
 //! (`tools` hides from `tools/list` the tools a caller's token may not call;
 //! `catalog` applies `[[policies]]`: allow, deny, rename, describe per principal),
-//! and what each principal holds open ([`held`]: listens, requests in flight, upstream
+//! and what each principal holds open (`held`: listens, requests in flight, upstream
 //! sessions, each counted per principal and in all).
 //! No I/O: shared counts are named here and kept by `crate::store`.
 
