@@ -188,6 +188,7 @@ pub(crate) fn pools(gateway: Observed<'_>) -> Value {
         "ended_sessions": gateway.ended_sessions(),
         "upstream_buffered_bytes": crate::router::buffered_stats(),
         "suspended_calls": gateway.suspended_calls(),
+        "tasks": gateway.task_counts(),
         "accepts": {
             "mcp": accepts(Listening::Mcp),
             "admin": accepts(Listening::Admin),

@@ -16,6 +16,7 @@ use crate::bridge::sessions::SessionStore;
 use crate::config::{Config, ListenConfig};
 use crate::policy::held::HeldQuota;
 use crate::router::{Backend, Endpoint, Router};
+use crate::tasks::store::TaskStore;
 use crate::telemetry::Telemetry;
 
 /// How often the pin files are checked for changes made elsewhere.
@@ -38,6 +39,8 @@ pub(crate) struct Gateway {
     sessions: SessionStore,
     /// Upstream calls waiting for a modern client's input.
     suspended: Arc<SuspendedCalls>,
+    /// The tasks this replica runs for 2026-07-28 clients.
+    tasks: Arc<TaskStore>,
     /// Cancelled when shutdown begins: standing streams end then.
     closing: tokio_util::sync::CancellationToken,
     /// Who may use the MCP endpoints, and as whom.
@@ -84,6 +87,7 @@ impl Gateway {
         let router = Router::new(&config.upstreams, config.secret_env_names());
         let sessions = SessionStore::new(config.sessions.clone(), config.limits.max_ended_sessions);
         let suspended = Arc::new(SuspendedCalls::new(&config.sessions));
+        let tasks = Arc::new(TaskStore::new(&config.tasks));
         let rate = arc_swap::ArcSwap::from_pointee(RateGate::new(&config));
         let limits = &config.limits;
         let listens = HeldQuota::new("listens", limits.max_listens_per_principal, limits.max_listens);
@@ -103,6 +107,7 @@ impl Gateway {
             router,
             sessions,
             suspended,
+            tasks,
             closing: tokio_util::sync::CancellationToken::new(),
             auth,
             authz,
@@ -157,6 +162,7 @@ impl Gateway {
         self.spawn_session_reaper(SESSION_REAPER_EVERY);
         self.share_session_endings();
         self.suspended.spawn_expiry();
+        self.tasks.spawn_expiry();
         self.rate.load_full().spawn_forgetting();
         self.router.spawn_health_checks();
         self.spawn_pin_watch();
@@ -241,6 +247,11 @@ impl Gateway {
     /// Upstream calls waiting for a modern client's input.
     pub(crate) fn suspended(&self) -> &Arc<SuspendedCalls> {
         &self.suspended
+    }
+
+    /// The tasks this replica runs.
+    pub(crate) fn tasks(&self) -> &Arc<TaskStore> {
+        &self.tasks
     }
 
     /// Cancelled when shutdown begins: standing streams end then.
@@ -378,6 +389,11 @@ impl<'a> Observed<'a> {
     /// The ended session ids kept (per replica), and what keeping them cost.
     pub(crate) fn ended_sessions(&self) -> crate::bridge::sessions::EndedStats {
         self.0.sessions.ended_stats()
+    }
+
+    /// The tasks this replica keeps, and what it has done with them.
+    pub(crate) fn task_counts(&self) -> crate::tasks::store::TaskCounts {
+        self.0.tasks.counts()
     }
 
     /// Upstream calls waiting for a modern client's input.

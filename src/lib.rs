@@ -80,6 +80,7 @@ pub mod reload;
 mod router;
 pub mod seal;
 mod store;
+mod tasks;
 pub mod telemetry;
 mod tls;
 pub mod translate;

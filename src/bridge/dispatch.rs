@@ -188,6 +188,14 @@ async fn admitted(
     let principal = &caller.principal;
     // The one place a request learns whether one upstream or a federation serves it.
     let (reply, era) = match (backend, classification, message) {
+        (backend, Classification::Modern(request), Message::Request(message))
+            if request.method.is_tasks() && super::tasks::served_here(backend) =>
+        {
+            (
+                super::tasks::serve_method(gateway, message, &request, principal).await,
+                Era::Modern,
+            )
+        }
         (Backend::Pool(pool), Classification::Modern(request), Message::Request(message)) => {
             let counting = ListenCounting::Counted;
             let reply = modern::serve(gateway, pool, message, &request, sent, principal, counting).await;

@@ -5,7 +5,8 @@
 //! legacy client sessions with sealed ids (`legacy`, [`sessions`]), multi
 //! round-trip suspensions (`mrtr`), listens (`listen`), what principals
 //! hold open (`quota`), `Mcp-Param-*` mirrored and checked (`param_headers`) and
-//! batches meet here, with the lists kept of a legacy upstream (`cached_lists`); `pump` turns a call in
+//! batches meet here, with the lists kept of a legacy upstream (`cached_lists`)
+//! and the tasks eragate runs behind the tasks extension (`tasks`); `pump` turns a call in
 //! flight into what the client sees, handing its messages over through `handoff`.
 //! A federated path is served by `federated`, which asks each member as a
 //! 2026-07-28 client would; `dispatch` decides, once per request, whether
@@ -40,6 +41,7 @@ pub(crate) mod reply;
 mod restrict;
 pub(crate) mod revocations;
 pub mod sessions;
+mod tasks;
 
 pub(crate) use federated::{never_collisions, spawn_watcher, spawn_watchers};
 pub(crate) use intake::{Batches, Intake, Taken, take};

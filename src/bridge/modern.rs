@@ -9,6 +9,7 @@ use super::param_headers::SentParams;
 use super::pooled_session::pooled_session;
 use super::pump::{self, ClientSide};
 use super::reply::{self, Reply};
+use super::tasks::{self, CallMode};
 use crate::auth::Principal;
 use crate::gateway::Gateway;
 use crate::protocol::Era;
@@ -101,12 +102,19 @@ pub(crate) async fn serve(
                     .await
                 }
                 None if method == ModernMethod::ToolsCall => {
-                    match check_param_headers(gateway, pool, &request, modern, principal, sent).await {
-                        Ok(()) => forward(gateway, pool, request, modern, principal).await,
-                        Err(refusal) => refusal,
+                    if let Err(refusal) = check_param_headers(gateway, pool, &request, modern, principal, sent).await {
+                        return refusal;
+                    }
+                    match tasks::call_mode(pool, &request, modern) {
+                        Ok(CallMode::Task) => Box::pin(tasks::start(gateway, pool, request, modern, principal)).await,
+                        Ok(mode) => forward(gateway, pool, request, modern, principal, mode).await,
+                        Err(error) => {
+                            let message = Response::error(Some(request.id), error).into_message();
+                            Reply::Message(reply::Status::Ok, message)
+                        }
                     }
                 }
-                None => forward(gateway, pool, request, modern, principal).await,
+                None => forward(gateway, pool, request, modern, principal, CallMode::Ordinary).await,
             },
         },
     }
@@ -209,17 +217,27 @@ async fn discover_result(pool: &Pool, id: Id, principal: &Principal) -> Reply {
         return passthrough(pool, request, ModernMethod::Discover, &[], principal, None).await;
     }
     match pool.initialize_result(principal).await {
-        Ok(initialize) => Reply::result(id, discover::discover_result(&initialize, pool.cache_policy())),
+        Ok(initialize) => {
+            let mut result = discover::discover_result(&initialize, pool.cache_policy());
+            if pool.config().tasks.any() {
+                tasks::advertise(&mut result);
+            }
+            Reply::result(id, result)
+        }
         Err(error) => Reply::upstream_failure(Some(id), &error),
     }
 }
 
+/// A modern request to a legacy upstream: a retry resumes the call it
+/// answers (which becomes a task for [`CallMode::TaskAfterInput`]), anything
+/// else is sent.
 async fn forward(
     gateway: &Gateway,
     pool: &Pool,
     request: Request,
     modern: &ModernRequest,
     principal: &Principal,
+    mode: CallMode,
 ) -> Reply {
     let permit = match pool.admit().await {
         Ok(permit) => permit,
@@ -237,6 +255,9 @@ async fn forward(
                 return Reply::Message(reply::Status::Ok, message);
             }
             Retried::AskedAgain(result) => return Reply::result(request.id, result),
+            Retried::Resumed { call, side, .. } if mode == CallMode::TaskAfterInput => {
+                return tasks::adopt(gateway, call, side, modern, principal, request.id, permit);
+            }
             Retried::Resumed { call, side, input } => {
                 // The time the user took to answer is not the upstream's: the retry gets a full timeout.
                 let timeout = pool.timeout_for(&request.method);

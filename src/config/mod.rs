@@ -17,6 +17,7 @@ mod proxies;
 mod rate_limits;
 mod redis;
 mod redis_url;
+mod tasks;
 mod tls;
 
 pub use auth::*;
@@ -32,6 +33,7 @@ pub use rate_limits::{OnRedisError, RateLimit, RateLimitsConfig, RedisConfig};
 pub(crate) use redis::RedisUser;
 pub use redis::SharedRedisConfig;
 pub(crate) use redis_url::RedisEndpoint;
+pub(crate) use tasks::{TaskInput, TaskSupport, TasksConfig, UpstreamTasks};
 pub use tls::{ListenTlsConfig, UpstreamTlsConfig};
 
 use std::fmt;
@@ -248,6 +250,7 @@ impl Config {
                 "telemetry" => config.telemetry = section(&key, value, &mut issues).unwrap_or_default(),
                 "runtime" => config.runtime = section(&key, value, &mut issues).unwrap_or_default(),
                 "groups" => config.groups = section(&key, value, &mut issues).unwrap_or_default(),
+                "tasks" => config.tasks = section(&key, value, &mut issues).unwrap_or_default(),
                 "policies" => {
                     let toml::Value::Array(items) = value else {
                         issues.push(ConfigIssue {
@@ -299,7 +302,7 @@ impl Config {
                 _ => issues.push(ConfigIssue {
                     path: key,
                     message:
-                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `redis`, `log`, `telemetry`, `runtime`, `policies`, `groups`, `disclosure`"
+                        "unknown section; expected one of `listen`, `sessions`, `upstreams`, `admin`, `auth`, `limits`, `rate_limits`, `redis`, `log`, `telemetry`, `runtime`, `policies`, `groups`, `disclosure`, `tasks`"
                             .into(),
                 }),
             }
@@ -352,6 +355,7 @@ impl Config {
         let mut issues = self.limits.issues();
         issues.extend(self.rate_limits.issues(self.upstreams.iter().map(|u| u.name.as_str())));
         issues.extend(self.redis_issues());
+        issues.extend(self.tasks.issues());
         let mut push = |path: String, message: &str| {
             issues.push(ConfigIssue {
                 path,
@@ -592,6 +596,7 @@ fn upstream_issues(upstream: &UpstreamConfig, i: usize) -> Vec<ConfigIssue> {
             "name the pin file: store = \"pins.json\" (required unless mode = \"off\")",
         );
     }
+    issues.extend(upstream.tasks.issues(&at("tasks")));
     issues.extend(tls::upstream_tls_issues(&upstream.tls, &at("tls")));
     issues.extend(credentials::credentials_issues(
         &upstream.credentials,

@@ -61,6 +61,9 @@ pub struct Config {
     /// `[[disclosure]]`: paths whose tools are searched and loaded on demand.
     #[serde(default)]
     pub(crate) disclosure: Vec<super::DisclosureConfig>,
+    /// `[tasks]`: the bounds of the tasks eragate runs (docs/tasks.md).
+    #[serde(default)]
+    pub(crate) tasks: super::TasksConfig,
     /// The threads that serve: how many, or one for everything.
     #[serde(default)]
     pub runtime: RuntimeConfig,
@@ -358,6 +361,9 @@ pub struct UpstreamConfig {
     /// definitions does. Default `mode = "off"`.
     #[serde(default)]
     pub(crate) pins: PinsConfig,
+    /// Which tools answer 2026-07-28 clients with a task (docs/tasks.md).
+    #[serde(default)]
+    pub(crate) tasks: super::UpstreamTasks,
 }
 
 /// `[upstreams.pins]`
@@ -720,6 +726,7 @@ impl UpstreamConfig {
             credentials: CredentialsConfig::None {},
             tls: UpstreamTlsConfig::default(),
             pins: PinsConfig::default(),
+            tasks: super::UpstreamTasks::default(),
         }
     }
 }

@@ -34,6 +34,12 @@ pub enum ModernMethod {
     CompletionComplete,
     /// `subscriptions/listen`
     SubscriptionsListen,
+    /// `tasks/get` (the tasks extension)
+    TasksGet,
+    /// `tasks/update` (the tasks extension)
+    TasksUpdate,
+    /// `tasks/cancel` (the tasks extension)
+    TasksCancel,
 }
 
 /// How a method name looks to a 2026-07-28 endpoint.
@@ -49,7 +55,7 @@ pub(crate) enum MethodClass {
 
 impl ModernMethod {
     /// Every modern method.
-    pub(crate) const ALL: [ModernMethod; 10] = [
+    pub(crate) const ALL: [ModernMethod; 13] = [
         ModernMethod::Discover,
         ModernMethod::ToolsList,
         ModernMethod::ToolsCall,
@@ -60,6 +66,9 @@ impl ModernMethod {
         ModernMethod::ResourcesRead,
         ModernMethod::CompletionComplete,
         ModernMethod::SubscriptionsListen,
+        ModernMethod::TasksGet,
+        ModernMethod::TasksUpdate,
+        ModernMethod::TasksCancel,
     ];
 
     /// Classifies a method name.
@@ -97,14 +106,19 @@ impl ModernMethod {
             ModernMethod::ResourcesRead => "resources/read",
             ModernMethod::CompletionComplete => "completion/complete",
             ModernMethod::SubscriptionsListen => "subscriptions/listen",
+            ModernMethod::TasksGet => "tasks/get",
+            ModernMethod::TasksUpdate => "tasks/update",
+            ModernMethod::TasksCancel => "tasks/cancel",
         }
     }
 
-    /// The `params` member that `Mcp-Name` must mirror, for the three methods that have one.
+    /// The `params` member that `Mcp-Name` must mirror, for the methods that have one
+    /// (the tasks extension's name their task).
     pub(crate) fn name_param(self) -> Option<&'static str> {
         match self {
             ModernMethod::ToolsCall | ModernMethod::PromptsGet => Some("name"),
             ModernMethod::ResourcesRead => Some("uri"),
+            ModernMethod::TasksGet | ModernMethod::TasksUpdate | ModernMethod::TasksCancel => Some("taskId"),
             _ => None,
         }
     }
@@ -119,6 +133,14 @@ impl ModernMethod {
                 | ModernMethod::ResourcesList
                 | ModernMethod::ResourceTemplatesList
                 | ModernMethod::ResourcesRead
+        )
+    }
+
+    /// Whether the method is the tasks extension's, answered by eragate's own tasks.
+    pub(crate) fn is_tasks(self) -> bool {
+        matches!(
+            self,
+            ModernMethod::TasksGet | ModernMethod::TasksUpdate | ModernMethod::TasksCancel
         )
     }
 
@@ -153,6 +175,8 @@ mod tests {
             ("logging/setLevel", MethodClass::Removed),
             ("resources/subscribe", MethodClass::Removed),
             ("tasks/result", MethodClass::Removed),
+            ("tasks/list", MethodClass::Removed),
+            ("tasks/get", MethodClass::Modern(ModernMethod::TasksGet)),
             ("widgets/list", MethodClass::Unknown),
             ("", MethodClass::Unknown),
         ];

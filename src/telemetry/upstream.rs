@@ -210,7 +210,37 @@ pub(crate) fn render_pools(pools: &Value, out: &mut String) {
         "eragate_suspended_calls {}",
         pools["suspended_calls"].as_u64().unwrap_or(0)
     );
+    render_tasks(&pools["tasks"], out);
     render_bounds(pools, out);
+}
+
+/// The tasks this replica keeps and has ended (`/pools` `tasks`).
+fn render_tasks(tasks: &Value, out: &mut String) {
+    let count = |key: &str| tasks[key].as_u64().unwrap_or(0);
+    header(
+        out,
+        "eragate_tasks_live",
+        "gauge",
+        "Tasks whose upstream call runs or waits for input.",
+    );
+    let _ = writeln!(out, "eragate_tasks_live {}", count("live"));
+    header(
+        out,
+        "eragate_tasks_kept",
+        "gauge",
+        "Tasks kept: live, and ended within their ttl.",
+    );
+    let _ = writeln!(out, "eragate_tasks_kept {}", count("kept"));
+    header(out, "eragate_tasks_created_total", "counter", "Tasks created.");
+    let _ = writeln!(out, "eragate_tasks_created_total {}", count("created"));
+    header(out, "eragate_tasks_ended_total", "counter", "Tasks ended, by status.");
+    for status in ["completed", "failed", "cancelled"] {
+        let _ = writeln!(
+            out,
+            "eragate_tasks_ended_total{{status=\"{status}\"}} {}",
+            count(status)
+        );
+    }
 }
 
 /// The bounded tables and budgets of `/pools` that are not per upstream: ended session

@@ -1,0 +1,412 @@
+//! Tasks for 2026-07-28 clients in front of legacy upstreams, the I/O shell
+//! around [`crate::tasks`]: which `tools/call` becomes a task, the runner that
+//! drives the upstream call behind a task (its questions become the task's
+//! `inputRequests`, its answer the task's outcome), and the extension's
+//! methods (`tasks/get`, `tasks/update`, `tasks/cancel`).
+//!
+//! A task lives in this replica: its record in the [`TaskStore`], its call in
+//! a runner task holding the upstream session, the admission slot and the
+//! principal's share like any call, until the call ends, the client cancels,
+//! input waits past `tasks.input_timeout`, or the task's `ttl` passes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::modern_client::{ModernSide, answer_upstream, refuse_later};
+use super::pooled_session::pooled_session;
+use super::reply::{self, Reply};
+use crate::auth::Principal;
+use crate::config::{TaskInput, TaskSupport};
+use crate::gateway::Gateway;
+use crate::protocol::Era;
+use crate::protocol::errors::Rejection;
+use crate::protocol::jsonrpc::Outcome;
+use crate::protocol::lazy_json::ParamsView;
+use crate::protocol::{ErrorObject, Id, ModernMethod, Notification, Request, Response};
+use crate::router::{Admission, Backend, Call, CallEvent, CallStep, OnDrop, Pool};
+use crate::tasks::store::{Control, ControlReceiver, TaskStore};
+use crate::tasks::{self, Status};
+use crate::translate::mrtr::{InputKind, declares_input, input_key, input_request};
+use crate::translate::{ModernRequest, down};
+
+/// How a `tools/call` from a 2026-07-28 client is run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallMode {
+    /// As an ordinary call: the tool supports no tasks, or the client declared
+    /// no extension and the tool's tasks are optional.
+    Ordinary,
+    /// As a task, created at once.
+    Task,
+    /// As an ordinary call that becomes a task once its input is answered.
+    TaskAfterInput,
+}
+
+/// How the upstream's tool named in `request` runs for this request: `Err` is
+/// the `-32021` of a tool that requires tasks, called without the extension.
+pub(crate) fn call_mode(pool: &Pool, request: &Request, modern: &ModernRequest) -> Result<CallMode, ErrorObject> {
+    let tasks = &pool.config().tasks;
+    if !tasks.any() {
+        return Ok(CallMode::Ordinary);
+    }
+    let name = request
+        .params
+        .as_ref()
+        .and_then(|p| ParamsView::str_member(p, "name"))
+        .unwrap_or_default();
+    let Some(rule) = tasks.rule_for(&name) else {
+        return Ok(CallMode::Ordinary);
+    };
+    let declared = tasks::declares_extension(&modern.envelope.client_capabilities);
+    match (declared, rule.support, rule.input) {
+        (false, TaskSupport::Optional, _) => Ok(CallMode::Ordinary),
+        (false, TaskSupport::Required, _) => Err(tasks::extension_required(&format!("the tool {name}"))),
+        (true, _, TaskInput::InTask) => Ok(CallMode::Task),
+        (true, _, TaskInput::BeforeTask) => Ok(CallMode::TaskAfterInput),
+    }
+}
+
+/// Adds the extension to a `server/discover` result's `capabilities.extensions`.
+pub(crate) fn advertise(discover: &mut Value) {
+    let extensions = discover
+        .as_object_mut()
+        .and_then(|d| d.get_mut("capabilities"))
+        .and_then(Value::as_object_mut)
+        .map(|c| c.entry("extensions").or_insert_with(|| Value::Object(Map::new())));
+    if let Some(Value::Object(extensions)) = extensions {
+        extensions.insert(tasks::EXTENSION.into(), Value::Object(Map::new()));
+    }
+}
+
+/// Starts a task for a `tools/call` to a legacy upstream and answers its
+/// `CreateTaskResult`, once the task is stored and its call sent.
+pub(crate) async fn start(
+    gateway: &Gateway,
+    pool: &Pool,
+    request: Request,
+    modern: &ModernRequest,
+    principal: &Principal,
+) -> Reply {
+    let permit = match pool.admit().await {
+        Ok(permit) => permit,
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+    };
+    let store = gateway.tasks();
+    let (record, control) = match store.create(principal.as_str()) {
+        Ok(created) => created,
+        Err(full) => {
+            let (what, limit) = full.what();
+            return Reply::rejected(Some(request.id), Rejection::QuotaExceeded { what, limit });
+        }
+    };
+    let capabilities = &modern.envelope.client_capabilities;
+    let may_ask = declares_input(capabilities);
+    let params = request.params.map(down::modern_text_params_for_legacy);
+    let sent = match pooled_session(pool, modern, principal, may_ask).await {
+        Ok(session) => {
+            session
+                .call(&request.method, params, request.id.clone(), OnDrop::CancelUpstream)
+                .await
+        }
+        Err(error) => Err(error),
+    };
+    let call = match sent {
+        Ok(call) => call,
+        Err(error) => {
+            store.abandon(&record.id);
+            return Reply::upstream_failure(Some(request.id), &error);
+        }
+    };
+    let side = ModernSide {
+        method: modern.method,
+        log_level: None,
+        server_info: call.session().server_info_for_modern(),
+        cache: pool.cache_policy(),
+    };
+    let created = record.create_result();
+    let runner = Runner::new(store, record.id, side, capabilities.clone());
+    tokio::spawn(runner.run(call, control, permit));
+    Reply::result(request.id, created)
+}
+
+/// Makes a task of a call whose input was answered (`input = "before_task"`)
+/// and answers its `CreateTaskResult`; the call runs on in the task.
+pub(crate) fn adopt(
+    gateway: &Gateway,
+    call: Call,
+    side: ModernSide,
+    modern: &ModernRequest,
+    principal: &Principal,
+    id: Id,
+    permit: Admission,
+) -> Reply {
+    let store = gateway.tasks();
+    let (record, control) = match store.create(principal.as_str()) {
+        Ok(created) => created,
+        Err(full) => {
+            call.cancel("the task quota is reached");
+            let (what, limit) = full.what();
+            return Reply::rejected(Some(id), Rejection::QuotaExceeded { what, limit });
+        }
+    };
+    let created = record.create_result();
+    let runner = Runner::new(store, record.id, side, modern.envelope.client_capabilities.clone());
+    tokio::spawn(runner.run(call, control, permit));
+    Reply::result(id, created)
+}
+
+/// Whether eragate answers the tasks methods on this path: always, except
+/// in front of one 2026-07-28 upstream given no tasks of eragate's, whose own
+/// tasks they are.
+pub(crate) fn served_here(backend: &Backend) -> bool {
+    match backend {
+        Backend::Pool(pool) => pool.era_if_known() != Some(Era::Modern) || pool.config().tasks.any(),
+        Backend::Federated(_) => true,
+    }
+}
+
+/// Answers `tasks/get`, `tasks/update` or `tasks/cancel` from the caller's tasks.
+pub(crate) async fn serve_method(
+    gateway: &Gateway,
+    request: Request,
+    modern: &ModernRequest,
+    principal: &Principal,
+) -> Reply {
+    let id = request.id.clone();
+    match method_result(gateway.tasks(), &request, modern, principal.as_str()).await {
+        Ok(result) => Reply::result(id, result),
+        Err(error) => Reply::Message(reply::Status::Ok, Response::error(Some(id), error).into_message()),
+    }
+}
+
+async fn method_result(
+    store: &TaskStore,
+    request: &Request,
+    modern: &ModernRequest,
+    owner: &str,
+) -> Result<Value, ErrorObject> {
+    if !tasks::declares_extension(&modern.envelope.client_capabilities) {
+        return Err(tasks::extension_required(modern.method.as_str()));
+    }
+    let params = request.params.as_deref();
+    let task_id = tasks::task_id_of(params)?;
+    match modern.method {
+        ModernMethod::TasksGet => store
+            .get(task_id, owner)
+            .map(|task| task.detailed())
+            .ok_or_else(|| tasks::unknown_task(task_id)),
+        ModernMethod::TasksUpdate => {
+            let responses = tasks::input_responses_of(params)?;
+            let control = store
+                .control(task_id, owner)
+                .map_err(|()| tasks::unknown_task(task_id))?;
+            if let Some(control) = control {
+                let (done, told) = oneshot::channel();
+                // A runner that ended meanwhile has nothing left to answer.
+                if control.send(Control::Answers { responses, done }).await.is_ok() {
+                    let _ = told.await;
+                }
+            }
+            Ok(tasks::ack())
+        }
+        ModernMethod::TasksCancel => {
+            let control = store
+                .control(task_id, owner)
+                .map_err(|()| tasks::unknown_task(task_id))?;
+            if let Some(control) = control {
+                let (done, told) = oneshot::channel();
+                if control.send(Control::Cancel { done }).await.is_ok() {
+                    let _ = told.await;
+                }
+            }
+            Ok(tasks::ack())
+        }
+        _ => Err(ErrorObject::new(
+            crate::protocol::ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {}", modern.method.as_str()),
+        )),
+    }
+}
+
+/// Drives the upstream call behind one task.
+struct Runner {
+    store: Arc<TaskStore>,
+    task_id: String,
+    side: ModernSide,
+    /// The creating request's `clientCapabilities`: what the client may be asked.
+    capabilities: Value,
+    /// The questions awaiting the client's answer, by key.
+    pending: HashMap<String, Request>,
+}
+
+impl Runner {
+    fn new(store: &Arc<TaskStore>, task_id: String, side: ModernSide, capabilities: Value) -> Runner {
+        Runner {
+            store: store.clone(),
+            task_id,
+            side,
+            capabilities,
+            pending: HashMap::new(),
+        }
+    }
+
+    /// Runs the call to its end, the client's cancellation, or the task's
+    /// bounds; `held` (the admission slot) is held until then.
+    async fn run(mut self, mut call: Call, mut control: ControlReceiver, held: Admission) {
+        let config = self.store.config().clone();
+        let expires = Instant::now() + config.ttl.0;
+        let mut input_due: Option<Instant> = None;
+        loop {
+            let deadline = input_due.map_or(expires, |due| due.min(expires));
+            tokio::select! {
+                biased;
+                () = tokio::time::sleep_until(deadline) => {
+                    let message = if input_due.is_some_and(|due| due <= expires) {
+                        "the client did not answer the task's input within tasks.input_timeout"
+                    } else {
+                        "the task outlived its ttl"
+                    };
+                    call.cancel(message);
+                    self.fail(ErrorObject::internal(message));
+                    break;
+                }
+                order = control.recv() => match order {
+                    Some(Control::Answers { responses, done }) => {
+                        self.answer(&call, responses).await;
+                        if self.pending.is_empty() {
+                            input_due = None;
+                        }
+                        let _ = done.send(());
+                    }
+                    Some(Control::Cancel { done }) => {
+                        call.cancel("the client cancelled the task");
+                        self.store.finish(&self.task_id, Status::Cancelled, |task| {
+                            task.status_message = Some("cancelled by the client".into());
+                        });
+                        let _ = done.send(());
+                        break;
+                    }
+                    // Forgotten (its ttl passed): nobody can see it any more.
+                    None => {
+                        call.cancel("the task outlived its ttl");
+                        break;
+                    }
+                },
+                step = call.next() => match step {
+                    CallStep::Event(CallEvent::ServerRequest(request)) => {
+                        if self.ask(&call, request) {
+                            input_due.get_or_insert_with(|| Instant::now() + config.input_wait());
+                        }
+                    }
+                    CallStep::Event(CallEvent::Notification(notification)) => self.progress(&notification),
+                    CallStep::Done(result) => {
+                        let response = self.side.translate_done(&Id::number(0), result);
+                        self.settle(response.outcome, config.max_result_bytes);
+                        break;
+                    }
+                },
+            }
+        }
+        drop(held);
+    }
+
+    /// Makes an upstream's question the task's, when the client may be asked
+    /// it; refuses it upstream otherwise. Whether it was kept.
+    fn ask(&mut self, call: &Call, request: Request) -> bool {
+        let askable = InputKind::of(&request)
+            .is_some_and(|kind| kind != InputKind::UrlElicitation && kind.declared_by(&self.capabilities));
+        if !askable {
+            refuse_later(call.session(), request);
+            return false;
+        }
+        let mut key = input_key(&request);
+        while self.pending.contains_key(&key) {
+            key.push('_');
+        }
+        let shown = input_request(&request);
+        self.pending.insert(key.clone(), request);
+        self.store.update(&self.task_id, |task| {
+            task.input_requests.insert(key, shown);
+            task.status = Status::InputRequired;
+        });
+        true
+    }
+
+    /// Relays the client's answers to the questions they key; answers to
+    /// anything else are ignored (SEP-2663), and an answer without the shape of
+    /// its question's result leaves the question asked.
+    async fn answer(&mut self, call: &Call, mut responses: Map<String, Value>) {
+        let mut answers = Vec::new();
+        self.pending.retain(|key, request| {
+            let answer = responses
+                .remove(key)
+                .filter(|answer| InputKind::of(request).is_none_or(|kind| kind.accepts_answer(answer)));
+            match answer {
+                Some(answer) => {
+                    answers.push(Response::result(request.id.clone(), answer));
+                    false
+                }
+                None => true,
+            }
+        });
+        if answers.is_empty() {
+            return;
+        }
+        answer_upstream(call.session(), answers).await;
+        let pending = &self.pending;
+        self.store.update(&self.task_id, |task| {
+            task.input_requests.retain(|key, _| pending.contains_key(key));
+            if pending.is_empty() {
+                task.status = Status::Working;
+            }
+        });
+    }
+
+    /// A progress notification's message becomes the task's `statusMessage`.
+    fn progress(&self, notification: &Notification) {
+        if notification.method != "notifications/progress" {
+            return;
+        }
+        let message = notification
+            .params
+            .as_deref()
+            .and_then(|p| p.get("message"))
+            .and_then(Value::as_str);
+        if let Some(message) = message {
+            let message = message.to_owned();
+            self.store
+                .update(&self.task_id, |task| task.status_message = Some(message));
+        }
+    }
+
+    /// The call's outcome becomes the task's: `completed` with its result (a
+    /// tool error too), `failed` with its JSON-RPC error or past the size bound.
+    fn settle(&self, outcome: Outcome, max_result_bytes: usize) {
+        match outcome {
+            Outcome::Result(result) => {
+                let size = serde_json::to_vec(&result).map_or(usize::MAX, |text| text.len());
+                if size > max_result_bytes {
+                    self.fail(ErrorObject::internal(format!(
+                        "the tool's result ({size} bytes) is larger than tasks.max_result_bytes ({max_result_bytes})"
+                    )));
+                    return;
+                }
+                self.store.finish(&self.task_id, Status::Completed, |task| {
+                    task.result = Some(result.into_value());
+                });
+            }
+            Outcome::Error(error) => self.fail(error),
+        }
+    }
+
+    fn fail(&self, error: ErrorObject) {
+        let message = error.message.clone();
+        self.store.finish(&self.task_id, Status::Failed, |task| {
+            task.error = Some(error.to_value());
+            task.status_message = Some(message);
+        });
+    }
+}
