@@ -26,6 +26,9 @@ It speaks only the `initialize` handshake revisions (2024-11-05 .. 2025-11-25) a
     (every mode also takes --conformance: the alpha conformance suite's fixture tools, resources,
      prompts and completion, served legacy-style; implies --mrtr and leaves météo out; see
      "--conformance" below)
+    (every mode also takes --tasks: the alpha conformance suite's tasks-* fixture tools as plain
+     synchronous tools, for a gateway that serves the tasks extension in front of them; see
+     "--tasks" below)
 
 --port 0 picks a free port. The HTTP modes print one line to stdout once listening:
     {"listening": "http://127.0.0.1:PORT/mcp", "port": PORT}    (".../sse" in sse mode)
@@ -84,6 +87,22 @@ Fixture surface:
   plus everything of --mrtr (the test_input_required_result_* fixtures); météo is neither listed
   nor callable (its non-ASCII name is the fixture's own naming, which the suite checks)
 
+--tasks (the tools @modelcontextprotocol/conformance 0.2.0-alpha.12's tasks-* scenarios call; nothing
+  here knows about tasks: CreateTaskResult, tasks/get, tasks/update, tasks/cancel are the gateway's)
+  tools      greet{name} -> "Hello, <name>!";
+             slow_compute{seconds,label?} -> sleeps `seconds`, then "slow_compute <label>: done after
+             <seconds>s" (a cancellation ends the sleep and is recorded);
+             failing_job{} -> sleeps 1 s, then isError true "failing_job: the job failed";
+             protocol_error_job{} -> JSON-RPC error -32603 "protocol_error_job: internal failure";
+             confirm_delete{filename} -> one form elicitation (boolean `confirm`), then "Deleted
+             <filename>" (accepted with confirm true) or "Did not delete <filename>";
+             multi_input{} -> two form elicitations at once (both pending together), then
+             "multi_input: <action> <content json> | <action> <content json>";
+             test_tool_with_task{} -> one form elicitation named user_name (a `name`), then
+             "Hello, <name>!";
+             big_result{size} -> a text of `size` "x" characters
+  every call of these records started, then finished or cancelled (see "Events")
+
 --drift FILE (a rug pull, for definition pins):
   tools      rug_pull -> creates FILE, then sends notifications/tools/ and prompts/list_changed on the call's
              channel; while FILE exists (in every child and session, across restarts) echo's
@@ -95,6 +114,9 @@ Events (--events FILE), each a JSON object on its own line, in the order the ser
   {"event": "started", "tool": "hang", "id": <request id>}     hang began
   {"event": "cancelled", "tool": "hang", "id": <request id>}   hang was cancelled (a stdio
       notifications/cancelled, or the HTTP request dropped)
+  {"event": "started"|"finished"|"cancelled", "tool": <--tasks tool>, "id": <request id>}
+      a --tasks tool call began / returned (also with "error": true when it raised) / was
+      cancelled; slow_compute's events also carry "label"
   {"event": "listen", "id": <request id>, "uris": [...]}       a listen opened (sorted URIs)
   {"event": "listen_closed", "id": <request id>, "uris": [...]}  that listen ended, however
 """
@@ -123,6 +145,7 @@ SERVER_NAME = "eragate-legacy-fixture"
 SERVER_VERSION = "1.0.0"
 RESOURCE_NOT_FOUND = -32002
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 MISSING_CLIENT_CAPABILITY = -32021  # 2026-07-28 MissingRequiredClientCapabilityError
 
 LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
@@ -297,7 +320,8 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         + (RICH_TOOLS if RICH_CONTENT else [])
         + (MRTR_TOOLS if MRTR else [])
         + (PARAM_HEADER_TOOLS if PARAM_HEADERS else [])
-        + (SUBSCRIPTION_TOOLS if SUBSCRIPTIONS else []),
+        + (SUBSCRIPTION_TOOLS if SUBSCRIPTIONS else [])
+        + (TASK_TOOLS if TASKS else []),
         # With --param-headers the listing is what a client must cache to mirror headers:
         # fresh for a minute, so that a test's later calls never depend on how fast it ran.
         ttl_ms=60_000 if PARAM_HEADERS else 0,
@@ -307,6 +331,8 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     args = params.arguments or {}
     name = params.name
+    if TASKS and name in TASK_TOOL_NAMES:
+        return await tasks_call_tool(ctx, params)
     if MRTR and name in MRTR_TOOL_PLANS:
         return await mrtr_call_tool(ctx, params)
     if CONFORMANCE and name in CONFORMANCE_TOOL_NAMES:
@@ -1102,6 +1128,134 @@ async def unsubscribe_resource(ctx: Any, params: types.UnsubscribeRequestParams)
     return types.EmptyResult()
 
 
+# --- --tasks: the alpha suite's tasks-* fixture tools, plain and synchronous ---------------
+#
+# The tools the alpha suite's tasks-* scenarios (SEP-2663) call by name. They are ordinary
+# handshake-era tools: a call runs until it returns, input is a real server->client request on
+# the call's own channel. Any task behaviour (CreateTaskResult, tasks/get, tasks/update,
+# tasks/cancel) is the gateway's. Every call records `started`, then `finished` or `cancelled`
+# (--events), so a test can tell whether an upstream call is still running.
+
+TASKS = False  # set by --tasks
+
+CONFIRM_SCHEMA = {"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}
+ANSWER_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}}}
+
+TASK_TOOLS = [
+    types.Tool(
+        name="greet",
+        description="Returns 'Hello, <name>!' (sync-only in the suite)",
+        input_schema={"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+    ),
+    types.Tool(
+        name="slow_compute",
+        description="Sleeps `seconds`, then returns 'slow_compute <label>: done after <seconds>s'",
+        input_schema={
+            "type": "object",
+            "properties": {"seconds": {"type": "number", "minimum": 0}, "label": {"type": "string"}},
+            "required": ["seconds"],
+        },
+    ),
+    types.Tool(
+        name="failing_job",
+        description="Sleeps about a second, then returns a tool error (isError true)",
+        input_schema=NO_ARGS,
+    ),
+    types.Tool(
+        name="protocol_error_job",
+        description="Answers a JSON-RPC error (-32603), not a tool result",
+        input_schema=NO_ARGS,
+    ),
+    types.Tool(
+        name="confirm_delete",
+        description="Asks one form elicitation (boolean confirm); returns 'Deleted <filename>' or 'Did not delete <filename>'",
+        input_schema={"type": "object", "properties": {"filename": {"type": "string"}}, "required": ["filename"]},
+    ),
+    types.Tool(
+        name="multi_input",
+        description="Asks two form elicitations at once; returns 'multi_input: <first> | <second>'",
+        input_schema=NO_ARGS,
+    ),
+    types.Tool(
+        name="test_tool_with_task",
+        description="Asks one elicitation for user_name (a name); returns 'Hello, <name>!'",
+        input_schema=NO_ARGS,
+    ),
+    types.Tool(
+        name="big_result",
+        description="Returns a text of `size` 'x' characters (for result size limits)",
+        input_schema={"type": "object", "properties": {"size": {"type": "integer", "minimum": 0}}, "required": ["size"]},
+    ),
+]
+TASK_TOOL_NAMES = {t.name for t in TASK_TOOLS}
+
+# The tools that ask: name -> (rounds, final), as in MRTR_TOOL_PLANS. Only test_tool_with_task
+# names its input (`user_name`, via `_named`: its name starts with test_); the others leave
+# their keys to the gateway.
+TASK_INPUT_PLANS: dict[str, tuple[list[Any], Any]] = {
+    "confirm_delete": (
+        [lambda a, m, s: {"confirm": _form(f"Delete {a.get('filename', '')}?", CONFIRM_SCHEMA)}],
+        lambda a, s: (
+            f"Deleted {a.get('filename', '')}"
+            if s["confirm"].get("action") == "accept" and (s["confirm"].get("content") or {}).get("confirm") is True
+            else f"Did not delete {a.get('filename', '')}"
+        ),
+    ),
+    "multi_input": (
+        [lambda a, m, s: {"first": _form("First answer?", ANSWER_SCHEMA), "second": _form("Second answer?", ANSWER_SCHEMA)}],
+        lambda a, s: f"multi_input: {_elicited(s['first'])} | {_elicited(s['second'])}",
+    ),
+    "test_tool_with_task": (
+        [lambda a, m, s: {"user_name": _form("What is your name?", NAME_SCHEMA)}],
+        lambda a, s: f"Hello, {(s['user_name'].get('content') or {}).get('name')}!",
+    ),
+}
+
+
+async def tasks_call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+    """One --tasks tool call, recorded as started, then finished or cancelled."""
+    name = params.name
+    args = params.arguments or {}
+    fields: dict[str, Any] = {"tool": name, "id": ctx.request_id}
+    if name == "slow_compute":
+        fields["label"] = args.get("label", "")
+    record("started", **fields)
+    try:
+        result = await _tasks_tool(ctx, params, name, args)
+    except anyio.get_cancelled_exc_class():
+        # The SDK cancels the handler on notifications/cancelled (or a dropped HTTP request).
+        record("cancelled", **fields)
+        raise
+    except BaseException:
+        record("finished", error=True, **fields)
+        raise
+    record("finished", **fields)
+    return result
+
+
+async def _tasks_tool(ctx: Any, params: types.CallToolRequestParams, name: str, args: dict[str, Any]) -> Any:
+    if name == "greet":
+        return _text_result(f"Hello, {args.get('name', '')}!")
+    if name == "slow_compute":
+        seconds = float(args.get("seconds", 0))
+        await anyio.sleep(seconds)
+        return _text_result(f"slow_compute {args.get('label', '')}: done after {args.get('seconds', 0)}s")
+    if name == "failing_job":
+        await anyio.sleep(1)
+        return types.CallToolResult(content=_text("failing_job: the job failed"), is_error=True)
+    if name == "protocol_error_job":
+        raise MCPError(INTERNAL_ERROR, "protocol_error_job: internal failure")
+    if name == "big_result":
+        return _text_result("x" * int(args.get("size", 0)))
+    rounds, final = TASK_INPUT_PLANS[name]
+    answers = await _run_rounds(ctx, params, args, rounds)
+    if isinstance(answers, types.InputRequiredResult):  # only with --dual-era at 2026-07-28
+        return answers
+    if "__failed__" in answers:
+        return types.CallToolResult(content=_text(answers["__failed__"]), is_error=True)
+    return _text_result(final(args, answers))
+
+
 # --- --subscriptions: 2026-07-28 subscriptions/listen --------------------------------------
 
 BUS = InMemorySubscriptionBus()
@@ -1342,6 +1496,11 @@ def main(argv: list[str] | None = None) -> int:
             action="store_true",
             help="add the alpha conformance suite's fixture tools, resources and prompts (implies --mrtr; no météo)",
         )
+        p.add_argument(
+            "--tasks",
+            action="store_true",
+            help="add the alpha conformance suite's tasks-* fixture tools (plain synchronous tools)",
+        )
     for p in (p_stdio, p_http):
         p.add_argument(
             "--subscriptions",
@@ -1378,6 +1537,8 @@ def main(argv: list[str] | None = None) -> int:
     EVENTS = args.events
     global DRIFT  # noqa: PLW0603 - a process-wide fixture switch
     DRIFT = args.drift
+    global TASKS  # noqa: PLW0603 - a process-wide fixture switch
+    TASKS = args.tasks
     server = build_server(dual_era)
     certfile, keyfile = getattr(args, "ssl_certfile", None), getattr(args, "ssl_keyfile", None)
     if (certfile is None) != (keyfile is None):

@@ -9,3 +9,4 @@ mod listen;
 mod matrix;
 mod matrix_eras;
 mod mrtr;
+mod tasks;
