@@ -117,9 +117,11 @@ fn validate<P: ParamsView>(
         if let MethodClass::Modern(m) = class
             && let Some(key) = m.name_param()
         {
-            // Read alone: params kept as text are not built for it.
-            let body = params.and_then(|p| p.str_member(key)).unwrap_or_default();
-            check_name(name, key, &body)?;
+            // Read alone: params kept as text are not built for it. A body without
+            // the member is invalid params, which its handler answers.
+            if let Some(body) = params.and_then(|p| p.str_member(key)) {
+                check_name(name, key, &body)?;
+            }
         }
     }
     let version_supported =

@@ -188,7 +188,7 @@ impl Gate {
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// A 2026-07-28 POST of `method` (with `Mcp-Name: name` when given), declaring the tasks
-/// extension when `extension`, with `token` as bearer when given.
+/// extension and form elicitation when `extension`, with `token` as bearer when given.
 fn rpc(
     url: &str,
     token: Option<&str>,
@@ -199,8 +199,9 @@ fn rpc(
 ) -> (u64, Reply) {
     let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
     let mut params = params;
+    // The extension, and form elicitation: the fixture's questions are elicitations.
     let capabilities = if extension {
-        json!({"extensions": {TASKS: {}}})
+        json!({"elicitation": {}, "extensions": {TASKS: {}}})
     } else {
         json!({})
     };
@@ -509,8 +510,14 @@ async def poll(client, task_id, until, within=15.0):
         await asyncio.sleep(0.2)
 
 
+async def asked_outside_a_task(context, params):
+    raise RuntimeError("a task's questions come through tasks/get, never as a callback")
+
+
 async def main():
+    # The callback declares form elicitation, which the confirm_delete task asks for.
     client = mcp.Client(spec["url"], mode="2026-07-28", read_timeout_seconds=20, extensions=[TasksExtension()],
+                        elicitation_callback=asked_outside_a_task,
                         client_info=types.Implementation(name="eragate-tasks-client", version="1.0.0"))
     out = {}
     async with client:
