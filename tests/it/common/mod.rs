@@ -8,6 +8,7 @@ pub mod auth_server;
 pub mod conformance;
 pub mod matrix;
 pub mod oauth;
+pub mod redis;
 pub mod tls;
 pub mod tokens;
 
