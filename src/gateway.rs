@@ -6,12 +6,13 @@
 //! listener an [`Observed`] view, and a reload changes what a [`Reconfigurable`]
 //! view lets it change.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use crate::auth::Authenticator;
 use crate::bridge::mrtr::SuspendedCalls;
 use crate::bridge::param_headers::ToolHeaderCache;
 use crate::bridge::rate::RateGate;
+use crate::bridge::revocations::{Ended, EndedSessions, Revocations};
 use crate::bridge::sessions::SessionStore;
 use crate::config::{Config, ListenConfig};
 use crate::policy::held::HeldQuota;
@@ -194,9 +195,10 @@ impl Gateway {
         let Some(target) = self.config.redis_target(crate::config::RedisUser::Sessions) else {
             return;
         };
-        let revocations = Arc::new(crate::bridge::revocations::Revocations::new(target));
+        let revocations = Arc::new(Revocations::new(target));
         self.sessions.share_endings(revocations.clone());
-        revocations.spawn(Arc::downgrade(self));
+        let gateway: Weak<Gateway> = Arc::downgrade(self);
+        revocations.spawn(gateway);
     }
 
     /// Ends idle legacy sessions every `every` for as long as the gateway lives.
@@ -309,6 +311,13 @@ impl Gateway {
     /// What a reload may change.
     pub(crate) fn reconfigurable(&self) -> Reconfigurable<'_> {
         Reconfigurable(self)
+    }
+}
+
+/// The endings other replicas share reach this gateway's sessions while it lives.
+impl EndedSessions for Gateway {
+    fn apply_ended(&self, ended: &[Ended]) {
+        self.sessions.apply_ended(ended);
     }
 }
 

@@ -2,7 +2,10 @@
 # What the tests need from the system, installed when missing (tests/run.sh runs this first):
 #   python3 with venv      the peers' venv (tests/peers/install.sh) and the deploy tools' venv
 #   node and npm           the peers installed from npm (they bring Node 22 themselves)
-#   redis-server           started by tests/it/policy/rate_limits.rs and tests/it/auth/auth_server_storage.rs
+#   redis-server           started by tests/it/common/redis.rs for the rate limit, auth server storage
+#                          and shared Redis tests
+#   redis-cli              (redis-tools) makes the shared Redis tests' cluster and reads the auth
+#                          server storage test's keys
 #   chromium               /usr/bin/chromium, driven by playwright-core in tests/it/ops/status_page.rs
 #                          and tests/it/auth/auth_server_pages.rs
 #   clippy and rustfmt     tests/run.sh lints and checks formatting
@@ -17,6 +20,7 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || packages+=(python3-venv)
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 command -v redis-server >/dev/null || packages+=(redis-server)
+command -v redis-cli >/dev/null || packages+=(redis-tools)
 [[ -x /usr/bin/chromium ]] || packages+=(chromium)
 
 if ((${#packages[@]})); then

@@ -78,7 +78,7 @@ impl Admission<'_> {
         let tool_view = self.scopes(message).into_result()?;
         let narrowed = self.policy(message).into_result()?;
         let follows_reloads = self.follows_reloads(narrowed.is_some(), message);
-        let pinned = super::pins::admit(self.gateway, self.backend, message).into_result()?;
+        let pinned = self.pins(message).into_result()?;
         self.rate_limits(message).await.into_result()?;
         let in_flight = self.quotas(message).into_result()?;
         Ok(Pass {
@@ -129,6 +129,15 @@ impl Admission<'_> {
             return Verdict::Admit;
         };
         match narrowing.admit(message) {
+            Ok(answer) => answer.into(),
+            Err(answer) => Verdict::Refuse(Refusal::Answered(answer)),
+        }
+    }
+
+    /// Definition pins: a list of a pinned upstream is compared with its pins as it
+    /// passes back; a request its pins hide or block is answered in band.
+    fn pins(&self, message: &Message) -> Verdict<PinnedAnswer> {
+        match super::pins::admit(self.gateway, self.backend, message) {
             Ok(answer) => answer.into(),
             Err(answer) => Verdict::Refuse(Refusal::Answered(answer)),
         }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::admission::{Refusal, Verdict};
 use super::reply::{Reply, Status};
 use crate::federate::route::{ListShape, NameKind};
 use crate::gateway::Gateway;
@@ -28,24 +27,29 @@ pub(crate) struct PinnedAnswer {
     paged: bool,
 }
 
+/// What the pinning step says of a request: `Ok(None)` passes it unchanged, `Ok(Some)`
+/// passes it with its answer to compare and shape, `Err` is the answer (a reply to send
+/// as it is) to a request the pins refuse.
+pub(crate) type Pinning = Result<Option<PinnedAnswer>, Box<Reply>>;
+
 /// The pinning step for `message` on `backend`. A federation's members are compared
 /// each under its own names where their answers are merged (`federated::lists`).
-pub(crate) fn admit(gateway: &Gateway, backend: &Backend, message: &Message) -> Verdict<PinnedAnswer> {
+pub(crate) fn admit(gateway: &Gateway, backend: &Backend, message: &Message) -> Pinning {
     let pins = gateway.pins();
     if pins.is_empty() {
-        return Verdict::Admit;
+        return Ok(None);
     }
     let (Backend::Pool(pool), Message::Request(request)) = (backend, message) else {
-        return Verdict::Admit;
+        return Ok(None);
     };
     match pins.book(pool.name()) {
         Some(book) => admit_to(book, request),
-        None => Verdict::Admit,
+        None => Ok(None),
     }
 }
 
 /// The step for a request to the upstream `book` pins.
-pub(crate) fn admit_to(book: &Arc<PinBook>, request: &Request) -> Verdict<PinnedAnswer> {
+pub(crate) fn admit_to(book: &Arc<PinBook>, request: &Request) -> Pinning {
     let method = request.method.as_str();
     if book.blocked() && !matches!(method, "initialize" | "ping" | "server/discover") {
         return refuse(request, blocked_error(book.upstream()));
@@ -55,21 +59,21 @@ pub(crate) fn admit_to(book: &Arc<PinBook>, request: &Request) -> Verdict<Pinned
             .params
             .as_ref()
             .is_some_and(|p| ParamsView::str_member(p, "cursor").is_some());
-        return Verdict::Narrow(PinnedAnswer {
+        return Ok(Some(PinnedAnswer {
             book: Arc::clone(book),
             kind,
             paged,
-        });
+        }));
     }
     let kind = match method {
         "tools/call" if book.hiding() => Kind::Tool,
         "prompts/get" if book.hiding() => Kind::Prompt,
-        _ => return Verdict::Admit,
+        _ => return Ok(None),
     };
     // Read from the params' text: a call's arguments stay unparsed.
     match request.params.as_ref().and_then(|p| ParamsView::str_member(p, "name")) {
         Some(name) if book.hides(kind, &name) => refuse(request, awaiting_error(kind, &name)),
-        _ => Verdict::Admit,
+        _ => Ok(None),
     }
 }
 
@@ -211,8 +215,8 @@ pub(crate) fn pinned(gateway: &Gateway, member: &str) -> bool {
     gateway.pins().book(member).is_some()
 }
 
-fn refuse(request: &Request, error: ErrorObject) -> Verdict<PinnedAnswer> {
+fn refuse(request: &Request, error: ErrorObject) -> Pinning {
     tracing::debug!(method = %request.method, "refused by definition pinning");
     let answer = Response::error(Some(request.id.clone()), error).into_message();
-    Verdict::Refuse(Refusal::Answered(Box::new(Reply::Message(Status::Ok, answer))))
+    Err(Box::new(Reply::Message(Status::Ok, answer)))
 }

@@ -388,8 +388,7 @@ impl Reply {
 
     /// An upstream failure as the client's JSON-RPC error.
     pub(crate) fn upstream_failure(id: Option<Id>, error: &UpstreamError) -> Reply {
-        if let UpstreamError::ShareExhausted { limit, .. } = error {
-            let what = "upstream sessions (pool.max_children_per_principal)";
+        if let UpstreamError::ShareExhausted { what, limit, .. } = error {
             return Reply::Rejected(id, Rejection::QuotaExceeded { what, limit: *limit });
         }
         let status = if error.is_overload() {

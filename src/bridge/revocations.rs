@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::gateway::Gateway;
 use crate::seal::unix_now;
 use crate::store::redis::{Pool, Target, Value};
 
@@ -50,6 +49,12 @@ pub(crate) struct Revocations {
 pub(crate) struct Ended {
     pub(crate) digest: [u8; 32],
     pub(crate) expiry: u64,
+}
+
+/// Where the endings read from Redis are applied: the sessions this replica holds.
+pub(crate) trait EndedSessions: Send + Sync {
+    /// Ends, on this replica, the sessions in `ended`, and remembers their ids.
+    fn apply_ended(&self, ended: &[Ended]);
 }
 
 /// Whether a sealed id another replica may have ended can be resumed here.
@@ -102,12 +107,12 @@ impl Revocations {
 
     /// Starts writing this replica's endings and reading everyone's into
     /// `sessions`, for as long as `sessions` lives.
-    pub(crate) fn spawn(self: &Arc<Self>, gateway: Weak<Gateway>) {
+    pub(crate) fn spawn(self: &Arc<Self>, sessions: Weak<dyn EndedSessions>) {
         let receiver = self.pending.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(receiver) = receiver {
             tokio::spawn(Arc::clone(self).write(receiver));
         }
-        tokio::spawn(Arc::clone(self).read(gateway));
+        tokio::spawn(Arc::clone(self).read(sessions));
     }
 
     async fn write(self: Arc<Self>, mut receiver: mpsc::Receiver<Ended>) {
@@ -145,7 +150,7 @@ impl Revocations {
         }
     }
 
-    async fn read(self: Arc<Self>, gateway: Weak<Gateway>) {
+    async fn read(self: Arc<Self>, sessions: Weak<dyn EndedSessions>) {
         let stream = self.stream_key();
         let count = READ_BATCH.to_string();
         let mut last = "0-0".to_owned();
@@ -155,7 +160,7 @@ impl Revocations {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            let Some(gateway) = gateway.upgrade() else { return };
+            let Some(sessions) = sessions.upgrade() else { return };
             let start = format!("({last}");
             let reply = self
                 .pool
@@ -194,7 +199,7 @@ impl Revocations {
                 ended.extend(parsed.filter(|e| e.expiry > now));
             }
             if !ended.is_empty() {
-                gateway.sessions().apply_ended(&ended);
+                sessions.apply_ended(&ended);
             }
         }
     }

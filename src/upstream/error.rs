@@ -49,10 +49,12 @@ pub(crate) enum UpstreamError {
     },
     /// The principal holds its whole share of the upstream's sessions
     /// (`pool.max_children_per_principal`): 429, -32029.
-    #[error("upstream '{upstream}': this principal already holds its share of {limit} upstream sessions")]
+    #[error("upstream '{upstream}': this principal already holds its share of {limit} {what}")]
     ShareExhausted {
         /// The upstream's configured name.
         upstream: String,
+        /// What the share is of, as refusals name it.
+        what: &'static str,
         /// The share.
         limit: usize,
     },

@@ -137,8 +137,9 @@ impl Upstream {
         }
         match self.shares.hold(principal) {
             Ok(hold) => Ok(Some(hold)),
-            Err(Rejection::QuotaExceeded { limit, .. }) => Err(UpstreamError::ShareExhausted {
+            Err(Rejection::QuotaExceeded { what, limit }) => Err(UpstreamError::ShareExhausted {
                 upstream: self.name.to_string(),
+                what,
                 limit,
             }),
             Err(_) => Ok(None),

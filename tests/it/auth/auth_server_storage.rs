@@ -13,10 +13,10 @@ use crate::common::auth_server;
 use crate::common::oauth;
 
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use auth_server::*;
+use common::redis::RedisServer;
 use common::*;
 use oauth::{call_as, split_jwt};
 
@@ -108,54 +108,6 @@ fn sqlite_keeps_clients_refresh_tokens_and_keys_across_a_restart() {
     );
     // The registration works for a new authorization as well.
     let (_, _) = tokens_at(&origin, &client_id, &url);
-}
-
-/// A `redis-server` of its own on a free loopback port, killed on drop.
-struct RedisServer {
-    _proc: Proc,
-    port: u16,
-}
-
-impl RedisServer {
-    fn start() -> RedisServer {
-        let found = Command::new("redis-server")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            found,
-            "redis-server is not installed: tests/system-deps.sh installs it (apt-get install redis-server)"
-        );
-        let port = free_port();
-        let mut command = Command::new("redis-server");
-        command
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let proc = Proc::spawn("redis-server", &mut command);
-        assert!(
-            listening(("127.0.0.1", port), Duration::from_secs(10)),
-            "redis-server did not listen on {port}"
-        );
-        RedisServer { _proc: proc, port }
-    }
-
-    /// `redis-cli` (redis-server's package depends on it) on database `db`: the reply's lines.
-    fn cli(&self, db: u32, args: &[&str]) -> Vec<String> {
-        let output = Command::new("redis-cli")
-            .args(["-p", &self.port.to_string(), "-n", &db.to_string()])
-            .args(args)
-            .output()
-            .expect("redis-cli");
-        assert!(output.status.success(), "redis-cli {args:?}");
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_owned)
-            .collect()
-    }
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod auth_server;
 pub mod conformance;
 pub mod matrix;
 pub mod oauth;
+pub mod redis;
 pub mod tls;
 pub mod tokens;
 
@@ -1086,6 +1087,21 @@ def fill(schema):
         else:
             out[key] = "Ada"
     return out
+"#;
+
+/// JavaScript: the start of a TypeScript SDK v1 client driver (`tests/it/eras/mrtr.rs`,
+/// `tests/it/policy/disclosure.rs`): `sdk(rel)` (imports a module of the SDK in
+/// `TS_SDK_DIR`), `spec` (the JSON of `process.argv[2]`), `Client`,
+/// `StreamableHTTPClientTransport` and `types`. Each driver's own text follows it.
+pub const TS_CLIENT_PREAMBLE: &str = r#"
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const sdk = (rel) => import(pathToFileURL(path.join(process.env.TS_SDK_DIR, 'dist', 'esm', rel)).href);
+const spec = JSON.parse(process.argv[2]);
+const { Client } = await sdk('client/index.js');
+const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
+const types = await sdk('types.js');
 "#;
 
 /// A driver script, written once per test process (atomically: other runs may read it).

@@ -97,17 +97,9 @@ async def main():
 asyncio.run(main())
 "#;
 
-/// TypeScript SDK v1 (1.32.2) legacy client with request handlers for what it declares.
+/// TypeScript SDK v1 (1.32.2) legacy client with request handlers for what it declares;
+/// written after [`TS_CLIENT_PREAMBLE`] (`sdk`, `spec`, `Client`, the transport, `types`).
 const TS_DRIVER: &str = r#"
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
-
-const sdk = (rel) => import(pathToFileURL(path.join(process.env.TS_SDK_DIR, 'dist', 'esm', rel)).href);
-const spec = JSON.parse(process.argv[2]);
-const { Client } = await sdk('client/index.js');
-const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
-const types = await sdk('types.js');
-
 const asked = [];
 const client = new Client({ name: 'eragate-mrtr-ts-client', version: '1.0.0' }, { capabilities: spec.capabilities });
 if (spec.capabilities.sampling) {
@@ -155,7 +147,7 @@ fn py_driver() -> &'static PathBuf {
 
 fn ts_driver() -> &'static PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| driver_script("mrtr-client.mjs", TS_DRIVER))
+    PATH.get_or_init(|| driver_script("mrtr-client.mjs", &format!("{TS_CLIENT_PREAMBLE}{TS_DRIVER}")))
 }
 
 /// The Python client: `spec` holds `url`, `mode`, `callbacks`, `calls` (see `PY_DRIVER`).

@@ -16,10 +16,11 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::auth_server::{code_for, exchange, refresh, register_public, server_toml};
+use common::redis::redis_server;
 use common::tls::{TestCa, write_file};
 use common::*;
 use serde_json::json;
@@ -45,25 +46,25 @@ impl TlsRedis {
         let cert = write_file(dir.path(), "redis.pem", &server.cert);
         let key = write_file(dir.path(), "redis.key", &server.key);
         let port = free_port();
-        let mut command = Command::new("redis-server");
-        command
-            .args(["--port", "0", "--tls-port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--tls-auth-clients", "no", "--save", "", "--appendonly", "no"])
-            .arg("--tls-cert-file")
-            .arg(&cert)
-            .arg("--tls-key-file")
-            .arg(&key)
-            .arg("--tls-ca-cert-file")
-            .arg(&ca_path)
-            .args(["--user", "default", "off"])
-            .args(["--user", "app", "on", &format!(">{PASSWORD}"), "~*", "&*", "+@all"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let proc = Proc::spawn("redis-server (TLS)", &mut command);
-        assert!(
-            listening(("127.0.0.1", port), Duration::from_secs(10)),
-            "redis-server did not listen on {port} (tests/system-deps.sh installs it)"
-        );
+        let proc = redis_server("redis-server (TLS)", port, |command| {
+            command
+                .args([
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &port.to_string(),
+                    "--tls-auth-clients",
+                    "no",
+                ])
+                .arg("--tls-cert-file")
+                .arg(&cert)
+                .arg("--tls-key-file")
+                .arg(&key)
+                .arg("--tls-ca-cert-file")
+                .arg(&ca_path)
+                .args(["--user", "default", "off"])
+                .args(["--user", "app", "on", &format!(">{PASSWORD}"), "~*", "&*", "+@all"]);
+        });
         TlsRedis {
             _proc: proc,
             port,
@@ -92,30 +93,15 @@ impl RedisCluster {
         let mut ports = Vec::new();
         for i in 0..nodes {
             let port = free_port();
-            let mut command = Command::new("redis-server");
-            command
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
-                .arg("--cluster-config-file")
-                .arg(dir.path().join(format!("nodes-{i}.conf")))
-                .arg("--dir")
-                .arg(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            procs.push(Proc::spawn("redis-server (cluster)", &mut command));
-            assert!(
-                listening(("127.0.0.1", port), Duration::from_secs(10)),
-                "redis-server did not listen on {port}"
-            );
+            procs.push(redis_server("redis-server (cluster)", port, |command| {
+                command
+                    .args(["--port", &port.to_string()])
+                    .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"])
+                    .arg("--cluster-config-file")
+                    .arg(dir.path().join(format!("nodes-{i}.conf")))
+                    .arg("--dir")
+                    .arg(dir.path());
+            }));
             ports.push(port);
         }
         let addresses: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();

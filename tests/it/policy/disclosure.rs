@@ -81,18 +81,9 @@ async def main():
 asyncio.run(main())
 "#;
 
-/// The TypeScript SDK v1 client, legacy: `spec` holds `url` and `calls` as for the Python
-/// driver; it counts `notifications/tools/list_changed`.
+/// The TypeScript SDK v1 client, legacy, written after [`TS_CLIENT_PREAMBLE`]: `spec` holds
+/// `url` and `calls` as for the Python driver; it counts `notifications/tools/list_changed`.
 const TS_DRIVER: &str = r#"
-import path from 'node:path';
-import { pathToFileURL } from 'node:url';
-
-const sdk = (rel) => import(pathToFileURL(path.join(process.env.TS_SDK_DIR, 'dist', 'esm', rel)).href);
-const spec = JSON.parse(process.argv[2]);
-const { Client } = await sdk('client/index.js');
-const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
-const types = await sdk('types.js');
-
 let changed = 0;
 const client = new Client({ name: 'eragate-disclosure-ts-client', version: '1.0.0' }, { capabilities: {} });
 client.setNotificationHandler(types.ToolListChangedNotificationSchema, async () => { changed += 1; });
@@ -139,7 +130,8 @@ fn py(url: &str, mode: &str, calls: Value) -> Vec<Value> {
 
 fn ts(url: &str, calls: Value) -> Vec<Value> {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    let script = PATH.get_or_init(|| driver_script("disclosure-client.mjs", TS_DRIVER));
+    let script =
+        PATH.get_or_init(|| driver_script("disclosure-client.mjs", &format!("{TS_CLIENT_PREAMBLE}{TS_DRIVER}")));
     let spec = json!({"url": url, "calls": calls});
     let mut command = Command::new(peers().node20());
     command

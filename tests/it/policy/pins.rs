@@ -19,7 +19,7 @@
 
 use crate::common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -119,6 +119,14 @@ impl Pinned {
     }
 }
 
+/// A directory of its own, with the paths of a pin store and of the fixture's drift
+/// file in it (neither written yet).
+fn pin_files() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    (dir, store, drift)
+}
+
 fn pinned_config(admin: &str, mode: &str, store: &Path, drift: &Path) -> String {
     let mut command = legacy_stdio_command();
     command.extend(["--drift".to_owned(), drift.display().to_string()]);
@@ -146,8 +154,7 @@ const LIST_AND_CALL: &str = r#"[["list_tools"], ["call", "echo", {"text": "hi"}]
 
 #[test]
 fn hide_leaves_out_a_drifted_tool_until_approved_in_both_eras_and_a_restart_keeps_the_pins() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let (_dir, store, drift) = pin_files();
     let gateway = Pinned::start("hide", &store, &drift);
     let plan: Value = serde_json::from_str(LIST_AND_CALL).expect("plan");
     for era in ERAS {
@@ -251,8 +258,7 @@ fn hide_leaves_out_a_drifted_tool_until_approved_in_both_eras_and_a_restart_keep
 
 #[test]
 fn warn_serves_the_drift_as_the_upstream_says_and_reports_it() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let (_dir, store, drift) = pin_files();
     let gateway = Pinned::start("warn", &store, &drift);
     gateway.plan("legacy", json!([["list_tools"]]));
     gateway.plan("legacy", json!([["call", "rug_pull", {}]]));
@@ -290,8 +296,7 @@ fn warn_serves_the_drift_as_the_upstream_says_and_reports_it() {
 
 #[test]
 fn hidden_content_is_flagged_and_stripped_when_sanitizing() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let (_dir, store, drift) = pin_files();
     let gateway = Pinned::sanitizing("warn", &store, &drift);
     gateway.plan("legacy", json!([["list_tools"]]));
     gateway.plan("legacy", json!([["call", "rug_pull", {}]]));
@@ -318,8 +323,7 @@ fn hidden_content_is_flagged_and_stripped_when_sanitizing() {
 
 #[test]
 fn block_refuses_the_upstream_until_approved_and_a_replica_sharing_the_store_agrees() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let (_dir, store, drift) = pin_files();
     let first = Pinned::start("block", &store, &drift);
     let steps = first.plan("legacy", json!([["list_tools"]]));
     assert!(listed(&steps[0], "echo"), "{steps:?}");
@@ -351,8 +355,7 @@ fn block_refuses_the_upstream_until_approved_and_a_replica_sharing_the_store_agr
 
 #[test]
 fn hide_holds_in_front_of_the_typescript_sdk_fixture_too() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let (_dir, store, drift) = pin_files();
     let upstream = ts2_http_server_with(&["--drift", drift.to_str().expect("utf-8 path")]);
     let admin = format!("127.0.0.1:{}", free_port());
     let pins = format!("[upstreams.pins]\nmode = \"hide\"\nstore = \"{}\"\n", store.display());
@@ -398,8 +401,7 @@ fn hide_holds_in_front_of_the_typescript_sdk_fixture_too() {
 
 #[test]
 fn the_status_page_lists_the_pending_drift_in_chromium() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let (dir, store, drift) = pin_files();
     let gateway = Pinned::start("warn", &store, &drift);
     gateway.plan("legacy", json!([["list_tools"]]));
     gateway.plan("legacy", json!([["call", "rug_pull", {}], ["list_tools"]]));
@@ -441,8 +443,7 @@ fn the_status_page_lists_the_pending_drift_in_chromium() {
 
 #[test]
 fn a_federation_member_is_pinned_under_its_own_names() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let (_dir, store, drift) = pin_files();
     let gateway = Pinned::federated("hide", &store, &drift);
     for era in ERAS {
         let steps = gateway.plan(era, json!([["list_tools"]]));
@@ -489,8 +490,7 @@ fn a_federation_member_is_pinned_under_its_own_names() {
 
 #[test]
 fn the_pins_endpoints_and_command_need_the_admin_token() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let (_dir, store, drift) = pin_files();
     let token = "pins-admin-token";
     let admin = format!("127.0.0.1:{}", free_port());
     let config = pinned_config(&admin, "warn", &store, &drift).replacen(
@@ -522,8 +522,7 @@ fn the_pins_endpoints_and_command_need_the_admin_token() {
 
 #[test]
 fn a_garbled_pin_store_refuses_to_start_naming_the_file() {
-    let dir = tempfile::tempdir().expect("dir");
-    let (store, drift) = (dir.path().join("pins.json"), dir.path().join("drifted"));
+    let (dir, store, drift) = pin_files();
     std::fs::write(&store, "{\"version\": 1, \"upstreams\": {\"fixture\": [").expect("write");
     let config = dir.path().join("eragate.toml");
     let listen = format!("[listen]\naddress = \"127.0.0.1:{}\"\n", free_port());

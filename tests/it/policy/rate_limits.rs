@@ -10,9 +10,7 @@
 
 use crate::common;
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
+use common::redis::RedisServer;
 use common::tokens::*;
 use common::*;
 use serde_json::{Value, json};
@@ -204,48 +202,6 @@ fn a_principal_limit_is_its_own_and_an_upstream_limit_counts_everyone() {
         &mut problems,
     );
     assert_no_problems(&problems, &[("gateway", gateway.log())]);
-}
-
-/// A `redis-server` of its own on a free loopback port, killed on drop.
-struct RedisServer {
-    _proc: Proc,
-    port: u16,
-}
-
-impl RedisServer {
-    fn start() -> RedisServer {
-        let program = "redis-server";
-        let found = Command::new(program)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            found,
-            "redis-server is not installed: tests/system-deps.sh installs it (apt-get install redis-server)"
-        );
-        let port = free_port();
-        let mut command = Command::new(program);
-        command
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let proc = Proc::spawn("redis-server", &mut command);
-        assert!(
-            listening(("127.0.0.1", port), Duration::from_secs(10)),
-            "redis-server did not listen on {port}"
-        );
-        RedisServer { _proc: proc, port }
-    }
 }
 
 #[test]
