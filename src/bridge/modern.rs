@@ -105,8 +105,16 @@ pub(crate) async fn serve(
                     if let Err(refusal) = check_param_headers(gateway, pool, &request, modern, principal, sent).await {
                         return refusal;
                     }
-                    match tasks::call_mode(pool, &request, modern) {
-                        Ok(CallMode::Task) => Box::pin(tasks::start(gateway, pool, request, modern, principal)).await,
+                    let mode = match tasks::call_mode(pool, &request, modern) {
+                        Ok(CallMode::Ordinary) => {
+                            Box::pin(tasks::upstream_call_mode(gateway, pool, &request, modern, principal)).await
+                        }
+                        mode => mode,
+                    };
+                    match mode {
+                        Ok(mode @ (CallMode::Task | CallMode::UpstreamTask)) => {
+                            Box::pin(tasks::start(gateway, pool, request, modern, principal, mode)).await
+                        }
                         Ok(mode) => forward(gateway, pool, request, modern, principal, mode).await,
                         Err(error) => {
                             let message = Response::error(Some(request.id), error).into_message();

@@ -8,7 +8,8 @@
 //! gets them as they came and checks them itself.
 //!
 //! Either way eragate reads the upstream's own `tools/list` (every page), keeps
-//! each tool's annotations for the `ttlMs` the upstream gave, and relists
+//! each tool's annotations (and, for the tasks of a 2025-11-25 upstream, its
+//! `execution.taskSupport`: [`ToolHeaderCache::task_support`]) for the `ttlMs` the upstream gave, and relists
 //! bounded per upstream ([`RelistGate`]): one in flight at a time, and a tool
 //! the listing does not know relists at most every few seconds.
 
@@ -57,9 +58,9 @@ struct UpstreamTools {
     relists: RelistGate,
 }
 
-/// One upstream's tools and their annotated arguments (tools without any map to nothing).
+/// One upstream's tools and what eragate reads of each.
 struct Listing {
-    tools: HashMap<String, Vec<ParamHeader>>,
+    tools: HashMap<String, ToolFacts>,
     /// Whether any tool declares an annotated argument: when none does, a
     /// 2026-07-28 client's call is checked without reading its tool's name.
     any_declared: bool,
@@ -75,6 +76,24 @@ pub(crate) enum SentParams<'a> {
     /// Over a transport without headers (stdio, an HTTP+SSE post): the spec
     /// lets such clients ignore `x-mcp-header`, so there is nothing to check.
     NoHeaders,
+}
+
+/// What eragate reads of one listed tool.
+#[derive(Default)]
+struct ToolFacts {
+    /// Its arguments annotated `x-mcp-header` (none for most tools).
+    headers: Vec<ParamHeader>,
+    /// Its 2025-11-25 `execution.taskSupport`, when `optional` or `required`.
+    task_support: Option<UpstreamTaskSupport>,
+}
+
+/// A 2025-11-25 tool's `execution.taskSupport`, when it takes tasks at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UpstreamTaskSupport {
+    /// Called with or without a `task`.
+    Optional,
+    /// Called only with a `task`.
+    Required,
 }
 
 /// What the kept listing says about one tool (`R`: what was read of its annotations).
@@ -147,7 +166,32 @@ impl ToolHeaderCache {
             return Ok(());
         };
         let lister = Lister::Pool(pool, modern, principal);
-        entry.resolve(&tool, &lister, check).await.unwrap_or(Ok(()))
+        entry
+            .resolve(&tool, &lister, |facts| check(&facts.headers))
+            .await
+            .unwrap_or(Ok(()))
+    }
+
+    /// The `execution.taskSupport` of the legacy upstream `pool`'s tool named in
+    /// `params`, listed as for [`ToolHeaderCache::check_call`]; `None` for a tool
+    /// that takes no tasks, or that no listing knows.
+    pub(crate) async fn task_support(
+        &self,
+        pool: &Pool,
+        params: Option<&LazyJson>,
+        modern: &ModernRequest,
+        principal: &Principal,
+    ) -> Option<UpstreamTaskSupport> {
+        let tool = params.and_then(|p| ParamsView::str_member(p, "name"))?;
+        let entry = match pool.per_principal() {
+            true => self.entry(&format!("{}\u{0}{}", pool.name(), principal.as_str())),
+            false => self.entry(pool.name()),
+        };
+        let lister = Lister::Pool(pool, modern, principal);
+        entry
+            .resolve(&tool, &lister, |facts| facts.task_support)
+            .await
+            .flatten()
     }
 
     /// The `Mcp-Param-*` headers for a legacy client's `tools/call` with
@@ -171,7 +215,7 @@ impl ToolHeaderCache {
         let arguments = params.and_then(|p| p.get("arguments"));
         let entry = self.entry(session.backend.name());
         let lister = Lister::ClientSession(session, envelope);
-        let headers = |declared: &[ParamHeader]| param_headers::headers_for(declared, arguments);
+        let headers = |facts: &ToolFacts| param_headers::headers_for(&facts.headers, arguments);
         entry.resolve(tool, &lister, headers).await.unwrap_or_default()
     }
 
@@ -190,7 +234,7 @@ impl UpstreamTools {
     /// What `read` makes of `tool`'s annotations, from the kept listing or, when
     /// that is stale, absent or lacks the tool, a new one (paced); `None` when
     /// no listing knows the tool.
-    async fn resolve<R>(&self, tool: &str, lister: &Lister<'_>, read: impl Fn(&[ParamHeader]) -> R) -> Option<R> {
+    async fn resolve<R>(&self, tool: &str, lister: &Lister<'_>, read: impl Fn(&ToolFacts) -> R) -> Option<R> {
         match self.lookup(tool, &read) {
             Lookup::Known(read) => return Some(read),
             Lookup::Unknown | Lookup::Absent if self.relists.relisted_recently() => return None,
@@ -207,10 +251,7 @@ impl UpstreamTools {
             Turn::Relist(relisting) => relisting,
         };
         let listing = list_tools(lister).await;
-        let found = listing
-            .as_ref()
-            .and_then(|l| l.tools.get(tool))
-            .map(|declared| read(declared));
+        let found = listing.as_ref().and_then(|l| l.tools.get(tool)).map(&read);
         if let Some(listing) = listing {
             *self.listing.write().unwrap_or_else(|e| e.into_inner()) = Some(listing);
         }
@@ -218,11 +259,11 @@ impl UpstreamTools {
         found
     }
 
-    fn lookup<R>(&self, tool: &str, read: impl Fn(&[ParamHeader]) -> R) -> Lookup<R> {
+    fn lookup<R>(&self, tool: &str, read: impl Fn(&ToolFacts) -> R) -> Lookup<R> {
         let listing = self.listing.read().unwrap_or_else(|e| e.into_inner());
         match listing.as_ref() {
             Some(listing) if listing.until > Instant::now() => match listing.tools.get(tool) {
-                Some(declared) => Lookup::Known(read(declared)),
+                Some(facts) => Lookup::Known(read(facts)),
                 None => Lookup::Unknown,
             },
             Some(_) => Lookup::Stale,
@@ -301,8 +342,13 @@ async fn list_tools(lister: &Lister<'_>) -> Option<Listing> {
         }
         for tool in result.get("tools").and_then(Value::as_array).into_iter().flatten() {
             if let Some(name) = tool.get("name").and_then(Value::as_str) {
-                let declared = tool.get("inputSchema").map(param_headers::declared).unwrap_or_default();
-                tools.insert(name.to_owned(), declared);
+                let headers = tool.get("inputSchema").map(param_headers::declared).unwrap_or_default();
+                let task_support = match tool.get("execution").and_then(|e| e.get("taskSupport")) {
+                    Some(Value::String(s)) if s == "optional" => Some(UpstreamTaskSupport::Optional),
+                    Some(Value::String(s)) if s == "required" => Some(UpstreamTaskSupport::Required),
+                    _ => None,
+                };
+                tools.insert(name.to_owned(), ToolFacts { headers, task_support });
             }
         }
         match result.get("nextCursor").and_then(Value::as_str) {
@@ -312,7 +358,7 @@ async fn list_tools(lister: &Lister<'_>) -> Option<Listing> {
     }
     let ttl = ttl.unwrap_or(DEFAULT_TTL).clamp(MIN_TTL, MAX_TTL);
     Some(Listing {
-        any_declared: tools.values().any(|declared| !declared.is_empty()),
+        any_declared: tools.values().any(|facts| !facts.headers.is_empty()),
         tools,
         until: Instant::now() + ttl,
     })

@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::modern_client::{ModernSide, answer_upstream, refuse_later};
+use super::param_headers::UpstreamTaskSupport;
 use super::pooled_session::pooled_session;
 use super::reply::{self, Reply};
 use crate::auth::Principal;
@@ -27,11 +28,14 @@ use crate::protocol::errors::Rejection;
 use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::lazy_json::ParamsView;
 use crate::protocol::{ErrorObject, Id, ModernMethod, Notification, Request, Response};
-use crate::router::{Admission, Backend, Call, CallEvent, CallStep, OnDrop, Pool};
+use crate::router::{Admission, Backend, Call, CallEvent, CallStep, OnDrop, Pool, UpstreamError, UpstreamSession};
 use crate::tasks::store::{Control, ControlReceiver, TaskStore};
 use crate::tasks::{self, Status};
 use crate::translate::mrtr::{InputKind, declares_input, input_key, input_request};
 use crate::translate::{ModernRequest, down};
+
+/// The `_meta` key a 2025-11-25 server tags a task's messages with.
+const RELATED_TASK_META: &str = "io.modelcontextprotocol/related-task";
 
 /// How a `tools/call` from a 2026-07-28 client is run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +47,9 @@ pub(crate) enum CallMode {
     Task,
     /// As an ordinary call that becomes a task once its input is answered.
     TaskAfterInput,
+    /// As a task of the upstream's own (2025-11-25 `execution.taskSupport`),
+    /// bridged to the extension.
+    UpstreamTask,
 }
 
 /// How the upstream's tool named in `request` runs for this request: `Err` is
@@ -69,6 +76,53 @@ pub(crate) fn call_mode(pool: &Pool, request: &Request, modern: &ModernRequest) 
     }
 }
 
+/// How a tool of a 2025-11-25 upstream with tasks of its own runs for a
+/// request that no `[[upstreams.tasks.tools]]` entry matched: as the
+/// upstream's task for a client declaring the extension, as an ordinary call
+/// otherwise (`Err`: the `-32021` of a tool that requires tasks).
+pub(crate) async fn upstream_call_mode(
+    gateway: &Gateway,
+    pool: &Pool,
+    request: &Request,
+    modern: &ModernRequest,
+    principal: &Principal,
+) -> Result<CallMode, ErrorObject> {
+    if !upstream_takes_tasks(pool, principal).await {
+        return Ok(CallMode::Ordinary);
+    }
+    let support = gateway
+        .tool_headers()
+        .task_support(pool, request.params.as_ref(), modern, principal)
+        .await;
+    let declared = tasks::declares_extension(&modern.envelope.client_capabilities);
+    match (support, declared) {
+        (None, _) | (Some(UpstreamTaskSupport::Optional), false) => Ok(CallMode::Ordinary),
+        (Some(_), true) => Ok(CallMode::UpstreamTask),
+        (Some(UpstreamTaskSupport::Required), false) => {
+            let name = request
+                .params
+                .as_ref()
+                .and_then(|p| ParamsView::str_member(p, "name"))
+                .unwrap_or_default();
+            Err(tasks::extension_required(&format!("the tool {name}")))
+        }
+    }
+}
+
+/// Whether the upstream's handshake says `tools/call` may be a task of its own.
+async fn upstream_takes_tasks(pool: &Pool, principal: &Principal) -> bool {
+    let Ok(initialize) = pool.initialize_result(principal).await else {
+        return false;
+    };
+    initialize
+        .get("capabilities")
+        .and_then(|c| c.get("tasks"))
+        .and_then(|t| t.get("requests"))
+        .and_then(|r| r.get("tools"))
+        .and_then(|t| t.get("call"))
+        .is_some()
+}
+
 /// Adds the extension to a `server/discover` result's `capabilities.extensions`.
 pub(crate) fn advertise(discover: &mut Value) {
     let extensions = discover
@@ -82,13 +136,16 @@ pub(crate) fn advertise(discover: &mut Value) {
 }
 
 /// Starts a task for a `tools/call` to a legacy upstream and answers its
-/// `CreateTaskResult`, once the task is stored and its call sent.
+/// `CreateTaskResult`, once the task is stored and its call sent. With
+/// [`CallMode::UpstreamTask`] the call asks the upstream for a task of its own,
+/// whose `tasks/result` the task then runs on.
 pub(crate) async fn start(
     gateway: &Gateway,
     pool: &Pool,
     request: Request,
     modern: &ModernRequest,
     principal: &Principal,
+    mode: CallMode,
 ) -> Reply {
     let permit = match pool.admit().await {
         Ok(permit) => permit,
@@ -102,22 +159,25 @@ pub(crate) async fn start(
             return Reply::rejected(Some(request.id), Rejection::QuotaExceeded { what, limit });
         }
     };
+    let id = request.id.clone();
     let capabilities = &modern.envelope.client_capabilities;
-    let may_ask = declares_input(capabilities);
-    let params = request.params.map(down::modern_text_params_for_legacy);
-    let sent = match pooled_session(pool, modern, principal, may_ask).await {
+    let mut params = request.params.map(down::modern_text_params_for_legacy);
+    if mode == CallMode::UpstreamTask {
+        params = Some(with_task_param(params, store.config().ttl.0).into());
+    }
+    let sent = match pooled_session(pool, modern, principal, declares_input(capabilities)).await {
         Ok(session) => {
             session
-                .call(&request.method, params, request.id.clone(), OnDrop::CancelUpstream)
+                .call(&request.method, params, id.clone(), OnDrop::CancelUpstream)
                 .await
         }
         Err(error) => Err(error),
     };
-    let call = match sent {
+    let mut call = match sent {
         Ok(call) => call,
         Err(error) => {
             store.abandon(&record.id);
-            return Reply::upstream_failure(Some(request.id), &error);
+            return Reply::upstream_failure(Some(id), &error);
         }
     };
     let side = ModernSide {
@@ -126,10 +186,94 @@ pub(crate) async fn start(
         server_info: call.session().server_info_for_modern(),
         cache: pool.cache_policy(),
     };
+    let mut upstream_task = None;
+    if mode == CallMode::UpstreamTask {
+        match Box::pin(upstream_task_result(call, &id, pool.timeout_for("tools/call"))).await {
+            Ok((result, task_id)) => {
+                upstream_task = Some(task_id);
+                call = result;
+            }
+            Err(answer) => {
+                store.abandon(&record.id);
+                let mut response = side.translate_done(&id, answer);
+                response.id = Some(id);
+                return Reply::Message(reply::Status::Ok, response.into_message());
+            }
+        }
+    }
     let created = record.create_result();
-    let runner = Runner::new(store, record.id, side, capabilities.clone());
+    let mut runner = Runner::new(store, record.id, side, capabilities.clone());
+    runner.upstream_task = upstream_task;
     tokio::spawn(runner.run(call, control, permit));
-    Reply::result(request.id, created)
+    Reply::result(id, created)
+}
+
+/// A legacy `tools/call`'s params asking for a task of the upstream's own (2025-11-25).
+fn with_task_param(params: Option<crate::protocol::LazyJson>, ttl: std::time::Duration) -> Value {
+    let mut params = params.map_or_else(|| Value::Object(Map::new()), crate::protocol::LazyJson::into_value);
+    if let Some(object) = params.as_object_mut() {
+        let ttl = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX);
+        object.insert("task".into(), serde_json::json!({ "ttl": ttl }));
+    }
+    params
+}
+
+/// The upstream's answer to a `tools/call` that asked for its own task: its
+/// task's id and the `tasks/result` call that ends with the tool's result, or
+/// (`Err`) the answer the client gets instead when no task was made.
+async fn upstream_task_result(
+    call: Call,
+    id: &Id,
+    timeout: std::time::Duration,
+) -> Result<(Call, String), Result<Response, UpstreamError>> {
+    let session = call.session().clone();
+    let response = match tokio::time::timeout(timeout, call.response()).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => return Err(Err(error)),
+        Err(_) => {
+            let upstream = session.upstream_name().to_owned();
+            let after_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+            return Err(Err(UpstreamError::Timeout { upstream, after_ms }));
+        }
+    };
+    let task_id = match &response.outcome {
+        Outcome::Result(result) => result
+            .get("task")
+            .and_then(|t| t.get("taskId"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        Outcome::Error(_) => None,
+    };
+    // An upstream may answer at once instead: that answer is the client's.
+    let Some(task_id) = task_id else {
+        return Err(Ok(response));
+    };
+    let params = serde_json::json!({ "taskId": task_id });
+    match session
+        .call("tasks/result", Some(params.into()), id.clone(), OnDrop::CancelUpstream)
+        .await
+    {
+        Ok(result) => Ok((result, task_id)),
+        Err(error) => {
+            cancel_upstream_task(&session, &task_id);
+            Err(Err(error))
+        }
+    }
+}
+
+/// Asks the upstream to cancel its own task `task_id`, without waiting.
+fn cancel_upstream_task(session: &Arc<UpstreamSession>, task_id: &str) {
+    let session = session.clone();
+    let params = serde_json::json!({ "taskId": task_id });
+    tokio::spawn(async move {
+        let id = Id::text("eragate-task-cancel".to_owned());
+        if let Ok(call) = session
+            .call("tasks/cancel", Some(params.into()), id, OnDrop::Detach)
+            .await
+        {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), call.response()).await;
+        }
+    });
 }
 
 /// Makes a task of a call whose input was answered (`input = "before_task"`)
@@ -240,6 +384,9 @@ struct Runner {
     capabilities: Value,
     /// The questions awaiting the client's answer, by key.
     pending: HashMap<String, Request>,
+    /// The upstream's own task the call is the `tasks/result` of (2025-11-25):
+    /// cancelled with the call.
+    upstream_task: Option<String>,
 }
 
 impl Runner {
@@ -250,6 +397,7 @@ impl Runner {
             side,
             capabilities,
             pending: HashMap::new(),
+            upstream_task: None,
         }
     }
 
@@ -269,6 +417,7 @@ impl Runner {
                     } else {
                         "the task outlived its ttl"
                     };
+                    self.cancel_upstream_task(&call);
                     call.cancel(message);
                     self.fail(ErrorObject::internal(message));
                     break;
@@ -282,6 +431,7 @@ impl Runner {
                         let _ = done.send(());
                     }
                     Some(Control::Cancel { done }) => {
+                        self.cancel_upstream_task(&call);
                         call.cancel("the client cancelled the task");
                         self.store.finish(&self.task_id, Status::Cancelled, |task| {
                             task.status_message = Some("cancelled by the client".into());
@@ -291,6 +441,7 @@ impl Runner {
                     }
                     // Forgotten (its ttl passed): nobody can see it any more.
                     None => {
+                        self.cancel_upstream_task(&call);
                         call.cancel("the task outlived its ttl");
                         break;
                     }
@@ -311,6 +462,12 @@ impl Runner {
             }
         }
         drop(held);
+    }
+
+    fn cancel_upstream_task(&self, call: &Call) {
+        if let Some(task_id) = &self.upstream_task {
+            cancel_upstream_task(call.session(), task_id);
+        }
     }
 
     /// Makes an upstream's question the task's, when the client may be asked
@@ -394,8 +551,13 @@ impl Runner {
                     )));
                     return;
                 }
+                let mut result = result.into_value();
+                // The upstream's own task (2025-11-25) tags its result; the extension's is not tagged.
+                if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
+                    meta.remove(RELATED_TASK_META);
+                }
                 self.store.finish(&self.task_id, Status::Completed, |task| {
-                    task.result = Some(result.into_value());
+                    task.result = Some(result);
                 });
             }
             Outcome::Error(error) => self.fail(error),

@@ -785,3 +785,67 @@ fn the_per_principal_task_limit_answers_429() {
     gate.wait_for_events("cancelled", "slow_compute", 3);
     gate.assert_drained();
 }
+
+// --- 5. a 2025-11-25 upstream's own tasks -----------------------------------------------------
+
+/// server-everything (2026.8.31, TypeScript SDK 1.x) has a tool with tasks of its own:
+/// `simulate-research-query` (`execution.taskSupport: "required"`), which asks an elicitation
+/// through `tasks/result` when the query is ambiguous. With no `[[upstreams.tasks.tools]]`,
+/// eragate bridges that task to the extension: a client declaring it gets eragate's
+/// `CreateTaskResult`, sees the upstream's question as `input_required` on `tasks/get`, answers
+/// it with `tasks/update`, and gets the report (with its answer in it, without the upstream's
+/// `related-task` tag); a client that does not declare the extension gets -32021; a second task
+/// is cancelled and ends `cancelled`.
+#[test]
+fn a_2025_11_25_upstreams_own_tasks_are_bridged_to_the_extension() {
+    let gateway = Eragate::start(&stdio_upstream_toml(&everything_stdio_command(), "", ""));
+    let url = gateway.url();
+    let arguments = json!({"topic": "python", "ambiguous": true});
+
+    let (id, reply) = rpc(
+        &url,
+        None,
+        "tools/call",
+        Some("simulate-research-query"),
+        json!({"name": "simulate-research-query", "arguments": arguments}),
+        false,
+    );
+    assert_error(
+        &answer(&reply, id),
+        -32021,
+        "a required upstream task without the extension",
+    );
+
+    let task = create(&url, None, "simulate-research-query", arguments.clone());
+    let task_id = task["taskId"].as_str().expect("taskId").to_owned();
+    assert_eq!(task["status"], "working", "{task:#}");
+    let asked = poll(&url, None, &task_id, &["input_required", "completed", "failed"]);
+    assert_eq!(asked["status"], "input_required", "{asked:#}\n{}", gateway.log());
+    let requests = asked["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.len(), 1, "{asked:#}");
+    let (key, question) = requests.iter().next().expect("one question");
+    assert_eq!(question["method"], "elicitation/create", "{asked:#}");
+    let answers = json!({"inputResponses": {key: {"action": "accept", "content": {"interpretation": "programming"}}}});
+    assert_ack(
+        &task_request(&url, None, "tasks/update", &task_id, answers),
+        "tasks/update",
+    );
+    let done = poll(&url, None, &task_id, &["completed", "failed", "cancelled"]);
+    assert_eq!(done["status"], "completed", "{done:#}\n{}", gateway.log());
+    let report = tool_text(&done["result"]);
+    assert!(report.contains("python (programming)"), "{report}");
+    assert!(
+        done["result"]["_meta"]
+            .get("io.modelcontextprotocol/related-task")
+            .is_none(),
+        "{done:#}"
+    );
+
+    let second = create(&url, None, "simulate-research-query", json!({"topic": "rust"}));
+    let second_id = second["taskId"].as_str().expect("taskId").to_owned();
+    assert_ack(
+        &task_request(&url, None, "tasks/cancel", &second_id, json!({})),
+        "tasks/cancel",
+    );
+    assert_eq!(get(&url, None, &second_id)["status"], "cancelled");
+}
