@@ -164,6 +164,9 @@ impl Gateway {
         self.share_session_endings();
         self.suspended.spawn_expiry();
         self.tasks.spawn_expiry();
+        if let Some(target) = self.config.redis_target(crate::config::RedisUser::Tasks) {
+            self.tasks.share(target);
+        }
         self.rate.load_full().spawn_forgetting();
         self.router.spawn_health_checks();
         self.spawn_pin_watch();

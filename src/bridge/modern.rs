@@ -264,7 +264,7 @@ async fn forward(
             }
             Retried::AskedAgain(result) => return Reply::result(request.id, result),
             Retried::Resumed { call, side, .. } if mode == CallMode::TaskAfterInput => {
-                return tasks::adopt(gateway, call, side, modern, principal, request.id, permit);
+                return Box::pin(tasks::adopt(gateway, call, side, modern, principal, request.id, permit)).await;
             }
             Retried::Resumed { call, side, input } => {
                 // The time the user took to answer is not the upstream's: the retry gets a full timeout.

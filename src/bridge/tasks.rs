@@ -29,7 +29,8 @@ use crate::protocol::jsonrpc::Outcome;
 use crate::protocol::lazy_json::ParamsView;
 use crate::protocol::{ErrorObject, Id, ModernMethod, Notification, Request, Response};
 use crate::router::{Admission, Backend, Call, CallEvent, CallStep, OnDrop, Pool, UpstreamError, UpstreamSession};
-use crate::tasks::store::{Control, ControlReceiver, TaskStore};
+use crate::tasks::shared::RemoteControl;
+use crate::tasks::store::{Control, ControlReceiver, Route, TaskStore};
 use crate::tasks::{self, Status};
 use crate::translate::mrtr::{InputKind, declares_input, input_key, input_request};
 use crate::translate::{ModernRequest, down};
@@ -201,11 +202,25 @@ pub(crate) async fn start(
             }
         }
     }
+    if let Err(error) = store.persist(&record).await {
+        tracing::warn!(%error, "tasks in redis: a task could not be stored; its call is cancelled");
+        store.abandon(&record.id);
+        call.cancel("the task could not be stored");
+        return Reply::Message(
+            reply::Status::Ok,
+            Response::error(Some(id), not_stored()).into_message(),
+        );
+    }
     let created = record.create_result();
     let mut runner = Runner::new(store, record.id, side, capabilities.clone());
     runner.upstream_task = upstream_task;
     tokio::spawn(runner.run(call, control, permit));
     Reply::result(id, created)
+}
+
+/// The error of a task that could not be made durable where replicas find it.
+fn not_stored() -> ErrorObject {
+    ErrorObject::internal("the task could not be stored in redis ([redis]); retry the call")
 }
 
 /// A legacy `tools/call`'s params asking for a task of the upstream's own (2025-11-25).
@@ -278,7 +293,7 @@ fn cancel_upstream_task(session: &Arc<UpstreamSession>, task_id: &str) {
 
 /// Makes a task of a call whose input was answered (`input = "before_task"`)
 /// and answers its `CreateTaskResult`; the call runs on in the task.
-pub(crate) fn adopt(
+pub(crate) async fn adopt(
     gateway: &Gateway,
     call: Call,
     side: ModernSide,
@@ -296,6 +311,15 @@ pub(crate) fn adopt(
             return Reply::rejected(Some(id), Rejection::QuotaExceeded { what, limit });
         }
     };
+    if let Err(error) = store.persist(&record).await {
+        tracing::warn!(%error, "tasks in redis: a task could not be stored; its call is cancelled");
+        store.abandon(&record.id);
+        call.cancel("the task could not be stored");
+        return Reply::Message(
+            reply::Status::Ok,
+            Response::error(Some(id), not_stored()).into_message(),
+        );
+    }
     let created = record.create_result();
     let runner = Runner::new(store, record.id, side, modern.envelope.client_capabilities.clone());
     tokio::spawn(runner.run(call, control, permit));
@@ -337,42 +361,56 @@ async fn method_result(
     }
     let params = request.params.as_deref();
     let task_id = tasks::task_id_of(params)?;
-    match modern.method {
-        ModernMethod::TasksGet => store
-            .get(task_id, owner)
-            .map(|task| task.detailed())
-            .ok_or_else(|| tasks::unknown_task(task_id)),
-        ModernMethod::TasksUpdate => {
-            let responses = tasks::input_responses_of(params)?;
-            let control = store
-                .control(task_id, owner)
-                .map_err(|()| tasks::unknown_task(task_id))?;
-            if let Some(control) = control {
-                let (done, told) = oneshot::channel();
-                // A runner that ended meanwhile has nothing left to answer.
-                if control.send(Control::Answers { responses, done }).await.is_ok() {
-                    let _ = told.await;
-                }
+    let order = match modern.method {
+        ModernMethod::TasksGet => {
+            return store
+                .detailed(task_id, owner)
+                .await
+                .ok_or_else(|| tasks::unknown_task(task_id));
+        }
+        ModernMethod::TasksUpdate => Order::Answers(tasks::input_responses_of(params)?),
+        ModernMethod::TasksCancel => Order::Cancel,
+        _ => {
+            return Err(ErrorObject::new(
+                crate::protocol::ErrorCode::METHOD_NOT_FOUND,
+                format!("Method not found: {}", modern.method.as_str()),
+            ));
+        }
+    };
+    match store.route(task_id, owner).await {
+        Err(()) => Err(tasks::unknown_task(task_id)),
+        // Nothing is left to answer or cancel.
+        Ok(Route::Here(None) | Route::Ended) => Ok(tasks::ack()),
+        Ok(Route::Here(Some(runner))) => {
+            let (done, told) = oneshot::channel();
+            let control = match order {
+                Order::Answers(responses) => Control::Answers { responses, done },
+                Order::Cancel => Control::Cancel { done },
+            };
+            // A runner that ended meanwhile has nothing left to answer.
+            if runner.send(control).await.is_ok() {
+                let _ = told.await;
             }
             Ok(tasks::ack())
         }
-        ModernMethod::TasksCancel => {
-            let control = store
-                .control(task_id, owner)
-                .map_err(|()| tasks::unknown_task(task_id))?;
-            if let Some(control) = control {
-                let (done, told) = oneshot::channel();
-                if control.send(Control::Cancel { done }).await.is_ok() {
-                    let _ = told.await;
-                }
-            }
+        Ok(Route::Elsewhere) => {
+            let control = match order {
+                Order::Answers(responses) => RemoteControl::Answers(responses),
+                Order::Cancel => RemoteControl::Cancel,
+            };
+            store.send_elsewhere(task_id, control).await.map_err(|error| {
+                tracing::warn!(%error, "tasks in redis: a request for another replica's task was not sent");
+                ErrorObject::internal("the task runs on another replica, which could not be reached; retry")
+            })?;
             Ok(tasks::ack())
         }
-        _ => Err(ErrorObject::new(
-            crate::protocol::ErrorCode::METHOD_NOT_FOUND,
-            format!("Method not found: {}", modern.method.as_str()),
-        )),
     }
+}
+
+/// What `tasks/update` or `tasks/cancel` asks of a task.
+enum Order {
+    Answers(Map<String, Value>),
+    Cancel,
 }
 
 /// Drives the upstream call behind one task.

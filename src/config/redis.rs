@@ -67,6 +67,8 @@ pub(crate) enum RedisUser {
     AuthServer,
     /// Ids of sessions ended on some replica.
     Sessions,
+    /// Tasks (records, and requests for the replica running each).
+    Tasks,
 }
 
 impl RedisUser {
@@ -75,13 +77,14 @@ impl RedisUser {
             RedisUser::RateLimits => "rl:",
             RedisUser::AuthServer => "as:",
             RedisUser::Sessions => "sess:",
+            RedisUser::Tasks => "tasks:",
         }
     }
 
     fn default_timeout(self) -> Duration {
         match self {
             RedisUser::RateLimits | RedisUser::Sessions => Duration::from_millis(250),
-            RedisUser::AuthServer => Duration::from_secs(2),
+            RedisUser::AuthServer | RedisUser::Tasks => Duration::from_secs(2),
         }
     }
 }
@@ -120,7 +123,7 @@ impl Config {
                     "auth.server.redis_url",
                 )
             }
-            RedisUser::Sessions => (None, None, None, ""),
+            RedisUser::Sessions | RedisUser::Tasks => (None, None, None, ""),
         };
         let shared = self.redis.as_ref();
         let (url, url_key) = match shared {

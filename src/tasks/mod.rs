@@ -1,8 +1,9 @@
 //! Tasks, the 2026-07-28 `io.modelcontextprotocol/tasks` extension (SEP-2663),
 //! the pure part: a task's record and status, the shapes its methods answer
 //! (`CreateTaskResult`, the detailed task of `tasks/get`, the empty acks), and
-//! the checks on their params. The store is [`store`]; running the upstream
-//! call behind a task is `crate::bridge::tasks`.
+//! the checks on their params. The store is [`store`] (shared by replicas
+//! through Redis: [`shared`]); running the upstream call behind a task is
+//! `crate::bridge::tasks`.
 
 use std::time::{Duration, SystemTime};
 
@@ -10,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::protocol::ErrorObject;
 
+pub(crate) mod shared;
 pub(crate) mod store;
 
 /// The extension's identifier, in `capabilities.extensions` and a request's

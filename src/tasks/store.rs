@@ -6,15 +6,17 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use dashmap::DashMap;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
+use super::shared::{RemoteControl, SharedTasks};
 use super::{Status, TaskRecord};
 use crate::config::TasksConfig;
+use crate::store::redis::{RedisError, Target};
 
 /// Messages a task's runner takes from its client, at most this many waiting.
 const CONTROL_QUEUE: usize = 8;
@@ -68,6 +70,18 @@ pub(crate) struct TaskStore {
     created: AtomicU64,
     /// Tasks ended since start, by how: completed, failed, cancelled.
     ended: [AtomicU64; 3],
+    /// Every replica's tasks, with `[redis]`.
+    shared: OnceLock<Arc<SharedTasks>>,
+}
+
+/// Where a client's `tasks/update` or `tasks/cancel` goes.
+pub(crate) enum Route {
+    /// To the runner on this replica (`None`: the task has ended).
+    Here(Option<mpsc::Sender<Control>>),
+    /// To the replica running the task, through Redis.
+    Elsewhere,
+    /// Nowhere: the task has ended, on another replica.
+    Ended,
 }
 
 /// What the store holds and has done, for `/pools`, `/metrics` and the status page.
@@ -108,6 +122,79 @@ impl TaskStore {
             config: config.clone(),
             created: AtomicU64::new(0),
             ended: Default::default(),
+            shared: OnceLock::new(),
+        }
+    }
+
+    /// Shares this replica's tasks with every replica through `target` (`[redis]`).
+    pub(crate) fn share(self: &Arc<Self>, target: Target) {
+        let (shared, spawn) = SharedTasks::new(target);
+        if self.shared.set(shared).is_ok() {
+            spawn(Arc::downgrade(self));
+        }
+    }
+
+    /// Makes a created task durable where every replica finds it (with
+    /// `[redis]`); until this returns, its client must not hear of it.
+    pub(crate) async fn persist(&self, record: &TaskRecord) -> Result<(), RedisError> {
+        match self.shared.get() {
+            Some(shared) => shared.put(record).await,
+            None => Ok(()),
+        }
+    }
+
+    /// `owner`'s task `id` as `tasks/get` shows it, from this replica or,
+    /// with `[redis]`, another's; `None` for an unknown id or another's task.
+    pub(crate) async fn detailed(&self, id: &str, owner: &str) -> Option<serde_json::Value> {
+        if let Some(entry) = self.tasks.get(id) {
+            return (entry.record.owner == owner).then(|| entry.record.detailed());
+        }
+        let shared = self.shared.get()?;
+        match shared.get(id).await {
+            Ok(Some((stored_owner, task))) => (stored_owner == owner).then_some(task),
+            Ok(None) => None,
+            Err(error) => {
+                tracing::warn!(%error, "tasks in redis: a task could not be read");
+                None
+            }
+        }
+    }
+
+    /// Where a request about `owner`'s task `id` goes; `Err` for an unknown
+    /// id or another's task.
+    pub(crate) async fn route(&self, id: &str, owner: &str) -> Result<Route, ()> {
+        if self.tasks.contains_key(id) {
+            return self.control(id, owner).map(Route::Here);
+        }
+        let Some(task) = self.detailed(id, owner).await else {
+            return Err(());
+        };
+        let ended = task["status"]
+            .as_str()
+            .is_none_or(|s| matches!(s, "completed" | "failed" | "cancelled"));
+        Ok(if ended { Route::Ended } else { Route::Elsewhere })
+    }
+
+    /// Hands `control` to the replica running task `id`, through Redis.
+    pub(crate) async fn send_elsewhere(&self, id: &str, control: RemoteControl) -> Result<(), RedisError> {
+        match self.shared.get() {
+            Some(shared) => shared.send(id, control).await,
+            None => Ok(()),
+        }
+    }
+
+    /// A request another replica received for a task this one runs.
+    pub(crate) fn deliver(&self, id: &str, control: RemoteControl) {
+        let Some(sender) = self.tasks.get(id).and_then(|entry| entry.control.clone()) else {
+            return;
+        };
+        let (done, _) = oneshot::channel();
+        let control = match control {
+            RemoteControl::Answers(responses) => Control::Answers { responses, done },
+            RemoteControl::Cancel => Control::Cancel { done },
+        };
+        if sender.try_send(control).is_err() {
+            tracing::warn!(task = %id, "a task's control queue is full; a request from another replica is dropped");
         }
     }
 
@@ -153,6 +240,7 @@ impl TaskStore {
     }
 
     /// `owner`'s task `id`, as it is now; `None` for an unknown id or another's task.
+    #[cfg(test)]
     pub(crate) fn get(&self, id: &str, owner: &str) -> Option<TaskRecord> {
         let entry = self.tasks.get(id)?;
         (entry.record.owner == owner).then(|| entry.record.clone())
@@ -175,6 +263,9 @@ impl TaskStore {
         {
             change(&mut entry.record);
             entry.record.last_updated_at = SystemTime::now();
+            if let Some(shared) = self.shared.get() {
+                shared.put_later(&entry.record);
+            }
         }
     }
 
@@ -194,6 +285,9 @@ impl TaskStore {
             change(record);
             record.last_updated_at = SystemTime::now();
             entry.control = None;
+            if let Some(shared) = self.shared.get() {
+                shared.put_later(&entry.record);
+            }
             entry.record.owner.clone()
         };
         self.count_end(status);

@@ -849,3 +849,60 @@ fn a_2025_11_25_upstreams_own_tasks_are_bridged_to_the_extension() {
     );
     assert_eq!(get(&url, None, &second_id)["status"], "cancelled");
 }
+
+// --- 6. replicas sharing Redis ----------------------------------------------------------------
+
+/// Two replicas sharing a real `redis-server` through `[redis]`, each with its own fixture
+/// child: a `confirm_delete` task created on the first is seen `input_required` on the
+/// second, answered there (`tasks/update` reaches the first through Redis) and seen
+/// `completed` with the answer on both; a `slow_compute` task created on the first is polled
+/// and cancelled on the second, ends `cancelled`, and the first replica's fixture saw its call
+/// cancelled. An id neither replica made stays unknown on both.
+#[test]
+fn replicas_sharing_redis_serve_each_others_tasks() {
+    let redis = common::redis::RedisServer::start();
+    let redis_toml = format!("[redis]\nurl = \"redis://127.0.0.1:{}\"\n", redis.port);
+    let first = Gate::start(Transport::Stdio, &redis_toml, "", true);
+    let second = Gate::start(Transport::Stdio, &redis_toml, "", true);
+    let (a, b) = (first.url(), second.url());
+
+    let task = create(&a, None, "confirm_delete", json!({"filename": "shared.txt"}));
+    let id = task["taskId"].as_str().expect("taskId").to_owned();
+    let asked = poll(&b, None, &id, &["input_required"]);
+    let key = asked["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .expect("one question");
+    let answers = json!({"inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}});
+    assert_ack(
+        &task_request(&b, None, "tasks/update", &id, answers),
+        "tasks/update on the other replica",
+    );
+    let done = poll(&b, None, &id, &["completed", "failed", "cancelled"]);
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert_eq!(tool_text(&done["result"]), "Deleted shared.txt", "{done:#}");
+    assert_eq!(get(&a, None, &id)["status"], "completed");
+
+    let slow = create(&a, None, "slow_compute", json!({"seconds": 60, "label": "shared"}));
+    let slow_id = slow["taskId"].as_str().expect("taskId").to_owned();
+    first.wait_for_events("started", "slow_compute", 1);
+    assert_eq!(get(&b, None, &slow_id)["status"], "working");
+    assert_ack(
+        &task_request(&b, None, "tasks/cancel", &slow_id, json!({})),
+        "tasks/cancel on the other replica",
+    );
+    let cancelled = poll(&b, None, &slow_id, &["completed", "failed", "cancelled"]);
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled:#}");
+    first.wait_for_events("cancelled", "slow_compute", 1);
+    assert_eq!(
+        second.count("started", None),
+        0,
+        "the second replica's child ran nothing"
+    );
+
+    for url in [&a, &b] {
+        let unknown = task_request(url, None, "tasks/get", "0123456789abcdef0123456789abcdef", json!({}));
+        assert_error(&unknown, -32602, "an id no replica made");
+    }
+    first.assert_drained();
+}

@@ -1,0 +1,305 @@
+//! Tasks shared by replicas through Redis (with `[redis]`): every task's
+//! record, as `tasks/get` shows it, is kept under `P task:ID` (`P` is
+//! `eragate:tasks:` by default; the record expires with the task's `ttl`), so
+//! any replica answers `tasks/get`; a `tasks/update` or `tasks/cancel` that
+//! reaches a replica not running the task is added to the stream `P control`, which every replica reads every [`POLL_EVERY`]
+//! and hands to the runner it holds.
+//!
+//! A record is written before the task's `CreateTaskResult` is sent; later
+//! changes are written in order by one writer, after the runner made them.
+//! While Redis is unreachable, tasks keep running on their replica and are
+//! answered there; other replicas do not find them.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use super::TaskRecord;
+use super::store::TaskStore;
+use crate::store::redis::{Pool, RedisError, Target, Value as Reply};
+
+/// How often the control stream is read.
+const POLL_EVERY: Duration = Duration::from_millis(200);
+/// Entries read at once.
+const READ_BATCH: usize = 1000;
+/// Entries the control stream keeps (approximately: `MAXLEN ~`).
+const STREAM_CAP: usize = 10_000;
+/// Record writes waiting; past it one is logged and dropped (the task's own
+/// replica still answers it).
+const WRITE_QUEUE: usize = 4096;
+
+/// A task's record as it is kept in Redis.
+struct Stored {
+    key: String,
+    json: Vec<u8>,
+    ttl_ms: u64,
+}
+
+/// What a client asked of a task another replica runs.
+#[derive(Debug, PartialEq)]
+pub(crate) enum RemoteControl {
+    /// `tasks/update` with these `inputResponses`.
+    Answers(Map<String, Value>),
+    /// `tasks/cancel`.
+    Cancel,
+}
+
+/// The tasks of every replica, in Redis.
+pub(crate) struct SharedTasks {
+    pool: Pool,
+    writes: mpsc::Sender<Stored>,
+}
+
+impl SharedTasks {
+    /// Tasks kept through `target`; `spawn` starts writing and reading.
+    pub(crate) fn new(target: Target) -> (Arc<SharedTasks>, impl FnOnce(Weak<TaskStore>)) {
+        let (writes, queue) = mpsc::channel(WRITE_QUEUE);
+        let shared = Arc::new(SharedTasks {
+            pool: Pool::new(target),
+            writes,
+        });
+        let spawned = shared.clone();
+        let spawn = move |store: Weak<TaskStore>| {
+            tokio::spawn(spawned.clone().write(queue));
+            tokio::spawn(spawned.read(store));
+        };
+        (shared, spawn)
+    }
+
+    fn record_key(&self, id: &str) -> String {
+        format!("{}task:{id}", self.pool.prefix())
+    }
+
+    fn stream_key(&self) -> String {
+        format!("{}control", self.pool.prefix())
+    }
+
+    fn stored(&self, record: &TaskRecord) -> Stored {
+        let remaining = record
+            .expires_at()
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::from_millis(1));
+        let value = json!({"owner": record.owner, "task": record.detailed()});
+        Stored {
+            key: self.record_key(&record.id),
+            json: serde_json::to_vec(&value).unwrap_or_default(),
+            ttl_ms: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX).max(1),
+        }
+    }
+
+    /// Writes `record` now: a created task is in Redis before its client hears of it.
+    pub(crate) async fn put(&self, record: &TaskRecord) -> Result<(), RedisError> {
+        let stored = self.stored(record);
+        self.set(&stored).await
+    }
+
+    /// Writes `record` after the writes queued before it.
+    pub(crate) fn put_later(&self, record: &TaskRecord) {
+        if self.writes.try_send(self.stored(record)).is_err() {
+            tracing::warn!(task = %record.id, "tasks in redis: the write queue is full; this change stays on this replica");
+        }
+    }
+
+    async fn set(&self, stored: &Stored) -> Result<(), RedisError> {
+        let ttl = stored.ttl_ms.to_string();
+        let reply = self
+            .pool
+            .command(&[b"SET", stored.key.as_bytes(), &stored.json, b"PX", ttl.as_bytes()])
+            .await?;
+        match reply {
+            Reply::Simple(_) => Ok(()),
+            other => Err(RedisError::Unexpected(format!("SET answered {other:?}"))),
+        }
+    }
+
+    /// Task `id` as `tasks/get` shows it, with its owner; `None` when Redis has none.
+    pub(crate) async fn get(&self, id: &str) -> Result<Option<(String, Value)>, RedisError> {
+        let key = self.record_key(id);
+        match self.pool.command(&[b"GET", key.as_bytes()]).await? {
+            Reply::Bulk(Some(bytes)) => {
+                let mut value: Value = serde_json::from_slice(&bytes)
+                    .map_err(|e| RedisError::Unexpected(format!("a task record is not JSON: {e}")))?;
+                let owner = value["owner"].as_str().unwrap_or_default().to_owned();
+                Ok(Some((owner, value["task"].take())))
+            }
+            Reply::Bulk(None) => Ok(None),
+            other => Err(RedisError::Unexpected(format!("GET answered {other:?}"))),
+        }
+    }
+
+    /// Hands `control` to whichever replica runs task `id`.
+    pub(crate) async fn send(&self, id: &str, control: RemoteControl) -> Result<(), RedisError> {
+        let stream = self.stream_key();
+        let cap = STREAM_CAP.to_string();
+        let (op, responses) = match control {
+            RemoteControl::Answers(responses) => ("update", serde_json::to_vec(&responses).unwrap_or_default()),
+            RemoteControl::Cancel => ("cancel", b"{}".to_vec()),
+        };
+        let reply = self
+            .pool
+            .command(&[
+                b"XADD",
+                stream.as_bytes(),
+                b"MAXLEN",
+                b"~",
+                cap.as_bytes(),
+                b"*",
+                b"task",
+                id.as_bytes(),
+                b"op",
+                op.as_bytes(),
+                b"responses",
+                &responses,
+            ])
+            .await?;
+        match reply {
+            Reply::Bulk(Some(_)) => Ok(()),
+            other => Err(RedisError::Unexpected(format!("XADD answered {other:?}"))),
+        }
+    }
+
+    /// Writes queued records in order, for as long as the store lives.
+    async fn write(self: Arc<Self>, mut queue: mpsc::Receiver<Stored>) {
+        while let Some(stored) = queue.recv().await {
+            if let Err(error) = self.set(&stored).await {
+                tracing::warn!(%error, "tasks in redis: a task's change was not written");
+            }
+        }
+    }
+
+    /// Reads the control stream from now on and hands each entry to the runner
+    /// this replica holds, if any.
+    async fn read(self: Arc<Self>, store: Weak<TaskStore>) {
+        let stream = self.stream_key();
+        let count = READ_BATCH.to_string();
+        let now_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let mut last = format!("{now_ms}-0");
+        let mut reachable = true;
+        let mut ticker = tokio::time::interval(POLL_EVERY);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let Some(store) = store.upgrade() else { return };
+            let start = format!("({last}");
+            let command: [&[u8]; 6] = [
+                b"XRANGE",
+                stream.as_bytes(),
+                start.as_bytes(),
+                b"+",
+                b"COUNT",
+                count.as_bytes(),
+            ];
+            let entries = match self.pool.command(&command).await {
+                Ok(Reply::Array(Some(entries))) => {
+                    reachable = true;
+                    entries
+                }
+                Ok(other) => {
+                    tracing::warn!(reply = ?other, "tasks in redis: an unexpected reply to XRANGE");
+                    continue;
+                }
+                Err(error) => {
+                    if std::mem::replace(&mut reachable, false) {
+                        tracing::warn!(%error, "tasks in redis: the control stream cannot be read");
+                    }
+                    continue;
+                }
+            };
+            for entry in entries {
+                let Some((id, fields)) = entry_parts(entry) else {
+                    continue;
+                };
+                last = id;
+                if let Some((task, control)) = parse_control(&fields) {
+                    store.deliver(&task, control);
+                }
+            }
+        }
+    }
+}
+
+/// A stream entry's fields, as name and value pairs.
+type Fields = Vec<(String, Vec<u8>)>;
+
+/// An XRANGE entry's id and its fields.
+fn entry_parts(entry: Reply) -> Option<(String, Fields)> {
+    let Reply::Array(Some(mut parts)) = entry else {
+        return None;
+    };
+    if parts.len() != 2 {
+        return None;
+    }
+    let fields = parts.pop()?;
+    let Reply::Bulk(Some(id)) = parts.pop()? else {
+        return None;
+    };
+    let Reply::Array(Some(fields)) = fields else {
+        return None;
+    };
+    let mut pairs = Vec::new();
+    let mut fields = fields.into_iter();
+    while let (Some(Reply::Bulk(Some(name))), Some(Reply::Bulk(Some(value)))) = (fields.next(), fields.next()) {
+        pairs.push((String::from_utf8_lossy(&name).into_owned(), value));
+    }
+    Some((String::from_utf8_lossy(&id).into_owned(), pairs))
+}
+
+/// A control entry's task and what it asks.
+fn parse_control(fields: &[(String, Vec<u8>)]) -> Option<(String, RemoteControl)> {
+    let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice());
+    let task = String::from_utf8(field("task")?.to_vec()).ok()?;
+    let control = match field("op")? {
+        b"cancel" => RemoteControl::Cancel,
+        b"update" => match serde_json::from_slice(field("responses")?) {
+            Ok(Value::Object(responses)) => RemoteControl::Answers(responses),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    Some((task, control))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(text: &str) -> Reply {
+        Reply::Bulk(Some(text.as_bytes().to_vec()))
+    }
+
+    #[test]
+    fn control_entries_are_read_as_written() {
+        let entry = Reply::Array(Some(vec![
+            bulk("1700000000000-0"),
+            Reply::Array(Some(vec![
+                bulk("task"),
+                bulk("abc"),
+                bulk("op"),
+                bulk("update"),
+                bulk("responses"),
+                bulk(r#"{"elicitation-1":{"action":"accept"}}"#),
+            ])),
+        ]));
+        let (id, fields) = entry_parts(entry).expect("an entry");
+        assert_eq!(id, "1700000000000-0");
+        let (task, control) = parse_control(&fields).expect("a control");
+        assert_eq!(task, "abc");
+        let mut answers = Map::new();
+        answers.insert("elicitation-1".into(), json!({"action": "accept"}));
+        assert_eq!(control, RemoteControl::Answers(answers));
+        let cancel = [
+            ("task".to_owned(), b"abc".to_vec()),
+            ("op".to_owned(), b"cancel".to_vec()),
+        ];
+        assert_eq!(parse_control(&cancel), Some(("abc".into(), RemoteControl::Cancel)));
+        let unknown = [
+            ("task".to_owned(), b"abc".to_vec()),
+            ("op".to_owned(), b"drop".to_vec()),
+        ];
+        assert_eq!(parse_control(&unknown), None);
+    }
+}
