@@ -13,6 +13,12 @@
 //!   into `Mcp-Name`).
 //! - Bad input over raw HTTP: unknown, malformed and another principal's task ids, answers to
 //!   questions never asked, a result past `max_result_bytes`, the per-principal task limit.
+//! - A 2025-11-25 upstream's own tasks (server-everything's `simulate-research-query`),
+//!   bridged to the extension without configuration.
+//! - Two replicas sharing a real `redis-server`: a task created on one is answered, polled and
+//!   cancelled on the other.
+//! - `input_timeout` and `ttl`: a task waiting for input past the one fails, a task past the
+//!   other is cancelled upstream and forgotten.
 //!
 //! After each, no upstream call is left running: the fixture recorded as many `finished` and
 //! `cancelled` as `started`, and the admin `/pools` view shows nothing in flight.
@@ -905,4 +911,38 @@ fn replicas_sharing_redis_serve_each_others_tasks() {
         assert_error(&unknown, -32602, "an id no replica made");
     }
     first.assert_drained();
+}
+
+// --- 7. the time bounds -----------------------------------------------------------------------
+
+/// With `input_timeout = "1s"`, a `confirm_delete` task whose question nobody answers fails
+/// (its error naming `tasks.input_timeout`) and the fixture sees its call cancelled; with
+/// `ttl = "3s"`, a 60 s `slow_compute` task is cancelled upstream at its ttl and forgotten:
+/// `tasks/get` then answers -32602 as for an unknown id.
+#[test]
+fn input_waits_and_tasks_live_within_their_bounds() {
+    let gate = Gate::start(
+        Transport::Stdio,
+        "[tasks]\ninput_timeout = \"1s\"\nttl = \"3s\"\n",
+        "",
+        true,
+    );
+    let url = gate.url();
+    let task = create(&url, None, "confirm_delete", json!({"filename": "late.txt"}));
+    let id = task["taskId"].as_str().expect("taskId").to_owned();
+    assert_eq!(task["ttlMs"], 3000, "{task:#}");
+    poll(&url, None, &id, &["input_required"]);
+    let failed = poll(&url, None, &id, &["failed", "completed", "cancelled"]);
+    assert_eq!(failed["status"], "failed", "{failed:#}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("tasks.input_timeout"), "{failed:#}");
+    gate.wait_for_events("cancelled", "confirm_delete", 1);
+
+    let slow = create(&url, None, "slow_compute", json!({"seconds": 60, "label": "ttl"}));
+    let slow_id = slow["taskId"].as_str().expect("taskId").to_owned();
+    gate.wait_for_events("started", "slow_compute", 1);
+    gate.wait_for_events("cancelled", "slow_compute", 1);
+    let forgotten = task_request(&url, None, "tasks/get", &slow_id, json!({}));
+    assert_error(&forgotten, -32602, "a task past its ttl");
+    gate.assert_drained();
 }
