@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::seal::unix_now;
-use crate::store::redis::{Pool, Target, Value};
+use crate::store::redis::{Pool, StreamEntry, StreamTail, Target, Value};
 
 /// How often the stream of endings is read: well within the 1 s in which every
 /// replica refuses an ended session.
@@ -151,9 +151,7 @@ impl Revocations {
     }
 
     async fn read(self: Arc<Self>, sessions: Weak<dyn EndedSessions>) {
-        let stream = self.stream_key();
-        let count = READ_BATCH.to_string();
-        let mut last = "0-0".to_owned();
+        let mut tail = StreamTail::from_start(self.stream_key());
         // Warned once per outage, not every poll.
         let mut reachable = true;
         let mut ticker = tokio::time::interval(POLL_EVERY);
@@ -161,24 +159,8 @@ impl Revocations {
         loop {
             ticker.tick().await;
             let Some(sessions) = sessions.upgrade() else { return };
-            let start = format!("({last}");
-            let reply = self
-                .pool
-                .command(&[
-                    b"XRANGE",
-                    stream.as_bytes(),
-                    start.as_bytes(),
-                    b"+",
-                    b"COUNT",
-                    count.as_bytes(),
-                ])
-                .await;
-            let entries = match reply {
-                Ok(Value::Array(Some(entries))) => entries,
-                Ok(other) => {
-                    tracing::warn!(reply = ?other, "ended sessions in redis: an unexpected reply");
-                    continue;
-                }
+            let entries = match tail.read(&self.pool, READ_BATCH).await {
+                Ok(entries) => entries,
                 Err(error) => {
                     if std::mem::replace(&mut reachable, false) {
                         tracing::warn!(%error, "ended sessions in redis: not read; sealed ids this replica does not hold are refused until redis answers");
@@ -190,14 +172,11 @@ impl Revocations {
                 tracing::info!("ended sessions in redis: read again");
             }
             let now = unix_now();
-            let mut ended = Vec::with_capacity(entries.len());
-            for entry in entries {
-                let Some((id, parsed)) = parse_entry(entry) else {
-                    continue;
-                };
-                last = id;
-                ended.extend(parsed.filter(|e| e.expiry > now));
-            }
+            let ended: Vec<Ended> = entries
+                .iter()
+                .filter_map(parse_entry)
+                .filter(|e| e.expiry > now)
+                .collect();
             if !ended.is_empty() {
                 sessions.apply_ended(&ended);
             }
@@ -213,30 +192,12 @@ impl Revocations {
     }
 }
 
-/// An XRANGE entry: its id, and the ending it carries (`None` if malformed).
-fn parse_entry(entry: Value) -> Option<(String, Option<Ended>)> {
-    let Value::Array(Some(parts)) = entry else { return None };
-    let mut parts = parts.into_iter();
-    let Some(Value::Bulk(Some(id))) = parts.next() else {
-        return None;
-    };
-    let id = String::from_utf8(id).ok()?;
-    let Some(Value::Array(Some(fields))) = parts.next() else {
-        return Some((id, None));
-    };
-    let text = |v: &Value| match v {
-        Value::Bulk(Some(bytes)) => std::str::from_utf8(bytes).ok().map(str::to_owned),
-        _ => None,
-    };
-    let (mut digest, mut expiry) = (None, None);
-    for pair in fields.chunks(2) {
-        match (pair.first().and_then(text).as_deref(), pair.get(1).and_then(text)) {
-            (Some("d"), Some(value)) => digest = unhex(&value),
-            (Some("e"), Some(value)) => expiry = value.parse().ok(),
-            _ => {}
-        }
-    }
-    Some((id, digest.zip(expiry).map(|(digest, expiry)| Ended { digest, expiry })))
+/// The ending an entry of the stream carries (`None` if malformed).
+fn parse_entry(entry: &StreamEntry) -> Option<Ended> {
+    let text = |name: &str| entry.field(name).and_then(|v| std::str::from_utf8(v).ok());
+    let digest = text("d").and_then(unhex)?;
+    let expiry = text("e")?.parse().ok()?;
+    Some(Ended { digest, expiry })
 }
 
 fn hex(digest: &[u8; 32]) -> String {
@@ -261,17 +222,18 @@ mod tests {
     #[test]
     fn entries_carry_a_digest_and_an_expiry() {
         let digest = [0xab; 32];
-        let bulk = |s: &str| Value::Bulk(Some(s.as_bytes().to_vec()));
-        let entry = Value::Array(Some(vec![
-            bulk("1-0"),
-            Value::Array(Some(vec![bulk("d"), bulk(&hex(&digest)), bulk("e"), bulk("99")])),
-        ]));
+        let entry = |fields: &[(&str, &str)]| StreamEntry {
+            id: "1-0".into(),
+            fields: fields
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+                .collect(),
+        };
         assert_eq!(
-            parse_entry(entry),
-            Some(("1-0".into(), Some(Ended { digest, expiry: 99 })))
+            parse_entry(&entry(&[("d", &hex(&digest)), ("e", "99")])),
+            Some(Ended { digest, expiry: 99 })
         );
-        let broken = Value::Array(Some(vec![bulk("2-0"), Value::Array(Some(vec![bulk("d"), bulk("zz")]))]));
-        assert_eq!(parse_entry(broken), Some(("2-0".into(), None)));
+        assert_eq!(parse_entry(&entry(&[("d", "zz")])), None);
         assert_eq!(unhex(&hex(&digest)), Some(digest));
         assert_eq!(unhex("ab"), None);
     }

@@ -31,7 +31,7 @@ use crate::protocol::{ErrorObject, Id, ModernMethod, Notification, Request, Resp
 use crate::router::{Admission, Backend, Call, CallEvent, CallStep, OnDrop, Pool, UpstreamError, UpstreamSession};
 use crate::tasks::shared::RemoteControl;
 use crate::tasks::store::{Control, ControlReceiver, Route, TaskStore};
-use crate::tasks::{self, Status};
+use crate::tasks::{self, Status, TaskRecord};
 use crate::translate::mrtr::{InputKind, declares_input, input_key, input_request};
 use crate::translate::{ModernRequest, down};
 
@@ -202,25 +202,32 @@ pub(crate) async fn start(
             }
         }
     }
-    if let Err(error) = store.persist(&record).await {
-        tracing::warn!(%error, "tasks in redis: a task could not be stored; its call is cancelled");
-        store.abandon(&record.id);
-        call.cancel("the task could not be stored");
-        return Reply::Message(
-            reply::Status::Ok,
-            Response::error(Some(id), not_stored()).into_message(),
-        );
-    }
-    let created = record.create_result();
-    let mut runner = Runner::new(store, record.id, side, capabilities.clone());
+    let mut runner = Runner::new(store, record.id.clone(), side, capabilities.clone());
     runner.upstream_task = upstream_task;
-    tokio::spawn(runner.run(call, control, permit));
-    Reply::result(id, created)
+    launch(runner, &record, call, control, permit, id).await
 }
 
-/// The error of a task that could not be made durable where replicas find it.
-fn not_stored() -> ErrorObject {
-    ErrorObject::internal("the task could not be stored in redis ([redis]); retry the call")
+/// Makes `record`'s task durable where `tasks/get` reads it, then hands `call`
+/// to `runner`; the client's `CreateTaskResult`, or the error when the task
+/// could not be stored (its call is then cancelled).
+async fn launch(
+    runner: Runner,
+    record: &TaskRecord,
+    call: Call,
+    control: ControlReceiver,
+    permit: Admission,
+    id: Id,
+) -> Reply {
+    if let Err(error) = runner.store.persist(record).await {
+        tracing::warn!(%error, "tasks in redis: a task could not be stored; its call is cancelled");
+        runner.store.abandon(&record.id);
+        call.cancel("the task could not be stored");
+        let error = ErrorObject::internal("the task could not be stored in redis ([redis]); retry the call");
+        return Reply::Message(reply::Status::Ok, Response::error(Some(id), error).into_message());
+    }
+    let created = record.create_result();
+    tokio::spawn(runner.run(call, control, permit));
+    Reply::result(id, created)
 }
 
 /// A legacy `tools/call`'s params asking for a task of the upstream's own (2025-11-25).
@@ -311,19 +318,9 @@ pub(crate) async fn adopt(
             return Reply::rejected(Some(id), Rejection::QuotaExceeded { what, limit });
         }
     };
-    if let Err(error) = store.persist(&record).await {
-        tracing::warn!(%error, "tasks in redis: a task could not be stored; its call is cancelled");
-        store.abandon(&record.id);
-        call.cancel("the task could not be stored");
-        return Reply::Message(
-            reply::Status::Ok,
-            Response::error(Some(id), not_stored()).into_message(),
-        );
-    }
-    let created = record.create_result();
-    let runner = Runner::new(store, record.id, side, modern.envelope.client_capabilities.clone());
-    tokio::spawn(runner.run(call, control, permit));
-    Reply::result(id, created)
+    let capabilities = modern.envelope.client_capabilities.clone();
+    let runner = Runner::new(store, record.id.clone(), side, capabilities);
+    launch(runner, &record, call, control, permit, id).await
 }
 
 /// Whether eragate answers the tasks methods on this path: always, except

@@ -267,6 +267,94 @@ impl Pool {
     }
 }
 
+/// One entry of a stream: its id and its fields, as name and value pairs.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct StreamEntry {
+    /// The entry's id (`MS-SEQ`).
+    pub(crate) id: String,
+    /// Its fields, in order.
+    pub(crate) fields: Vec<(String, Vec<u8>)>,
+}
+
+impl StreamEntry {
+    /// The value of the field `name`, if the entry has one.
+    pub(crate) fn field(&self, name: &str) -> Option<&[u8]> {
+        self.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice())
+    }
+}
+
+/// A stream read onwards from a point: each [`StreamTail::read`] returns the
+/// entries added after those it returned before.
+pub(crate) struct StreamTail {
+    key: String,
+    /// The id of the last entry returned (exclusive start of the next read).
+    last: String,
+}
+
+impl StreamTail {
+    /// Reads the stream `key` from its first entry.
+    pub(crate) fn from_start(key: String) -> StreamTail {
+        StreamTail {
+            key,
+            last: "0-0".into(),
+        }
+    }
+
+    /// Reads the stream `key` from entries added from now on.
+    pub(crate) fn from_now(key: String) -> StreamTail {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        StreamTail {
+            key,
+            last: format!("{now_ms}-0"),
+        }
+    }
+
+    /// At most `count` entries after the last read (XRANGE), in order.
+    pub(crate) async fn read(&mut self, pool: &Pool, count: usize) -> Result<Vec<StreamEntry>, RedisError> {
+        let start = format!("({}", self.last);
+        let count = count.to_string();
+        let command: [&[u8]; 6] = [
+            b"XRANGE",
+            self.key.as_bytes(),
+            start.as_bytes(),
+            b"+",
+            b"COUNT",
+            count.as_bytes(),
+        ];
+        let Value::Array(Some(entries)) = pool.command(&command).await? else {
+            return Err(RedisError::Unexpected("XRANGE answered no array".into()));
+        };
+        let mut read = Vec::with_capacity(entries.len());
+        for entry in entries {
+            if let Some(entry) = stream_entry(entry) {
+                self.last.clone_from(&entry.id);
+                read.push(entry);
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// An XRANGE entry as id and fields; `None` without an id.
+fn stream_entry(entry: Value) -> Option<StreamEntry> {
+    let Value::Array(Some(parts)) = entry else { return None };
+    let mut parts = parts.into_iter();
+    let Some(Value::Bulk(Some(id))) = parts.next() else {
+        return None;
+    };
+    let id = String::from_utf8(id).ok()?;
+    let mut fields = Vec::new();
+    if let Some(Value::Array(Some(values))) = parts.next() {
+        let mut values = values.into_iter();
+        while let (Some(Value::Bulk(Some(name))), Some(Value::Bulk(Some(value)))) = (values.next(), values.next()) {
+            fields.push((String::from_utf8_lossy(&name).into_owned(), value));
+        }
+    }
+    Some(StreamEntry { id, fields })
+}
+
 fn convert(value: redis::Value) -> Value {
     match value {
         redis::Value::Nil => Value::Bulk(None),

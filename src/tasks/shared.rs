@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use super::TaskRecord;
 use super::store::TaskStore;
-use crate::store::redis::{Pool, RedisError, Target, Value as Reply};
+use crate::store::redis::{Pool, RedisError, StreamEntry, StreamTail, Target, Value as Reply};
 
 /// How often the control stream is read.
 const POLL_EVERY: Duration = Duration::from_millis(200);
@@ -172,89 +172,36 @@ impl SharedTasks {
     /// Reads the control stream from now on and hands each entry to the runner
     /// this replica holds, if any.
     async fn read(self: Arc<Self>, store: Weak<TaskStore>) {
-        let stream = self.stream_key();
-        let count = READ_BATCH.to_string();
-        let now_ms = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
-        let mut last = format!("{now_ms}-0");
+        let mut tail = StreamTail::from_now(self.stream_key());
         let mut reachable = true;
         let mut ticker = tokio::time::interval(POLL_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
             let Some(store) = store.upgrade() else { return };
-            let start = format!("({last}");
-            let command: [&[u8]; 6] = [
-                b"XRANGE",
-                stream.as_bytes(),
-                start.as_bytes(),
-                b"+",
-                b"COUNT",
-                count.as_bytes(),
-            ];
-            let entries = match self.pool.command(&command).await {
-                Ok(Reply::Array(Some(entries))) => {
+            match tail.read(&self.pool, READ_BATCH).await {
+                Ok(entries) => {
                     reachable = true;
-                    entries
-                }
-                Ok(other) => {
-                    tracing::warn!(reply = ?other, "tasks in redis: an unexpected reply to XRANGE");
-                    continue;
+                    for (task, control) in entries.iter().filter_map(parse_control) {
+                        store.deliver(&task, control);
+                    }
                 }
                 Err(error) => {
                     if std::mem::replace(&mut reachable, false) {
                         tracing::warn!(%error, "tasks in redis: the control stream cannot be read");
                     }
-                    continue;
-                }
-            };
-            for entry in entries {
-                let Some((id, fields)) = entry_parts(entry) else {
-                    continue;
-                };
-                last = id;
-                if let Some((task, control)) = parse_control(&fields) {
-                    store.deliver(&task, control);
                 }
             }
         }
     }
 }
 
-/// A stream entry's fields, as name and value pairs.
-type Fields = Vec<(String, Vec<u8>)>;
-
-/// An XRANGE entry's id and its fields.
-fn entry_parts(entry: Reply) -> Option<(String, Fields)> {
-    let Reply::Array(Some(mut parts)) = entry else {
-        return None;
-    };
-    if parts.len() != 2 {
-        return None;
-    }
-    let fields = parts.pop()?;
-    let Reply::Bulk(Some(id)) = parts.pop()? else {
-        return None;
-    };
-    let Reply::Array(Some(fields)) = fields else {
-        return None;
-    };
-    let mut pairs = Vec::new();
-    let mut fields = fields.into_iter();
-    while let (Some(Reply::Bulk(Some(name))), Some(Reply::Bulk(Some(value)))) = (fields.next(), fields.next()) {
-        pairs.push((String::from_utf8_lossy(&name).into_owned(), value));
-    }
-    Some((String::from_utf8_lossy(&id).into_owned(), pairs))
-}
-
 /// A control entry's task and what it asks.
-fn parse_control(fields: &[(String, Vec<u8>)]) -> Option<(String, RemoteControl)> {
-    let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_slice());
-    let task = String::from_utf8(field("task")?.to_vec()).ok()?;
-    let control = match field("op")? {
+fn parse_control(entry: &StreamEntry) -> Option<(String, RemoteControl)> {
+    let task = String::from_utf8(entry.field("task")?.to_vec()).ok()?;
+    let control = match entry.field("op")? {
         b"cancel" => RemoteControl::Cancel,
-        b"update" => match serde_json::from_slice(field("responses")?) {
+        b"update" => match serde_json::from_slice(entry.field("responses")?) {
             Ok(Value::Object(responses)) => RemoteControl::Answers(responses),
             _ => return None,
         },
@@ -267,39 +214,35 @@ fn parse_control(fields: &[(String, Vec<u8>)]) -> Option<(String, RemoteControl)
 mod tests {
     use super::*;
 
-    fn bulk(text: &str) -> Reply {
-        Reply::Bulk(Some(text.as_bytes().to_vec()))
+    fn entry(fields: &[(&str, &str)]) -> StreamEntry {
+        StreamEntry {
+            id: "1-0".into(),
+            fields: fields
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+                .collect(),
+        }
     }
 
     #[test]
     fn control_entries_are_read_as_written() {
-        let entry = Reply::Array(Some(vec![
-            bulk("1700000000000-0"),
-            Reply::Array(Some(vec![
-                bulk("task"),
-                bulk("abc"),
-                bulk("op"),
-                bulk("update"),
-                bulk("responses"),
-                bulk(r#"{"elicitation-1":{"action":"accept"}}"#),
-            ])),
-        ]));
-        let (id, fields) = entry_parts(entry).expect("an entry");
-        assert_eq!(id, "1700000000000-0");
-        let (task, control) = parse_control(&fields).expect("a control");
-        assert_eq!(task, "abc");
+        let update = entry(&[
+            ("task", "abc"),
+            ("op", "update"),
+            ("responses", r#"{"elicitation-1":{"action":"accept"}}"#),
+        ]);
         let mut answers = Map::new();
         answers.insert("elicitation-1".into(), json!({"action": "accept"}));
-        assert_eq!(control, RemoteControl::Answers(answers));
-        let cancel = [
-            ("task".to_owned(), b"abc".to_vec()),
-            ("op".to_owned(), b"cancel".to_vec()),
-        ];
+        assert_eq!(
+            parse_control(&update),
+            Some(("abc".into(), RemoteControl::Answers(answers)))
+        );
+        let cancel = entry(&[("task", "abc"), ("op", "cancel")]);
         assert_eq!(parse_control(&cancel), Some(("abc".into(), RemoteControl::Cancel)));
-        let unknown = [
-            ("task".to_owned(), b"abc".to_vec()),
-            ("op".to_owned(), b"drop".to_vec()),
-        ];
-        assert_eq!(parse_control(&unknown), None);
+        assert_eq!(parse_control(&entry(&[("task", "abc"), ("op", "drop")])), None);
+        assert_eq!(
+            parse_control(&entry(&[("task", "abc"), ("op", "update"), ("responses", "[]")])),
+            None
+        );
     }
 }
