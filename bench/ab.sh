@@ -2,25 +2,27 @@
 # Two eragate binaries side by side, timed in one run (issue 17's method for a change
 # whose effect is smaller than the host's drift between runs):
 #
-#   bench/ab.sh BINARY_A BINARY_B [--concurrency 1,16,64] [--rounds 4] [--pattern legacy|modern]
+#   bench/ab.sh BINARY_A BINARY_B [--concurrency 1,16,64] [--rounds 4] [--pattern legacy|modern] [--extra FILE]
 #
 # One fast upstream (Streamable HTTP) and both eragates in front of it, every server on
 # CPU 1 and mcpload on CPU 0 (as bench/run.sh pins them), rounds interleaved A B B A ...
 # Prints, per binary and concurrency, the medians over rounds of throughput, p50/p99, the
 # proxy's CPU (and user-space CPU) per request and the upstream's CPU per request.
+# --extra appends a TOML file to both eragates' configs (keys both binaries understand).
 # Build the binaries first (e.g. a worktree of the base commit built with
 # `cargo build --release -p eragate --bin eragate`). Scratch files: bench/work/ab/.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"; REPO="$(dirname "$HERE")"
-usage() { echo "usage: bench/ab.sh BINARY_A BINARY_B [--concurrency LIST] [--rounds N] [--pattern legacy|modern]" >&2; exit 2; }
+usage() { echo "usage: bench/ab.sh BINARY_A BINARY_B [--concurrency LIST] [--rounds N] [--pattern legacy|modern] [--extra FILE]" >&2; exit 2; }
 (($# >= 2)) || usage
 A="$1"; B="$2"; shift 2
-CONC="1,16,64"; ROUNDS=4; PATTERN=legacy
+CONC="1,16,64"; ROUNDS=4; PATTERN=legacy; EXTRA=/dev/null
 while (($#)); do
   case "$1" in
     --concurrency) CONC="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --pattern) PATTERN="$2"; shift 2 ;;
+    --extra) EXTRA="$2"; shift 2 ;;
     *) usage ;;
   esac
 done
@@ -55,6 +57,7 @@ max_in_flight = 4096
 [upstreams.http]
 url = "http://127.0.0.1:$P_UP/mcp"
 TOML
+  cat "$EXTRA" >> "$WORK/$side.toml"
   "${PIN_SERVER[@]}" "$binary" run --config "$WORK/$side.toml" > "$WORK/$side.log" 2>&1 & pid=$!; PIDS+=("$pid")
   until_ok "$BIN/mcpload" probe --url "http://127.0.0.1:$port/mcp" --pattern "$PATTERN" \
     || { echo "ab.sh: eragate $side did not answer; see $WORK/$side.log" >&2; exit 1; }

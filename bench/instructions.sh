@@ -2,6 +2,7 @@
 # Instructions eragate executes per proxied `tools/call`, counted by callgrind:
 #
 #   bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list] [--federated] [--pins]
+#                         [--shared-rate-limit [--baseline BINARY]]
 #
 # Wall-clock and CPU-time figures need a quiet machine; instruction counts do not
 # (callgrind counts the same total whatever else runs). This runs eragate under
@@ -16,7 +17,12 @@
 # federated path (two fast upstreams as members, `fast_echo`) against the same call to a
 # single upstream (issue 16's target: within 10 %). With --pins it measures a `tools/call`
 # with `[upstreams.pins] mode = "warn"` (pins written on first use) against `off` (issue
-# 37's target: within 1 %). Needs valgrind.
+# 37's target: within 1 %). With --shared-rate-limit it measures a `tools/call` spending a
+# per-principal limit shared through Redis (a redis-server of its own on a free port, no
+# persistence; a limit never reached, so every call pays the count's round trip) against no
+# limit, and the same with --baseline, an eragate built from 992f145 (the hand-written RESP
+# client; issue 38's target: within 10 %), then checks that 30 calls spread over two
+# eragates sharing a limit of 10 a minute pass exactly 10. Needs valgrind (and redis-server).
 # Scratch files go to bench/work/instructions/.
 set -euo pipefail
 
@@ -27,6 +33,8 @@ TELEMETRY=0
 LIST=0
 FEDERATED=0
 PINS=0
+SHARED=0
+BASELINE=""
 OAUTH_CASES="off on"
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -40,11 +48,22 @@ while [[ $# -gt 0 ]]; do
     --federated) FEDERATED=1; shift ;;
     # Issue 37: a tools/call with definition pins in warn mode against pins off.
     --pins) PINS=1; shift ;;
-    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list] [--federated] [--pins]" >&2; exit 2 ;;
+    # Issue 38: a tools/call spending a shared (Redis) rate limit against none; --baseline:
+    # the same with an older eragate binary (992f145: `[rate_limits.redis] address`, RESP client).
+    --shared-rate-limit) SHARED=1; shift ;;
+    --baseline) BASELINE="$2"; shift 2 ;;
+    *) echo "usage: bench/instructions.sh [--seconds N] [--no-build] [--oauth off|on|both] [--telemetry] [--list] [--federated] [--pins] [--shared-rate-limit [--baseline BINARY]]" >&2; exit 2 ;;
   esac
 done
 command -v valgrind >/dev/null && command -v callgrind_control >/dev/null \
   || { echo "instructions.sh: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+if ((SHARED)); then
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null \
+    || { echo "instructions.sh: --shared-rate-limit needs redis-server and redis-cli" >&2; exit 1; }
+  [[ -z $BASELINE || -x $BASELINE ]] || { echo "instructions.sh: --baseline $BASELINE is not executable" >&2; exit 1; }
+elif [[ -n $BASELINE ]]; then
+  echo "instructions.sh: --baseline goes with --shared-rate-limit" >&2; exit 2
+fi
 
 WORK="$REPO/bench/work/instructions"
 rm -rf "$WORK"; mkdir -p "$WORK"
@@ -68,12 +87,12 @@ until_ok "$BIN/mcpload" probe --url "http://127.0.0.1:$P_UP/mcp" --pattern legac
 until_ok curl -fsS "http://127.0.0.1:$P_ISS/.well-known/oauth-authorization-server"
 
 # One eragate under callgrind per case; prints "INSTRUCTIONS OPS".
-measure() { # NAME CONFIG URL PATTERN [TOKEN_FILE]; the tool called is $TOOL (default echo)
+measure() { # NAME CONFIG URL PATTERN [TOKEN_FILE]; the tool called is $TOOL (default echo), the binary $ERAGATE
   local name="$1" config="$2" url="$3" pattern="$4" token="${5:-}" extra=() target tool="${TOOL:-echo}"
   [[ -n $token ]] && extra=(--token-file "$token")
   extra+=(--tool "$tool")
   valgrind --tool=callgrind --callgrind-out-file="$WORK/$name.%p.out" \
-    "$BIN/eragate" run --config "$config" > "$WORK/$name.log" 2>&1 &
+    "${ERAGATE:-$BIN/eragate}" run --config "$config" > "$WORK/$name.log" 2>&1 &
   local pid=$!
   PIDS+=("$pid")
   until_ok "$BIN/mcpload" probe --url "$url" --pattern "$pattern" "${extra[@]}" \
@@ -176,6 +195,87 @@ if ((PINS)); then
   { config "$port"; printf '[upstreams.pins]\nmode = "warn"\nstore = "%s"\n' "$WORK/pins.json"; } > "$WORK/pins-warn.toml"
   measure_case pins-warn "pins warn" "$WORK/pins-warn.toml" "http://127.0.0.1:$port/mcp"
   ratio_rows "pins warn / off" pins-warn pins-off
+  exit 0
+fi
+if ((SHARED)); then
+  P_REDIS=$(free_port)
+  redis-server --bind 127.0.0.1 --port "$P_REDIS" --save "" --appendonly no > "$WORK/redis.log" 2>&1 & PIDS+=($!)
+  until_ok redis-cli -p "$P_REDIS" ping
+  # A limit never reached (4e9 an hour, one window: PEXPIRE only on its first count), so every
+  # call is counted in Redis and none refused. A generous timeout: callgrind is slow.
+  limit() { # REQUESTS PER
+    printf '[rate_limits]\nper_principal = { requests = %s, per = "%s", shared = true }\n' "$1" "$2"
+  }
+  # This build: `[redis] url` (also polls ended sessions every 200 ms), and the deprecated
+  # `[rate_limits.redis] address` that 992f145 understands (the same file for both binaries).
+  shared_new() { limit "$@"; printf '[redis]\nurl = "redis://127.0.0.1:%s"\ntimeout = "5s"\n' "$P_REDIS"; }
+  shared_old() { limit "$@"; printf '[rate_limits.redis]\naddress = "127.0.0.1:%s"\ntimeout = "5s"\n' "$P_REDIS"; }
+  scripts_run() { # the count scripts Redis ran since its statistics were reset
+    redis-cli -p "$P_REDIS" info commandstats | tr -d '\r' \
+      | awk -F'[=,:]' '/^cmdstat_eval(sha)?:/ {n += $3} END {print n + 0}'
+  }
+  shared_case() { # KEY LABEL CONFIG_FILE URL
+    local ops=0 pattern
+    redis-cli -p "$P_REDIS" config resetstat > /dev/null
+    measure_case "$@"
+    for pattern in legacy modern; do
+      ops=$((ops + $(python3 -c 'import json,sys; print(sum(x["ops"] for x in json.load(open(sys.argv[1]))["runs"]))' "$WORK/$1-$pattern.json")))
+    done
+    printf '| (%s: Redis ran %s count scripts for %s measured calls and their warm-ups) | |\n' "$1" "$(scripts_run)" "$ops"
+  }
+  port=$(free_port)
+  config "$port" > "$WORK/no-limit.toml"
+  measure_case no-limit "no rate limit" "$WORK/no-limit.toml" "http://127.0.0.1:$port/mcp"
+  port=$(free_port)
+  { config "$port"; shared_new 4000000000 1h; } > "$WORK/shared.toml"
+  shared_case shared "shared limit, [redis] url" "$WORK/shared.toml" "http://127.0.0.1:$port/mcp"
+  port=$(free_port)
+  { config "$port"; shared_old 4000000000 1h; } > "$WORK/shared-address.toml"
+  shared_case shared-address "shared limit, [rate_limits.redis] address" "$WORK/shared-address.toml" "http://127.0.0.1:$port/mcp"
+  if [[ -n $BASELINE ]]; then
+    port=$(free_port)
+    config "$port" > "$WORK/baseline-no-limit.toml"
+    ERAGATE="$BASELINE" measure_case baseline-no-limit "baseline, no rate limit" "$WORK/baseline-no-limit.toml" "http://127.0.0.1:$port/mcp"
+    port=$(free_port)
+    { config "$port"; shared_old 4000000000 1h; } > "$WORK/baseline-shared.toml"
+    ERAGATE="$BASELINE" shared_case baseline-shared "baseline, shared limit ([rate_limits.redis] address)" "$WORK/baseline-shared.toml" "http://127.0.0.1:$port/mcp"
+  fi
+  ratio_rows "shared ([redis] url) / no limit" shared no-limit
+  if [[ -n $BASELINE ]]; then
+    ratio_rows "baseline shared / baseline no limit" baseline-shared baseline-no-limit
+    ratio_rows "shared ([redis] url) / baseline shared" shared baseline-shared
+    ratio_rows "shared (address) / baseline shared" shared-address baseline-shared
+    for pattern in legacy modern; do
+      python3 -c 'import sys; a, b, c, d = map(int, sys.argv[2:6]); print(f"| the count alone (shared - no limit), this build / baseline, {sys.argv[1]} client | {a-b:+d} / {c-d:+d} = {(a-b)/(c-d):.3f} |")' \
+        "$pattern" "${PER_CALL[shared-$pattern]}" "${PER_CALL[no-limit-$pattern]}" \
+        "${PER_CALL[baseline-shared-$pattern]}" "${PER_CALL[baseline-no-limit-$pattern]}"
+    done
+  fi
+  # Exact counts across replicas: two eragates (this build, not under callgrind) share 10 a
+  # minute; 30 calls at once, alternating between them, must pass exactly 10.
+  redis-cli -p "$P_REDIS" flushall > /dev/null
+  exact_urls=()
+  for side in a b; do
+    port=$(free_port)
+    { config "$port"; shared_new 10 1m; } > "$WORK/exact-$side.toml"
+    "$BIN/eragate" run --config "$WORK/exact-$side.toml" > "$WORK/exact-$side.log" 2>&1 & PIDS+=($!)
+    # Only a connection, no request: every request would spend the limit.
+    until_ok python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$port"
+    exact_urls+=("http://127.0.0.1:$port/mcp")
+  done
+  call_body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"curl","version":"0"}}}}'
+  curls=()
+  for i in $(seq 30); do
+    curl -s -o /dev/null -w '%{http_code}\n' -H 'Content-Type: application/json' \
+      -H 'Accept: application/json, text/event-stream' -H 'MCP-Protocol-Version: 2026-07-28' \
+      -H 'Mcp-Method: tools/call' -H 'Mcp-Name: echo' --data "$call_body" "${exact_urls[i % 2]}" \
+      >> "$WORK/exact.codes" &
+    curls+=($!)
+  done
+  wait "${curls[@]}" || true
+  echo "exact counts, 30 calls at once over two eragates sharing 10 a minute: $(sort "$WORK/exact.codes" | uniq -c | awk '{printf "%s× HTTP %s  ", $1, $2}')"
+  [[ $(grep -c '^200$' "$WORK/exact.codes") == 10 && $(grep -c '^429$' "$WORK/exact.codes") == 20 ]] \
+    || { echo "shared limit not exact: expected 10× 200 and 20× 429" >&2; exit 1; }
   exit 0
 fi
 if ((LIST)); then
