@@ -102,6 +102,7 @@ pub(crate) async fn serve(
                     .await
                 }
                 None if method == ModernMethod::ToolsCall => {
+                    let request = tasks::without_task_hint(request);
                     if let Err(refusal) = check_param_headers(gateway, pool, &request, modern, principal, sent).await {
                         return refusal;
                     }

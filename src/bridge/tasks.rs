@@ -283,6 +283,77 @@ async fn upstream_task_result(
     }
 }
 
+/// How the upstream's own task ended, once its `tasks/result` answered.
+enum UpstreamEnd {
+    /// It was cancelled (by someone else: eragate's cancellation ends the runner first).
+    Cancelled,
+    /// With this outcome: the `tasks/result` answer, or the error of a `failed` task.
+    Outcome(Outcome),
+}
+
+/// Reads the status of the upstream's task `task_id` after its `tasks/result`
+/// answered `outcome`: a 2025-11-25 `tasks/result` answers a `failed` task with
+/// its stored result, which the extension shows as an error instead.
+async fn upstream_task_end(session: &Arc<UpstreamSession>, task_id: &str, outcome: Outcome) -> UpstreamEnd {
+    let Outcome::Result(result) = outcome else {
+        return UpstreamEnd::Outcome(outcome);
+    };
+    let params = serde_json::json!({ "taskId": task_id });
+    let id = Id::text("eragate-task-status".to_owned());
+    let status = match session
+        .call("tasks/get", Some(params.into()), id, OnDrop::CancelUpstream)
+        .await
+    {
+        Ok(call) => match tokio::time::timeout(std::time::Duration::from_secs(10), call.response()).await {
+            Ok(Ok(Response {
+                outcome: Outcome::Result(task),
+                ..
+            })) => Some(task.into_value()),
+            _ => None,
+        },
+        Err(_) => None,
+    };
+    match status.as_ref().and_then(|t| t.get("status")).and_then(Value::as_str) {
+        Some("cancelled") => UpstreamEnd::Cancelled,
+        Some("failed") => {
+            let result = result.into_value();
+            let text = result
+                .get("content")
+                .and_then(|c| c.get(0))
+                .and_then(|c| c.get("text"))
+                .and_then(Value::as_str);
+            let message = status
+                .as_ref()
+                .and_then(|t| t.get("statusMessage"))
+                .and_then(Value::as_str)
+                .or(text)
+                .unwrap_or("the upstream's task failed")
+                .to_owned();
+            let error = ErrorObject::internal(message).with_data(serde_json::json!({ "result": result }));
+            UpstreamEnd::Outcome(Outcome::Error(error))
+        }
+        _ => UpstreamEnd::Outcome(Outcome::Result(result)),
+    }
+}
+
+/// A 2026-07-28 client's `task` hint on `tools/call` means nothing in its
+/// revision (the server decides): it is not passed to a legacy upstream, which
+/// would take it as a 2025-11-25 request for a task.
+pub(crate) fn without_task_hint(mut request: Request) -> Request {
+    let hinted = request
+        .params
+        .as_ref()
+        .is_some_and(|p| p.has_member("task").unwrap_or_else(|| p.get("task").is_some()));
+    if hinted && let Some(params) = request.params.take() {
+        let mut params = params.into_value();
+        if let Some(object) = params.as_object_mut() {
+            object.remove("task");
+        }
+        request.params = Some(params.into());
+    }
+    request
+}
+
 /// Asks the upstream to cancel its own task `task_id`, without waiting.
 fn cancel_upstream_task(session: &Arc<UpstreamSession>, task_id: &str) {
     let session = session.clone();
@@ -489,8 +560,17 @@ impl Runner {
                     }
                     CallStep::Event(CallEvent::Notification(notification)) => self.progress(&notification),
                     CallStep::Done(result) => {
-                        let response = self.side.translate_done(&Id::number(0), result);
-                        self.settle(response.outcome, config.max_result_bytes);
+                        let mut outcome = self.side.translate_done(&Id::number(0), result).outcome;
+                        if let Some(task_id) = &self.upstream_task {
+                            match upstream_task_end(call.session(), task_id, outcome).await {
+                                UpstreamEnd::Cancelled => {
+                                    self.store.finish(&self.task_id, Status::Cancelled, |_| {});
+                                    break;
+                                }
+                                UpstreamEnd::Outcome(ended) => outcome = ended,
+                            }
+                        }
+                        self.settle(outcome, config.max_result_bytes);
                         break;
                     }
                 },

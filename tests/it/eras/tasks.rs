@@ -13,8 +13,9 @@
 //!   into `Mcp-Name`).
 //! - Bad input over raw HTTP: unknown, malformed and another principal's task ids, answers to
 //!   questions never asked, a result past `max_result_bytes`, the per-principal task limit.
-//! - A 2025-11-25 upstream's own tasks (server-everything's `simulate-research-query`),
-//!   bridged to the extension without configuration.
+//! - A 2025-11-25 upstream's own tasks, bridged to the extension without configuration:
+//!   server-everything's `simulate-research-query`, and the ten scenarios in front of
+//!   `ts_tasks_server.mjs` (TypeScript SDK 1.32.2's experimental tasks).
 //! - Two replicas sharing a real `redis-server`: a task created on one is answered, polled and
 //!   cancelled on the other.
 //! - `input_timeout` and `ttl`: a task waiting for input past the one fails, a task past the
@@ -347,6 +348,33 @@ fn greet_answers_synchronously_through_an_untasked_gateway() {
 /// but passes). Then no upstream call may be left running.
 fn run_scenarios(gate: &Gate, transport: Transport) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (problems, outputs) = scenario_problems(&gate.url());
+    assert!(
+        problems.is_empty(),
+        "alpha tasks-* scenarios against eragate + legacy_server.py --tasks over {transport:?}:\n{}\n\n\
+         suite output:\n{}\n\neragate log:\n{}",
+        problems.join("\n"),
+        outputs.join("\n----------------\n"),
+        gate.gateway.log()
+    );
+    // The scenarios' 60 s slow_compute tasks, cancelled by the suite, must have reached the
+    // fixture (and been cancelled there): the drain check below is not vacuous.
+    assert!(
+        gate.count("started", Some("slow_compute")) >= 5,
+        "events: {:?}",
+        gate.events
+    );
+    assert!(
+        gate.count("cancelled", Some("slow_compute")) >= 3,
+        "events: {:?}",
+        gate.events
+    );
+    gate.assert_drained();
+}
+
+/// Runs the ten scenarios against `url`: what is wrong (every check not SUCCESS but the
+/// placeholder's, a scenario skipped or without a passing check of its own), and the suite's output.
+fn scenario_problems(url: &str) -> (Vec<String>, Vec<String>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut problems = Vec::new();
     let mut outputs = Vec::new();
@@ -355,7 +383,7 @@ fn run_scenarios(gate: &Gate, transport: Transport) {
         // skipped, exit 0, no checks. --requirements (which cannot be combined with --scenario)
         // runs it but never scores it.
         let args = ["--scenario", scenario, "--spec-version", "2026-07-28", "--force"];
-        let (ok, output) = conformance::run_suite_in("CONFORMANCE_ALPHA_JS", &gate.url(), &args, dir.path());
+        let (ok, output) = conformance::run_suite_in("CONFORMANCE_ALPHA_JS", url, &args, dir.path());
         if !ok {
             problems.push(format!("{scenario}: the suite exited non-zero"));
         }
@@ -398,27 +426,30 @@ fn run_scenarios(gate: &Gate, transport: Transport) {
             }
         }
     }
+    (problems, outputs)
+}
+
+/// The ten scenarios against eragate in front of a 2025-11-25 server with tasks of its own
+/// (`ts_tasks_server.mjs`, the TypeScript SDK 1.32.2's experimental tasks): its tasks are
+/// bridged to the extension with no configuration, but for `test_tool_with_task`, a plain tool
+/// there, which eragate runs as its own task (`input = "before_task"`). Every check passes.
+#[test]
+fn alpha_tasks_scenarios_pass_in_front_of_a_server_with_its_own_tasks() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let peers = peers();
+    let command = [peers.node20().to_owned(), peers.script("ts_tasks_server.mjs")];
+    let sdk = format!("env = {{ TS_SDK_DIR = \"{}\" }}", peers.get("TS_SDK_DIR"));
+    let tool =
+        "[[upstreams.tasks.tools]]\nname = \"test_tool_with_task\"\nsupport = \"required\"\ninput = \"before_task\"\n";
+    let gateway = Eragate::start(&format!("{}\n{tool}", stdio_upstream_toml(&command, "", &sdk)));
+    let (problems, outputs) = scenario_problems(&gateway.url());
     assert!(
         problems.is_empty(),
-        "alpha tasks-* scenarios against eragate + legacy_server.py --tasks over {transport:?}:\n{}\n\n\
-         suite output:\n{}\n\neragate log:\n{}",
+        "alpha tasks-* scenarios against eragate + ts_tasks_server.mjs:\n{}\n\nsuite output:\n{}\n\neragate log:\n{}",
         problems.join("\n"),
         outputs.join("\n----------------\n"),
-        gate.gateway.log()
+        gateway.log()
     );
-    // The scenarios' 60 s slow_compute tasks, cancelled by the suite, must have reached the
-    // fixture (and been cancelled there): the drain check below is not vacuous.
-    assert!(
-        gate.count("started", Some("slow_compute")) >= 5,
-        "events: {:?}",
-        gate.events
-    );
-    assert!(
-        gate.count("cancelled", Some("slow_compute")) >= 3,
-        "events: {:?}",
-        gate.events
-    );
-    gate.assert_drained();
 }
 
 /// The suite's ten `tasks-*` scenarios (2026-07-28, `--force`d) against eragate in front of
