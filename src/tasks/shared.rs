@@ -17,7 +17,6 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::TaskRecord;
-use super::store::TaskStore;
 use crate::store::redis::{Pool, RedisError, StreamEntry, StreamTail, Target, Value as Reply};
 
 /// How often the control stream is read.
@@ -46,6 +45,12 @@ pub(crate) enum RemoteControl {
     Cancel,
 }
 
+/// Where the requests read from the control stream go: the runners this replica holds.
+pub(crate) trait RunnersHere: Send + Sync {
+    /// Hands `control` to the runner of task `id`, if this replica runs it.
+    fn deliver(&self, id: &str, control: RemoteControl);
+}
+
 /// The tasks of every replica, in Redis.
 pub(crate) struct SharedTasks {
     pool: Pool,
@@ -54,16 +59,16 @@ pub(crate) struct SharedTasks {
 
 impl SharedTasks {
     /// Tasks kept through `target`; `spawn` starts writing and reading.
-    pub(crate) fn new(target: Target) -> (Arc<SharedTasks>, impl FnOnce(Weak<TaskStore>)) {
+    pub(crate) fn new(target: Target) -> (Arc<SharedTasks>, impl FnOnce(Weak<dyn RunnersHere>)) {
         let (writes, queue) = mpsc::channel(WRITE_QUEUE);
         let shared = Arc::new(SharedTasks {
             pool: Pool::new(target),
             writes,
         });
         let spawned = shared.clone();
-        let spawn = move |store: Weak<TaskStore>| {
+        let spawn = move |runners: Weak<dyn RunnersHere>| {
             tokio::spawn(spawned.clone().write(queue));
-            tokio::spawn(spawned.read(store));
+            tokio::spawn(spawned.read(runners));
         };
         (shared, spawn)
     }
@@ -171,19 +176,19 @@ impl SharedTasks {
 
     /// Reads the control stream from now on and hands each entry to the runner
     /// this replica holds, if any.
-    async fn read(self: Arc<Self>, store: Weak<TaskStore>) {
+    async fn read(self: Arc<Self>, runners: Weak<dyn RunnersHere>) {
         let mut tail = StreamTail::from_now(self.stream_key());
         let mut reachable = true;
         let mut ticker = tokio::time::interval(POLL_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            let Some(store) = store.upgrade() else { return };
+            let Some(runners) = runners.upgrade() else { return };
             match tail.read(&self.pool, READ_BATCH).await {
                 Ok(entries) => {
                     reachable = true;
                     for (task, control) in entries.iter().filter_map(parse_control) {
-                        store.deliver(&task, control);
+                        runners.deliver(&task, control);
                     }
                 }
                 Err(error) => {

@@ -6,14 +6,14 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, SystemTime};
 
 use dashmap::DashMap;
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-use super::shared::{RemoteControl, SharedTasks};
+use super::shared::{RemoteControl, RunnersHere, SharedTasks};
 use super::{Status, TaskRecord};
 use crate::config::TasksConfig;
 use crate::store::redis::{RedisError, Target};
@@ -130,7 +130,8 @@ impl TaskStore {
     pub(crate) fn share(self: &Arc<Self>, target: Target) {
         let (shared, spawn) = SharedTasks::new(target);
         if self.shared.set(shared).is_ok() {
-            spawn(Arc::downgrade(self));
+            let runners: Weak<TaskStore> = Arc::downgrade(self);
+            spawn(runners);
         }
     }
 
@@ -180,21 +181,6 @@ impl TaskStore {
         match self.shared.get() {
             Some(shared) => shared.send(id, control).await,
             None => Ok(()),
-        }
-    }
-
-    /// A request another replica received for a task this one runs.
-    pub(crate) fn deliver(&self, id: &str, control: RemoteControl) {
-        let Some(sender) = self.tasks.get(id).and_then(|entry| entry.control.clone()) else {
-            return;
-        };
-        let (done, _) = oneshot::channel();
-        let control = match control {
-            RemoteControl::Answers(responses) => Control::Answers { responses, done },
-            RemoteControl::Cancel => Control::Cancel { done },
-        };
-        if sender.try_send(control).is_err() {
-            tracing::warn!(task = %id, "a task's control queue is full; a request from another replica is dropped");
         }
     }
 
@@ -373,6 +359,23 @@ impl TaskStore {
                 store.expire(SystemTime::now());
             }
         });
+    }
+}
+
+impl RunnersHere for TaskStore {
+    /// A request another replica received for a task this one runs.
+    fn deliver(&self, id: &str, control: RemoteControl) {
+        let Some(sender) = self.tasks.get(id).and_then(|entry| entry.control.clone()) else {
+            return;
+        };
+        let (done, _) = oneshot::channel();
+        let control = match control {
+            RemoteControl::Answers(responses) => Control::Answers { responses, done },
+            RemoteControl::Cancel => Control::Cancel { done },
+        };
+        if sender.try_send(control).is_err() {
+            tracing::warn!(task = %id, "a task's control queue is full; a request from another replica is dropped");
+        }
     }
 }
 
