@@ -117,10 +117,13 @@ fn validate<P: ParamsView>(
         if let MethodClass::Modern(m) = class
             && let Some(key) = m.name_param()
         {
-            // Read alone: params kept as text are not built for it. A body without
-            // the member is invalid params, which its handler answers.
-            if let Some(body) = params.and_then(|p| p.str_member(key)) {
-                check_name(name, key, &body)?;
+            // Read alone: params kept as text are not built for it.
+            match params.and_then(|p| p.str_member(key)) {
+                Some(body) => check_name(name, key, &body)?,
+                // A tasks method without a string `taskId` is invalid params, which
+                // its handler answers (-32602), as for an unknown task.
+                None if m.is_tasks() => {}
+                None => check_name(name, key, "")?,
             }
         }
     }
@@ -394,5 +397,26 @@ mod tests {
             error.data,
             Some(json!({"supported": ["2026-07-28"], "requested": "2027-03-01"}))
         );
+    }
+
+    /// A routing header must mirror a name the body has; a tools/call without one is still
+    /// refused on the header, while a tasks method without a string `taskId` is left to its
+    /// handler's -32602.
+    #[test]
+    fn a_name_missing_from_the_body() {
+        let untitled = modern_params("2026-07-28", json!({"arguments": {}}));
+        let named = http(Some("2026-07-28"), Some("tools/call"), Some("echo"));
+        assert_eq!(
+            code(&classify("tools/call", Some(&untitled), true, named)),
+            Some(-32020)
+        );
+        let malformed = modern_params("2026-07-28", json!({"taskId": 7}));
+        let bare = http(Some("2026-07-28"), Some("tasks/get"), None);
+        assert!(matches!(
+            classify("tasks/get", Some(&malformed), true, bare),
+            Classification::Modern(_)
+        ));
+        let task = modern_params("2026-07-28", json!({"taskId": "t1"}));
+        assert_eq!(code(&classify("tasks/get", Some(&task), true, bare)), Some(-32020));
     }
 }
