@@ -97,8 +97,11 @@ pub(crate) async fn serve(gateway: Arc<Gateway>, listener: TcpListener, shutdown
             let (admin, activity) = (admin.clone(), activity.clone());
             service_fn(move |request: http::Request<Incoming>| {
                 let in_flight = activity.enter(request.version());
-                let response = admin.answer(&request, peer).map(|body| Tracked::new(body, in_flight));
-                async move { Ok::<_, Infallible>(response) }
+                let admin = admin.clone();
+                async move {
+                    let response = admin.answer(&request, peer).await;
+                    Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
+                }
             })
         };
         let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
@@ -123,19 +126,19 @@ fn served_on_admin(listen: &ListenConfig) -> ListenConfig {
 impl Admin {
     /// Answers one request from `peer`: the probes as they come, the rest past
     /// the Host and Origin checks.
-    fn answer(&self, request: &http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
+    async fn answer(&self, request: &http::Request<Incoming>, peer: SocketAddr) -> http::Response<Body> {
         if !matches!(request.uri().path(), "/healthz" | "/readyz")
             && let Some(rejection) = self.served.refusal(request.headers(), request.uri())
         {
             tracing::debug!(%peer, ?rejection, "admin request refused by the browser checks");
             return respond::rejected(&rejection, None);
         }
-        handle(&self.gateway, self.token.as_deref(), request)
+        handle(&self.gateway, self.token.as_deref(), request).await
     }
 }
 
 /// Answers one admin request; `token`, when set, guards all but the probes.
-pub(crate) fn handle(
+pub(crate) async fn handle(
     gateway: &Gateway,
     token: Option<&str>,
     request: &http::Request<Incoming>,
@@ -167,7 +170,7 @@ pub(crate) fn handle(
         ),
         "/" | "/status" => with_type(respond::plain(StatusCode::OK, STATUS_PAGE), "text/html; charset=utf-8"),
         _ if path == "/pins" || path.starts_with("/pins/") => {
-            let (status, body) = pins::answer(gateway.pins(), request.method(), path, request.uri().query());
+            let (status, body) = pins::answer(gateway.pins(), request.method(), path, request.uri().query()).await;
             let mut response = json_response(&body);
             *response.status_mut() = status;
             response

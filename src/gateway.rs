@@ -76,9 +76,9 @@ impl Gateway {
         &self.catalogues
     }
 
-    /// Builds the gateway for `config`. Nothing is started yet. Fails when a
-    /// configured token's environment variable is unset.
-    pub(crate) fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
+    /// Builds the gateway for `config`, its pins read. Nothing is started yet. Fails when a
+    /// configured token's environment variable is unset or a pin store cannot be read.
+    pub(crate) async fn new(config: Config) -> std::io::Result<Arc<Gateway>> {
         let auth = Authenticator::from_config(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let authz = crate::authz::AuthServer::from_config(&config, auth.oauth().as_deref())
@@ -97,7 +97,8 @@ impl Gateway {
         let telemetry = Telemetry::new(&config)
             .map_err(|message| std::io::Error::new(std::io::ErrorKind::InvalidInput, message))?;
         let telemetry = Arc::new(telemetry);
-        let pins = crate::pins::book::PinRegistry::from_config(&config.upstreams)
+        let pins = crate::pins::book::PinRegistry::open(&config)
+            .await
             .map_err(|error| std::io::Error::new(std::io::ErrorKind::InvalidInput, error.to_string()))?;
         let pins = Arc::new(pins);
         let config = Arc::new(config);
@@ -173,7 +174,7 @@ impl Gateway {
         Ok(())
     }
 
-    /// Re-reads the pin files another replica (or an operator) changed, every second, for as
+    /// Re-reads the pin stores another replica (or an operator) changed, every second, for as
     /// long as the gateway lives; nothing runs when no upstream is pinned.
     fn spawn_pin_watch(self: &Arc<Self>) {
         if self.pins.is_empty() {
@@ -185,7 +186,7 @@ impl Gateway {
             let mut ticker = tokio::time::interval(PIN_WATCH_EVERY);
             loop {
                 tokio::select! {
-                    _ = ticker.tick() => pins.refresh(),
+                    _ = ticker.tick() => pins.refresh().await,
                     () = closing.cancelled() => return,
                 }
             }

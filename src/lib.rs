@@ -117,7 +117,7 @@ pub async fn run_reloading(
         Some(address) => Some(tokio::net::TcpListener::bind(address).await?),
         None => None,
     };
-    let gateway = gateway::Gateway::new(config)?;
+    let gateway = gateway::Gateway::new(config).await?;
     gateway.warm();
     let collisions = bridge::never_collisions(&gateway).await;
     if !collisions.is_empty() {
@@ -173,7 +173,7 @@ pub async fn federation_collisions(config: config::Config) -> Result<Vec<config:
         .iter()
         .map(|u| (u.path.clone(), first_on_path(&u.path)))
         .collect();
-    let gateway = gateway::Gateway::new(config)?;
+    let gateway = gateway::Gateway::new(config).await?;
     let collisions = bridge::never_collisions(&gateway).await;
     gateway.shutdown(Duration::from_secs(2)).await;
     Ok(collisions
@@ -196,7 +196,7 @@ fn invalid_input(error: impl std::fmt::Display) -> std::io::Error {
 /// upstream named `upstream` (the first configured one by default), until
 /// stdin ends; then stops every upstream child.
 pub async fn run_stdio(config: config::Config, upstream: Option<&str>) -> Result<(), std::io::Error> {
-    let gateway = gateway::Gateway::new(config)?;
+    let gateway = gateway::Gateway::new(config).await?;
     let chosen = match upstream {
         Some(name) => gateway.router().by_name(name),
         None => gateway

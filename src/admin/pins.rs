@@ -9,7 +9,12 @@ use serde_json::{Value, json};
 use crate::pins::book::{ApproveError, PinBook, PinRegistry};
 
 /// What `/pins…` answers: a status and a JSON body.
-pub(super) fn answer(pins: &PinRegistry, method: &Method, path: &str, query: Option<&str>) -> (StatusCode, Value) {
+pub(super) async fn answer(
+    pins: &PinRegistry,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+) -> (StatusCode, Value) {
     let args = Args::parse(query);
     let chosen: Vec<&std::sync::Arc<PinBook>> = pins
         .books()
@@ -29,8 +34,8 @@ pub(super) fn answer(pins: &PinRegistry, method: &Method, path: &str, query: Opt
             StatusCode::OK,
             json!({"upstreams": chosen.iter().map(|b| b.diff(args.name.as_deref())).collect::<Vec<_>>()}),
         ),
-        ("/pins/approve", &Method::POST) => approve(&chosen, &args),
-        ("/pins/reset", &Method::POST) => reset(&chosen, &args),
+        ("/pins/approve", &Method::POST) => approve(&chosen, &args).await,
+        ("/pins/reset", &Method::POST) => reset(&chosen, &args).await,
         ("/pins" | "/pins/diff", _) => error(StatusCode::METHOD_NOT_ALLOWED, "use GET".into()),
         ("/pins/approve" | "/pins/reset", _) => error(StatusCode::METHOD_NOT_ALLOWED, "use POST".into()),
         _ => error(
@@ -64,14 +69,14 @@ impl Args {
     }
 }
 
-fn approve(chosen: &[&std::sync::Arc<PinBook>], args: &Args) -> (StatusCode, Value) {
+async fn approve(chosen: &[&std::sync::Arc<PinBook>], args: &Args) -> (StatusCode, Value) {
     let ([book], Some(digest)) = (chosen, &args.digest) else {
         return error(
             StatusCode::BAD_REQUEST,
             "approve names one upstream and the digest diff showed: ?upstream=NAME&digest=sha256:…".into(),
         );
     };
-    match book.approve(args.name.as_deref(), digest) {
+    match book.approve(args.name.as_deref(), digest).await {
         Ok(approved) => (
             StatusCode::OK,
             json!({"upstream": book.upstream(), "approved": approved}),
@@ -82,14 +87,14 @@ fn approve(chosen: &[&std::sync::Arc<PinBook>], args: &Args) -> (StatusCode, Val
     }
 }
 
-fn reset(chosen: &[&std::sync::Arc<PinBook>], args: &Args) -> (StatusCode, Value) {
+async fn reset(chosen: &[&std::sync::Arc<PinBook>], args: &Args) -> (StatusCode, Value) {
     let ([book], None) = (chosen, &args.name) else {
         return error(
             StatusCode::BAD_REQUEST,
             "reset names one upstream (?upstream=NAME) and forgets all its pins".into(),
         );
     };
-    match book.reset() {
+    match book.reset().await {
         Ok(()) => (StatusCode::OK, json!({"upstream": book.upstream(), "reset": true})),
         Err(store) => error(StatusCode::INTERNAL_SERVER_ERROR, store.to_string()),
     }

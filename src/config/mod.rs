@@ -593,7 +593,7 @@ fn upstream_issues(upstream: &UpstreamConfig, i: usize) -> Vec<ConfigIssue> {
     if upstream.pins.mode != PinMode::Off && upstream.pins.store.is_none() {
         push(
             at("pins.store"),
-            "name the pin file: store = \"pins.json\" (required unless mode = \"off\")",
+            "name the pin file, store = \"pins.json\", or store = \"redis\" (required unless mode = \"off\")",
         );
     }
     issues.extend(upstream.tasks.issues(&at("tasks")));
@@ -661,6 +661,10 @@ mod tests {
             ),
             (
                 "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\npins.mode = \"hide\"\n",
+                "upstreams[0].pins.store",
+            ),
+            (
+                "[[upstreams]]\nname = \"e\"\nstdio.command = [\"x\"]\npins.mode = \"hide\"\npins.store = \"redis\"\n",
                 "upstreams[0].pins.store",
             ),
             (

@@ -373,12 +373,20 @@ pub(crate) struct PinsConfig {
     /// What a drift does: `"off"`, `"warn"`, `"hide"` or `"block"`. Default `"off"`.
     #[serde(default)]
     pub(crate) mode: PinMode,
-    /// The pin file, shared by every upstream and replica that names it; required unless `off`.
+    /// Where the pins live, required unless `off`: a pin file, shared by every upstream and
+    /// replica that names it, or `"redis"`: the `[redis]` server, every replica's.
     pub(crate) store: Option<PathBuf>,
     /// Strip hidden content (tag, zero-width, bidi, control characters, HTML
     /// comments) from the definitions clients receive. Default false.
     #[serde(default)]
     pub(crate) sanitize: bool,
+}
+
+impl PinsConfig {
+    /// Whether the pins live in `[redis]` (`store = "redis"`; a file of that name is `./redis`).
+    pub(crate) fn in_redis(&self) -> bool {
+        self.store.as_deref() == Some(std::path::Path::new("redis"))
+    }
 }
 
 /// `upstreams.pins.mode`

@@ -69,6 +69,8 @@ pub(crate) enum RedisUser {
     Sessions,
     /// Tasks (records, and requests for the replica running each).
     Tasks,
+    /// Definition pins (`[upstreams.pins] store = "redis"`).
+    Pins,
 }
 
 impl RedisUser {
@@ -78,13 +80,14 @@ impl RedisUser {
             RedisUser::AuthServer => "as:",
             RedisUser::Sessions => "sess:",
             RedisUser::Tasks => "tasks:",
+            RedisUser::Pins => "pins:",
         }
     }
 
     fn default_timeout(self) -> Duration {
         match self {
             RedisUser::RateLimits | RedisUser::Sessions => Duration::from_millis(250),
-            RedisUser::AuthServer | RedisUser::Tasks => Duration::from_secs(2),
+            RedisUser::AuthServer | RedisUser::Tasks | RedisUser::Pins => Duration::from_secs(2),
         }
     }
 }
@@ -123,7 +126,7 @@ impl Config {
                     "auth.server.redis_url",
                 )
             }
-            RedisUser::Sessions | RedisUser::Tasks => (None, None, None, ""),
+            RedisUser::Sessions | RedisUser::Tasks | RedisUser::Pins => (None, None, None, ""),
         };
         let shared = self.redis.as_ref();
         let (url, url_key) = match shared {
@@ -179,6 +182,14 @@ impl Config {
                 }
                 if auth_server.is_some_and(|s| s.redis_url.is_none()) {
                     push("redis", "auth.server.storage = \"redis\" needs [redis] url".into());
+                }
+                for (i, upstream) in self.upstreams.iter().enumerate() {
+                    if upstream.pins.mode != super::PinMode::Off && upstream.pins.in_redis() {
+                        push(
+                            &format!("upstreams[{i}].pins.store"),
+                            "store = \"redis\" needs [redis] url (or name a pin file)".into(),
+                        );
+                    }
                 }
             }
             Some(redis) => {

@@ -9,42 +9,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use super::Pins;
-use super::store::{PinFile, parse, render};
+use super::format::{PinFile, parse, render};
+use super::store::PinStoreError;
 
 /// What identifies one version of the file on disk without reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Stamp {
     modified: Option<SystemTime>,
     len: u64,
-}
-
-/// Why the pin file cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum PinStoreError {
-    /// Present but not readable.
-    #[error("pin store {path}: cannot read it: {source}")]
-    Unreadable {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Read, but not a pin file.
-    #[error("pin store {path}: {problem} (fix or remove the file; eragate never re-trusts a garbled store)")]
-    Garbled {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        problem: super::store::PinFileError,
-    },
-    /// Not writable.
-    #[error("pin store {path}: cannot write it: {source}")]
-    Unwritable {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
 }
 
 /// One pin file and the pins last read from it.
@@ -148,7 +120,7 @@ fn read(path: &Path) -> Result<(PinFile, Option<Stamp>), PinStoreError> {
         }
     };
     let pins = parse(&text).map_err(|problem| PinStoreError::Garbled {
-        path: path.to_owned(),
+        at: path.display().to_string(),
         problem,
     })?;
     Ok((pins, before))

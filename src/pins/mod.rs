@@ -2,13 +2,16 @@
 //! templates were when they were approved, and how a listing differs from that.
 //! Pure: the digest of a definition over a canonical form, the comparison of a
 //! listing with its pins ([`drifts`]), what hides in a description
-//! ([`hidden`]), and the pin file's format ([`store`]) are pure; the file on
-//! disk ([`file`]) and each pinned upstream's pending drifts ([`book`]) are
-//! what the request path (`bridge::pins`) and the admin endpoints consult.
+//! ([`hidden`]), and the pins' stored form ([`format`]) are pure; the stores
+//! ([`store`]: the file on disk, [`file`], or Redis, [`shared`]) and each pinned
+//! upstream's pending drifts ([`book`]) are what the request path
+//! (`bridge::pins`) and the admin endpoints consult.
 
 pub(crate) mod book;
 pub(crate) mod file;
+pub(crate) mod format;
 pub(crate) mod hidden;
+pub(crate) mod shared;
 pub(crate) mod store;
 
 use std::collections::BTreeMap;

@@ -1,184 +1,136 @@
-//! The pin file: every upstream's pins as pretty JSON, members sorted, so that a review
-//! reads it and a diff of two versions shows exactly what was approved. Reading checks
-//! every pin's digest against its definition: a garbled file is an error naming what is
-//! wrong, never a reason to trust the upstream afresh.
+//! Where an upstream's pins live: a pin file ([`PinStoreFile`]) or the shared Redis store
+//! ([`SharedPins`], `store = "redis"`). Both keep the pins last read in memory, so a
+//! listing reads them without I/O; a change is written through, and each is re-read when
+//! another process changed it.
 
-use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use super::Pins;
+use super::file::PinStoreFile;
+use super::shared::SharedPins;
 
-use super::{Kind, Pin, Pins, digest};
+/// An edit of one upstream's pins. It may run more than once: against the pins another
+/// replica wrote in between, when the first write found them changed.
+pub(crate) type Edit = Arc<dyn Fn(&mut Pins) + Send + Sync>;
 
-/// The format this code writes and reads.
-const VERSION: u64 = 1;
-
-/// Every upstream's pins, by upstream name.
-pub(crate) type PinFile = BTreeMap<String, Pins>;
-
-/// What is wrong with a pin file.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum PinFileError {
-    /// Not JSON at all.
-    #[error("not JSON: {0}")]
-    Syntax(String),
-    /// JSON, but not the pin file's shape.
-    #[error("{at}: {problem}")]
-    Shape {
-        /// Where, as a path of members.
+/// Why the pins cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PinStoreError {
+    /// Present but not readable.
+    #[error("pin store {path}: cannot read it: {source}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Read, but not pins.
+    #[error("pin store {at}: {problem} (fix or remove it; eragate never re-trusts a garbled store)")]
+    Garbled {
+        /// The file, or the Redis key.
         at: String,
-        /// What is wrong there.
-        problem: String,
+        /// What is wrong.
+        problem: super::format::PinFileError,
+    },
+    /// Not writable.
+    #[error("pin store {path}: cannot write it: {source}")]
+    Unwritable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The shared store did not answer, or refused.
+    #[error("pin store redis (upstreams.pins.store = \"redis\"): {0}")]
+    Shared(#[from] crate::store::redis::RedisError),
+    /// Other replicas changed the pins each time this one tried to write.
+    #[error("pin store {at}: changed by another replica at every attempt; try again")]
+    Contended {
+        /// The Redis key.
+        at: String,
     },
 }
 
-fn shape(at: impl Into<String>, problem: impl Into<String>) -> PinFileError {
-    PinFileError::Shape {
-        at: at.into(),
-        problem: problem.into(),
-    }
+/// One store of pins, shared by every upstream that names it.
+pub(crate) enum PinStore {
+    /// A pin file.
+    File(PinStoreFile),
+    /// The `[redis]` server, every replica's.
+    Shared(Arc<SharedPins>),
 }
 
-/// The pin file's text for `pins`.
-pub(crate) fn render(pins: &PinFile) -> String {
-    let mut upstreams = Map::new();
-    for (upstream, pins) in pins {
-        let mut kinds = Map::new();
-        for ((kind, name), pin) in pins {
-            let entries = kinds.entry(kind.as_str()).or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(entries) = entries {
-                entries.insert(
-                    name.clone(),
-                    json!({"digest": pin.digest, "definition": pin.definition}),
-                );
+impl PinStore {
+    /// The pins of `upstream` as last read (or written).
+    pub(crate) fn pins_of(&self, upstream: &str) -> Pins {
+        match self {
+            PinStore::File(file) => file.pins_of(upstream),
+            PinStore::Shared(shared) => shared.pins_of(upstream),
+        }
+    }
+
+    /// How logs and `eragate pins list` name the store.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            PinStore::File(file) => file.path().display().to_string(),
+            PinStore::Shared(shared) => shared.describe(),
+        }
+    }
+
+    /// Reads what another process changed: `Ok(true)` when some upstream's pins changed.
+    pub(crate) async fn refresh(&self) -> Result<bool, PinStoreError> {
+        match self {
+            PinStore::File(file) => file.refresh(),
+            PinStore::Shared(shared) => shared.refresh().await,
+        }
+    }
+
+    /// Edits the pins of `upstream` and writes them, against the latest pins stored.
+    pub(crate) async fn update(&self, upstream: &str, edit: Edit) -> Result<(), PinStoreError> {
+        match self {
+            PinStore::File(file) => file.update(upstream, |pins| edit(pins)),
+            PinStore::Shared(shared) => shared.update(upstream, &edit).await,
+        }
+    }
+
+    /// Pins `listed` (definitions of one kind) for `upstream` when the store holds no pins
+    /// of that kind yet (trust on first use), logged once. The file is written at once;
+    /// the shared store is written in the background, and when another replica pinned
+    /// the kind first, its pins are kept and adopted here.
+    pub(crate) fn pin_first_sight(&self, upstream: &str, kind: super::Kind, listed: Pins) {
+        let count = listed.len();
+        let edit: Edit = Arc::new(move |pins: &mut Pins| {
+            if !pins.keys().any(|(k, _)| *k == kind) {
+                pins.extend(listed.iter().map(|(key, pin)| (key.clone(), pin.clone())));
+            }
+        });
+        match self {
+            PinStore::File(file) => match file.update(upstream, |pins| edit(pins)) {
+                Ok(()) => log_pinned(upstream, kind, count, &self.describe()),
+                Err(error) => tracing::error!(%error, upstream, "could not write the pins seen first"),
+            },
+            PinStore::Shared(shared) => {
+                shared.edit_here(upstream, &edit);
+                let (shared, upstream) = (Arc::clone(shared), upstream.to_owned());
+                tokio::spawn(async move {
+                    match shared.update(&upstream, &edit).await {
+                        Ok(()) => log_pinned(&upstream, kind, count, &shared.describe()),
+                        Err(error) => {
+                            tracing::error!(%error, upstream, "could not write the pins seen first");
+                        }
+                    }
+                });
             }
         }
-        upstreams.insert(upstream.clone(), Value::Object(kinds));
     }
-    let file = json!({"version": VERSION, "upstreams": upstreams});
-    let mut text = serde_json::to_string_pretty(&file).unwrap_or_default();
-    text.push('\n');
-    text
 }
 
-/// The pins in a pin file's `text`.
-pub(crate) fn parse(text: &str) -> Result<PinFile, PinFileError> {
-    let file: Value = serde_json::from_str(text).map_err(|e| PinFileError::Syntax(e.to_string()))?;
-    match file.get("version").and_then(Value::as_u64) {
-        Some(VERSION) => {}
-        Some(other) => {
-            return Err(shape(
-                "version",
-                format!("{other} is not a version this eragate reads ({VERSION})"),
-            ));
-        }
-        None => return Err(shape("version", "missing: is this a pin file?")),
-    }
-    let upstreams = file
-        .get("upstreams")
-        .and_then(Value::as_object)
-        .ok_or_else(|| shape("upstreams", "missing or not an object"))?;
-    let mut out = PinFile::new();
-    for (upstream, kinds) in upstreams {
-        let at = format!("upstreams.{upstream}");
-        let kinds = kinds.as_object().ok_or_else(|| shape(&at, "not an object"))?;
-        let mut pins = Pins::new();
-        for (kind_name, entries) in kinds {
-            let at = format!("{at}.{kind_name}");
-            let kind = Kind::parse(kind_name)
-                .ok_or_else(|| shape(&at, "not a kind of definition (tool, prompt, resource_template)"))?;
-            let entries = entries.as_object().ok_or_else(|| shape(&at, "not an object"))?;
-            for (name, entry) in entries {
-                let at = format!("{at}.{name}");
-                let pin = read_pin(kind, name, entry).map_err(|problem| shape(&at, problem))?;
-                pins.insert((kind, name.clone()), pin);
-            }
-        }
-        out.insert(upstream.clone(), pins);
-    }
-    Ok(out)
-}
-
-fn read_pin(kind: Kind, name: &str, entry: &Value) -> Result<Pin, String> {
-    let definition = entry
-        .get("definition")
-        .filter(|d| d.is_object())
-        .ok_or("no definition object")?;
-    let recorded = entry.get("digest").and_then(Value::as_str).ok_or("no digest")?;
-    if definition.get(kind.key_member()).and_then(Value::as_str) != Some(name) {
-        return Err(format!("the definition's {} is not {name:?}", kind.key_member()));
-    }
-    let computed = digest(definition);
-    if computed != recorded {
-        return Err(format!(
-            "digest {recorded} does not match the definition ({computed}): edited by hand?"
-        ));
-    }
-    Ok(Pin {
-        definition: definition.clone(),
-        digest: computed,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-    use crate::pins::pins_of;
-
-    fn sample() -> PinFile {
-        let mut github = pins_of(
-            Kind::Tool,
-            &[json!({"name": "create_issue", "description": "Open an issue",
-            "inputSchema": {"type": "object"}})],
-        );
-        github.extend(pins_of(Kind::Prompt, &[json!({"name": "triage"})]));
-        let files = pins_of(
-            Kind::ResourceTemplate,
-            &[json!({"uriTemplate": "file:///{path}", "name": "file"})],
-        );
-        PinFile::from([("github".to_owned(), github), ("files".to_owned(), files)])
-    }
-
-    #[test]
-    fn a_pin_file_reads_back_what_was_written_and_is_sorted_for_diffs() {
-        let text = render(&sample());
-        assert_eq!(parse(&text), Ok(sample()));
-        assert!(text.find("\"files\"") < text.find("\"github\""), "{text}");
-        assert!(text.ends_with("}\n"));
-    }
-
-    #[test]
-    fn a_garbled_pin_file_is_refused_with_what_is_wrong() {
-        let good = render(&sample());
-        // (what, text, expected start of the error)
-        let table: Vec<(&str, String, &str)> = vec![
-            ("not JSON", "{\"version\": 1,".into(), "not JSON"),
-            ("no version", "{\"upstreams\": {}}".into(), "version: missing"),
-            (
-                "a later version",
-                "{\"version\": 2, \"upstreams\": {}}".into(),
-                "version: 2 is not",
-            ),
-            (
-                "an unknown kind",
-                "{\"version\": 1, \"upstreams\": {\"a\": {\"tools\": {}}}}".into(),
-                "upstreams.a.tools: not a kind",
-            ),
-            (
-                "a description edited by hand",
-                good.replace("Open an issue", "Open an issue and BCC me"),
-                "upstreams.github.tool.create_issue: digest sha256:",
-            ),
-            (
-                "a definition under another name",
-                good.replace("\"create_issue\": {", "\"close_issue\": {"),
-                "upstreams.github.tool.close_issue: the definition's name",
-            ),
-        ];
-        for (what, text, expected) in table {
-            let error = parse(&text).err().map(|e| e.to_string()).unwrap_or_default();
-            assert!(error.starts_with(expected), "{what}: {error}");
-        }
-    }
+fn log_pinned(upstream: &str, kind: super::Kind, definitions: usize, store: &str) {
+    tracing::info!(
+        upstream,
+        kind = kind.as_str(),
+        definitions,
+        store,
+        "pinned on first sight (trust on first use)"
+    );
 }

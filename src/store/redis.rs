@@ -158,7 +158,12 @@ impl Pool {
     }
 
     /// Runs `script` (EVALSHA, loading it when the server lacks it) on `keys` and `argv`.
-    async fn script(&self, script: &redis::Script, keys: &[&str], argv: &[&str]) -> Result<Value, RedisError> {
+    pub(crate) async fn script(
+        &self,
+        script: &redis::Script,
+        keys: &[&str],
+        argv: &[&str],
+    ) -> Result<Value, RedisError> {
         let mut invocation = script.prepare_invoke();
         for key in keys {
             invocation.key(*key);

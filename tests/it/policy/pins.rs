@@ -15,7 +15,10 @@
 //!   drifted tools out of the merged list and refuses their calls, the other member's go on;
 //! - the same against the TypeScript SDK v2 fixture (`ts2_server.mjs --drift`), a modern upstream;
 //! - the status page in headless Chromium lists the pending drift;
-//! - a garbled store refuses to start, naming the file.
+//! - a garbled store refuses to start, naming the file;
+//! - with `store = "redis"` (a redis-server the test starts), two replicas and a third
+//!   started later share the pins and the approval; a garbled entry or an unreachable
+//!   server refuses the start, naming what is wrong.
 
 use crate::common;
 
@@ -39,6 +42,13 @@ impl Pinned {
     fn start(mode: &str, store: &Path, drift: &Path) -> Pinned {
         let admin = format!("127.0.0.1:{}", free_port());
         let eragate = Eragate::start(&pinned_config(&admin, mode, store, drift));
+        Pinned { eragate, admin }
+    }
+
+    /// As [`Pinned::start`], the pins in the redis-server on `port`.
+    fn in_redis(mode: &str, port: u16, drift: &Path) -> Pinned {
+        let admin = format!("127.0.0.1:{}", free_port());
+        let eragate = Eragate::start(&redis_pinned_config(&admin, mode, port, drift));
         Pinned { eragate, admin }
     }
 
@@ -135,6 +145,34 @@ fn pinned_config(admin: &str, mode: &str, store: &Path, drift: &Path) -> String 
         "[admin]\naddress = \"{admin}\"\n\n{}{pins}",
         stdio_upstream_toml(&command, "", "")
     )
+}
+
+fn redis_pinned_config(admin: &str, mode: &str, port: u16, drift: &Path) -> String {
+    let config = pinned_config(admin, mode, Path::new("redis"), drift);
+    format!("{config}\n[redis]\nurl = \"redis://127.0.0.1:{port}\"\n")
+}
+
+/// Runs `eragate run` with `config` (written to `dir`) expecting it to refuse to start:
+/// its stderr.
+fn refused_start(dir: &Path, config: &str) -> String {
+    let path = dir.join("eragate.toml");
+    let listen = format!("[listen]\naddress = \"127.0.0.1:{}\"\n", free_port());
+    std::fs::write(&path, listen + config).expect("write");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["run", "--config"])
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run eragate");
+    let exited = poll_until(Duration::from_secs(20), || matches!(child.try_wait(), Ok(Some(_))));
+    if !exited {
+        let _ = child.kill();
+    }
+    let output = child.wait_with_output().expect("output");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(exited && !output.status.success(), "it started: {stderr}");
+    stderr
 }
 
 fn names(step: &Value) -> Vec<String> {
@@ -524,26 +562,92 @@ fn the_pins_endpoints_and_command_need_the_admin_token() {
 fn a_garbled_pin_store_refuses_to_start_naming_the_file() {
     let (dir, store, drift) = pin_files();
     std::fs::write(&store, "{\"version\": 1, \"upstreams\": {\"fixture\": [").expect("write");
-    let config = dir.path().join("eragate.toml");
-    let listen = format!("[listen]\naddress = \"127.0.0.1:{}\"\n", free_port());
     let admin = format!("127.0.0.1:{}", free_port());
-    std::fs::write(&config, listen + &pinned_config(&admin, "warn", &store, &drift)).expect("write");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_eragate"))
-        .args(["run", "--config"])
-        .arg(&config)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run eragate");
-    let exited = poll_until(Duration::from_secs(20), || matches!(child.try_wait(), Ok(Some(_))));
-    if !exited {
-        let _ = child.kill();
-    }
-    let output = child.wait_with_output().expect("output");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(exited && !output.status.success(), "it started: {stderr}");
+    let stderr = refused_start(dir.path(), &pinned_config(&admin, "warn", &store, &drift));
     assert!(
         stderr.contains(&store.display().to_string()) && stderr.contains("not JSON"),
         "{stderr}"
     );
+}
+
+#[test]
+fn pins_in_redis_are_shared_by_replicas_and_kept_for_the_next_one() {
+    let redis = common::redis::RedisServer::start();
+    let (_dir, _, drift) = pin_files();
+    // Both replicas start with no pins and see the tools first: one write wins, the other
+    // replica's is refused as stale and it adopts the pins stored.
+    let first = Pinned::in_redis("block", redis.port, &drift);
+    let second = Pinned::in_redis("block", redis.port, &drift);
+    for gateway in [&first, &second] {
+        let steps = gateway.plan("legacy", json!([["list_tools"]]));
+        assert!(listed(&steps[0], "echo"), "{steps:?}");
+    }
+    wait_until("the first sight reaches redis", Duration::from_secs(10), || {
+        redis.cli(0, &["HGET", "eragate:pins:fixture", "version"]) == ["1"]
+    });
+    let stored = redis.cli(0, &["HGET", "eragate:pins:fixture", "pins"]).join("\n");
+    assert!(
+        stored.contains("\"echo\"") && !stored.contains("\"exfiltrate\""),
+        "{stored}"
+    );
+    let pins_listed = |gateway: &Pinned| -> Value {
+        let listed: Value = serde_json::from_str(&gateway.cli("list", &[]).1).expect("list is JSON");
+        listed["upstreams"][0].clone()
+    };
+    let (one, other) = (pins_listed(&first), pins_listed(&second));
+    assert!(one["store"].as_str().is_some_and(|s| s.starts_with("redis")), "{one}");
+    assert_eq!(one["pins"], other["pins"]);
+    first.plan("legacy", json!([["call", "rug_pull", {}]]));
+    let plan = json!([["list_tools"], ["call", "add", {"a": 2, "b": 3}]]);
+    for gateway in [&first, &second] {
+        for era in ERAS {
+            let steps = gateway.plan(era, plan.clone());
+            for step in &steps {
+                let message = step["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains("upstream fixture is blocked"), "{era}: {steps:?}");
+            }
+        }
+    }
+    let approved = second.approve_all();
+    assert_eq!(approved["approved"], 2, "{approved}");
+    assert_eq!(redis.cli(0, &["HGET", "eragate:pins:fixture", "version"]), ["2"]);
+    wait_until("the first replica reads the approval", Duration::from_secs(10), || {
+        let steps = first.plan("legacy", plan.clone());
+        listed(&steps[0], "exfiltrate") && steps[1]["text"] == "5"
+    });
+    drop((first, second));
+    // A replica started later reads the approved pins: the drifted definitions are no drift.
+    let third = Pinned::in_redis("block", redis.port, &drift);
+    for era in ERAS {
+        let steps = third.plan(era, plan.clone());
+        assert!(
+            listed(&steps[0], "exfiltrate") && steps[1]["text"] == "5",
+            "{era}: {steps:?}\n{}",
+            third.eragate.log()
+        );
+    }
+    assert!(
+        !third.eragate.log().contains("pinned on first sight"),
+        "{}",
+        third.eragate.log()
+    );
+}
+
+#[test]
+fn a_garbled_or_unreachable_redis_pin_store_refuses_to_start() {
+    let redis = common::redis::RedisServer::start();
+    let (dir, _, drift) = pin_files();
+    let admin = format!("127.0.0.1:{}", free_port());
+    redis.cli(
+        0,
+        &["HSET", "eragate:pins:fixture", "version", "3", "pins", "{\"tool\": ["],
+    );
+    let stderr = refused_start(dir.path(), &redis_pinned_config(&admin, "hide", redis.port, &drift));
+    assert!(
+        stderr.contains("redis key eragate:pins:fixture") && stderr.contains("never re-trusts"),
+        "{stderr}"
+    );
+    let closed = free_port();
+    let stderr = refused_start(dir.path(), &redis_pinned_config(&admin, "hide", closed, &drift));
+    assert!(stderr.contains("pin store redis"), "{stderr}");
 }
