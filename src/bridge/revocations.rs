@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::seal::unix_now;
-use crate::store::redis::{Pool, StreamEntry, StreamTail, Target, Value};
+use crate::store::redis::{Pool, RedisError, StreamEntry, StreamTail, Target, Value, append};
 
 /// How often the stream of endings is read: well within the 1 s in which every
 /// replica refuses an ended session.
@@ -117,34 +117,22 @@ impl Revocations {
 
     async fn write(self: Arc<Self>, mut receiver: mpsc::Receiver<Ended>) {
         let stream = self.stream_key();
-        let cap = LOG_CAP.to_string();
         while let Some(ended) = receiver.recv().await {
             let key = self.ended_key(&ended.digest);
             let (hex, expiry) = (hex(&ended.digest), ended.expiry.to_string());
-            let set = self
+            let set = match self
                 .pool
                 .command(&[b"SET", key.as_bytes(), b"1", b"EXAT", expiry.as_bytes()])
-                .await;
-            let add = self
-                .pool
-                .command(&[
-                    b"XADD",
-                    stream.as_bytes(),
-                    b"MAXLEN",
-                    b"~",
-                    cap.as_bytes(),
-                    b"*",
-                    b"d",
-                    hex.as_bytes(),
-                    b"e",
-                    expiry.as_bytes(),
-                ])
-                .await;
+                .await
+            {
+                Ok(Value::Error(error)) => Err(RedisError::Unexpected(error)),
+                other => other.map(drop),
+            };
+            let fields: [(&str, &[u8]); 2] = [("d", hex.as_bytes()), ("e", expiry.as_bytes())];
+            let add = append(&self.pool, &stream, LOG_CAP, &fields).await.map(drop);
             for result in [set, add] {
-                match result {
-                    Ok(Value::Error(error)) => tracing::warn!(%error, "ended sessions in redis: not written"),
-                    Err(error) => tracing::warn!(%error, "ended sessions in redis: not written"),
-                    Ok(_) => {}
+                if let Err(error) = result {
+                    tracing::warn!(%error, "ended sessions in redis: not written");
                 }
             }
         }

@@ -342,6 +342,21 @@ impl StreamTail {
     }
 }
 
+/// Adds an entry of `fields` to the stream `key`, trimmed to about `cap` entries
+/// (XADD MAXLEN ~): the new entry's id.
+pub(crate) async fn append(pool: &Pool, key: &str, cap: usize, fields: &[(&str, &[u8])]) -> Result<String, RedisError> {
+    let cap = cap.to_string();
+    let mut command: Vec<&[u8]> = vec![b"XADD", key.as_bytes(), b"MAXLEN", b"~", cap.as_bytes(), b"*"];
+    for (name, value) in fields {
+        command.push(name.as_bytes());
+        command.push(value);
+    }
+    match pool.command(&command).await? {
+        Value::Bulk(Some(id)) => Ok(String::from_utf8_lossy(&id).into_owned()),
+        other => Err(RedisError::Unexpected(format!("XADD answered {other:?}"))),
+    }
+}
+
 /// An XRANGE entry as id and fields; `None` without an id.
 fn stream_entry(entry: Value) -> Option<StreamEntry> {
     let Value::Array(Some(parts)) = entry else { return None };

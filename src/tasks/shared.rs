@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use super::TaskRecord;
-use crate::store::redis::{Pool, RedisError, StreamEntry, StreamTail, Target, Value as Reply};
+use crate::store::redis::{Pool, RedisError, StreamEntry, StreamTail, Target, Value as Reply, append};
 
 /// How often the control stream is read.
 const POLL_EVERY: Duration = Duration::from_millis(200);
@@ -136,33 +136,17 @@ impl SharedTasks {
 
     /// Hands `control` to whichever replica runs task `id`.
     pub(crate) async fn send(&self, id: &str, control: RemoteControl) -> Result<(), RedisError> {
-        let stream = self.stream_key();
-        let cap = STREAM_CAP.to_string();
         let (op, responses) = match control {
             RemoteControl::Answers(responses) => ("update", serde_json::to_vec(&responses).unwrap_or_default()),
             RemoteControl::Cancel => ("cancel", b"{}".to_vec()),
         };
-        let reply = self
-            .pool
-            .command(&[
-                b"XADD",
-                stream.as_bytes(),
-                b"MAXLEN",
-                b"~",
-                cap.as_bytes(),
-                b"*",
-                b"task",
-                id.as_bytes(),
-                b"op",
-                op.as_bytes(),
-                b"responses",
-                &responses,
-            ])
-            .await?;
-        match reply {
-            Reply::Bulk(Some(_)) => Ok(()),
-            other => Err(RedisError::Unexpected(format!("XADD answered {other:?}"))),
-        }
+        let fields: [(&str, &[u8]); 3] = [
+            ("task", id.as_bytes()),
+            ("op", op.as_bytes()),
+            ("responses", &responses),
+        ];
+        append(&self.pool, &self.stream_key(), STREAM_CAP, &fields).await?;
+        Ok(())
     }
 
     /// Writes queued records in order, for as long as the store lives.
