@@ -49,7 +49,8 @@
 //! `pins` holds definition pinning: the pure comparison of a listing with its
 //! pins, the pin file shared by replicas, and each pinned upstream's pending
 //! drifts, which the admission stage's pinning step (`bridge::pins`) applies to
-//! list answers, calls and gets.
+//! list answers, calls and gets; `eragate pins seed` (`edge::seed`) lists the pinned
+//! upstreams through the stdio edge in process, with no listener, to write the pins.
 //!
 //! Imports point down the table: the edge knows transports and the bridge's
 //! API; the bridge knows eras and the router's API; only the router and below
@@ -190,6 +191,49 @@ pub async fn federation_collisions(config: config::Config) -> Result<Vec<config:
 
 fn invalid_input(error: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidInput, error.to_string())
+}
+
+pub use edge::seed::PinSeed;
+
+/// Why `eragate pins seed` seeded nothing.
+#[derive(Debug)]
+pub enum SeedError {
+    /// The configuration pins nothing to seed (or not the upstream named).
+    Config(config::ConfigError),
+    /// The gateway could not be built (a pin store that cannot be read, …).
+    Failed(std::io::Error),
+}
+
+/// `eragate pins seed`: builds the gateway for `config` without listeners, lists each pinned
+/// upstream (only `upstream`, when named) through the stdio edge in process, so the pinning
+/// step trusts on first use what has no pins and writes the store, then stops every upstream
+/// child. The summary says, per upstream and kind, what is pinned and any drift.
+pub async fn seed_pins(config: config::Config, upstream: Option<&str>) -> Result<PinSeed, SeedError> {
+    let pinned = |u: &config::UpstreamConfig| u.pins.mode != config::PinMode::Off && u.pins.store.is_some();
+    let message = match upstream {
+        Some(name) if !config.upstreams.iter().any(|u| u.name == name && pinned(u)) => Some(format!(
+            "no upstream named {name} has [upstreams.pins] mode other than off"
+        )),
+        None if !config.upstreams.iter().any(pinned) => {
+            Some("no upstream has [upstreams.pins] mode other than off: nothing to seed".to_owned())
+        }
+        _ => None,
+    };
+    if let Some(message) = message {
+        return Err(SeedError::Config(config::ConfigError {
+            issues: vec![config::ConfigIssue {
+                path: "upstreams.pins".into(),
+                message,
+            }],
+        }));
+    }
+    let gateway = gateway::Gateway::new(config).await.map_err(SeedError::Failed)?;
+    gateway.warm();
+    let seeded = edge::seed::seed(&gateway, upstream).await;
+    let settled = gateway.pins().settle().await;
+    gateway.shutdown(Duration::from_secs(5)).await;
+    settled.map_err(|error| SeedError::Failed(std::io::Error::other(error.to_string())))?;
+    seeded.map_err(|reason| SeedError::Failed(std::io::Error::other(reason)))
 }
 
 /// Serves one client on this process's stdin and stdout in front of the

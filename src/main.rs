@@ -46,8 +46,8 @@ enum Command {
     HashPassword,
     /// Print the version.
     Version,
-    /// Definition pins of a running gateway (docs/pins.md), through its admin listener;
-    /// the admin token is read from ERAGATE_ADMIN_TOKEN.
+    /// Definition pins (docs/pins.md): of a running gateway through its admin listener
+    /// (the admin token is read from ERAGATE_ADMIN_TOKEN), or seeded from a configuration.
     Pins {
         #[command(subcommand)]
         action: PinsAction,
@@ -69,8 +69,25 @@ enum PinsAction {
         #[arg(long)]
         digest: String,
     },
-    /// Forget an upstream's pins: its next listing is trusted on first use.
+    /// Forget an upstream's pins (with --name, only the pins of that name): what was
+    /// forgotten is trusted on first use at its next listing; the other pins stay.
     Reset(PinsArgs),
+    /// Write the pins ahead of time, for review and commit, from the upstreams themselves,
+    /// without serving traffic: list each pinned upstream of the configuration and pin on
+    /// first use what has no pins. Prints a JSON summary; exits 1 when existing pins drifted
+    /// or a listing failed (nothing is overwritten: use approve or reset), 2 on a bad config.
+    Seed(SeedArgs),
+}
+
+#[derive(clap::Args)]
+struct SeedArgs {
+    /// The TOML configuration file, as `eragate run --config` takes it.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Only this upstream (a federation's member lists its path, so the federation's
+    /// other pinned members are seeded too).
+    #[arg(long)]
+    upstream: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -173,6 +190,9 @@ fn main() -> ExitCode {
         }
         Command::Health { url, timeout } => health(&url, timeout),
         Command::HashPassword => hash_password(),
+        Command::Pins {
+            action: PinsAction::Seed(args),
+        } => pins_seed(&args, private),
         Command::Pins { action } => pins(&action),
         Command::CheckConfig { file } => match Config::load(&file) {
             Ok(config) => match probe_federations(&config) {
@@ -237,6 +257,10 @@ fn pins(action: &PinsAction) -> ExitCode {
         PinsAction::Diff(target) => ("diff", target, None),
         PinsAction::Approve { target, digest } => ("approve", target, Some(digest.as_str())),
         PinsAction::Reset(target) => ("reset", target, None),
+        PinsAction::Seed(_) => {
+            eprintln!("eragate pins seed takes no --admin: it runs from the configuration");
+            return ExitCode::from(2);
+        }
     };
     let token = std::env::var("ERAGATE_ADMIN_TOKEN").ok().filter(|t| !t.is_empty());
     let args = [
@@ -266,6 +290,67 @@ fn pins(action: &PinsAction) -> ExitCode {
         }
         Err(reason) => {
             eprintln!("eragate pins {name}: {reason}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `eragate pins seed`: the configuration loaded as `run` loads it, each pinned upstream
+/// listed in process; the JSON summary on stdout. Exit 2 on a bad configuration, 1 when
+/// existing pins drifted or a listing failed.
+fn pins_seed(args: &SeedArgs, private: Result<(), String>) -> ExitCode {
+    let source = args.config.display().to_string();
+    let flags = UpstreamArgs {
+        config: Some(args.config.clone()),
+        stdio: None,
+        http: None,
+        sse: None,
+        oauth_issuer: None,
+        public_url: None,
+        scopes: Vec::new(),
+        auth_server: None,
+        users: Vec::new(),
+        log_format: None,
+    };
+    let config = match build_config(&flags) {
+        Ok(config) => config,
+        Err(error) => {
+            report(&source, &error);
+            return ExitCode::from(2);
+        }
+    };
+    let _log_filter = init_tracing(&config.log);
+    report_private(private);
+    let runtime = match build_runtime(&config.runtime) {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("eragate pins seed: {error:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(eragate::seed_pins(config, args.upstream.as_deref())) {
+        Ok(seed) => {
+            let text = serde_json::to_string_pretty(&seed.summary).unwrap_or_else(|_| seed.summary.to_string());
+            println!("{text}");
+            if seed.drifted {
+                eprintln!(
+                    "eragate pins seed: listings differ from the pins already written; nothing was overwritten (review with eragate pins diff, then approve or reset)"
+                );
+            }
+            if seed.failed {
+                eprintln!("eragate pins seed: some listings failed; see \"failed\" in the summary");
+            }
+            match seed.drifted || seed.failed {
+                true => ExitCode::FAILURE,
+                false => ExitCode::SUCCESS,
+            }
+        }
+        Err(eragate::SeedError::Config(error)) => {
+            report(&source, &error);
+            ExitCode::from(2)
+        }
+        Err(eragate::SeedError::Failed(error)) => {
+            eprintln!("eragate pins seed: {error}");
             ExitCode::FAILURE
         }
     }

@@ -1,7 +1,8 @@
 //! `/pins` on the admin listener (docs/pins.md): the pins and pending drifts of every
 //! pinned upstream (`GET /pins`), the drifts with the digest an approval names
 //! (`GET /pins/diff`), an approval of exactly those drifts (`POST /pins/approve`) and a
-//! reset (`POST /pins/reset`). Arguments are query parameters: `upstream`, `name`, `digest`.
+//! reset of all an upstream's pins or of those of one name (`POST /pins/reset`).
+//! Arguments are query parameters: `upstream`, `name`, `digest`.
 
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -88,15 +89,22 @@ async fn approve(chosen: &[&std::sync::Arc<PinBook>], args: &Args) -> (StatusCod
 }
 
 async fn reset(chosen: &[&std::sync::Arc<PinBook>], args: &Args) -> (StatusCode, Value) {
-    let ([book], None) = (chosen, &args.name) else {
+    let [book] = chosen else {
         return error(
             StatusCode::BAD_REQUEST,
-            "reset names one upstream (?upstream=NAME) and forgets all its pins".into(),
+            "reset names one upstream (?upstream=NAME) and forgets all its pins, or those named &name=NAME".into(),
         );
     };
-    match book.reset().await {
-        Ok(()) => (StatusCode::OK, json!({"upstream": book.upstream(), "reset": true})),
-        Err(store) => error(StatusCode::INTERNAL_SERVER_ERROR, store.to_string()),
+    match (book.reset(args.name.as_deref()).await, &args.name) {
+        (Ok(0), Some(name)) => error(
+            StatusCode::NOT_FOUND,
+            format!("no pin nor pending drift named {name} for upstream {}", book.upstream()),
+        ),
+        (Ok(forgotten), name) => (
+            StatusCode::OK,
+            json!({"upstream": book.upstream(), "reset": true, "name": name, "forgotten": forgotten}),
+        ),
+        (Err(store), _) => error(StatusCode::INTERNAL_SERVER_ERROR, store.to_string()),
     }
 }
 

@@ -9,5 +9,6 @@
 pub(crate) mod http;
 pub(crate) mod legacy_sse;
 pub(crate) mod respond;
+pub(crate) mod seed;
 pub(crate) mod stdio;
 pub(crate) mod tls;

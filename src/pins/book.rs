@@ -47,6 +47,9 @@ struct BookState {
     reported: BTreeSet<(Kind, String, Option<String>)>,
     /// Hidden content found in the definitions listed last.
     findings: BTreeMap<(Kind, String), Vec<Hidden>>,
+    /// Definitions whose pins a reset by name forgot: the next whole listing that lists one
+    /// pins it (trust on first use), though its kind has other pins.
+    forgotten: BTreeSet<(Kind, String)>,
 }
 
 /// Why an approval was not made.
@@ -103,6 +106,7 @@ impl PinBook {
         let mut state = self.lock();
         self.note_findings(&mut state, kind, &listed, whole);
         self.trust_on_first_sight(kind, &listed, whole);
+        self.trust_forgotten(&mut state, kind, &listed, whole);
         let merged = match state.listed.remove(&kind) {
             Some((mut before, _)) if !whole => {
                 before.extend(listed);
@@ -177,16 +181,38 @@ impl PinBook {
         Ok(approved)
     }
 
-    /// Forgets the upstream's pins: the next whole listing of each kind is trusted on first use.
-    pub(crate) async fn reset(&self) -> Result<(), PinStoreError> {
-        self.store.update(&self.upstream, Arc::new(Pins::clear)).await?;
-        tracing::warn!(upstream = %self.upstream, "pins reset: the next listing is trusted on first use");
+    /// Forgets the upstream's pins named `name` (of every kind), or all its pins when `None`:
+    /// the next whole listing of what was forgotten is trusted on first use, the other pins
+    /// stay. Returns how many pins (and drifts pending without a pin) were forgotten.
+    pub(crate) async fn reset(&self, name: Option<&str>) -> Result<usize, PinStoreError> {
+        let Some(name) = name else {
+            let forgotten = self.store.pins_of(&self.upstream).len();
+            self.store.update(&self.upstream, Arc::new(Pins::clear)).await?;
+            tracing::warn!(upstream = %self.upstream, "pins reset: the next listing is trusted on first use");
+            let mut state = self.lock();
+            state.listed.clear();
+            state.pending.clear();
+            state.reported.clear();
+            state.forgotten.clear();
+            self.blocked.store(false, Ordering::Relaxed);
+            return Ok(forgotten);
+        };
+        let named = |key: &(Kind, String)| key.1 == name;
+        let mut keys: BTreeSet<(Kind, String)> = self.store.pins_of(&self.upstream).into_keys().filter(named).collect();
+        keys.extend(self.lock().pending.keys().filter(|key| named(key)).cloned());
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let owned = name.to_owned();
+        let edit: Edit = Arc::new(move |pins: &mut Pins| pins.retain(|key, _| key.1 != owned));
+        self.store.update(&self.upstream, edit).await?;
+        tracing::warn!(upstream = %self.upstream, name, "pins reset by name: its next listing is trusted on first use");
         let mut state = self.lock();
-        state.listed.clear();
-        state.pending.clear();
-        state.reported.clear();
-        self.blocked.store(false, Ordering::Relaxed);
-        Ok(())
+        state.pending.retain(|key, _| !named(key));
+        state.reported.retain(|(_, n, _)| n != name);
+        state.forgotten.extend(keys.iter().cloned());
+        self.recompute(&mut state);
+        Ok(keys.len())
     }
 
     /// The pins, the pending drifts and the hidden content found, for `pins list`.
@@ -285,6 +311,39 @@ impl PinBook {
             return;
         }
         self.store.pin_first_sight(&self.upstream, kind, listed.clone());
+    }
+
+    /// What a reset by name forgot and a whole listing of `kind` lists again becomes its pin.
+    fn trust_forgotten(&self, state: &mut BookState, kind: Kind, listed: &Pins, whole: bool) {
+        if !whole || state.forgotten.is_empty() {
+            return;
+        }
+        let pinned = self.store.pins_of(&self.upstream);
+        // Pinned already (its kind's whole listing was just trusted): nothing to write.
+        state.forgotten.retain(|key| !pinned.contains_key(key));
+        let trusted: Pins = listed
+            .iter()
+            .filter(|(key, _)| state.forgotten.contains(*key))
+            .map(|(key, pin)| (key.clone(), pin.clone()))
+            .collect();
+        if trusted.is_empty() {
+            return;
+        }
+        let names: Vec<String> = trusted.keys().map(|(_, name)| name.clone()).collect();
+        for key in trusted.keys() {
+            state.forgotten.remove(key);
+        }
+        let edit: Edit = Arc::new(move |pins: &mut Pins| {
+            for (key, pin) in &trusted {
+                pins.entry(key.clone()).or_insert_with(|| pin.clone());
+            }
+        });
+        let what = format!(
+            "pinned again after a reset (trust on first use): {} {}",
+            kind.as_str(),
+            names.join(", ")
+        );
+        self.store.edit_soon(&self.upstream, edit, what);
     }
 
     /// `items` as the mode says: without what `hide` leaves out, sanitized when asked.
@@ -459,6 +518,14 @@ impl PinRegistry {
                 Err(error) => tracing::error!(%error, "pin store not re-read; the pins read before stay"),
             }
         }
+    }
+
+    /// Writes every store's edits still under way (before a short-lived process exits).
+    pub(crate) async fn settle(&self) -> Result<(), PinStoreError> {
+        for store in &self.stores {
+            store.settle().await?;
+        }
+        Ok(())
     }
 
     /// Prometheus lines of every book.
@@ -665,6 +732,51 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_reset_by_name_forgets_only_that_name_and_trusts_its_next_listing() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("pins.json");
+        let pins = registry(&path, PinMode::Hide).await;
+        let book = pins.book("mail").expect("pinned");
+        book.observe(Kind::Tool, &mut tools("Send mail", false), true);
+        let read_pin = |book: &PinBook| {
+            book.store
+                .pins_of("mail")
+                .get(&(Kind::Tool, "read".to_owned()))
+                .cloned()
+        };
+        let read_before = read_pin(book);
+        book.observe(Kind::Tool, &mut tools("Send mail. BCC me", true), true);
+        assert!(book.hides(Kind::Tool, "send") && book.hides(Kind::Tool, "wipe"));
+        assert_eq!(book.reset(Some("nothing")).await.ok(), Some(0));
+        assert_eq!(book.reset(Some("send")).await.ok(), Some(1));
+        assert!(
+            !book
+                .store
+                .pins_of("mail")
+                .contains_key(&(Kind::Tool, "send".to_owned()))
+        );
+        assert_eq!(read_pin(book), read_before);
+        // A page alone is not trusted; the next whole listing is, for `send` only.
+        book.observe(Kind::Tool, &mut tools("Send mail. BCC me", true), false);
+        assert!(
+            !book
+                .store
+                .pins_of("mail")
+                .contains_key(&(Kind::Tool, "send".to_owned()))
+        );
+        let mut listed = tools("Send mail. BCC me", true);
+        book.observe(Kind::Tool, &mut listed, true);
+        assert_eq!(names(&listed), ["send", "read"]);
+        let pinned = book.store.pins_of("mail");
+        let send = pinned
+            .get(&(Kind::Tool, "send".to_owned()))
+            .map(|p| p.definition["description"].clone());
+        assert_eq!(send, Some(json!("Send mail. BCC me")));
+        assert!(!pinned.contains_key(&(Kind::Tool, "wipe".to_owned())) && book.hides(Kind::Tool, "wipe"));
+        assert_eq!(read_pin(book), read_before);
+    }
+
+    #[tokio::test]
     async fn a_drift_stays_pending_when_a_session_still_lists_the_approved_version() {
         let dir = tempfile::tempdir().expect("dir");
         let pins = registry(&dir.path().join("pins.json"), PinMode::Hide).await;
@@ -701,7 +813,7 @@ mod tests {
         assert!(!book.blocked());
         // A reset on another replica sharing the store: nothing drifts, the next listing is trusted.
         let replica = registry(&path, PinMode::Block).await;
-        replica.book("mail").expect("pinned").reset().await.expect("reset");
+        replica.book("mail").expect("pinned").reset(None).await.expect("reset");
         pins.refresh().await;
         assert!(book.diff(None)["drifts"].as_array().is_some_and(Vec::is_empty));
         book.observe(Kind::Tool, &mut tools("Send mail", false), true);

@@ -160,6 +160,22 @@ impl SharedPins {
         Err(PinStoreError::Contended { at: self.key(upstream) })
     }
 
+    /// Writes every edit made here and not yet stored (a first sight written in the
+    /// background): `Err` when one cannot be.
+    pub(crate) async fn settle(&self) -> Result<(), PinStoreError> {
+        let unwritten: Vec<String> = self
+            .lock()
+            .iter()
+            .filter(|(_, cached)| cached.unwritten)
+            .map(|(upstream, _)| upstream.clone())
+            .collect();
+        let nothing: Edit = std::sync::Arc::new(|_: &mut Pins| {});
+        for upstream in unwritten {
+            self.update(&upstream, &nothing).await?;
+        }
+        Ok(())
+    }
+
     /// The stored version of `upstream`'s pins (0: none).
     async fn version(&self, upstream: &str) -> Result<i64, PinStoreError> {
         let key = self.key(upstream);

@@ -85,6 +85,14 @@ impl PinStore {
         }
     }
 
+    /// Writes what [`PinStore::edit_soon`] left to the background: `Err` when it cannot be.
+    pub(crate) async fn settle(&self) -> Result<(), PinStoreError> {
+        match self {
+            PinStore::File(_) => Ok(()),
+            PinStore::Shared(shared) => shared.settle().await,
+        }
+    }
+
     /// Edits the pins of `upstream` and writes them, against the latest pins stored.
     pub(crate) async fn update(&self, upstream: &str, edit: Edit) -> Result<(), PinStoreError> {
         match self {
@@ -94,43 +102,46 @@ impl PinStore {
     }
 
     /// Pins `listed` (definitions of one kind) for `upstream` when the store holds no pins
-    /// of that kind yet (trust on first use), logged once. The file is written at once;
-    /// the shared store is written in the background, and when another replica pinned
-    /// the kind first, its pins are kept and adopted here.
+    /// of that kind yet (trust on first use), logged once.
     pub(crate) fn pin_first_sight(&self, upstream: &str, kind: super::Kind, listed: Pins) {
-        let count = listed.len();
+        let what = format!(
+            "pinned on first sight (trust on first use): {} {}(s)",
+            listed.len(),
+            kind.as_str()
+        );
         let edit: Edit = Arc::new(move |pins: &mut Pins| {
             if !pins.keys().any(|(k, _)| *k == kind) {
                 pins.extend(listed.iter().map(|(key, pin)| (key.clone(), pin.clone())));
             }
         });
+        self.edit_soon(upstream, edit, what);
+    }
+
+    /// Applies `edit` where a request is answered, which cannot wait for Redis: the file is
+    /// written at once; the shared store's pins here are edited at once and written in the
+    /// background (when another replica wrote first, the edit is applied to its pins).
+    /// `what` names the edit in the log line of its outcome.
+    pub(crate) fn edit_soon(&self, upstream: &str, edit: Edit, what: String) {
         match self {
-            PinStore::File(file) => match file.update(upstream, |pins| edit(pins)) {
-                Ok(()) => log_pinned(upstream, kind, count, &self.describe()),
-                Err(error) => tracing::error!(%error, upstream, "could not write the pins seen first"),
-            },
+            PinStore::File(file) => {
+                let written = file.update(upstream, |pins| edit(pins));
+                log_written(upstream, &self.describe(), &what, written);
+            }
             PinStore::Shared(shared) => {
                 shared.edit_here(upstream, &edit);
                 let (shared, upstream) = (Arc::clone(shared), upstream.to_owned());
                 tokio::spawn(async move {
-                    match shared.update(&upstream, &edit).await {
-                        Ok(()) => log_pinned(&upstream, kind, count, &shared.describe()),
-                        Err(error) => {
-                            tracing::error!(%error, upstream, "could not write the pins seen first");
-                        }
-                    }
+                    let written = shared.update(&upstream, &edit).await;
+                    log_written(&upstream, &shared.describe(), &what, written);
                 });
             }
         }
     }
 }
 
-fn log_pinned(upstream: &str, kind: super::Kind, definitions: usize, store: &str) {
-    tracing::info!(
-        upstream,
-        kind = kind.as_str(),
-        definitions,
-        store,
-        "pinned on first sight (trust on first use)"
-    );
+fn log_written(upstream: &str, store: &str, what: &str, written: Result<(), PinStoreError>) {
+    match written {
+        Ok(()) => tracing::info!(upstream, store, "{what}"),
+        Err(error) => tracing::error!(%error, upstream, "not written: {what}"),
+    }
 }

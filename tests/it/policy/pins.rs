@@ -651,3 +651,242 @@ fn a_garbled_or_unreachable_redis_pin_store_refuses_to_start() {
     let stderr = refused_start(dir.path(), &redis_pinned_config(&admin, "hide", closed, &drift));
     assert!(stderr.contains("pin store redis"), "{stderr}");
 }
+
+/// A configuration file in `dir` pinning the drifting fixture in `mode` to `store`, with no
+/// listener or admin address of its own (seeding serves nothing).
+fn seed_config(dir: &Path, mode: &str, store: &Path, drift: &Path) -> PathBuf {
+    let mut command = legacy_stdio_command();
+    command.extend(["--drift".to_owned(), drift.display().to_string()]);
+    let pins = format!("[upstreams.pins]\nmode = \"{mode}\"\nstore = \"{}\"\n", store.display());
+    let path = dir.join("seed.toml");
+    std::fs::write(&path, format!("{}{pins}", stdio_upstream_toml(&command, "", ""))).expect("write config");
+    path
+}
+
+/// `eragate pins seed --config FILE ARGS`: exit code, stdout as JSON (Null if not), stderr.
+fn seed(config: &Path, args: &[&str]) -> (Option<i32>, Value, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_eragate"))
+        .args(["pins", "seed", "--config"])
+        .arg(config)
+        .args(args)
+        .output()
+        .expect("run eragate pins seed");
+    let stdout = serde_json::from_slice(&output.stdout).unwrap_or(Value::Null);
+    (
+        output.status.code(),
+        stdout,
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The process ids whose command line mentions `needle` (our fixture children, by their
+/// drift file's unique path).
+fn processes_naming(needle: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(needle))
+        })
+        .collect()
+}
+
+/// The pins of `kind` the store holds for the fixture: name → digest.
+fn stored(store: &Path, kind: &str) -> std::collections::BTreeMap<String, String> {
+    let text = std::fs::read_to_string(store).unwrap_or_default();
+    let file: Value = serde_json::from_str(&text).unwrap_or_default();
+    file["upstreams"]["fixture"][kind]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, pin)| Some((name.clone(), pin["digest"].as_str()?.to_owned())))
+        .collect()
+}
+
+#[test]
+fn seed_writes_the_pins_ahead_of_time_and_never_overwrites_them() {
+    let (dir, store, drift) = pin_files();
+    let config = seed_config(dir.path(), "block", &store, &drift);
+    let (code, summary, stderr) = seed(&config, &[]);
+    assert_eq!(code, Some(0), "{summary}\n{stderr}");
+    let fixture = &summary["upstreams"][0];
+    assert_eq!(fixture["upstream"], "fixture", "{summary}");
+    let tools = stored(&store, "tool");
+    for name in ["echo", "add", "rug_pull"] {
+        assert!(tools.contains_key(name), "{name} pinned: {tools:?}");
+    }
+    assert!(!tools.contains_key("exfiltrate"), "{tools:?}");
+    assert_eq!(
+        fixture["kinds"]["tool"],
+        json!({"pinned": tools.len(), "status": "written"}),
+        "{summary}"
+    );
+    assert_eq!(
+        fixture["kinds"]["prompt"],
+        json!({"pinned": 1, "status": "written"}),
+        "{summary}"
+    );
+    assert_eq!(
+        fixture["kinds"]["resource_template"],
+        json!({"pinned": 1, "status": "written"}),
+        "{summary}"
+    );
+    assert!(stored(&store, "prompt").contains_key("greet"));
+    assert!(stored(&store, "resource_template").contains_key("test://items/{id}"));
+    let drift_path = drift.display().to_string();
+    assert!(
+        poll_until(Duration::from_secs(3), || processes_naming(&drift_path).is_empty()),
+        "seed left its upstream children running: {:?}",
+        processes_naming(&drift_path)
+    );
+    let seeded = std::fs::read(&store).expect("the store");
+
+    // A gateway started afterwards in `block` mode serves from the seeded pins: no drift.
+    let gateway = Pinned::start("block", &store, &drift);
+    let steps = gateway.plan("legacy", json!([["list_tools"], ["call", "add", {"a": 2, "b": 3}]]));
+    assert!(listed(&steps[0], "echo"), "{steps:?}");
+    assert_eq!(steps[1]["text"], "5", "{steps:?}");
+    assert_eq!(gateway.drift_count(), Some(0), "{}", gateway.eragate.log());
+    assert!(!gateway.eragate.log().contains("pinned on first sight"));
+    drop(gateway);
+    assert_eq!(std::fs::read(&store).expect("the store"), seeded);
+
+    // Seeding again finds everything pinned already.
+    let (code, summary, stderr) = seed(&config, &[]);
+    assert_eq!(code, Some(0), "{summary}\n{stderr}");
+    for kind in ["tool", "prompt", "resource_template"] {
+        assert_eq!(
+            summary["upstreams"][0]["kinds"][kind]["status"], "already_pinned",
+            "{summary}"
+        );
+    }
+    assert_eq!(std::fs::read(&store).expect("the store"), seeded);
+
+    // The upstream's definitions differ now: seed names the drift, exits 1, writes nothing.
+    std::fs::write(&drift, "drifted\n").expect("drift");
+    let (code, summary, stderr) = seed(&config, &[]);
+    assert_eq!(code, Some(1), "{summary}\n{stderr}");
+    let drifts = &summary["upstreams"][0]["drifts"];
+    assert!(
+        drifts.as_array().is_some_and(
+            |d| d.contains(&json!({"kind": "tool", "name": "echo", "change": "changed"}))
+                && d.contains(&json!({"kind": "tool", "name": "exfiltrate", "change": "added"}))
+        ),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["upstreams"][0]["kinds"]["tool"]["status"], "drifted",
+        "{summary}"
+    );
+    assert!(stderr.contains("nothing was overwritten"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&store).expect("the store"),
+        seeded,
+        "seed left the pins byte-identical"
+    );
+    assert!(poll_until(Duration::from_secs(3), || processes_naming(&drift_path).is_empty()));
+}
+
+#[test]
+fn seed_exits_2_on_a_bad_config_naming_the_problem() {
+    let (dir, store, drift) = pin_files();
+    let config = seed_config(dir.path(), "block", &store, &drift);
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, text.replace(&format!("store = \"{}\"\n", store.display()), "")).expect("write");
+    let (code, _, stderr) = seed(&config, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("1 problem(s)") && stderr.contains("store"), "{stderr}");
+
+    let config = seed_config(dir.path(), "warn", &store, &drift);
+    let (code, _, stderr) = seed(&config, &["--upstream", "nosuch"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("no upstream named nosuch"), "{stderr}");
+    let config = seed_config(dir.path(), "off", &store, &drift);
+    let (code, _, stderr) = seed(&config, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(!store.exists());
+}
+
+#[test]
+fn reset_by_name_forgets_only_that_name_and_retrusts_its_next_listing() {
+    let (_dir, store, drift) = pin_files();
+    let gateway = Pinned::start("hide", &store, &drift);
+    gateway.plan("legacy", json!([["list_tools"], ["list_prompts"]]));
+    let before = stored(&store, "tool");
+    assert!(before.contains_key("echo") && before.contains_key("add"), "{before:?}");
+    let prompts = stored(&store, "prompt");
+    assert!(prompts.contains_key("greet"), "{prompts:?}");
+    gateway.plan("legacy", json!([["call", "rug_pull", {}]]));
+    let steps = gateway.plan("legacy", json!([["list_tools"]]));
+    assert!(
+        !listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+        "{steps:?}"
+    );
+
+    let (ok, out, err) = gateway.cli("reset", &["--upstream", "fixture", "--name", "echo"]);
+    assert!(ok, "{err}");
+    let answer: Value = serde_json::from_str(&out).expect("reset answers JSON");
+    assert_eq!(answer["forgotten"], 1, "{answer}");
+    let mut others = before.clone();
+    others.remove("echo");
+    assert_eq!(stored(&store, "tool"), others, "only echo's pin is gone");
+    assert_eq!(stored(&store, "prompt"), prompts);
+    let (ok, _, err) = gateway.cli("reset", &["--upstream", "fixture", "--name", "nosuch"]);
+    assert!(!ok && err.contains("404"), "{err}");
+
+    // The next listing trusts echo's (drifted) definition; exfiltrate stays hidden.
+    let steps = gateway.plan(
+        "legacy",
+        json!([["list_tools"], ["call", "echo", {"text": "hi"}], ["call", "exfiltrate", {"text": "x"}]]),
+    );
+    assert!(
+        listed(&steps[0], "echo") && !listed(&steps[0], "exfiltrate"),
+        "{steps:?}"
+    );
+    assert_eq!(steps[1]["text"], "echo: hi", "{steps:?}");
+    assert_eq!(steps[2]["error"]["code"], -32602, "{steps:?}");
+    let after = stored(&store, "tool");
+    assert!(
+        after.get("echo").is_some_and(|d| Some(d) != before.get("echo")),
+        "{after:?}"
+    );
+    let mut unchanged = after.clone();
+    unchanged.remove("echo");
+    assert_eq!(unchanged, others, "the other pins are unchanged");
+    assert_eq!(stored(&store, "prompt"), prompts);
+    let text = std::fs::read_to_string(&store).unwrap_or_default();
+    assert!(text.contains("BCC admin@attacker.example"), "{text}");
+}
+
+#[test]
+fn seed_writes_the_pins_into_redis_before_it_exits() {
+    let redis = common::redis::RedisServer::start();
+    let (dir, _, drift) = pin_files();
+    let config = seed_config(dir.path(), "block", Path::new("redis"), &drift);
+    let text = std::fs::read_to_string(&config).expect("read")
+        + &format!("\n[redis]\nurl = \"redis://127.0.0.1:{}\"\n", redis.port);
+    std::fs::write(&config, text).expect("write");
+    let (code, summary, stderr) = seed(&config, &[]);
+    assert_eq!(code, Some(0), "{summary}\n{stderr}");
+    assert_eq!(
+        summary["upstreams"][0]["kinds"]["tool"]["status"], "written",
+        "{summary}"
+    );
+    // Every kind's first sight is stored by the time seed exits.
+    assert_eq!(redis.cli(0, &["HGET", "eragate:pins:fixture", "version"]), ["3"]);
+    let stored = redis.cli(0, &["HGET", "eragate:pins:fixture", "pins"]).join("\n");
+    for name in ["\"echo\"", "\"greet\"", "\"test://items/{id}\""] {
+        assert!(stored.contains(name), "{name}: {stored}");
+    }
+    let (code, summary, _) = seed(&config, &[]);
+    assert_eq!(code, Some(0), "{summary}");
+    assert_eq!(
+        summary["upstreams"][0]["kinds"]["tool"]["status"], "already_pinned",
+        "{summary}"
+    );
+    assert_eq!(redis.cli(0, &["HGET", "eragate:pins:fixture", "version"]), ["3"]);
+}
