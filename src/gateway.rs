@@ -207,15 +207,7 @@ impl Gateway {
 
     /// Ends idle legacy sessions every `every` for as long as the gateway lives.
     fn spawn_session_reaper(self: &Arc<Self>, every: std::time::Duration) {
-        let gateway = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(every);
-            loop {
-                ticker.tick().await;
-                let Some(gateway) = gateway.upgrade() else { return };
-                gateway.sessions.expire_idle();
-            }
-        });
+        crate::periodic::spawn_every(self, every, |gateway| gateway.sessions.expire_idle());
     }
 
     /// Ends every session and stops every child within `deadline`.

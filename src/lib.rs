@@ -74,6 +74,7 @@ pub mod federate;
 mod gateway;
 pub mod health;
 mod local_http;
+mod periodic;
 mod pins;
 pub mod policy;
 pub mod protocol;

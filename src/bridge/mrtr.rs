@@ -185,15 +185,7 @@ impl SuspendedCalls {
 
     /// Runs [`SuspendedCalls::expire`] every second while the store lives.
     pub(crate) fn spawn_expiry(self: &Arc<Self>) {
-        let store = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                ticker.tick().await;
-                let Some(store) = store.upgrade() else { return };
-                store.expire();
-            }
-        });
+        crate::periodic::spawn_every(self, Duration::from_secs(1), SuspendedCalls::expire);
     }
 }
 

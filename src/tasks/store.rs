@@ -350,15 +350,7 @@ impl TaskStore {
 
     /// Runs [`TaskStore::expire`] every second while the store lives.
     pub(crate) fn spawn_expiry(self: &Arc<Self>) {
-        let store = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut ticker = tokio::time::interval(Duration::from_secs(1));
-            loop {
-                ticker.tick().await;
-                let Some(store) = store.upgrade() else { return };
-                store.expire(SystemTime::now());
-            }
-        });
+        crate::periodic::spawn_every(self, Duration::from_secs(1), |store| store.expire(SystemTime::now()));
     }
 }
 
