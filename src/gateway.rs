@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 
 use crate::auth::Authenticator;
 use crate::bridge::mrtr::SuspendedCalls;
-use crate::bridge::param_headers::ToolHeaderCache;
+use crate::bridge::param_headers::UpstreamToolFacts;
 use crate::bridge::rate::RateGate;
 use crate::bridge::revocations::{Ended, EndedSessions, Revocations};
 use crate::bridge::sessions::SessionStore;
@@ -49,7 +49,7 @@ pub(crate) struct Gateway {
     /// The built-in authorization server (`[auth.server]`), when on.
     authz: Option<Arc<crate::authz::AuthServer>>,
     /// Modern HTTP upstreams' `x-mcp-header` annotations, for legacy clients' calls.
-    tool_headers: ToolHeaderCache,
+    tool_facts: UpstreamToolFacts,
     /// The search indexes of the listings `[[disclosure]]` searched last.
     catalogues: crate::disclosure::Catalogues,
     /// `[rate_limits]`; a reload swaps in a new gate.
@@ -113,7 +113,7 @@ impl Gateway {
             closing: tokio_util::sync::CancellationToken::new(),
             auth,
             authz,
-            tool_headers: ToolHeaderCache::default(),
+            tool_facts: UpstreamToolFacts::default(),
             catalogues: crate::disclosure::Catalogues::new(CATALOGUES_KEPT),
             rate,
             listens,
@@ -268,8 +268,8 @@ impl Gateway {
     }
 
     /// Modern HTTP upstreams' `x-mcp-header` annotations.
-    pub(crate) fn tool_headers(&self) -> &ToolHeaderCache {
-        &self.tool_headers
+    pub(crate) fn tool_facts(&self) -> &UpstreamToolFacts {
+        &self.tool_facts
     }
 
     /// `[rate_limits]` as applied now.

@@ -386,7 +386,7 @@ async fn outgoing(
         "tools/call" => {
             Box::pin(
                 gateway
-                    .tool_headers()
+                    .tool_facts()
                     .headers_for_call(session, &envelope, params.as_deref()),
             )
             .await

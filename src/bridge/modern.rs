@@ -141,7 +141,7 @@ async fn check_param_headers(
     sent: SentParams<'_>,
 ) -> Result<(), Reply> {
     let checked = gateway
-        .tool_headers()
+        .tool_facts()
         .check_call(pool, request.params.as_ref(), modern, principal, sent);
     // Boxed: a listing of the upstream's tools would otherwise size every request's state.
     match Box::pin(checked).await {

@@ -1,15 +1,15 @@
 //! `Mcp-Param-*`, both ways. For legacy clients: a modern Streamable HTTP
 //! upstream requires a `tools/call` to mirror the arguments its tool schema
 //! marks with `x-mcp-header` into headers, which no handshake-era client sends;
-//! eragate adds them itself ([`ToolHeaderCache::headers_for_call`]). For
+//! eragate adds them itself ([`UpstreamToolFacts::headers_for_call`]). For
 //! 2026-07-28 clients of a legacy upstream, which cannot check them, eragate
 //! checks the headers the client sent ([`SentParams`]) against the body as the
-//! spec asks of a server ([`ToolHeaderCache::check_call`]); a modern upstream
+//! spec asks of a server ([`UpstreamToolFacts::check_call`]); a modern upstream
 //! gets them as they came and checks them itself.
 //!
 //! Either way eragate reads the upstream's own `tools/list` (every page), keeps
 //! each tool's annotations (and, for the tasks of a 2025-11-25 upstream, its
-//! `execution.taskSupport`: [`ToolHeaderCache::task_support`]) for the `ttlMs` the upstream gave, and relists
+//! `execution.taskSupport`: [`UpstreamToolFacts::task_support`]) for the `ttlMs` the upstream gave, and relists
 //! bounded per upstream ([`RelistGate`]): one in flight at a time, and a tool
 //! the listing does not know relists at most every few seconds.
 
@@ -40,9 +40,10 @@ const MAX_TTL: Duration = Duration::from_secs(3600);
 /// Most `tools/list` pages read for one listing (a cursor loop must end).
 const MAX_PAGES: usize = 50;
 
-/// Each modern HTTP upstream's tool annotations, by upstream name.
+/// What each upstream's own `tools/list` says of its tools (annotations, `x-mcp-header`
+/// parameters, task support), by upstream name.
 #[derive(Default)]
-pub(crate) struct ToolHeaderCache {
+pub(crate) struct UpstreamToolFacts {
     /// A std mutex: held only to find or add an upstream's entry, never across `.await`.
     upstreams: Mutex<HashMap<String, Arc<UpstreamTools>>>,
 }
@@ -128,7 +129,7 @@ impl<'a> SentParams<'a> {
     }
 }
 
-impl ToolHeaderCache {
+impl UpstreamToolFacts {
     /// Checks a 2026-07-28 client's `tools/call` (`params`) toward the legacy
     /// upstream `pool`, which cannot: every header the called tool declares
     /// must carry the body's value ([`param_headers::check`]). Headers it does
@@ -173,7 +174,7 @@ impl ToolHeaderCache {
     }
 
     /// The `execution.taskSupport` of the legacy upstream `pool`'s tool named in
-    /// `params`, listed as for [`ToolHeaderCache::check_call`]; `None` for a tool
+    /// `params`, listed as for [`UpstreamToolFacts::check_call`]; `None` for a tool
     /// that takes no tasks, or that no listing knows.
     pub(crate) async fn task_support(
         &self,

@@ -92,7 +92,7 @@ pub(crate) async fn upstream_call_mode(
         return Ok(CallMode::Ordinary);
     }
     let support = gateway
-        .tool_headers()
+        .tool_facts()
         .task_support(pool, request.params.as_ref(), modern, principal)
         .await;
     let declared = tasks::declares_extension(&modern.envelope.client_capabilities);
