@@ -6,7 +6,7 @@ use super::listen::ListenHold;
 use super::modern_client::ModernSide;
 use super::mrtr::{self, Retried};
 use super::param_headers::SentParams;
-use super::pooled_session::pooled_session;
+use super::pooled_session::{call_on_pooled_session, pooled_session};
 use super::pump::{self, ClientSide};
 use super::reply::{self, Reply};
 use super::tasks::{self, CallMode};
@@ -301,45 +301,33 @@ async fn send(
     .with_presented(input_responses(presented_params(&request)));
     let may_ask = matches!(input, InputPolicy::Asks(_));
     let params = request.params.map(down::modern_text_params_for_legacy);
-    let mut retried = false;
-    loop {
-        let session = match pooled_session(pool, modern, principal, may_ask).await {
-            Ok(session) => session,
-            Err(error) => return Reply::upstream_failure(Some(request.id), &error),
-        };
-        let sent = session
-            .call(
-                &request.method,
-                params.clone(),
-                request.id.clone(),
-                OnDrop::CancelUpstream,
-            )
-            .await;
-        let call = match sent {
-            Ok(call) => call,
-            Err(error) if !retried => {
-                // The pooled session died between lookup and send (a crashed child): one fresh try.
-                tracing::debug!(upstream = %pool.name(), error = %error, "pooled session unusable; reopening");
-                pool.discard(&session);
-                retried = true;
-                continue;
-            }
-            Err(error) => return Reply::upstream_failure(Some(request.id), &error),
-        };
-        let side = ModernSide {
-            method: modern.method,
-            log_level: modern.envelope.log_level,
-            server_info: session.server_info_for_modern(),
-            cache: pool.cache_policy(),
-        };
-        let side = ClientSide::Modern {
-            side,
-            input,
-            store: gateway.suspended().clone(),
-        };
-        let timeout = Some(pool.timeout_for(modern.method.as_str()));
-        return pump::stream_call(call, side, request.id, timeout, permit);
-    }
+    let sent = call_on_pooled_session(
+        pool,
+        modern,
+        principal,
+        may_ask,
+        &request.method,
+        params,
+        request.id.clone(),
+    )
+    .await;
+    let call = match sent {
+        Ok(call) => call,
+        Err(error) => return Reply::upstream_failure(Some(request.id), &error),
+    };
+    let side = ModernSide {
+        method: modern.method,
+        log_level: modern.envelope.log_level,
+        server_info: call.session().server_info_for_modern(),
+        cache: pool.cache_policy(),
+    };
+    let side = ClientSide::Modern {
+        side,
+        input,
+        store: gateway.suspended().clone(),
+    };
+    let timeout = Some(pool.timeout_for(modern.method.as_str()));
+    pump::stream_call(call, side, request.id, timeout, permit)
 }
 
 /// The params to look for `inputResponses` in: `None` when text params have no

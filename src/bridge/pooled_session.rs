@@ -1,12 +1,15 @@
 //! The pooled upstream session a 2026-07-28 request to a legacy upstream runs
-//! on: its partition (principal, capability profile) and the warm session of it.
+//! on: its partition (principal, capability profile), the warm session of it, and
+//! a call sent on it.
 
 use std::sync::Arc;
 
 use crate::auth::Principal;
-use crate::protocol::Revision;
 use crate::protocol::capabilities;
-use crate::router::{PartitionKey, Pool, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info};
+use crate::protocol::{Id, LazyJson, Revision};
+use crate::router::{
+    Call, OnDrop, PartitionKey, Pool, SessionNeed, UpstreamError, UpstreamSession, gateway_client_info,
+};
 use crate::translate::{ModernRequest, down};
 
 /// The partition of a modern request's pooled session: its principal and
@@ -49,5 +52,34 @@ pub(crate) async fn pooled_session(
             initialize: params,
         })
         .await
+    }
+}
+
+/// Sends `method` on a pooled session ([`pooled_session`]); when that session died
+/// between lookup and send (a crashed child), once more on a fresh one.
+pub(crate) async fn call_on_pooled_session(
+    pool: &Pool,
+    modern: &ModernRequest,
+    principal: &Principal,
+    exclusive: bool,
+    method: &str,
+    params: Option<LazyJson>,
+    id: Id,
+) -> Result<Call, UpstreamError> {
+    let mut retried = false;
+    loop {
+        let session = pooled_session(pool, modern, principal, exclusive).await?;
+        match session
+            .call(method, params.clone(), id.clone(), OnDrop::CancelUpstream)
+            .await
+        {
+            Ok(call) => return Ok(call),
+            Err(error) if !retried => {
+                tracing::debug!(upstream = %pool.name(), %error, "pooled session unusable; reopening");
+                pool.discard(&session);
+                retried = true;
+            }
+            Err(error) => return Err(error),
+        }
     }
 }

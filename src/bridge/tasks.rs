@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::modern_client::{ModernSide, answer_upstream, refuse_later};
 use super::param_headers::UpstreamTaskSupport;
-use super::pooled_session::pooled_session;
+use super::pooled_session::call_on_pooled_session;
 use super::reply::{self, Reply};
 use crate::auth::Principal;
 use crate::config::{TaskInput, TaskSupport};
@@ -166,14 +166,8 @@ pub(crate) async fn start(
     if mode == CallMode::UpstreamTask {
         params = Some(with_task_param(params, store.config().ttl.0).into());
     }
-    let sent = match pooled_session(pool, modern, principal, declares_input(capabilities)).await {
-        Ok(session) => {
-            session
-                .call(&request.method, params, id.clone(), OnDrop::CancelUpstream)
-                .await
-        }
-        Err(error) => Err(error),
-    };
+    let exclusive = declares_input(capabilities);
+    let sent = call_on_pooled_session(pool, modern, principal, exclusive, &request.method, params, id.clone()).await;
     let mut call = match sent {
         Ok(call) => call,
         Err(error) => {

@@ -147,6 +147,19 @@ fn pinned_config(admin: &str, mode: &str, store: &Path, drift: &Path) -> String 
     )
 }
 
+/// Every step of `plan`, on each of `gateways` in both eras, is refused as blocked.
+fn assert_blocked(gateways: &[&Pinned], plan: &Value) {
+    for gateway in gateways {
+        for era in ERAS {
+            let steps = gateway.plan(era, plan.clone());
+            for step in &steps {
+                let message = step["error"]["message"].as_str().unwrap_or_default();
+                assert!(message.contains("upstream fixture is blocked"), "{era}: {steps:?}");
+            }
+        }
+    }
+}
+
 fn redis_pinned_config(admin: &str, mode: &str, port: u16, drift: &Path) -> String {
     let config = pinned_config(admin, mode, Path::new("redis"), drift);
     format!("{config}\n[redis]\nurl = \"redis://127.0.0.1:{port}\"\n")
@@ -368,15 +381,7 @@ fn block_refuses_the_upstream_until_approved_and_a_replica_sharing_the_store_agr
     let second = Pinned::start("block", &store, &drift);
     first.plan("legacy", json!([["call", "rug_pull", {}]]));
     let plan = json!([["list_tools"], ["call", "add", {"a": 2, "b": 3}]]);
-    for gateway in [&first, &second] {
-        for era in ERAS {
-            let steps = gateway.plan(era, plan.clone());
-            for step in &steps {
-                let message = step["error"]["message"].as_str().unwrap_or_default();
-                assert!(message.contains("upstream fixture is blocked"), "{era}: {steps:?}");
-            }
-        }
-    }
+    assert_blocked(&[&first, &second], &plan);
     first.approve_all();
     wait_until("the replica reads the approval", Duration::from_secs(10), || {
         let steps = second.plan("legacy", plan.clone());
@@ -599,15 +604,7 @@ fn pins_in_redis_are_shared_by_replicas_and_kept_for_the_next_one() {
     assert_eq!(one["pins"], other["pins"]);
     first.plan("legacy", json!([["call", "rug_pull", {}]]));
     let plan = json!([["list_tools"], ["call", "add", {"a": 2, "b": 3}]]);
-    for gateway in [&first, &second] {
-        for era in ERAS {
-            let steps = gateway.plan(era, plan.clone());
-            for step in &steps {
-                let message = step["error"]["message"].as_str().unwrap_or_default();
-                assert!(message.contains("upstream fixture is blocked"), "{era}: {steps:?}");
-            }
-        }
-    }
+    assert_blocked(&[&first, &second], &plan);
     let approved = second.approve_all();
     assert_eq!(approved["approved"], 2, "{approved}");
     assert_eq!(redis.cli(0, &["HGET", "eragate:pins:fixture", "version"]), ["2"]);
