@@ -10,10 +10,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
+use super::edit::{Edit, PinStoreError};
 use super::file::PinStoreFile;
 use super::hidden::{self, Hidden};
 use super::shared::SharedPins;
-use super::store::{Edit, PinStore, PinStoreError};
+use super::store::PinStore;
 use super::{Change, Drift, Kind, Pin, Pins, digest, drifts, pins_of};
 use crate::config::{Config, PinMode, RedisUser};
 

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use super::Pins;
+use super::edit::PinStoreError;
 use super::format::{PinFile, parse, render};
-use super::store::PinStoreError;
 
 /// What identifies one version of the file on disk without reading it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

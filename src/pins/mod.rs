@@ -8,6 +8,7 @@
 //! (`bridge::pins`) and the admin endpoints consult.
 
 pub(crate) mod book;
+pub(crate) mod edit;
 pub(crate) mod file;
 pub(crate) mod format;
 pub(crate) mod hidden;

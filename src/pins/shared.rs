@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use super::Pins;
+use super::edit::{Edit, PinStoreError};
 use super::format::{parse_upstream, render_upstream};
-use super::store::{Edit, PinStoreError};
 use crate::store::redis::{Pool, RedisError, Target, Value};
 
 /// Writes `ARGV[2]` as the pins when the stored version is still `ARGV[1]`; answers
