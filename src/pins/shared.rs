@@ -72,14 +72,7 @@ impl SharedPins {
     pub(crate) async fn load(&self, upstreams: &[String]) -> Result<(), PinStoreError> {
         for upstream in upstreams {
             let (pins, version) = self.read(upstream).await?;
-            self.lock().insert(
-                upstream.clone(),
-                Cached {
-                    pins,
-                    version,
-                    unwritten: false,
-                },
-            );
+            self.keep_read(upstream, pins, version);
         }
         Ok(())
     }
@@ -98,16 +91,23 @@ impl SharedPins {
                 continue;
             }
             let (pins, version) = self.read(&upstream).await?;
-            let mut cached = self.lock();
-            let entry = cached.entry(upstream).or_default();
-            changed |= entry.pins != pins;
-            *entry = Cached {
-                pins,
-                version,
-                unwritten: false,
-            };
+            changed |= self.keep_read(&upstream, pins, version);
         }
         Ok(changed)
+    }
+
+    /// Keeps `pins`, read from the store at `version`, as `upstream`'s (an edit not yet
+    /// stored is dropped: its writer applies it again): whether they differ from those kept.
+    fn keep_read(&self, upstream: &str, pins: Pins, version: i64) -> bool {
+        let mut cached = self.lock();
+        let entry = cached.entry(upstream.to_owned()).or_default();
+        let changed = entry.pins != pins;
+        *entry = Cached {
+            pins,
+            version,
+            unwritten: false,
+        };
+        changed
     }
 
     /// Applies `edit` to the pins kept here only, until [`SharedPins::update`] stores it.
@@ -145,14 +145,7 @@ impl SharedPins {
                 }
                 None => {
                     let (pins, version) = self.read(upstream).await?;
-                    self.lock().insert(
-                        upstream.to_owned(),
-                        Cached {
-                            pins,
-                            version,
-                            unwritten: false,
-                        },
-                    );
+                    self.keep_read(upstream, pins, version);
                     self.reread.store(true, Ordering::Relaxed);
                 }
             }
