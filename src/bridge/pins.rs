@@ -54,7 +54,7 @@ pub(crate) fn admit_to(book: &Arc<PinBook>, request: &Request) -> Pinning {
     if book.blocked() && !matches!(method, "initialize" | "ping" | "server/discover") {
         return refuse(request, blocked_error(book.upstream()));
     }
-    if let Some(kind) = listed_kind(method) {
+    if let Some(kind) = Kind::listed_by(method) {
         let paged = request
             .params
             .as_ref()
@@ -98,30 +98,11 @@ pub(crate) fn blocked_error(upstream: &str) -> ErrorObject {
     )
 }
 
-/// The kind of definition a list method lists.
-pub(crate) fn listed_kind(method: &str) -> Option<Kind> {
-    match method {
-        "tools/list" => Some(Kind::Tool),
-        "prompts/list" => Some(Kind::Prompt),
-        "resources/templates/list" => Some(Kind::ResourceTemplate),
-        _ => None,
-    }
-}
-
-/// The member of a list result holding the definitions of `kind`.
-pub(crate) fn items_member(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Tool => "tools",
-        Kind::Prompt => "prompts",
-        Kind::ResourceTemplate => "resourceTemplates",
-    }
-}
-
 /// Compares the definitions in a list `result` with `book`'s pins and shapes them as its
 /// mode says; `paged` when the request named a cursor. Returns how many were left out.
 pub(crate) fn observe_result(book: &PinBook, kind: Kind, result: &mut Value, paged: bool) -> usize {
     let whole = !paged && result.get("nextCursor").is_none_or(Value::is_null);
-    let Some(Value::Array(items)) = result.get_mut(items_member(kind)) else {
+    let Some(Value::Array(items)) = result.get_mut(kind.items_member()) else {
         return 0;
     };
     book.observe(kind, items, whole)

@@ -155,16 +155,11 @@ fn targets(gateway: &Gateway, upstream: Option<&str>) -> Vec<Target> {
 
 /// How many pins of each kind `upstream` has in its store now.
 fn pinned_counts(gateway: &Gateway, upstream: &str) -> BTreeMap<Kind, usize> {
-    let mut counts = BTreeMap::new();
-    let Some(book) = gateway.pins().book(upstream) else {
-        return counts;
-    };
-    for pin in book.list()["pins"].as_array().into_iter().flatten() {
-        if let Some(kind) = pin["kind"].as_str().and_then(Kind::parse) {
-            *counts.entry(kind).or_insert(0) += 1;
-        }
-    }
-    counts
+    gateway
+        .pins()
+        .book(upstream)
+        .map(|book| book.pinned_counts())
+        .unwrap_or_default()
 }
 
 /// One kind's line of the summary: how many are pinned now, and how they came to be.
@@ -237,12 +232,7 @@ impl Client {
         }
         let mut listings = BTreeMap::new();
         for kind in Kind::ALL {
-            let capability = match kind {
-                Kind::Tool => "tools",
-                Kind::Prompt => "prompts",
-                Kind::ResourceTemplate => "resources",
-            };
-            let listing = match capabilities.get(capability) {
+            let listing = match capabilities.get(kind.capability()) {
                 None | Some(Value::Null) => Listing::Unsupported,
                 Some(_) => self.list(kind).await,
             };
@@ -253,11 +243,7 @@ impl Client {
 
     /// Every page of `kind`'s listing.
     async fn list(&mut self, kind: Kind) -> Listing {
-        let (method, items) = match kind {
-            Kind::Tool => ("tools/list", "tools"),
-            Kind::Prompt => ("prompts/list", "prompts"),
-            Kind::ResourceTemplate => ("resources/templates/list", "resourceTemplates"),
-        };
+        let (method, items) = (kind.list_method(), kind.items_member());
         let mut cursor: Option<String> = None;
         for page in 1..=MAX_PAGES {
             let params = cursor.take().map(|c| json!({"cursor": c}));

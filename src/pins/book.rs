@@ -216,6 +216,15 @@ impl PinBook {
         Ok(keys.len())
     }
 
+    /// How many definitions of each kind are pinned now.
+    pub(crate) fn pinned_counts(&self) -> BTreeMap<Kind, usize> {
+        let mut counts = BTreeMap::new();
+        for (kind, _) in self.store.pins_of(&self.upstream).keys() {
+            *counts.entry(*kind).or_insert(0) += 1;
+        }
+        counts
+    }
+
     /// The pins, the pending drifts and the hidden content found, for `pins list`.
     pub(crate) fn list(&self) -> Value {
         let state = self.lock();

@@ -60,6 +60,38 @@ impl Kind {
         }
     }
 
+    /// The method that lists definitions of this kind.
+    pub(crate) fn list_method(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools/list",
+            Kind::Prompt => "prompts/list",
+            Kind::ResourceTemplate => "resources/templates/list",
+        }
+    }
+
+    /// The kind a list method lists; `None` for any other method.
+    pub(crate) fn listed_by(method: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|kind| kind.list_method() == method)
+    }
+
+    /// The member of a list result holding the definitions.
+    pub(crate) fn items_member(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools",
+            Kind::Prompt => "prompts",
+            Kind::ResourceTemplate => "resourceTemplates",
+        }
+    }
+
+    /// The server capability that declares the list method.
+    pub(crate) fn capability(self) -> &'static str {
+        match self {
+            Kind::Tool => "tools",
+            Kind::Prompt => "prompts",
+            Kind::ResourceTemplate => "resources",
+        }
+    }
+
     /// How the pin file and metrics name the kind.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
