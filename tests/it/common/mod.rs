@@ -8,6 +8,7 @@ pub mod auth_server;
 pub mod conformance;
 pub mod matrix;
 pub mod oauth;
+pub mod pyfork;
 pub mod redis;
 pub mod tls;
 pub mod tokens;
@@ -47,8 +48,15 @@ impl Peers {
             .unwrap_or_else(|| panic!("{name} missing from env.sh"))
     }
 
-    /// The Python interpreter with `mcp==2.3.0`.
+    /// The Python interpreter with `mcp==2.3.0`, as a launcher that forks each peer from a
+    /// process with the SDK already imported ([`pyfork`]) unless `ERAGATE_TEST_PYFORK=0`.
     pub fn python(&self) -> &str {
+        let python = self.get("PEERS_PYTHON");
+        pyfork::launcher(python, &self.script("pyfork.py")).unwrap_or(python)
+    }
+
+    /// The Python interpreter itself, for what must not be forked from the zygote.
+    pub fn python_itself(&self) -> &str {
         self.get("PEERS_PYTHON")
     }
 
