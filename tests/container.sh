@@ -11,7 +11,8 @@
 # Runs as root (buildah, debootstrap; installed from apt when missing). Idempotent: buildah's
 # storage (bases and layer cache) is kept in .cache/container/storage, so a second run only
 # rebuilds what changed, and not even that when nothing did. Uses the peers of tests/peers/install.sh (ERAGATE_PEERS, else
-# .cache/peers). Prints the image size and how long the build took.
+# .cache/peers). Prints the image size and how long the build took. ERAGATE_IMAGE_PROFILE picks
+# the Cargo profile (the Dockerfile's PROFILE: dist, the default, or release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,7 +37,9 @@ deploy/image/local-bases.sh
 # What the build reads: the Dockerfile, the context it keeps (.dockerignore) and both bases.
 # An image recorded with the same digest is that build's result: reuse it (even a fully
 # cached `buildah bud` takes minutes on vfs, which copies the builder's tree per step).
+profile=${ERAGATE_IMAGE_PROFILE:-dist}
 inputs=$({
+  echo "PROFILE=$profile"
   sha256sum Dockerfile .dockerignore
   find Cargo.toml Cargo.lock src benches bench/Cargo.toml bench/src -type f -print0 | sort -z | xargs -0 sha256sum
   for base in localhost/eragate-builder:bookworm localhost/eragate-runtime:bookworm; do
@@ -54,6 +57,7 @@ else
   "${buildah[@]}" bud --isolation chroot --layers --format docker \
     --build-arg BUILDER=localhost/eragate-builder:bookworm \
     --build-arg RUNTIME=localhost/eragate-runtime:bookworm \
+    --build-arg PROFILE="$profile" \
     -t "$image" . >"$log" 2>&1 || { tail -n 40 "$log" >&2; exit 1; }
   echo "$inputs $(image_id)" >"$stamp"
   echo "built $image in $((SECONDS - start)) s (log: $log)"
