@@ -6,8 +6,10 @@
 //! when the version moved. An unreachable or garbled store at start refuses the start.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Notify;
 
 use super::Pins;
 use super::edit::{Edit, PinStoreError};
@@ -32,6 +34,10 @@ pub(crate) struct SharedPins {
     cached: Mutex<BTreeMap<String, Cached>>,
     /// A write re-read pins another replica changed: the next refresh reports a change.
     reread: AtomicBool,
+    /// Edits being written in the background ([`SharedPins::edit_soon`]).
+    pending: AtomicUsize,
+    /// Signalled each time a background write ends.
+    written: Notify,
 }
 
 #[derive(Clone, Default)]
@@ -51,6 +57,8 @@ impl SharedPins {
             script: redis::Script::new(WRITE_SCRIPT),
             cached: Mutex::new(BTreeMap::new()),
             reread: AtomicBool::new(false),
+            pending: AtomicUsize::new(0),
+            written: Notify::new(),
         }
     }
 
@@ -110,12 +118,28 @@ impl SharedPins {
         changed
     }
 
-    /// Applies `edit` to the pins kept here only, until [`SharedPins::update`] stores it.
-    pub(crate) fn edit_here(&self, upstream: &str, edit: &Edit) {
-        let mut cached = self.lock();
-        let entry = cached.entry(upstream.to_owned()).or_default();
-        edit(&mut entry.pins);
-        entry.unwritten = true;
+    /// Applies `edit` to the pins kept here at once and stores it in the background, as
+    /// [`SharedPins::update`] does; `done` gets the outcome. [`SharedPins::settle`] waits for it.
+    pub(crate) fn edit_soon(
+        self: &Arc<Self>,
+        upstream: &str,
+        edit: Edit,
+        done: impl FnOnce(Result<(), PinStoreError>) + Send + 'static,
+    ) {
+        {
+            let mut cached = self.lock();
+            let entry = cached.entry(upstream.to_owned()).or_default();
+            edit(&mut entry.pins);
+            entry.unwritten = true;
+        }
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        let (shared, upstream) = (Arc::clone(self), upstream.to_owned());
+        tokio::spawn(async move {
+            let written = shared.update(&upstream, &edit).await;
+            shared.pending.fetch_sub(1, Ordering::AcqRel);
+            shared.written.notify_waiters();
+            done(written);
+        });
     }
 
     /// Applies `edit` to the latest pins of `upstream` and stores them: when another
@@ -135,11 +159,18 @@ impl SharedPins {
                     let entry = cached.entry(upstream.to_owned()).or_default();
                     // A refresh may have read this write, or a later one, already.
                     if entry.version < version {
-                        *entry = Cached {
-                            pins: next,
-                            version,
-                            unwritten: false,
-                        };
+                        if entry.pins == base.pins {
+                            *entry = Cached {
+                                pins: next,
+                                version,
+                                unwritten: false,
+                            };
+                        } else {
+                            // Edited here meanwhile: that edit is still to be written.
+                            edit(&mut entry.pins);
+                            entry.version = version;
+                            entry.unwritten = true;
+                        }
                     }
                     return Ok(());
                 }
@@ -153,9 +184,17 @@ impl SharedPins {
         Err(PinStoreError::Contended { at: self.key(upstream) })
     }
 
-    /// Writes every edit made here and not yet stored (a first sight written in the
-    /// background): `Err` when one cannot be.
+    /// Waits for the background writes, then writes every edit made here and not yet
+    /// stored (one whose write failed): `Err` when one cannot be.
     pub(crate) async fn settle(&self) -> Result<(), PinStoreError> {
+        loop {
+            // Registered before the count is read, so no end between the two is missed.
+            let written = self.written.notified();
+            if self.pending.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            written.await;
+        }
         let unwritten: Vec<String> = self
             .lock()
             .iter()

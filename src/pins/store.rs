@@ -86,11 +86,9 @@ impl PinStore {
                 log_written(upstream, &self.describe(), &what, written);
             }
             PinStore::Shared(shared) => {
-                shared.edit_here(upstream, &edit);
-                let (shared, upstream) = (Arc::clone(shared), upstream.to_owned());
-                tokio::spawn(async move {
-                    let written = shared.update(&upstream, &edit).await;
-                    log_written(&upstream, &shared.describe(), &what, written);
+                let (store, name) = (shared.describe(), upstream.to_owned());
+                shared.edit_soon(upstream, edit, move |written| {
+                    log_written(&name, &store, &what, written)
                 });
             }
         }

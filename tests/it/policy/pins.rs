@@ -873,8 +873,13 @@ fn seed_writes_the_pins_into_redis_before_it_exits() {
         summary["upstreams"][0]["kinds"]["tool"]["status"], "written",
         "{summary}"
     );
-    // Every kind's first sight is stored by the time seed exits.
-    assert_eq!(redis.cli(0, &["HGET", "eragate:pins:fixture", "version"]), ["3"]);
+    // Every kind's first sight is stored by the time seed exits (first sights made while a
+    // write is under way may go together, so the writes are not counted).
+    let version = redis.cli(0, &["HGET", "eragate:pins:fixture", "version"]);
+    assert!(
+        matches!(version.as_slice(), [v] if v.parse::<u32>().is_ok_and(|v| v >= 1)),
+        "{version:?}"
+    );
     let stored = redis.cli(0, &["HGET", "eragate:pins:fixture", "pins"]).join("\n");
     for name in ["\"echo\"", "\"greet\"", "\"test://items/{id}\""] {
         assert!(stored.contains(name), "{name}: {stored}");
@@ -885,5 +890,9 @@ fn seed_writes_the_pins_into_redis_before_it_exits() {
         summary["upstreams"][0]["kinds"]["tool"]["status"], "already_pinned",
         "{summary}"
     );
-    assert_eq!(redis.cli(0, &["HGET", "eragate:pins:fixture", "version"]), ["3"]);
+    assert_eq!(
+        redis.cli(0, &["HGET", "eragate:pins:fixture", "version"]),
+        version,
+        "a second seed writes nothing"
+    );
 }
