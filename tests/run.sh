@@ -17,7 +17,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # alone would build eragate and its crypto crates a second time. Everything the tests run is
 # built first in one command, so the benches compile while the big test binary does.
 cargo test --workspace --lib --bins --tests --bench '*' --locked --no-run
-cargo test --workspace --lib --bins --tests --locked -- --test-threads="${ERAGATE_TEST_THREADS:-4}"
+cargo test --workspace --lib --bins --tests --locked -- --test-threads="${ERAGATE_TEST_THREADS:-3}"
 # Criterion benches run once each, as a smoke test (their own harness takes no test flags).
 # `--bench '*'`, not `--benches`, which would run the library's unit tests a second time.
 cargo test --workspace --bench '*' --locked

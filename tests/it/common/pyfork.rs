@@ -120,9 +120,9 @@ mod tests {
     #[test]
     fn a_forked_peer_has_its_own_arguments_streams_and_exit_code() {
         let code = "import sys\nline = sys.stdin.readline()\n\
-                    print(sys.argv[1:], line.upper().strip(), flush=True)\nsys.exit(7)";
+                    print(sys.argv[1:], line.upper().strip(), sys._xoptions, flush=True)\nsys.exit(7)";
         let mut launcher = Command::new(peers().python())
-            .args(["-c", code, "one", "two"])
+            .args(["-X", "marker", "-c", code, "one", "two"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -134,7 +134,10 @@ mod tests {
             .write_all(b"hello\n")
             .expect("write");
         let output = launcher.wait_with_output().expect("wait");
-        assert_eq!(String::from_utf8_lossy(&output.stdout), "['one', 'two'] HELLO\n");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "['one', 'two'] HELLO {'marker': True}\n"
+        );
         assert_eq!(output.status.code(), Some(7));
     }
 
