@@ -226,10 +226,10 @@ class Zygote:
             message, fds = b"", []
         try:
             request = json.loads(message)
-            argv, cwd, env = request["argv"], request["cwd"], request["env"]
+            command, cwd, env = parse_request(request["argv"]), request["cwd"], request["env"]
         except (ValueError, KeyError, TypeError):
-            argv = None
-        if argv is None or len(fds) != 3 or not forkable_request(argv):
+            command = None
+        if command is None or len(fds) != 3:
             for fd in fds:
                 os.close(fd)
             self.drop(connection)
@@ -239,7 +239,7 @@ class Zygote:
             code = 70
             try:
                 self.become_child(fds)
-                code = run_peer(argv, cwd, env)
+                code = run_peer(*command, cwd, env)
             finally:
                 os._exit(code)
         for fd in fds:
@@ -255,10 +255,10 @@ class Zygote:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         self.listener.close()
-        for connection in list(self.child_of) + [
-            key.fileobj for key in self.selector.get_map().values() if key.data == "launcher"
-        ]:
-            connection.close()
+        # Every launcher's connection, started or not, is registered with the selector.
+        for key in list(self.selector.get_map().values()):
+            if key.data == "launcher":
+                key.fileobj.close()
         self.selector.close()
         for fd in self.wake_fds:
             os.close(fd)
@@ -303,8 +303,11 @@ class Zygote:
         self.listener.close()
 
 
-def forkable_request(argv):
-    return isinstance(argv, list) and all(isinstance(a, str) for a in argv) and forkable(argv)
+def parse_request(argv):
+    """`parse` for a command line received as JSON: None unless it is a list of strings."""
+    if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
+        return None
+    return parse(argv)
 
 
 def socket_peer_uid(connection):
@@ -322,8 +325,9 @@ def kill(pid, signum):
         pass
 
 
-def run_peer(argv, cwd, env):
-    """Runs a peer's command line in this (forked) process as `python ARGV` would; its exit code."""
+def run_peer(xoptions, argv, cwd, env):
+    """Runs a parsed peer command line in this (forked) process as `python ARGV` would, with
+    `xoptions` as its `-X` options; its exit code."""
     import atexit
     import runpy
     import threading
@@ -335,7 +339,6 @@ def run_peer(argv, cwd, env):
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(env)
-        xoptions, argv = parse(argv)
         sys._xoptions.clear()
         sys._xoptions.update(xoptions)
         if argv[0] == "-c":
